@@ -1,0 +1,356 @@
+"""The supervisor's public vocabulary: state snapshots, events and commands.
+
+Everything here is a frozen, plain dataclass made of str/int/float/bool/None,
+tuples and other such dataclasses, so one value travels unchanged between the
+in-process supervisor, the control socket (JSON lines), the CLI (`status --json`)
+and the console. Keep these stable: all three speak them.
+
+`to_dict()` / `*_from_dict()` are the only (de)serialisers; they never raise on
+unknown keys (a newer daemon may add fields) and fill absent ones with defaults.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, TypeVar, Union, get_args, get_origin
+
+#: Bumped when a field changes meaning; additions do not bump it.
+PROTOCOL_VERSION = 1
+
+
+class SlotState(StrEnum):
+    """Where one agent slot is in its life cycle."""
+
+    EMPTY = "empty"
+    """No container; the supervisor will start one (or replenishing is paused)."""
+    STARTING = "starting"
+    """Container running, its agent not yet online with the server."""
+    IDLE = "idle"
+    """Agent online and enabled, no job assigned."""
+    BUSY = "busy"
+    """Agent has an assigned job."""
+    DRAINING = "draining"
+    """Disabled on the server; waiting for the running job to end (or stopping an idle one)."""
+    DRAINED = "drained"
+    """Drained: no container, not replaced until resumed."""
+    BACKOFF = "backoff"
+    """The last container failed early; waiting before the next start."""
+    PARKED = "parked"
+    """Too many consecutive failures; not restarted until resumed."""
+
+
+class HealthState(StrEnum):
+    """Health of an outside system as last seen by the supervisor."""
+
+    UNKNOWN = "unknown"
+    OK = "ok"
+    AUTH_FAILED = "auth_failed"
+    RATE_LIMITED = "rate_limited"
+    UNREACHABLE = "unreachable"
+    ERROR = "error"
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    """The job an agent runs, as the server reports it."""
+
+    request_id: int
+    pipeline: str | None = None
+    """Pipeline (definition) name."""
+    run: str | None = None
+    """Run (owner) name, e.g. ``20260928.2``."""
+    definition_id: int | None = None
+    assign_time: str | None = None
+    """ISO-8601 UTC time the server assigned the job."""
+    result: str | None = None
+
+
+@dataclass(frozen=True)
+class ExitInfo:
+    """How a slot's previous container ended."""
+
+    code: int | None
+    oom: bool = False
+    at: float = 0.0
+    """Unix time of the exit."""
+    reason: str = ""
+    """Plain-words reason: "job finished", "start failed: image not present", …"""
+    log_tail: tuple[str, ...] = ()
+    took_job: bool = False
+    """Whether the container ran a job before it exited."""
+
+
+@dataclass(frozen=True)
+class SlotSnapshot:
+    """One slot of the supervisor, as of `SupervisorSnapshot.taken_at`."""
+
+    slot: int
+    name: str
+    """Agent and container name: ``{name_prefix}-{slot}``."""
+    state: SlotState
+    container_id: str | None = None
+    started_at: float | None = None
+    """Unix time the current container started."""
+    agent_id: int | None = None
+    agent_status: str | None = None
+    """``online`` / ``offline`` as the server says, None when not registered."""
+    agent_enabled: bool | None = None
+    job: JobInfo | None = None
+    gpus: tuple[str, ...] = ()
+    """GPU indexes given to the container; ``("all",)`` for every GPU."""
+    last_exit: ExitInfo | None = None
+    failures: int = 0
+    """Consecutive early failures (reset by a container that takes a job)."""
+    backoff_until: float | None = None
+    restart_pending: bool = False
+    """A restart was asked while busy: the container is replaced after its job."""
+    message: str = ""
+    """What the supervisor is doing with this slot, in plain words."""
+    jobs_done: int = 0
+
+
+@dataclass(frozen=True)
+class HealthSnapshot:
+    """Health of the Azure DevOps organisation or the Docker engine."""
+
+    state: HealthState = HealthState.UNKNOWN
+    message: str = ""
+    checked_at: float | None = None
+    retry_at: float | None = None
+    """When the supervisor will call again after a failure or a rate-limit delay."""
+
+
+@dataclass(frozen=True)
+class PoolSummary:
+    """The pool as the server sees it (all agents, not only ours)."""
+
+    pool_id: int | None = None
+    name: str = ""
+    online: int = 0
+    offline: int = 0
+    disabled: int = 0
+    queued_jobs: int = 0
+    running_jobs: int = 0
+
+
+@dataclass(frozen=True)
+class SupervisorSnapshot:
+    """Everything a console or `status` needs to render the supervisor."""
+
+    taken_at: float
+    org_url: str
+    pool: str
+    instance: str
+    """Identifies the supervised set of agents (org + pool + name prefix)."""
+    desired_count: int
+    paused: bool = False
+    stopping: bool = False
+    mode: str = "in-process"
+    """``in-process`` or ``daemon`` (a ``gpuci-tui run`` process)."""
+    pid: int | None = None
+    slots: tuple[SlotSnapshot, ...] = ()
+    pool_summary: PoolSummary = field(default_factory=PoolSummary)
+    azure: HealthSnapshot = field(default_factory=HealthSnapshot)
+    docker: HealthSnapshot = field(default_factory=HealthSnapshot)
+    azure_requests: int = 0
+    """Azure DevOps calls made since start (for the rate budget)."""
+    started_at: float | None = None
+    protocol: int = PROTOCOL_VERSION
+
+    def slot(self, number: int) -> SlotSnapshot | None:
+        """Return the snapshot of slot ``number`` or None."""
+        for item in self.slots:
+            if item.slot == number:
+                return item
+        return None
+
+
+@dataclass(frozen=True)
+class SupervisorEvent:
+    """Something that happened, for logs, the console and `--wait`."""
+
+    at: float
+    kind: str
+    """e.g. ``container_started``, ``container_exited``, ``job_assigned``,
+    ``job_finished``, ``slot_parked``, ``drained``, ``azure_error``, ``command``."""
+    message: str
+    slot: int | None = None
+
+
+# --------------------------------------------------------------------------- commands
+
+
+@dataclass(frozen=True)
+class Drain:
+    """Disable agents on the server, stop idle ones, let busy ones finish; no replacement."""
+
+    slots: tuple[int, ...] | None = None
+    """None means every slot."""
+
+
+@dataclass(frozen=True)
+class Resume:
+    """Undo drain/park: re-enable and replenish the slots."""
+
+    slots: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Restart:
+    """Replace idle agents now and busy ones after their job."""
+
+    slots: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Scale:
+    """Change the number of slots. Scaling down drains the highest slots."""
+
+    count: int
+
+
+@dataclass(frozen=True)
+class Pause:
+    """Stop replenishing: running agents stay, exited ones are not replaced."""
+
+
+@dataclass(frozen=True)
+class Unpause:
+    """Start replenishing again."""
+
+
+@dataclass(frozen=True)
+class Stop:
+    """Stop the supervisor; agents stay running unless ``drain``."""
+
+    drain: bool = False
+
+
+Command = Drain | Resume | Restart | Scale | Pause | Unpause | Stop
+
+COMMAND_TYPES: dict[str, type[Any]] = {
+    "drain": Drain,
+    "resume": Resume,
+    "restart": Restart,
+    "scale": Scale,
+    "pause": Pause,
+    "unpause": Unpause,
+    "stop": Stop,
+}
+_COMMAND_NAMES = {cls: name for name, cls in COMMAND_TYPES.items()}
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """The supervisor's answer to a command."""
+
+    ok: bool
+    message: str
+    affected: tuple[int, ...] = ()
+
+
+# --------------------------------------------------------------------------- (de)serialising
+
+
+def to_dict(value: Any) -> dict[str, Any]:
+    """Turn a model dataclass into JSON-ready dicts/lists (commands get a ``type`` key)."""
+    if not dataclasses.is_dataclass(value) or isinstance(value, type):
+        raise TypeError(f"not a model dataclass: {value!r}")
+    data: dict[str, Any] = _plain(value)
+    name = _COMMAND_NAMES.get(type(value))
+    if name is not None:
+        data["type"] = name
+    return data
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, StrEnum):
+        return str(value)
+    if isinstance(value, tuple | list):
+        return [_plain(item) for item in value]
+    return value
+
+
+T = TypeVar("T")
+
+
+def from_dict(cls: type[T], data: dict[str, Any]) -> T:
+    """Build dataclass ``cls`` from ``data``, ignoring unknown keys.
+
+    Raises:
+        ValueError: a required field is missing or a value has the wrong shape.
+    """
+    if not isinstance(data, dict):
+        raise ValueError(f"{cls.__name__}: expected an object, got {type(data).__name__}")
+    hints = typing.get_type_hints(cls)
+    kwargs: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if f.name in data:
+            kwargs[f.name] = _coerce(hints[f.name], data[f.name], f"{cls.__name__}.{f.name}")
+    try:
+        return cls(**kwargs)
+    except TypeError as exc:
+        raise ValueError(f"{cls.__name__}: {exc}") from None
+
+
+def _coerce(hint: Any, value: Any, where: str) -> Any:
+    origin = get_origin(hint)
+    if origin in (Union, types.UnionType):
+        options = get_args(hint)
+        if value is None and type(None) in options:
+            return None
+        last_error: ValueError | None = None
+        for option in options:
+            if option is type(None):
+                continue
+            try:
+                return _coerce(option, value, where)
+            except ValueError as exc:
+                last_error = exc
+        raise last_error or ValueError(f"{where}: bad value {value!r}")
+    if origin is tuple:
+        if not isinstance(value, list | tuple):
+            raise ValueError(f"{where}: expected a list, got {value!r}")
+        item_hint = get_args(hint)[0]
+        return tuple(_coerce(item_hint, item, where) for item in value)
+    if isinstance(hint, type) and issubclass(hint, StrEnum):
+        try:
+            return hint(value)
+        except ValueError:
+            raise ValueError(f"{where}: unknown value {value!r}") from None
+    if dataclasses.is_dataclass(hint) and isinstance(hint, type):
+        return from_dict(hint, value)
+    if hint is float and isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if hint is Any:
+        return value
+    if isinstance(hint, type) and not isinstance(value, hint):
+        raise ValueError(f"{where}: expected {hint.__name__}, got {value!r}")
+    return value
+
+
+def command_from_dict(data: dict[str, Any]) -> Command:
+    """Parse a command sent over the control socket.
+
+    Raises:
+        ValueError: unknown ``type`` or bad fields, with a message naming them.
+    """
+    kind = data.get("type") if isinstance(data, dict) else None
+    cls = COMMAND_TYPES.get(str(kind))
+    if cls is None:
+        known = ", ".join(sorted(COMMAND_TYPES))
+        raise ValueError(f"unknown command type {kind!r}; expected one of: {known}")
+    body = {key: value for key, value in data.items() if key != "type"}
+    command: Command = from_dict(cls, body)
+    return command
+
+
+def snapshot_from_dict(data: dict[str, Any]) -> SupervisorSnapshot:
+    """Parse a `SupervisorSnapshot` (as sent by a daemon)."""
+    return from_dict(SupervisorSnapshot, data)

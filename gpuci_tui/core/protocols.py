@@ -1,0 +1,357 @@
+"""The small seams between the supervisor and the outside systems.
+
+Each outside system (Azure DevOps, the container engine, NVML, the keyring)
+is reached through one protocol defined here, with plain dataclasses for what
+crosses it. The real implementations live in `azure.py`, `runtime.py`,
+`gpu.py` and `secrets.py`; tests and the demo pass fakes or simulations.
+
+All protocol methods are blocking (requests, docker-py, NVML are); the
+supervisor calls them through `asyncio.to_thread`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+# --------------------------------------------------------------------------- errors
+
+
+class GpuciError(Exception):
+    """Base of every error the engine turns into a plain message for the operator.
+
+    `str(error)` is meant to be shown as is: it says what happened and what to do.
+    It never contains a secret.
+    """
+
+
+class AzureError(GpuciError):
+    """Azure DevOps could not be used."""
+
+
+class AzureAuthError(AzureError):
+    """The PAT was rejected (401, or a 203/HTML sign-in page)."""
+
+
+class AzureScopeError(AzureError):
+    """The PAT is valid but lacks the Agent Pools scope (403 / TF400813 on pools)."""
+
+
+class AzureNotFoundError(AzureError):
+    """A pool or agent does not exist."""
+
+
+class AzureRateLimitError(AzureError):
+    """429, or a rate-limit delay; `retry_after` is in seconds."""
+
+    def __init__(self, message: str, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class AzureUnreachableError(AzureError):
+    """DNS, connection refused, TLS or timeout: the organisation could not be reached."""
+
+
+class AzureServerError(AzureError):
+    """5xx after retries."""
+
+
+class RuntimeUnavailableError(GpuciError):
+    """The container engine could not be reached (socket missing, permission, down)."""
+
+
+class ContainerStartError(GpuciError):
+    """An agent container could not be created or started (image missing, no GPU runtime…)."""
+
+
+class ContainerNameConflictError(ContainerStartError):
+    """The slot's container name is still taken (the old container is being removed)."""
+
+
+# --------------------------------------------------------------------------- Azure DevOps
+
+
+@dataclass(frozen=True)
+class Pool:
+    """An agent pool."""
+
+    id: int
+    name: str
+    size: int | None = None
+    is_hosted: bool = False
+    pool_type: str | None = None
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    """A job request of a pool (queued, running or finished)."""
+
+    request_id: int
+    queue_time: str | None = None
+    assign_time: str | None = None
+    receive_time: str | None = None
+    finish_time: str | None = None
+    result: str | None = None
+    plan_type: str | None = None
+    definition_id: int | None = None
+    definition_name: str | None = None
+    owner_name: str | None = None
+    """The run's name (``owner.name``), e.g. ``20260928.2``."""
+    reserved_agent_id: int | None = None
+    reserved_agent_name: str | None = None
+
+
+@dataclass(frozen=True)
+class Agent:
+    """An agent registration in a pool."""
+
+    id: int
+    name: str
+    enabled: bool = True
+    status: str = "offline"
+    version: str | None = None
+    created_on: str | None = None
+    status_changed_on: str | None = None
+    assigned_request: JobRequest | None = None
+    system_capabilities: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PatCheck:
+    """Result of validating a PAT against an organisation and pool."""
+
+    ok: bool
+    reason: str
+    """``ok`` | ``bad_pat`` | ``no_scope`` | ``pool_not_found`` | ``pool_ambiguous`` |
+    ``unreachable`` | ``rate_limited`` | ``error``."""
+    message: str
+    user: str | None = None
+    pool: Pool | None = None
+
+
+class AgentPoolApi(Protocol):
+    """What the supervisor needs from Azure DevOps (one organisation, one PAT)."""
+
+    def resolve_pool(self, name: str) -> Pool:
+        """Find the pool by exact name; raise AzureNotFoundError on 0 or >1 matches."""
+        ...
+
+    def list_agents(self, pool_id: int) -> list[Agent]:
+        """All agents of the pool, with their assigned request (one call)."""
+        ...
+
+    def get_agent(self, pool_id: int, agent_id: int) -> Agent | None:
+        """One agent with its assigned request, None when it does not exist."""
+        ...
+
+    def set_agent_enabled(self, pool_id: int, agent_id: int, enabled: bool) -> Agent:
+        """PATCH the agent's ``enabled`` flag."""
+        ...
+
+    def delete_agent(self, pool_id: int, agent_id: int) -> None:
+        """Delete a registration (any 2xx is success; 404 is ignored)."""
+        ...
+
+    def list_job_requests(self, pool_id: int) -> list[JobRequest]:
+        """Unfinished job requests of the pool (queued and running)."""
+        ...
+
+    @property
+    def request_count(self) -> int:
+        """How many HTTP requests this client has sent."""
+        ...
+
+
+# --------------------------------------------------------------------------- containers
+
+
+@dataclass(frozen=True)
+class VolumeMount:
+    """A read-only bind mount with the env var that names it inside the agent."""
+
+    host: str
+    container: str
+    env: str | None = None
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    """Everything needed to start one agent container."""
+
+    name: str
+    image: str
+    labels: Mapping[str, str]
+    environment: Mapping[str, str]
+    """Never holds the PAT: it is delivered as the file `token_path`."""
+    token_path: str = "/run/azp/token"
+    network: str = "bridge"
+    gpus: str | tuple[str, ...] = "none"
+    """``"all"``, ``"none"`` or a tuple of device indexes/UUIDs."""
+    volumes: tuple[VolumeMount, ...] = ()
+    oom_score_adj: int = 1000
+    mem_limit: str | None = None
+    command: tuple[str, ...] | None = None
+    auto_remove: bool = True
+    extra_mounts: tuple[tuple[str, str, str], ...] = ()
+    """Further (host, container, mode) binds, e.g. an opt-in Docker socket."""
+
+
+@dataclass(frozen=True)
+class ContainerInfo:
+    """A container as the engine reports it."""
+
+    id: str
+    name: str
+    labels: Mapping[str, str]
+    status: str
+    """Docker's state: created, running, exited, dead, removing, …"""
+    image: str = ""
+    started_at: float | None = None
+    exit_code: int | None = None
+    oom_killed: bool = False
+
+
+@dataclass(frozen=True)
+class ContainerEvent:
+    """A container event from the engine, or a stream status change.
+
+    ``action`` is Docker's (``create``, ``start``, ``die``, ``oom``, ``destroy``, …)
+    or ``stream-lost`` / ``stream-restored`` emitted by the runtime itself when
+    the event stream breaks and comes back (then the supervisor re-adopts).
+    """
+
+    action: str
+    container_id: str = ""
+    name: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    exit_code: int | None = None
+    time: float = 0.0
+    message: str = ""
+
+
+@runtime_checkable
+class ContainerRuntime(Protocol):
+    """What the supervisor needs from the container engine."""
+
+    def ping(self) -> None:
+        """Raise RuntimeUnavailableError with a plain message when the engine is unusable."""
+        ...
+
+    def list_containers(self, labels: Mapping[str, str]) -> list[ContainerInfo]:
+        """Containers (running or not) that carry all of ``labels``."""
+        ...
+
+    def start(self, spec: ContainerSpec, token: str) -> ContainerInfo:
+        """Create the container, copy the token file into it, start it.
+
+        Raises:
+            ContainerNameConflictError: the name is still taken.
+            ContainerStartError: with a plain reason (image missing, GPU runtime…).
+        """
+        ...
+
+    def stop(self, container_id: str, timeout: float = 30.0) -> None:
+        """SIGTERM, then SIGKILL after ``timeout``; a gone container is not an error."""
+        ...
+
+    def remove(self, container_id: str) -> None:
+        """Force-remove; a gone container is not an error."""
+        ...
+
+    def logs_tail(self, container_id: str, lines: int = 20) -> list[str]:
+        """The last lines of the container's output ([] when gone)."""
+        ...
+
+    def image_present(self, image: str) -> bool:
+        """Whether the image is present locally (never pulls)."""
+        ...
+
+    def events(self, labels: Mapping[str, str], stop: threading.Event) -> Iterator[ContainerEvent]:
+        """Block and yield container events for ``labels`` until ``stop`` is set.
+
+        Reconnects by itself when the stream breaks, yielding ``stream-lost``
+        and ``stream-restored`` events around the gap.
+        """
+        ...
+
+
+# --------------------------------------------------------------------------- GPUs
+
+
+@dataclass(frozen=True)
+class GpuProcess:
+    """A process using a GPU (host PID)."""
+
+    pid: int
+    used_memory_mib: float | None = None
+    name: str | None = None
+    container_id: str | None = None
+    container_name: str | None = None
+
+
+@dataclass(frozen=True)
+class GpuSample:
+    """One GPU at one instant. None means "N/A" (not supported / failed)."""
+
+    index: int
+    name: str
+    uuid: str | None = None
+    utilization_pct: float | None = None
+    memory_used_mib: float | None = None
+    memory_total_mib: float | None = None
+    temperature_c: float | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    processes: tuple[GpuProcess, ...] = ()
+
+
+@dataclass(frozen=True)
+class GpuHostInfo:
+    """What the host's driver offers; ``available`` False means "no GPU visible"."""
+
+    available: bool
+    reason: str = ""
+    """Why no GPU is visible (e.g. "NVML library not found: no NVIDIA driver")."""
+    driver_version: str | None = None
+    cuda_driver_version: tuple[int, int] | None = None
+    """Highest CUDA (major, minor) the driver supports."""
+    gpu_count: int = 0
+
+
+@dataclass(frozen=True)
+class GpuFrame:
+    """All GPUs at one instant."""
+
+    taken_at: float
+    host: GpuHostInfo
+    gpus: tuple[GpuSample, ...] = ()
+
+
+class GpuSampler(Protocol):
+    """Samples the host's GPUs; never raises for a missing driver."""
+
+    def host_info(self) -> GpuHostInfo:
+        """Driver facts, or available=False with the reason."""
+        ...
+
+    def sample(self) -> GpuFrame:
+        """One frame of all GPUs."""
+        ...
+
+    def close(self) -> None:
+        """Release NVML."""
+        ...
+
+
+# --------------------------------------------------------------------------- secrets
+
+
+class TokenSource(Protocol):
+    """Where the supervisor gets the PAT from."""
+
+    def get_token(self, org_url: str) -> str:
+        """Return the PAT for ``org_url`` (trimmed) or raise `GpuciError` with advice."""
+        ...

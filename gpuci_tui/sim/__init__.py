@@ -1,0 +1,1 @@
+"""Simulated Azure DevOps organisation and agent emulator (demo and tests)."""

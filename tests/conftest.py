@@ -1,0 +1,119 @@
+"""Shared fixtures: a real Docker engine, a locally built busybox image, isolation.
+
+Real components are required, not optional: a test that needs Docker, a keyring
+or tmux fails with an explanation when the component is missing (the README's
+test command, scripts/test.sh, installs and starts all of them).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import tarfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+FIXTURE_IMAGE = "gpuci-fixture/busybox:1"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keep every test away from the developer's own config, state and keyring."""
+    home = tmp_path_factory.mktemp("home")
+    for var, sub in (
+        ("XDG_CONFIG_HOME", "config"),
+        ("XDG_STATE_HOME", "state"),
+        ("XDG_DATA_HOME", "data"),
+        ("XDG_CACHE_HOME", "cache"),
+        ("XDG_RUNTIME_DIR", "run"),
+    ):
+        path = home / sub
+        path.mkdir(mode=0o700)
+        monkeypatch.setenv(var, str(path))
+    for var in ("GPUCI_CONFIG", "GPUCI_PAT", "GPUCI_PAT_FILE", "PYTHON_KEYRING_BACKEND"):
+        monkeypatch.delenv(var, raising=False)
+
+
+def _require(ok: bool, what: str) -> None:
+    if not ok:
+        pytest.fail(
+            f"{what} is required for this test and is missing. "
+            "Run scripts/test.sh, which installs and starts it.",
+            pytrace=False,
+        )
+
+
+@pytest.fixture(scope="session")
+def docker_client() -> Iterator[object]:
+    """A docker-py client for the local engine (fails when there is none)."""
+    import docker
+
+    try:
+        client = docker.from_env(timeout=30)
+        client.ping()
+    except Exception as exc:  # noqa: BLE001 - any failure means "no engine"
+        _require(False, f"A Docker engine ({exc.__class__.__name__}: {exc})")
+        raise
+    yield client
+    client.close()
+
+
+def _busybox_rootfs_tar() -> bytes:
+    busybox = shutil.which("busybox") or "/bin/busybox"
+    _require(os.path.exists(busybox), "A static busybox (apt-get install busybox-static)")
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for d in ("bin", "tmp", "run", "etc"):
+            info = tarfile.TarInfo(d)
+            info.type = tarfile.DIRTYPE
+            info.mode = 0o1777 if d == "tmp" else 0o755
+            tar.addfile(info)
+        tar.add(busybox, arcname="bin/busybox")
+        for applet in ("sh", "sleep", "true", "false", "cat", "echo", "ls", "nc", "wget",
+                       "base64", "sed", "grep", "rm", "date", "kill", "printf", "tail", "head",
+                       "dd", "env", "seq", "mkdir", "test", "tr", "cut", "awk", "timeout"):
+            info = tarfile.TarInfo(f"bin/{applet}")
+            info.type = tarfile.SYMTYPE
+            info.linkname = "busybox"
+            tar.addfile(info)
+    return buf.getvalue()
+
+
+@pytest.fixture(scope="session")
+def busybox_image(docker_client: object) -> str:
+    """A busybox image imported locally (no registry is reachable)."""
+    client = docker_client
+    try:
+        client.images.get(FIXTURE_IMAGE)  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001
+        client.api.import_image_from_data(  # type: ignore[attr-defined]
+            _busybox_rootfs_tar(), repository=FIXTURE_IMAGE.split(":")[0], tag="1"
+        )
+    return FIXTURE_IMAGE
+
+
+@pytest.fixture
+def run_label(docker_client: object) -> Iterator[str]:
+    """A unique label value; every container carrying it is removed afterwards."""
+    value = uuid.uuid4().hex[:12]
+    yield value
+    client = docker_client
+    for c in client.containers.list(  # type: ignore[attr-defined]
+        all=True, sparse=True, filters={"label": f"gpuci.test={value}"}
+    ):
+        try:
+            c.remove(force=True)
+        except Exception:  # noqa: BLE001, S110 - already gone
+            pass
+
+
+@pytest.fixture
+def tmp_config_dir(tmp_path: Path) -> Path:
+    """A directory for a test's config file."""
+    path = tmp_path / "cfg"
+    path.mkdir()
+    return path
