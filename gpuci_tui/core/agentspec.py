@@ -1,0 +1,131 @@
+"""From configuration to the container of one slot: name, labels, env, GPUs, mounts.
+
+The labels are how a restarted supervisor finds (adopts) its containers, so
+their keys are a stable contract; see `LABEL_*`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+
+from .config import Config
+from .protocols import ContainerSpec, VolumeMount
+
+LABEL_PROJECT = "io.gpuci-tui.project"
+LABEL_INSTANCE = "io.gpuci-tui.instance"
+LABEL_SLOT = "io.gpuci-tui.slot"
+LABEL_POOL = "io.gpuci-tui.pool"
+LABEL_ORG = "io.gpuci-tui.org"
+LABEL_CONFIG = "io.gpuci-tui.config"
+LABEL_DEMO = "io.gpuci-tui.demo"
+PROJECT = "gpuci-tui"
+
+TOKEN_PATH = "/run/azp/token"
+DOCKER_SOCKET = "/var/run/docker.sock"
+
+
+def instance_id(config: Config) -> str:
+    """Short stable id of the agent set a supervisor manages (org + pool + prefix)."""
+    key = "\n".join((config.azure.url.rstrip("/").lower(), config.azure.pool, config.agents.name_prefix))
+    return hashlib.sha256(key.encode()).hexdigest()[:12]
+
+
+def config_hash(config: Config) -> str:
+    """Short hash of everything that shapes an agent container."""
+    agents = config.agents
+    relevant = {
+        "url": config.azure.url,
+        "pool": config.azure.pool,
+        "image": agents.image,
+        "network": agents.network,
+        "gpus": agents.gpus,
+        "volumes": [[v.host, v.container, v.env] for v in agents.volumes],
+        "oom": agents.oom_score_adj,
+        "mem": agents.mem_limit,
+        "sock": agents.docker_socket,
+    }
+    blob = json.dumps(relevant, sort_keys=True).encode()
+    return hashlib.sha256(blob).hexdigest()[:12]
+
+
+def agent_name(config: Config, slot: int) -> str:
+    """Agent and container name of ``slot``."""
+    return f"{config.agents.name_prefix}-{slot}"
+
+
+def instance_labels(config: Config, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Labels shared by every container of this supervisor (used as the adoption filter)."""
+    labels = {LABEL_PROJECT: PROJECT, LABEL_INSTANCE: instance_id(config)}
+    labels.update(extra or {})
+    return labels
+
+
+def slot_gpus(config: Config, slot: int) -> str | tuple[str, ...]:
+    """GPUs for ``slot`` under the configured policy (``per-agent``: slot i gets GPU i)."""
+    policy = config.agents.gpus
+    if policy == "per-agent":
+        return (str(slot),)
+    if policy == "all":
+        return "all"
+    return "none"
+
+
+def build_spec(
+    config: Config,
+    slot: int,
+    *,
+    extra_labels: Mapping[str, str] | None = None,
+    command: tuple[str, ...] | None = None,
+) -> ContainerSpec:
+    """The container spec of ``slot``. The PAT is not part of it (see `ContainerRuntime.start`)."""
+    agents = config.agents
+    name = agent_name(config, slot)
+    labels = instance_labels(config, extra_labels)
+    labels.update(
+        {
+            LABEL_SLOT: str(slot),
+            LABEL_POOL: config.azure.pool,
+            LABEL_ORG: config.azure.url,
+            LABEL_CONFIG: config_hash(config),
+        }
+    )
+    environment = {
+        "AZP_URL": config.azure.url,
+        "AZP_POOL": config.azure.pool,
+        "AZP_AGENT_NAME": name,
+        "AZP_TOKEN_FILE": TOKEN_PATH,
+        "AZP_WORK": "_work",
+        "GPUCI_SLOT": str(slot),
+    }
+    volumes = tuple(VolumeMount(v.host, v.container, v.env) for v in agents.volumes)
+    for volume in volumes:
+        if volume.env:
+            environment[volume.env] = volume.container
+    extra_mounts: tuple[tuple[str, str, str], ...] = ()
+    if agents.docker_socket:
+        # Opt-in for container jobs; this is root-equivalent access to the host.
+        extra_mounts = ((DOCKER_SOCKET, DOCKER_SOCKET, "rw"),)
+    return ContainerSpec(
+        name=name,
+        image=agents.image,
+        labels=labels,
+        environment=environment,
+        token_path=TOKEN_PATH,
+        network=agents.network,
+        gpus=slot_gpus(config, slot),
+        volumes=volumes,
+        oom_score_adj=agents.oom_score_adj,
+        mem_limit=agents.mem_limit,
+        command=command,
+        extra_mounts=extra_mounts,
+    )
+
+
+def slot_of(labels: Mapping[str, str]) -> int | None:
+    """The slot number a container's labels name, or None."""
+    try:
+        return int(labels.get(LABEL_SLOT, ""))
+    except ValueError:
+        return None

@@ -1,0 +1,277 @@
+"""The local control socket: a daemon's supervisor, reachable by the CLI and the console.
+
+Wire format: one JSON object per line (UTF-8). Requests carry ``op``:
+
+* ``{"op": "hello"}`` → ``{"ok": true, "protocol": 1, "pid": …, "instance": …}``
+* ``{"op": "status"}`` → ``{"ok": true, "snapshot": {…SupervisorSnapshot…}}``
+* ``{"op": "command", "command": {"type": "drain", "slots": [1]}}`` →
+  ``{"ok": …, "result": {…CommandResult…}}``
+* ``{"op": "subscribe"}`` → a stream of ``{"type": "event"|"snapshot", "data": {…}}``
+  (recent events first, then the current snapshot, then changes as they happen)
+
+Anything malformed gets ``{"ok": false, "error": "…"}``. The socket file is
+created with mode 0600 and, on top of that, a peer whose uid differs from the
+daemon's is refused (SO_PEERCRED).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import socket
+import struct
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from .handle import Update
+from .models import (
+    PROTOCOL_VERSION,
+    Command,
+    CommandResult,
+    SupervisorEvent,
+    SupervisorSnapshot,
+    command_from_dict,
+    from_dict,
+    snapshot_from_dict,
+    to_dict,
+)
+from .protocols import GpuciError
+from .supervisor import Supervisor
+
+log = logging.getLogger("gpuci_tui.control")
+
+MAX_LINE = 1 << 20
+
+
+class ControlError(GpuciError):
+    """The daemon could not be reached or refused the request."""
+
+
+def peer_uid(sock: socket.socket) -> int | None:
+    """The uid of the process at the other end of a Unix socket (Linux), else None."""
+    try:
+        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except (OSError, AttributeError):
+        return None
+    _pid, uid, _gid = struct.unpack("3i", creds)
+    return int(uid)
+
+
+class ControlServer:
+    """Serves one supervisor on a Unix socket."""
+
+    def __init__(self, supervisor: Supervisor, path: Path) -> None:
+        """Prepare to serve ``supervisor`` at ``path`` (see `start`)."""
+        self.supervisor = supervisor
+        self.path = path
+        self._server: asyncio.AbstractServer | None = None
+        self._clients: set[asyncio.Task[None]] = set()
+        self.refused = 0
+
+    async def start(self) -> None:
+        """Bind the socket (0600 from the first instant) and accept connections."""
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if self.path.exists() or self.path.is_symlink():
+            if _socket_alive(self.path):
+                raise ControlError(f"another gpuci-tui daemon is serving {self.path}")
+            self.path.unlink()
+        old_umask = os.umask(0o177)  # no window in which the socket is group/world-accessible
+        try:
+            self._server = await asyncio.start_unix_server(self._serve, path=str(self.path), limit=MAX_LINE)
+        finally:
+            os.umask(old_umask)
+        os.chmod(self.path, 0o600)
+
+    async def close(self) -> None:
+        """Stop accepting, drop clients and remove the socket file."""
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._clients):
+            task.cancel()
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._clients.add(task)
+        try:
+            sock = writer.get_extra_info("socket")
+            uid = peer_uid(sock) if sock is not None else None
+            if uid is not None and uid != os.getuid():
+                self.refused += 1
+                log.warning("refused a control connection from uid %s", uid)
+                await _send(writer, {"ok": False, "error": "permission denied: not the daemon's user"})
+                return
+            while line := await reader.readline():
+                reply = await self._answer(line, writer)
+                if reply is None:
+                    return  # the stream of a subscription ended
+                await _send(writer, reply)
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            pass
+        finally:
+            self._clients.discard(task)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def _answer(self, line: bytes, writer: asyncio.StreamWriter) -> dict[str, Any] | None:
+        try:
+            request = json.loads(line)
+            if not isinstance(request, dict):
+                raise ValueError("a request must be a JSON object")
+        except ValueError as exc:
+            return {"ok": False, "error": f"bad request: {exc}"}
+        op = request.get("op")
+        sup = self.supervisor
+        if op == "hello":
+            return {"ok": True, "protocol": PROTOCOL_VERSION, "pid": os.getpid(), "instance": sup.instance}
+        if op == "status":
+            return {"ok": True, "snapshot": to_dict(sup.snapshot())}
+        if op == "command":
+            try:
+                command = command_from_dict(request.get("command") or {})
+            except ValueError as exc:
+                return {"ok": False, "error": str(exc)}
+            result = await sup.execute(command)
+            return {"ok": result.ok, "result": to_dict(result)}
+        if op == "subscribe":
+            await self._stream(writer)
+            return None
+        return {"ok": False, "error": f"unknown op {op!r}; expected hello, status, command or subscribe"}
+
+    async def _stream(self, writer: asyncio.StreamWriter) -> None:
+        sup = self.supervisor
+        queue = sup.subscribe()
+        try:
+            for event in list(sup.events):
+                await _send(writer, {"type": "event", "data": to_dict(event)})
+            await _send(writer, {"type": "snapshot", "data": to_dict(sup.snapshot())})
+            while True:
+                item = await queue.get()
+                kind = "snapshot" if isinstance(item, SupervisorSnapshot) else "event"
+                await _send(writer, {"type": kind, "data": to_dict(item)})
+        finally:
+            sup.unsubscribe(queue)
+
+
+async def _send(writer: asyncio.StreamWriter, message: dict[str, Any]) -> None:
+    writer.write(json.dumps(message, separators=(",", ":")).encode() + b"\n")
+    await writer.drain()
+
+
+def _socket_alive(path: Path) -> bool:
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(1.0)
+    try:
+        probe.connect(str(path))
+    except OSError:
+        return False
+    finally:
+        probe.close()
+    return True
+
+
+# ====================================================================== clients
+
+
+def request(path: Path, message: dict[str, Any], timeout: float = 10.0) -> dict[str, Any]:
+    """Blocking one-shot request (the CLI's way in).
+
+    Raises:
+        ControlError: no daemon, refused, or a malformed answer.
+    """
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(timeout)
+    try:
+        try:
+            sock.connect(str(path))
+        except FileNotFoundError:
+            raise ControlError(f"no gpuci-tui daemon is running (no socket at {path}); start one with: gpuci-tui run") from None
+        except ConnectionRefusedError:
+            raise ControlError(f"no gpuci-tui daemon answers at {path} (stale socket); start one with: gpuci-tui run") from None
+        except PermissionError:
+            raise ControlError(f"permission denied on {path}: the daemon belongs to another user") from None
+        sock.sendall(json.dumps(message).encode() + b"\n")
+        data = b""
+        while not data.endswith(b"\n"):
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    except TimeoutError:
+        raise ControlError(f"the daemon at {path} did not answer within {timeout:.0f} s") from None
+    finally:
+        sock.close()
+    try:
+        reply = json.loads(data)
+    except ValueError:
+        raise ControlError(f"malformed answer from the daemon at {path}") from None
+    if not isinstance(reply, dict):
+        raise ControlError(f"malformed answer from the daemon at {path}")
+    return reply
+
+
+class SocketHandle:
+    """A `SupervisorHandle` on a daemon's control socket."""
+
+    mode = "daemon"
+
+    def __init__(self, path: Path, timeout: float = 10.0) -> None:
+        """Talk to the daemon at ``path``."""
+        self.path = path
+        self.timeout = timeout
+        self._writers: list[asyncio.StreamWriter] = []
+
+    async def _call(self, message: dict[str, Any]) -> dict[str, Any]:
+        return await asyncio.to_thread(request, self.path, message, self.timeout)
+
+    async def hello(self) -> dict[str, Any]:
+        """The daemon's pid, instance and protocol version."""
+        return await self._call({"op": "hello"})
+
+    async def snapshot(self) -> SupervisorSnapshot:
+        """The daemon's current state."""
+        reply = await self._call({"op": "status"})
+        if "snapshot" not in reply:
+            raise ControlError(str(reply.get("error", "no snapshot in the answer")))
+        return snapshot_from_dict(reply["snapshot"])
+
+    async def send(self, command: Command) -> CommandResult:
+        """Send ``command`` and return the daemon's result."""
+        reply = await self._call({"op": "command", "command": to_dict(command)})
+        if "result" not in reply:
+            return CommandResult(False, str(reply.get("error", "the daemon refused the command")))
+        return from_dict(CommandResult, reply["result"])
+
+    async def updates(self) -> AsyncIterator[Update]:
+        """Events and snapshots streamed by the daemon until it goes away."""
+        try:
+            reader, writer = await asyncio.open_unix_connection(str(self.path), limit=MAX_LINE)
+        except OSError as exc:
+            raise ControlError(f"cannot attach to the daemon at {self.path}: {exc.strerror}") from None
+        self._writers.append(writer)
+        try:
+            writer.write(b'{"op":"subscribe"}\n')
+            await writer.drain()
+            while line := await reader.readline():
+                message = json.loads(line)
+                if message.get("type") == "snapshot":
+                    yield snapshot_from_dict(message["data"])
+                elif message.get("type") == "event":
+                    yield from_dict(SupervisorEvent, message["data"])
+                elif message.get("ok") is False:
+                    raise ControlError(str(message.get("error")))
+        finally:
+            writer.close()
+
+    async def close(self) -> None:
+        """Close the update streams (never stops the daemon)."""
+        for writer in self._writers:
+            writer.close()
+        self._writers.clear()

@@ -1,0 +1,641 @@
+"""The supervisor: keeps ``count`` single-job agent containers alive, safely.
+
+Design (see README "How the supervisor works"):
+
+* Docker events drive it. A thread follows the engine's event stream and
+  hands each event to the event loop; an exited container's slot is refilled
+  as soon as its name is free (``destroy``), with no polling sleep.
+* Azure DevOps is polled with one agents-list call per cycle (`AzureSync`),
+  never per slot, to learn which agents are busy and to drain safely.
+* At start it adopts the containers that carry its labels and never starts a
+  second container for a slot whose name is still taken.
+* It never stops a container whose agent has a job: to stop an idle agent it
+  first disables it on the server, re-reads it, and only stops it when the
+  re-read shows no assigned job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from .agentspec import build_spec, instance_id, instance_labels, slot_gpus, slot_of
+from .azure_sync import AzureSync
+from .config import Config
+from .models import (
+    Command,
+    CommandResult,
+    Drain,
+    HealthSnapshot,
+    HealthState,
+    Pause,
+    Restart,
+    Resume,
+    Scale,
+    Stop,
+    SupervisorEvent,
+    SupervisorSnapshot,
+    Unpause,
+)
+from .protocols import (
+    AgentPoolApi,
+    ContainerEvent,
+    ContainerInfo,
+    ContainerNameConflictError,
+    ContainerRuntime,
+    GpuciError,
+    TokenSource,
+)
+from .slots import SlotRecord
+
+log = logging.getLogger("gpuci_tui.supervisor")
+
+MAX_SLOTS = 64
+#: How long to wait for ``destroy`` after ``die`` before removing the container ourselves.
+DESTROY_GRACE = 3.0
+TOKEN_RETRY = 30.0
+
+Update = SupervisorSnapshot | SupervisorEvent
+
+
+class Supervisor:
+    """Keeps the configured slots filled. Run with ``await supervisor.run()``."""
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        api: AgentPoolApi,
+        runtime: ContainerRuntime,
+        tokens: TokenSource,
+        clock: Callable[[], float] = time.time,
+        mode: str = "in-process",
+        extra_labels: Mapping[str, str] | None = None,
+        command: tuple[str, ...] | None = None,
+        intent_store: Any = None,
+        on_job_finished: Callable[[SlotRecord, Any], None] | None = None,
+    ) -> None:
+        """Create a supervisor (nothing starts until `run`).
+
+        Args:
+            config: the loaded configuration.
+            api: Azure DevOps client for the organisation.
+            runtime: container engine.
+            tokens: where the PAT comes from (read at every container start).
+            clock: wall clock (tests may pass a fake).
+            mode: ``in-process`` or ``daemon``, shown to operators.
+            extra_labels: more labels for containers (tests, demo).
+            command: override the image's command (tests).
+            intent_store: object with ``load() -> dict`` / ``save(dict)`` keeping operator
+                intent (count, paused, drained slots) across restarts.
+            on_job_finished: called with the slot and its `ExitInfo` when a job ends.
+        """
+        self.config = config
+        self.api = api
+        self.runtime = runtime
+        self.tokens = tokens
+        self.clock = clock
+        self.mode = mode
+        self.instance = instance_id(config)
+        self.labels = instance_labels(config, extra_labels)
+        self._extra_labels = dict(extra_labels or {})
+        self._command = command
+        self._intent = intent_store
+        self._on_job_finished = on_job_finished
+        self.desired = config.agents.count
+        self.paused = False
+        self.stopping = False
+        self._stop_drain = False
+        self.records: dict[int, SlotRecord] = {}
+        self.docker_health = HealthSnapshot()
+        self.azure = AzureSync(self)
+        self.events: deque[SupervisorEvent] = deque(maxlen=200)
+        self.started_at: float | None = None
+        self._subscribers: set[asyncio.Queue[Update]] = set()
+        self._inbox: asyncio.Queue[ContainerEvent | None] = asyncio.Queue()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._events_stop = threading.Event()
+        self._publish_scheduled = False
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._token_retry_at = 0.0
+        self._exited = asyncio.Event()
+
+    # ================================================================== public API
+
+    async def run(self) -> None:
+        """Supervise until a `Stop` command (or `request_stop`). Agents stay running."""
+        self._loop = asyncio.get_running_loop()
+        self.started_at = self.clock()
+        self._load_intent()
+        for slot in range(self.desired):
+            self._record(slot)
+        pump = threading.Thread(target=self._pump_events, name="docker-events", daemon=True)
+        pump.start()
+        try:
+            await self._adopt()
+            self._spawn(self.azure.run())
+            await self._main_loop()
+        finally:
+            self._events_stop.set()
+            for task in list(self._tasks):
+                task.cancel()
+            for task in list(self._tasks):
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+            self._emit("supervisor_stopped", "supervisor stopped; agents left running")
+            self._publish_now()
+            self._exited.set()
+
+    def snapshot(self) -> SupervisorSnapshot:
+        """The current state as a frozen snapshot."""
+        now = self.clock()
+        return SupervisorSnapshot(
+            taken_at=now,
+            org_url=self.config.azure.url,
+            pool=self.config.azure.pool,
+            instance=self.instance,
+            desired_count=self.desired,
+            paused=self.paused,
+            stopping=self.stopping,
+            mode=self.mode,
+            pid=os.getpid(),
+            slots=tuple(
+                rec.snapshot(now, self._gpus(rec.slot))
+                for rec in sorted(self.records.values(), key=lambda r: r.slot)
+            ),
+            pool_summary=self.azure.pool_summary,
+            azure=self.azure.health,
+            docker=self.docker_health,
+            azure_requests=self.api.request_count,
+            started_at=self.started_at,
+        )
+
+    def subscribe(self) -> asyncio.Queue[Update]:
+        """A queue that receives every event and a snapshot after every change."""
+        queue: asyncio.Queue[Update] = asyncio.Queue(maxsize=1000)
+        self._subscribers.add(queue)
+        return queue
+
+    def unsubscribe(self, queue: asyncio.Queue[Update]) -> None:
+        """Stop feeding ``queue``."""
+        self._subscribers.discard(queue)
+
+    async def wait_stopped(self) -> None:
+        """Wait until `run` has returned."""
+        await self._exited.wait()
+
+    def request_stop(self, drain: bool = False) -> None:
+        """Ask `run` to end (thread-unsafe: call on the loop). Agents stay unless ``drain``."""
+        self.stopping = True
+        self._stop_drain = drain
+        if drain:
+            self._drain(None)
+        self._kick()
+
+    async def execute(self, command: Command) -> CommandResult:
+        """Carry out one command and say what it did."""
+        result = self._execute(command)
+        self._emit("command", f"{type(command).__name__.lower()}: {result.message}")
+        self._save_intent()
+        self._kick()
+        self.azure.poll_soon()
+        return result
+
+    # ================================================================== commands
+
+    def _targets(self, slots: tuple[int, ...] | None) -> tuple[list[SlotRecord], list[int]]:
+        if slots is None:
+            return sorted(self.records.values(), key=lambda r: r.slot), []
+        found = [self.records[s] for s in slots if s in self.records]
+        unknown = [s for s in slots if s not in self.records]
+        return found, unknown
+
+    def _execute(self, command: Command) -> CommandResult:
+        if isinstance(command, Drain | Resume | Restart):
+            records, unknown = self._targets(command.slots)
+            if unknown:
+                valid = ", ".join(str(s) for s in sorted(self.records)) or "none"
+                bad = ", ".join(map(str, unknown))
+                return CommandResult(False, f"no such slot: {bad} (slots are {valid})")
+            if isinstance(command, Drain):
+                return self._drain(command.slots)
+            if isinstance(command, Resume):
+                for rec in records:
+                    rec.resume()
+                    self.azure.want_enabled(rec)
+                return CommandResult(True, f"resumed {_names(records)}", _nums(records))
+            return self._restart(records)
+        if isinstance(command, Scale):
+            return self._scale(command.count)
+        if isinstance(command, Pause):
+            self.paused = True
+            return CommandResult(True, "replenishing paused: running agents stay, exited ones are not replaced")
+        if isinstance(command, Unpause):
+            self.paused = False
+            return CommandResult(True, "replenishing resumed")
+        if isinstance(command, Stop):
+            self.request_stop(command.drain)
+            if command.drain:
+                return CommandResult(True, "draining every agent, then stopping the supervisor")
+            return CommandResult(True, "supervisor stopping; agents left running")
+        raise AssertionError(f"unhandled command {command!r}")
+
+    def _drain(self, slots: tuple[int, ...] | None) -> CommandResult:
+        records, _ = self._targets(slots)
+        busy = 0
+        for rec in records:
+            rec.drain = True
+            rec.restart = False
+            if not rec.has_container:
+                rec.drained = True
+                rec.backoff_until = None
+                rec.message = "drained"
+            else:
+                busy += rec.job is not None
+                rec.message = "draining: disabling the agent on the server"
+        idle = sum(1 for r in records if r.has_container) - busy
+        parts = [f"draining {_names(records)}"]
+        if busy:
+            parts.append(f"{busy} busy (finish their job first)")
+        if idle:
+            parts.append(f"{idle} not busy (stopped once disabled and re-checked)")
+        return CommandResult(True, "; ".join(parts), _nums(records))
+
+    def _restart(self, records: list[SlotRecord]) -> CommandResult:
+        later = now = 0
+        for rec in records:
+            if rec.parked or rec.drained or rec.backoff_until:
+                rec.resume()
+                now += 1
+            elif rec.has_container:
+                rec.restart = True
+                if rec.job is not None:
+                    later += 1
+                    rec.message = "restart after the running job"
+                else:
+                    now += 1
+                    rec.message = "restarting: disabling, re-checking, then replacing"
+        text = f"restarting {_names(records)}"
+        if later:
+            text += f"; {later} busy agent(s) are replaced after their job"
+        return CommandResult(True, text, _nums(records))
+
+    def _scale(self, count: int) -> CommandResult:
+        if not 1 <= count <= MAX_SLOTS:
+            return CommandResult(False, f"scale: count must be from 1 to {MAX_SLOTS}, got {count}")
+        old = self.desired
+        self.desired = count
+        for slot in range(count):
+            rec = self._record(slot)
+            if rec.retire:
+                rec.resume()
+        retiring = [rec for rec in self.records.values() if rec.slot >= count]
+        for rec in retiring:
+            rec.retire = True
+        if retiring:
+            self._drain(tuple(r.slot for r in retiring))
+        return CommandResult(True, f"scaled from {old} to {count} slots", tuple(range(count)))
+
+    # ================================================================== main loop
+
+    async def _main_loop(self) -> None:
+        while True:
+            self._reconcile()
+            if self.stopping and (not self._stop_drain or self._all_empty()):
+                return
+            timeout = self._next_wake()
+            try:
+                item = await asyncio.wait_for(self._inbox.get(), timeout)
+            except TimeoutError:
+                continue
+            self._handle(item)
+            while not self._inbox.empty():
+                self._handle(self._inbox.get_nowait())
+
+    def _next_wake(self) -> float:
+        now = self.clock()
+        wake = now + 5.0
+        for rec in self.records.values():
+            if rec.backoff_until and rec.backoff_until > now:
+                wake = min(wake, rec.backoff_until)
+            if rec.dying_id and rec.died_at:
+                wake = min(wake, rec.died_at + DESTROY_GRACE)
+        if self._token_retry_at > now:
+            wake = min(wake, self._token_retry_at)
+        return max(0.01, wake - now)
+
+    def _all_empty(self) -> bool:
+        return all(not r.has_container and r.dying_id is None for r in self.records.values())
+
+    def _kick(self) -> None:
+        """Wake the main loop (safe from the loop only)."""
+        self._inbox.put_nowait(None)
+
+    def _reconcile(self) -> None:
+        """Decide, for every slot, the next I/O step; start it as a task."""
+        now = self.clock()
+        for rec in list(self.records.values()):
+            if rec.op is not None:
+                continue
+            if rec.retire and not rec.has_container and rec.dying_id is None:
+                del self.records[rec.slot]
+                self._changed()
+                continue
+            if rec.dying_id is not None:
+                if rec.died_at is not None and now - rec.died_at > DESTROY_GRACE:
+                    self._spawn(self._op_remove(rec, rec.dying_id))
+                continue
+            if rec.has_container or rec.extra_containers:
+                continue
+            if rec.parked or rec.drained or rec.drain or self.paused or self.stopping:
+                continue
+            if rec.backoff_until is not None:
+                if rec.backoff_until > now:
+                    continue
+                rec.backoff_until = None
+            if self._token_retry_at > now:
+                continue
+            self._spawn(self._op_start(rec))
+
+    # ================================================================== I/O operations
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("internal task failed", exc_info=task.exception())
+        if self._loop is not None and not self._loop.is_closed():
+            self._kick()
+
+    async def _op_start(self, rec: SlotRecord) -> None:
+        rec.op = "start"
+        rec.message = "starting"
+        self._changed()
+        try:
+            try:
+                token = await asyncio.to_thread(self.tokens.get_token, self.config.azure.url)
+            except GpuciError as exc:
+                self._token_retry_at = self.clock() + TOKEN_RETRY
+                rec.message = f"cannot start: {exc}"
+                self._emit("token_error", str(exc), rec.slot)
+                return
+            spec = build_spec(
+                self.config, rec.slot, extra_labels=self._extra_labels, command=self._command
+            )
+            try:
+                info = await asyncio.to_thread(self.runtime.start, spec, token)
+            except ContainerNameConflictError:
+                # The old container's name is still being released; retry soon.
+                rec.conflict_retries += 1
+                rec.backoff_until = self.clock() + min(0.1 * rec.conflict_retries, 2.0)
+                rec.message = "waiting for the previous container's name to be released"
+                return
+            except GpuciError as exc:
+                rec.start_failed(str(exc), self.clock(), self.config.supervisor)
+                self._emit("start_failed", f"{rec.name}: {exc}", rec.slot)
+                if rec.parked:
+                    self._emit("slot_parked", f"{rec.name}: {rec.message}", rec.slot)
+                return
+            rec.container_started(info.id, info.started_at or self.clock(), by_us=True)
+            rec.message = ""
+            self._emit("container_started", f"{rec.name} started ({info.id[:12]})", rec.slot)
+            self.azure.want_enabled(rec)
+        finally:
+            rec.op = None
+            self._changed()
+
+    async def _op_stop(self, rec: SlotRecord) -> None:
+        """Stop the slot's container: only called after a confirmed 'no job' re-check."""
+        container_id = rec.container_id
+        if container_id is None or rec.op is not None:
+            return
+        rec.op = "stop"
+        rec.stop_requested = True
+        rec.message = "stopping idle agent"
+        self._changed()
+        try:
+            await asyncio.to_thread(
+                self.runtime.stop, container_id, self.config.supervisor.stop_timeout
+            )
+        except GpuciError as exc:
+            rec.message = f"stop failed: {exc}"
+        finally:
+            rec.op = None
+            self._changed()
+
+    async def _op_remove(self, rec: SlotRecord, container_id: str) -> None:
+        rec.op = "remove"
+        try:
+            await asyncio.to_thread(self.runtime.remove, container_id)
+        except GpuciError as exc:
+            log.warning("could not remove %s: %s", container_id[:12], exc)
+        finally:
+            if rec.dying_id == container_id:
+                rec.dying_id = None
+            rec.extra_containers.discard(container_id)
+            rec.op = None
+            self._changed()
+
+    def request_container_stop(self, rec: SlotRecord) -> None:
+        """Used by `AzureSync` once the server confirmed the agent is disabled and idle."""
+        if rec.container_id is not None and rec.op is None and not rec.stop_requested:
+            self._spawn(self._op_stop(rec))
+
+    # ================================================================== adoption and events
+
+    async def _adopt(self) -> None:
+        """Rebuild state from the containers that carry our labels."""
+        try:
+            found = await asyncio.to_thread(self.runtime.list_containers, self.labels)
+        except GpuciError as exc:
+            self.docker_health = HealthSnapshot(HealthState.UNREACHABLE, str(exc), self.clock())
+            self._emit("docker_error", str(exc))
+            return
+        self.docker_health = HealthSnapshot(HealthState.OK, "", self.clock())
+        self._apply_listing(found)
+
+    def _apply_listing(self, found: list[ContainerInfo]) -> None:
+        live: dict[int, list[ContainerInfo]] = {}
+        for info in found:
+            slot = slot_of(info.labels)
+            if slot is None:
+                continue
+            if info.status in ("running", "restarting", "paused"):
+                live.setdefault(slot, []).append(info)
+            elif info.status in ("created", "exited", "dead"):
+                # Half-made (crash between create and start) or left over: clear the name.
+                rec = self._record(slot, create=slot < self.desired)
+                if rec is not None and rec.dying_id is None and info.id != rec.container_id:
+                    rec.extra_containers.add(info.id)
+                    self._spawn(self._op_remove(rec, info.id))
+        for slot, infos in live.items():
+            rec = self._record(slot, create=True)
+            assert rec is not None
+            if slot >= self.desired:
+                rec.retire = True
+                rec.drain = True
+            current = next((i for i in infos if i.id == rec.container_id), None) or infos[0]
+            if rec.container_id != current.id and rec.op != "start":
+                rec.container_started(current.id, current.started_at or self.clock(), by_us=False)
+                self._emit("container_adopted", f"{rec.name} adopted ({current.id[:12]})", slot)
+            rec.extra_containers = {i.id for i in infos if i.id != current.id}
+        for rec in self.records.values():
+            if rec.container_id and rec.slot not in live and rec.op != "start":
+                # Gone while we were not looking (stream gap): count it as an exit.
+                self._container_gone(rec, None)
+        self._changed()
+
+    def _pump_events(self) -> None:
+        """Thread: follow the engine's event stream and hand events to the loop."""
+        loop = self._loop
+        assert loop is not None
+        try:
+            for event in self.runtime.events(self.labels, self._events_stop):
+                if self._events_stop.is_set():
+                    break
+                loop.call_soon_threadsafe(self._inbox.put_nowait, event)
+        except Exception as exc:  # noqa: BLE001 - reported, then the loop re-adopts
+            log.error("docker event stream ended: %s", exc)
+            failure = ContainerEvent(action="stream-lost", message=str(exc))
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(self._inbox.put_nowait, failure)
+
+    def _handle(self, event: ContainerEvent | None) -> None:
+        if event is None:
+            return
+        now = self.clock()
+        if event.action == "stream-lost":
+            self.docker_health = HealthSnapshot(HealthState.UNREACHABLE, event.message or "Docker event stream lost", now)
+            self._emit("docker_error", f"Docker engine lost: {event.message}")
+            self._changed()
+            return
+        if event.action == "stream-restored":
+            self.docker_health = HealthSnapshot(HealthState.OK, "", now)
+            self._emit("docker_restored", "Docker engine back; re-adopting containers")
+            self._spawn(self._adopt())
+            return
+        slot = slot_of(event.labels)
+        rec = self.records.get(slot) if slot is not None else None
+        if rec is None:
+            return
+        if event.action == "oom" and event.container_id == rec.container_id:
+            rec.oom = True
+        elif event.action == "die":
+            if event.container_id == rec.container_id:
+                self._container_gone(rec, event.exit_code)
+            elif event.container_id in rec.extra_containers:
+                rec.extra_containers.discard(event.container_id)
+        elif event.action == "destroy":
+            rec.extra_containers.discard(event.container_id)
+            if event.container_id == rec.dying_id:
+                rec.dying_id = None
+            elif event.container_id == rec.container_id:
+                self._container_gone(rec, None)
+                rec.dying_id = None
+        elif event.action == "start" and rec.container_id is None and rec.op != "start":
+            # Started by someone else with our labels: adopt rather than duplicate.
+            rec.container_started(event.container_id, event.time or now, by_us=False)
+        self._changed()
+
+    def _container_gone(self, rec: SlotRecord, code: int | None) -> None:
+        had_job = rec.job
+        container_id = rec.container_id
+        info, failure = rec.exited(code, self.clock(), self.config.supervisor)
+        kind = "slot_parked" if rec.parked else "container_exited"
+        self._emit(kind, f"{rec.name} exited: {info.reason}", rec.slot)
+        if had_job is not None or info.took_job:
+            self._emit("job_finished", f"{rec.name} finished its job", rec.slot)
+            if self._on_job_finished is not None:
+                self._on_job_finished(rec, info)
+        if failure and container_id:
+            self._spawn(self._fetch_log_tail(rec, container_id))
+
+    async def _fetch_log_tail(self, rec: SlotRecord, container_id: str) -> None:
+        # Best effort: an auto-removed container's logs vanish ~100 ms after exit.
+        try:
+            lines = await asyncio.to_thread(self.runtime.logs_tail, container_id, 20)
+        except GpuciError:
+            return
+        if lines and rec.last_exit is not None and not rec.last_exit.log_tail:
+            rec.last_exit = replace(rec.last_exit, log_tail=tuple(lines))
+            self._changed()
+
+    # ================================================================== helpers
+
+    def _record(self, slot: int, create: bool = True) -> SlotRecord:
+        rec = self.records.get(slot)
+        if rec is None and create:
+            rec = SlotRecord(slot=slot, name=f"{self.config.agents.name_prefix}-{slot}")
+            self.records[slot] = rec
+        assert rec is not None
+        return rec
+
+    def _gpus(self, slot: int) -> tuple[str, ...]:
+        gpus = slot_gpus(self.config, slot)
+        return (gpus,) if isinstance(gpus, str) else gpus
+
+    def _emit(self, kind: str, message: str, slot: int | None = None) -> None:
+        event = SupervisorEvent(at=self.clock(), kind=kind, message=message, slot=slot)
+        self.events.append(event)
+        log.info("%s", message)
+        for queue in list(self._subscribers):
+            with contextlib.suppress(asyncio.QueueFull):
+                queue.put_nowait(event)
+
+    def _changed(self) -> None:
+        """Publish a snapshot soon (coalesced: one per loop iteration)."""
+        if self._publish_scheduled or self._loop is None:
+            return
+        self._publish_scheduled = True
+        self._loop.call_soon(self._publish_now)
+
+    def _publish_now(self) -> None:
+        self._publish_scheduled = False
+        if not self._subscribers:
+            return
+        snap = self.snapshot()
+        for queue in list(self._subscribers):
+            with contextlib.suppress(asyncio.QueueFull):
+                queue.put_nowait(snap)
+
+    def _load_intent(self) -> None:
+        if self._intent is None:
+            return
+        data = self._intent.load() or {}
+        count = data.get("count")
+        if isinstance(count, int) and 1 <= count <= MAX_SLOTS:
+            self.desired = count
+        self.paused = bool(data.get("paused", False))
+        for slot in data.get("drained", []):
+            if isinstance(slot, int) and 0 <= slot < self.desired:
+                rec = self._record(slot)
+                rec.drain = rec.drained = True
+                rec.message = "drained"
+
+    def _save_intent(self) -> None:
+        if self._intent is None:
+            return
+        drained = sorted(r.slot for r in self.records.values() if r.drain and not r.retire)
+        self._intent.save({"count": self.desired, "paused": self.paused, "drained": drained})
+
+
+def _names(records: list[SlotRecord]) -> str:
+    if not records:
+        return "no slots"
+    return ", ".join(r.name for r in records)
+
+
+def _nums(records: list[SlotRecord]) -> tuple[int, ...]:
+    return tuple(r.slot for r in records)
