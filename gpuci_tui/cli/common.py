@@ -1,0 +1,52 @@
+"""What every command needs: the configuration, its instance and its socket."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from gpuci_tui.core.agentspec import instance_id
+from gpuci_tui.core.config import Config
+
+from . import exitcodes
+
+
+class CliExit(Exception):
+    """Stop the command with ``code`` after printing ``message`` to stderr."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def config_path(args: argparse.Namespace) -> Path:
+    """``--config`` beats ``$GPUCI_CONFIG`` beats the XDG default."""
+    from gpuci_tui.core.paths import resolve_config_path
+
+    return resolve_config_path(getattr(args, "config", None))
+
+
+def load(args: argparse.Namespace) -> Config:
+    """Load and validate the configuration or raise `CliExit` (code 4) with the problems."""
+    from gpuci_tui.core.config import ConfigError, load_config
+
+    path = config_path(args)
+    try:
+        return load_config(path)
+    except ConfigError as exc:
+        raise CliExit(exitcodes.CONFIG, str(exc)) from None
+
+
+def socket_for(config: Config) -> Path:
+    """The control socket of the daemon that supervises ``config``'s agents."""
+    from gpuci_tui.core.paths import socket_path
+
+    return socket_path(instance_id(config))
+
+
+def fail(exc: CliExit) -> int:
+    """Print the message of ``exc`` and return its code."""
+    print(f"gpuci-tui: {exc.message}", file=sys.stderr)
+    return exc.code

@@ -1,0 +1,145 @@
+"""``gpuci-tui``: the console by default, plus scriptable daemon and control commands.
+
+Run ``gpuci-tui COMMAND --help`` for each command. Exit codes: `exitcodes`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from gpuci_tui import __version__
+
+from . import exitcodes
+
+DESCRIPTION = """\
+Admin console and supervisor for single-job Azure Pipelines GPU agent containers.
+
+Without a command, opens the console: the setup wizard when there is no
+configuration yet, otherwise the dashboard (attached to the running daemon,
+or starting one detached so that closing the SSH session does not stop it).
+"""
+
+EPILOG = """\
+exit codes: 0 ok, 1 refused/failed, 2 usage, 3 no daemon, 4 configuration,
+5 credentials, 6 already running, 7 container engine unusable, 130 interrupted.
+"""
+
+
+def _slots_args(parser: argparse.ArgumentParser, verb: str) -> None:
+    parser.add_argument("slots", nargs="*", type=int, metavar="SLOT", help=f"slot numbers to {verb}")
+    parser.add_argument("--all", action="store_true", help=f"{verb} every slot")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole command line (kept apart from running it, for tests)."""
+    parser = argparse.ArgumentParser(
+        prog="gpuci-tui",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"gpuci-tui {__version__}")
+    parser.add_argument(
+        "--config",
+        metavar="PATH",
+        help="configuration file (default: $GPUCI_CONFIG or ~/.config/gpuci-tui/config.toml)",
+    )
+    parser.add_argument("--readonly", action="store_true", help="console: disable every action")
+    parser.add_argument(
+        "--foreground",
+        action="store_true",
+        help="console: run the supervisor inside the console instead of a detached daemon",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    sub.add_parser("setup", help="run the setup wizard (on the existing configuration if any)")
+    run = sub.add_parser(
+        "run",
+        help="run the supervisor in the foreground with its control socket (systemd target)",
+        description="Run the supervisor in the foreground. SIGINT/SIGTERM stop it and leave "
+        "the agents running; `gpuci-tui stop --drain` drains them first.",
+    )
+    run.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+
+    status = sub.add_parser("status", help="show the daemon's slots, agents and jobs")
+    status.add_argument("--json", action="store_true", help="print the snapshot as JSON")
+
+    drain = sub.add_parser(
+        "drain",
+        help="disable agents on the server, stop idle ones; busy ones finish their job",
+        description="Drain slots: each agent is disabled on the server first; idle ones are "
+        "stopped after a re-check; busy ones finish their job and are not replaced.",
+    )
+    _slots_args(drain, "drain")
+    drain.add_argument("--wait", action="store_true", help="wait until the slots are drained")
+    drain.add_argument("--timeout", type=float, default=0, help="with --wait: give up after N s (0: never)")
+
+    resume = sub.add_parser("resume", help="undo drain/park: fill the slots again")
+    _slots_args(resume, "resume")
+    restart = sub.add_parser("restart", help="replace idle agents now, busy ones after their job")
+    _slots_args(restart, "restart")
+    scale = sub.add_parser("scale", help="change the number of slots (scaling down drains)")
+    scale.add_argument("count", type=int, help="new number of slots (1-64)")
+    sub.add_parser("pause", help="stop replenishing (running agents stay)")
+    sub.add_parser("unpause", help="replenish again")
+    stop = sub.add_parser("stop", help="stop the daemon; agents stay running unless --drain")
+    stop.add_argument("--drain", action="store_true", help="drain every agent first, then stop")
+
+    demo = sub.add_parser(
+        "demo",
+        help="the console on a built-in simulated organisation (touches nothing real)",
+    )
+    demo.add_argument("--docker", action="store_true", help="use real emulator containers on the local Docker engine")
+    demo.add_argument("--agents", type=int, default=4, help="number of slots (default 4)")
+    demo.add_argument("--jobs-per-minute", type=float, default=20.0, help="job arrival rate")
+
+    token = sub.add_parser("token", help="store, check or delete the PAT (keyring)")
+    token.add_argument("action", choices=("set", "check", "delete"))
+    token.add_argument("--stdin", action="store_true", help="set: read the PAT from standard input")
+
+    check = sub.add_parser("check-config", help="validate the configuration file and say what is wrong")
+    check.add_argument("--quiet", action="store_true")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``gpuci-tui`` console script."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return _dispatch(args)
+    except KeyboardInterrupt:
+        return exitcodes.INTERRUPTED
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    command = args.command
+    if command in ("status", "drain", "resume", "restart", "scale", "pause", "unpause", "stop"):
+        from .control_cmds import run_control_command
+
+        return run_control_command(args)
+    if command == "run":
+        from .run_cmd import run_daemon
+
+        return run_daemon(args)
+    if command == "demo":
+        from .demo_cmd import run_demo
+
+        return run_demo(args)
+    if command == "token":
+        from .token_cmd import run_token
+
+        return run_token(args)
+    if command == "check-config":
+        from .config_cmds import check_config
+
+        return check_config(args)
+    from .console_cmd import run_console
+
+    return run_console(args, setup=command == "setup")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

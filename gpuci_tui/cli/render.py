@@ -1,0 +1,93 @@
+"""Plain-text rendering of snapshots for ``gpuci-tui status`` (no Rich: pipes and logs)."""
+
+from __future__ import annotations
+
+import time
+
+from gpuci_tui.core.models import SlotSnapshot, SupervisorSnapshot
+
+
+def duration(seconds: float | None) -> str:
+    """``1h02m``, ``5m03s``, ``12s`` or ``-``."""
+    if seconds is None or seconds < 0:
+        return "-"
+    seconds = int(seconds)
+    if seconds >= 3600:
+        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+    if seconds >= 60:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds}s"
+
+
+def _job(slot: SlotSnapshot) -> str:
+    if slot.job is None:
+        return "-"
+    parts = [slot.job.pipeline or f"job {slot.job.request_id}"]
+    if slot.job.run:
+        parts.append(slot.job.run)
+    return " ".join(parts)
+
+
+def _exit(slot: SlotSnapshot) -> str:
+    ex = slot.last_exit
+    if ex is None:
+        return "-"
+    code = "?" if ex.code is None else str(ex.code)
+    return f"{code}{' OOM' if ex.oom else ''} {ex.reason}"
+
+
+def render_status(snap: SupervisorSnapshot, now: float | None = None) -> str:
+    """The human form of ``status``."""
+    now = time.time() if now is None else now
+    mode = f"daemon pid {snap.pid}" if snap.mode == "daemon" else snap.mode
+    flags = [f for f, on in (("PAUSED", snap.paused), ("STOPPING", snap.stopping)) if on]
+    lines = [
+        f"gpuci-tui {mode}{' ' + ' '.join(flags) if flags else ''} — {snap.org_url} pool "
+        f"'{snap.pool}' — {snap.desired_count} slot(s)",
+        f"azure: {_health(snap.azure.state, snap.azure.message, snap.azure.checked_at, now)}",
+        f"docker: {_health(snap.docker.state, snap.docker.message, snap.docker.checked_at, now)}",
+        f"pool: {snap.pool_summary.online} online, {snap.pool_summary.offline} offline, "
+        f"{snap.pool_summary.disabled} disabled; jobs {snap.pool_summary.queued_jobs} queued, "
+        f"{snap.pool_summary.running_jobs} running",
+        "",
+    ]
+    header = ("SLOT", "NAME", "STATE", "CONTAINER", "AGENT", "JOB", "UPTIME", "LAST EXIT")
+    rows = [header]
+    for slot in snap.slots:
+        agent = "-"
+        if slot.agent_id is not None:
+            enabled = "" if slot.agent_enabled in (True, None) else " disabled"
+            agent = f"#{slot.agent_id} {slot.agent_status or '?'}{enabled}"
+        uptime = duration(now - slot.started_at) if slot.started_at else "-"
+        rows.append(
+            (
+                str(slot.slot),
+                slot.name,
+                slot.state.value,
+                (slot.container_id or "-")[:12],
+                agent,
+                _job(slot),
+                uptime,
+                _exit(slot),
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header) - 1)]
+    for row in rows:
+        cells = [cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])]
+        lines.append("  ".join(cells + [row[-1]]).rstrip())
+    for slot in snap.slots:
+        if slot.message:
+            lines.append(f"  {slot.name}: {slot.message}")
+        if slot.state.value == "parked" and slot.last_exit and slot.last_exit.log_tail:
+            lines.append(f"  {slot.name} last log lines:")
+            lines.extend(f"    | {line}" for line in slot.last_exit.log_tail[-10:])
+    return "\n".join(lines)
+
+
+def _health(state: str, message: str, checked: float | None, now: float) -> str:
+    text = str(state)
+    if checked:
+        text += f" (checked {duration(now - checked)} ago)"
+    if message:
+        text += f": {message}"
+    return text

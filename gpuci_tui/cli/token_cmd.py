@@ -1,0 +1,48 @@
+"""``gpuci-tui token set|check|delete``: the PAT in the keyring, never echoed."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import sys
+
+from gpuci_tui.core.protocols import GpuciError
+
+from . import exitcodes
+from .common import CliExit, fail, load
+
+
+def run_token(args: argparse.Namespace) -> int:
+    """Manage the PAT of the configured organisation."""
+    from gpuci_tui.core.secrets import TokenStore
+
+    try:
+        config = load(args)
+        store = TokenStore()
+        url = config.azure.url
+        if args.action == "set":
+            pat = sys.stdin.readline() if args.stdin or not sys.stdin.isatty() else getpass.getpass("PAT: ")
+            store.set_token(url, pat.strip())
+            print(f"PAT stored in the keyring for {url}")
+        elif args.action == "delete":
+            store.delete_token(url)
+            print(f"PAT deleted from the keyring for {url}")
+        else:
+            return _check(store, config)
+        return exitcodes.OK
+    except CliExit as exc:
+        return fail(exc)
+    except GpuciError as exc:
+        print(f"gpuci-tui: {exc}", file=sys.stderr)
+        return exitcodes.CREDENTIALS
+
+
+def _check(store: object, config: object) -> int:
+    from gpuci_tui.core.azure import AzureDevOpsClient
+
+    url = config.azure.url  # type: ignore[attr-defined]
+    pat = store.get_token(url)  # type: ignore[attr-defined]
+    source = store.source_of_token(url)  # type: ignore[attr-defined]
+    check = AzureDevOpsClient(url, pat).validate_pat(config.azure.pool)  # type: ignore[attr-defined]
+    print(f"PAT from {source}: {check.message}")
+    return exitcodes.OK if check.ok else exitcodes.CREDENTIALS
