@@ -15,5 +15,7 @@ def check_config(args: argparse.Namespace) -> int:
     except CliExit as exc:
         return fail(exc)
     if not args.quiet:
-        print(f"{config_path(args)}: OK ({config.agents.count} slot(s), pool '{config.azure.pool}')")
+        print(
+            f"{config_path(args)}: OK ({config.agents.count} slot(s), pool '{config.azure.pool}')"
+        )
     return exitcodes.OK

@@ -28,7 +28,9 @@ exit codes: 0 ok, 1 refused/failed, 2 usage, 3 no daemon, 4 configuration,
 
 
 def _slots_args(parser: argparse.ArgumentParser, verb: str) -> None:
-    parser.add_argument("slots", nargs="*", type=int, metavar="SLOT", help=f"slot numbers to {verb}")
+    parser.add_argument(
+        "slots", nargs="*", type=int, metavar="SLOT", help=f"slot numbers to {verb}"
+    )
     parser.add_argument("--all", action="store_true", help=f"{verb} every slot")
 
 
@@ -74,7 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _slots_args(drain, "drain")
     drain.add_argument("--wait", action="store_true", help="wait until the slots are drained")
-    drain.add_argument("--timeout", type=float, default=0, help="with --wait: give up after N s (0: never)")
+    drain.add_argument(
+        "--timeout", type=float, default=0, help="with --wait: give up after N s (0: never)"
+    )
 
     resume = sub.add_parser("resume", help="undo drain/park: fill the slots again")
     _slots_args(resume, "resume")
@@ -91,7 +95,11 @@ def build_parser() -> argparse.ArgumentParser:
         "demo",
         help="the console on a built-in simulated organisation (touches nothing real)",
     )
-    demo.add_argument("--docker", action="store_true", help="use real emulator containers on the local Docker engine")
+    demo.add_argument(
+        "--docker",
+        action="store_true",
+        help="use real emulator containers on the local Docker engine",
+    )
     demo.add_argument("--agents", type=int, default=4, help="number of slots (default 4)")
     demo.add_argument("--jobs-per-minute", type=float, default=20.0, help="job arrival rate")
 
@@ -99,7 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
     token.add_argument("action", choices=("set", "check", "delete"))
     token.add_argument("--stdin", action="store_true", help="set: read the PAT from standard input")
 
-    check = sub.add_parser("check-config", help="validate the configuration file and say what is wrong")
+    check = sub.add_parser(
+        "check-config", help="validate the configuration file and say what is wrong"
+    )
     check.add_argument("--quiet", action="store_true")
     return parser
 

@@ -21,7 +21,11 @@ def run_token(args: argparse.Namespace) -> int:
         store = TokenStore()
         url = config.azure.url
         if args.action == "set":
-            pat = sys.stdin.readline() if args.stdin or not sys.stdin.isatty() else getpass.getpass("PAT: ")
+            pat = (
+                sys.stdin.readline()
+                if args.stdin or not sys.stdin.isatty()
+                else getpass.getpass("PAT: ")
+            )
             store.set_token(url, pat.strip())
             print(f"PAT stored in the keyring for {url}")
         elif args.action == "delete":

@@ -14,6 +14,7 @@ agent before stopping it) waits, and the health says why.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from typing import TYPE_CHECKING
 
@@ -73,10 +74,8 @@ class AzureSync:
         while True:
             delay = await self.cycle()
             self._wake.clear()
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), delay)
-            except TimeoutError:
-                pass
 
     async def cycle(self) -> float:
         """One poll plus pending server-side steps; returns the delay until the next."""

@@ -81,7 +81,9 @@ class ControlServer:
             self.path.unlink()
         old_umask = os.umask(0o177)  # no window in which the socket is group/world-accessible
         try:
-            self._server = await asyncio.start_unix_server(self._serve, path=str(self.path), limit=MAX_LINE)
+            self._server = await asyncio.start_unix_server(
+                self._serve, path=str(self.path), limit=MAX_LINE
+            )
         finally:
             os.umask(old_umask)
         os.chmod(self.path, 0o600)
@@ -105,7 +107,9 @@ class ControlServer:
             if uid is not None and uid != os.getuid():
                 self.refused += 1
                 log.warning("refused a control connection from uid %s", uid)
-                await _send(writer, {"ok": False, "error": "permission denied: not the daemon's user"})
+                await _send(
+                    writer, {"ok": False, "error": "permission denied: not the daemon's user"}
+                )
                 return
             while line := await reader.readline():
                 reply = await self._answer(line, writer)
@@ -130,7 +134,12 @@ class ControlServer:
         op = request.get("op")
         sup = self.supervisor
         if op == "hello":
-            return {"ok": True, "protocol": PROTOCOL_VERSION, "pid": os.getpid(), "instance": sup.instance}
+            return {
+                "ok": True,
+                "protocol": PROTOCOL_VERSION,
+                "pid": os.getpid(),
+                "instance": sup.instance,
+            }
         if op == "status":
             return {"ok": True, "snapshot": to_dict(sup.snapshot())}
         if op == "command":
@@ -143,7 +152,10 @@ class ControlServer:
         if op == "subscribe":
             await self._stream(writer)
             return None
-        return {"ok": False, "error": f"unknown op {op!r}; expected hello, status, command or subscribe"}
+        return {
+            "ok": False,
+            "error": f"unknown op {op!r}; expected hello, status, command or subscribe",
+        }
 
     async def _stream(self, writer: asyncio.StreamWriter) -> None:
         sup = self.supervisor
@@ -192,11 +204,17 @@ def request(path: Path, message: dict[str, Any], timeout: float = 10.0) -> dict[
         try:
             sock.connect(str(path))
         except FileNotFoundError:
-            raise ControlError(f"no gpuci-tui daemon is running (no socket at {path}); start one with: gpuci-tui run") from None
+            raise ControlError(
+                f"no gpuci-tui daemon is running (no socket at {path}); start one with: gpuci-tui run"
+            ) from None
         except ConnectionRefusedError:
-            raise ControlError(f"no gpuci-tui daemon answers at {path} (stale socket); start one with: gpuci-tui run") from None
+            raise ControlError(
+                f"no gpuci-tui daemon answers at {path} (stale socket); start one with: gpuci-tui run"
+            ) from None
         except PermissionError:
-            raise ControlError(f"permission denied on {path}: the daemon belongs to another user") from None
+            raise ControlError(
+                f"permission denied on {path}: the daemon belongs to another user"
+            ) from None
         sock.sendall(json.dumps(message).encode() + b"\n")
         data = b""
         while not data.endswith(b"\n"):
@@ -254,7 +272,9 @@ class SocketHandle:
         try:
             reader, writer = await asyncio.open_unix_connection(str(self.path), limit=MAX_LINE)
         except OSError as exc:
-            raise ControlError(f"cannot attach to the daemon at {self.path}: {exc.strerror}") from None
+            raise ControlError(
+                f"cannot attach to the daemon at {self.path}: {exc.strerror}"
+            ) from None
         self._writers.append(writer)
         try:
             writer.write(b'{"op":"subscribe"}\n')

@@ -34,6 +34,7 @@ from .models import (
     Command,
     CommandResult,
     Drain,
+    ExitInfo,
     HealthSnapshot,
     HealthState,
     Pause,
@@ -81,7 +82,7 @@ class Supervisor:
         extra_labels: Mapping[str, str] | None = None,
         command: tuple[str, ...] | None = None,
         intent_store: Any = None,
-        on_job_finished: Callable[[SlotRecord, Any], None] | None = None,
+        on_job_finished: Callable[[SlotRecord, ExitInfo], None] | None = None,
     ) -> None:
         """Create a supervisor (nothing starts until `run`).
 
@@ -237,7 +238,9 @@ class Supervisor:
             return self._scale(command.count)
         if isinstance(command, Pause):
             self.paused = True
-            return CommandResult(True, "replenishing paused: running agents stay, exited ones are not replaced")
+            return CommandResult(
+                True, "replenishing paused: running agents stay, exited ones are not replaced"
+            )
         if isinstance(command, Unpause):
             self.paused = False
             return CommandResult(True, "replenishing resumed")
@@ -517,7 +520,9 @@ class Supervisor:
             return
         now = self.clock()
         if event.action == "stream-lost":
-            self.docker_health = HealthSnapshot(HealthState.UNREACHABLE, event.message or "Docker event stream lost", now)
+            self.docker_health = HealthSnapshot(
+                HealthState.UNREACHABLE, event.message or "Docker event stream lost", now
+            )
             self._emit("docker_error", f"Docker engine lost: {event.message}")
             self._changed()
             return
