@@ -271,7 +271,9 @@ async def test_drain_waits_while_azure_is_down(running: tuple[Env, Supervisor]) 
     await wait_until(lambda: states(sup) == [SlotState.IDLE] * 2)
     env.api.fault = lambda name: AzureUnreachableError("down")
     await sup.execute(Drain((0,)))
-    await asyncio.sleep(0.3)  # several poll cycles: nothing may be stopped blind
+    calls = len(env.api.calls)
+    # Let several failing poll cycles pass: nothing may be stopped blind meanwhile.
+    await wait_until(lambda: len(env.api.calls) >= calls + 3, what="three failed cycles")
     assert sorted(env.running()) == ["t-0", "t-1"]
     env.api.fault = None
     await wait_until(lambda: sup.snapshot().slots[0].state == SlotState.DRAINED)
