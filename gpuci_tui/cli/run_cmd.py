@@ -8,7 +8,6 @@ import logging
 import sys
 import threading
 import time
-from collections.abc import Callable
 
 from gpuci_tui.core.agentspec import instance_id
 from gpuci_tui.core.config import Config
@@ -20,20 +19,38 @@ from .common import CliExit, fail, load
 TOKEN_CACHE_SECONDS = 60.0
 
 
-def cached_token(tokens: TokenSource, org_url: str) -> Callable[[], str]:
-    """A token getter that asks the keyring at most once a minute (hot swap still works)."""
-    lock = threading.Lock()
-    state: dict[str, object] = {"at": 0.0, "value": ""}
+class CachedToken:
+    """Asks the token source at most once a minute, so a PAT swapped in the keyring is
+    picked up, but keeps the last good PAT when the source goes away (a detached
+    daemon outlives the SSH login whose D-Bus session held the keyring)."""
 
-    def get() -> str:
-        with lock:
+    def __init__(self, tokens: TokenSource, org_url: str) -> None:
+        self._tokens = tokens
+        self._url = org_url
+        self._lock = threading.Lock()
+        self._value = ""
+        self._at = 0.0
+
+    def __call__(self) -> str:
+        with self._lock:
             now = time.monotonic()
-            if not state["value"] or now - float(state["at"]) > TOKEN_CACHE_SECONDS:  # type: ignore[arg-type]
-                state["value"] = tokens.get_token(org_url)
-                state["at"] = now
-            return str(state["value"])
+            if not self._value or now - self._at > TOKEN_CACHE_SECONDS:
+                try:
+                    self._value = self._tokens.get_token(self._url)
+                except GpuciError:
+                    if not self._value:
+                        raise
+                self._at = now
+            return self._value
 
-    return get
+    def get_token(self, org_url: str) -> str:
+        """`TokenSource` face, for the supervisor's container starts."""
+        return self()
+
+
+def cached_token(tokens: TokenSource, org_url: str) -> CachedToken:
+    """See `CachedToken`."""
+    return CachedToken(tokens, org_url)
 
 
 def setup_logging(level: str) -> None:
@@ -64,8 +81,9 @@ def real_services(config: Config) -> tuple[object, object, TokenSource]:
         runtime.ping()
     except RuntimeUnavailableError as exc:
         raise CliExit(exitcodes.RUNTIME, str(exc)) from None
-    api = AzureDevOpsClient(config.azure.url, cached_token(tokens, config.azure.url))
-    return api, runtime, tokens
+    cached = cached_token(tokens, config.azure.url)
+    api = AzureDevOpsClient(config.azure.url, cached)
+    return api, runtime, cached
 
 
 def run_daemon(args: argparse.Namespace) -> int:

@@ -1,0 +1,171 @@
+"""``gpuci-tui`` / ``gpuci-tui setup``: the console, attached to a daemon that survives SSH.
+
+With a configuration, the console attaches to the running ``gpuci-tui run``
+daemon of that configuration; when there is none it starts one detached (its
+own session, output to a log file) so that closing the SSH session does not
+stop replenishing. ``--foreground`` runs the supervisor inside the console
+instead. Quitting the console never stops a detached daemon.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from gpuci_tui.core.agentspec import instance_id
+from gpuci_tui.core.config import Config
+from gpuci_tui.core.control import ControlError, SocketHandle, request
+from gpuci_tui.core.handle import InProcessHandle, SupervisorHandle
+from gpuci_tui.core.protocols import GpuciError
+
+from . import exitcodes
+from .common import CliExit, config_path, fail, load, socket_for
+
+DAEMON_START_TIMEOUT = 20.0
+
+
+def daemon_alive(path: Path) -> bool:
+    """Whether a daemon answers on ``path``."""
+    try:
+        return bool(request(path, {"op": "hello"}, timeout=3.0).get("ok"))
+    except ControlError:
+        return False
+
+
+def start_detached_daemon(config_file: Path, config: Config) -> SocketHandle:
+    """Start ``gpuci-tui run`` in its own session and wait until its socket answers.
+
+    Raises:
+        GpuciError: the daemon exited or did not answer in time (with its last log lines).
+    """
+    from gpuci_tui.core.paths import log_dir
+
+    sock = socket_for(config)
+    log_path = log_dir() / f"daemon-{instance_id(config)}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with open(log_path, "ab") as log_file:
+        os.chmod(log_path, 0o600)
+        process = subprocess.Popen(  # noqa: S603 - our own interpreter and module
+            [sys.executable, "-m", "gpuci_tui.cli.main", "--config", str(config_file), "run"],
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=log_file,
+            start_new_session=True,  # survives the SSH session's SIGHUP
+            close_fds=True,
+        )
+    deadline = time.monotonic() + DAEMON_START_TIMEOUT
+    while time.monotonic() < deadline:
+        if daemon_alive(sock):
+            return SocketHandle(sock)
+        if process.poll() is not None:
+            break
+        time.sleep(0.1)
+    tail = _tail(log_path, 8)
+    raise GpuciError(
+        f"the supervisor daemon did not start (log: {log_path}):\n{tail}"
+        if tail
+        else f"the supervisor daemon did not start; see {log_path}"
+    )
+
+
+def _tail(path: Path, lines: int) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def in_process_supervisor(config: Config) -> SupervisorHandle:
+    """A supervisor running inside the console's event loop (``--foreground``)."""
+    from gpuci_tui.core.supervisor import Supervisor
+
+    from .run_cmd import real_services
+
+    api, runtime, tokens = real_services(config)
+    supervisor = Supervisor(config, api=api, runtime=runtime, tokens=tokens)  # type: ignore[arg-type]
+    task = asyncio.get_running_loop().create_task(supervisor.run())
+    _BACKGROUND.add(task)
+    return InProcessHandle(supervisor)
+
+
+_BACKGROUND: set[asyncio.Task[None]] = set()
+
+
+def run_console(args: argparse.Namespace, setup: bool) -> int:
+    """Open the console (wizard or dashboard)."""
+    from gpuci_tui.app import make_app
+    from gpuci_tui.core.config import ConfigError, load_config
+    from gpuci_tui.core.gpu import NvmlSampler
+    from gpuci_tui.core.secrets import TokenStore
+    from gpuci_tui.services import Services
+
+    if not sys.stdin.isatty() or not sys.stdout.isatty():
+        print(
+            "gpuci-tui: the console needs a terminal; use `gpuci-tui status` in scripts",
+            file=sys.stderr,
+        )
+        return exitcodes.USAGE
+    path = config_path(args)
+    config: Config | None = None
+    if path.exists():
+        try:
+            config = load_config(path)
+        except ConfigError as exc:
+            if not setup:
+                return fail(
+                    CliExit(exitcodes.CONFIG, f"{exc}\nFix the file, or run `gpuci-tui setup`.")
+                )
+    foreground = bool(args.foreground)
+
+    async def start_supervisor(cfg: Config) -> SupervisorHandle:
+        if foreground:
+            return in_process_supervisor(cfg)
+        sock = socket_for(cfg)
+        if await asyncio.to_thread(daemon_alive, sock):
+            return SocketHandle(sock)
+        return await asyncio.to_thread(start_detached_daemon, path, cfg)
+
+    runtime = None
+    try:
+        from gpuci_tui.core.runtime import DockerRuntime
+
+        runtime = DockerRuntime()
+    except GpuciError:
+        runtime = None
+
+    def azure_factory(url: str, pat: str) -> object:
+        from gpuci_tui.core.azure import AzureDevOpsClient
+
+        return AzureDevOpsClient(url, pat)
+
+    services = Services(
+        config=None if setup else config,
+        config_path=path,
+        gpu=NvmlSampler(),
+        runtime=runtime,
+        token_store=TokenStore(),
+        azure_factory=azure_factory,  # type: ignore[arg-type]
+        start_supervisor=start_supervisor,
+        readonly=bool(args.readonly),
+    )
+    try:
+        make_app(services).run()
+    except CliExit as exc:
+        return fail(exc)
+    return exitcodes.OK
+
+
+def attach(config: Config) -> SupervisorHandle:
+    """A handle on the running daemon of ``config`` (raises `CliExit` code 3 without one)."""
+    sock = socket_for(config)
+    if not daemon_alive(sock):
+        raise CliExit(exitcodes.NO_DAEMON, f"no daemon answers at {sock}")
+    return SocketHandle(sock)
+
+
+__all__ = ["attach", "daemon_alive", "load", "run_console", "start_detached_daemon"]
