@@ -1,0 +1,131 @@
+"""``gpuci-tui demo``: the whole console against a simulated organisation.
+
+Builds a `SimOrg` served over real HTTP on 127.0.0.1 (so the real Azure DevOps
+client is what talks to it), a job feeder that keeps jobs arriving, synthetic
+GPUs, and either the in-process `SimulatedRuntime` or (``--docker``) real
+emulator containers on the local engine, labelled as demo containers and all
+removed when the demo ends. It touches no real organisation, no keyring entry
+and no existing configuration.
+"""
+
+from __future__ import annotations
+
+import secrets
+import tempfile
+from contextlib import suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpuci_tui.core.agentspec import LABEL_DEMO, instance_labels
+from gpuci_tui.core.config import AgentsConfig, AzureConfig, Config, SupervisorConfig
+from gpuci_tui.core.protocols import ContainerRuntime, GpuSampler
+
+DEMO_POOL = "gpu-demo"
+DEMO_PREFIX = "demo-gpu"
+
+
+class MemoryTokens:
+    """A `TokenSource` that holds the demo's generated PAT in memory only."""
+
+    def __init__(self, token: str) -> None:
+        self._token = token
+
+    def get_token(self, org_url: str) -> str:
+        """The demo PAT."""
+        return self._token
+
+    def set_token(self, org_url: str, pat: str) -> None:
+        """Replace the PAT (the wizard in demo mode)."""
+        self._token = pat.strip()
+
+    def source_of_token(self, org_url: str) -> str:
+        """Where the PAT comes from."""
+        return "demo (memory)"
+
+
+@dataclass
+class DemoEnvironment:
+    """Everything the demo started; `close` stops it and removes what it made."""
+
+    config: Config
+    org: Any
+    server: Any
+    feeder: Any
+    runtime: ContainerRuntime
+    gpu: GpuSampler
+    tokens: MemoryTokens
+    api: Any
+    docker: bool = False
+    workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="gpuci-demo-")))
+    extra_labels: dict[str, str] = field(default_factory=dict)
+
+    def close(self) -> None:
+        """Stop the feeder and the server; remove demo containers (``--docker``)."""
+        with suppress(Exception):
+            self.feeder.stop()
+        if self.docker:
+            labels = instance_labels(self.config, self.extra_labels)
+            for info in self.runtime.list_containers(labels):
+                with suppress(Exception):
+                    self.runtime.remove(info.id)
+        with suppress(Exception):
+            self.server.stop()
+
+
+def build_demo(
+    *, agents: int = 4, jobs_per_minute: float = 20.0, docker: bool = False, seed: int | None = None
+) -> DemoEnvironment:
+    """Start the simulated organisation and everything around it."""
+    from gpuci_tui.core.azure import AzureDevOpsClient
+    from gpuci_tui.core.gpu_synthetic import SyntheticSampler
+    from gpuci_tui.sim.jobs import JobFeeder
+    from gpuci_tui.sim.org import SimOrg
+    from gpuci_tui.sim.server import SimServer
+
+    token = secrets.token_urlsafe(39)
+    org = SimOrg("demo-org")
+    org.add_pat(token)
+    pool_id = org.add_pool(DEMO_POOL)
+    server = SimServer(org)
+    server.start()
+    runtime: ContainerRuntime
+    extra = {LABEL_DEMO: "1"}
+    if docker:
+        from gpuci_tui.core.runtime import DockerRuntime
+        from gpuci_tui.sim.image import build_emulator_image
+
+        docker_runtime = DockerRuntime()
+        docker_runtime.ping()
+        image = build_emulator_image(docker_runtime.client)
+        runtime = docker_runtime
+        network = "host"  # the simulated organisation listens on 127.0.0.1 only
+    else:
+        from gpuci_tui.sim.runtime import DEFAULT_IMAGE, SimulatedRuntime
+
+        runtime = SimulatedRuntime(org)
+        image = DEFAULT_IMAGE
+        network = "bridge"
+    config = Config(
+        azure=AzureConfig(url=server.url, pool=DEMO_POOL),
+        agents=AgentsConfig(
+            count=agents, image=image, name_prefix=DEMO_PREFIX, network=network, gpus="per-agent"
+        ),
+        supervisor=SupervisorConfig(poll_interval=2.0, backoff_base=1.0, backoff_max=10.0),
+    )
+    api = AzureDevOpsClient(server.url, token)
+    feeder = JobFeeder(org, pool_id, rate_per_min=jobs_per_minute, duration=(8.0, 40.0), seed=seed)
+    feeder.start()
+    gpu = SyntheticSampler(gpus=max(1, min(agents, 8)), seed=seed)
+    return DemoEnvironment(
+        config=config,
+        org=org,
+        server=server,
+        feeder=feeder,
+        runtime=runtime,
+        gpu=gpu,
+        tokens=MemoryTokens(token),
+        api=api,
+        docker=docker,
+        extra_labels=extra,
+    )
