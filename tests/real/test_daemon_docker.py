@@ -7,6 +7,7 @@ GPUCI_PAT_FILE and the containers only as a token file.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -130,8 +131,9 @@ def broken_image(docker_client: Any, busybox_image: str) -> str:
 
 
 def make_rig(tmp_path: Path, docker_client: Any, image: str, **supervisor: Any) -> Iterator[Rig]:
-    from gpuci_tui.sim.org import SimOrg
     from gpuci_tui.sim.server import SimServer
+
+    from gpuci_tui.sim.org import SimOrg
 
     org = SimOrg("it-org", heartbeat_timeout=5.0)
     org.add_pat(PAT)
@@ -178,10 +180,8 @@ def make_rig(tmp_path: Path, docker_client: Any, image: str, **supervisor: Any) 
         for c in docker_client.containers.list(
             all=True, sparse=True, filters={"label": f"{LABEL_INSTANCE}={rig.instance}"}
         ):
-            try:
+            with contextlib.suppress(Exception):  # already gone
                 c.remove(force=True)
-            except Exception:  # noqa: BLE001, S110 - already gone
-                pass
         server.stop()
 
 
@@ -281,12 +281,16 @@ def test_crash_looping_image_parks_with_reason_in_status(
     tmp_path: Path, docker_client: Any, broken_image: str
 ) -> None:
     for rig in make_rig(tmp_path, docker_client, broken_image):
-        rig.start_daemon()
-        wait_for(lambda: rig.states() == ["parked", "parked"], timeout=60, what="parked slots")
-        slot = rig.slot(0)
-        assert slot["failures"] == 3
-        assert slot["last_exit"]["code"] == 1
-        assert "parked after 3 failed starts" in slot["message"]
-        text = rig.cli("status").stdout
-        assert "parked" in text
-        assert "exit code 1" in text
+        _check_parked(rig)
+
+
+def _check_parked(rig: Rig) -> None:
+    rig.start_daemon()
+    wait_for(lambda: rig.states() == ["parked", "parked"], timeout=60, what="parked slots")
+    slot = rig.slot(0)
+    assert slot["failures"] == 3
+    assert slot["last_exit"]["code"] == 1
+    assert "parked after 3 failed starts" in slot["message"]
+    text = rig.cli("status").stdout
+    assert "parked" in text
+    assert "exit code 1" in text
