@@ -60,6 +60,8 @@ class SlotRecord:
     last_exit: ExitInfo | None = None
     message: str = ""
     jobs_done: int = 0
+    last_job: JobInfo | None = None
+    last_started_at: float | None = None
     conflict_retries: int = 0
     extra_containers: set[str] = field(default_factory=set)
     """Further containers found for this slot at adoption (never started by us)."""
@@ -165,6 +167,8 @@ class SlotRecord:
         self.last_exit = info
         if self.took_job:
             self.jobs_done += 1
+        self.last_job = self.job
+        self.last_started_at = self.started_at
         self.dying_id = self.container_id
         self.died_at = at
         self.container_id = None
