@@ -1,7 +1,7 @@
 """Configuration: the schema, loading, validation and saving of ``config.toml``.
 
 The file format is a public contract, documented in README.md ("Configuration").
-The value rules live in `config_validate`, the file I/O in `config_file`; this
+The value rules live in `config_validate`, the file I/O and `ConfigError` in `config_file`; this
 module assembles them and is the one to import (it re-exports what callers need).
 """
 

@@ -1,0 +1,306 @@
+"""The configuration file on disk: reading TOML, rendering it, writing it safely, and
+`ConfigError`, which points at a place in it (file, dotted key) and says what to do.
+
+Reading turns every failure (missing file, unreadable, not UTF-8, not TOML) into
+a `ConfigError` that says what to do. Writing is atomic (temp file in the same
+directory, fsync, rename), keeps the previous good file as ``config.toml.bak``
+and never silently replaces a file the operator broke by hand: their edits
+would be lost. Validation lives in `config` / `config_validate`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import errno
+import json
+import os
+import re
+import tempfile
+import tomllib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import tomli_w
+
+from gpuci_tui.core.protocols import GpuciError
+
+if TYPE_CHECKING:
+    from gpuci_tui.core.config import Config
+
+HEADER = (
+    "# gpuci-tui configuration, written by gpuci-tui; edit freely (see README, Configuration).\n"
+    "# The PAT is not in this file: it lives in the OS keyring (gpuci-tui token set).\n"
+)
+SETUP_HINT = 'run "gpuci-tui setup" to write a new one'
+MAX_BYTES = 1024 * 1024
+"""A config file is a few hundred bytes; anything this big is the wrong file."""
+
+
+class ConfigError(GpuciError):
+    """A configuration value, or the file itself, is wrong.
+
+    Attributes:
+        path: The file, when the problem comes from one.
+        key: Dotted key, e.g. ``agents.count`` or ``agents.volumes[1].host`` (0-based index).
+        problem: What is wrong and what to do, e.g. ``must be a whole number from 1 to 64,
+            got "two"``.
+        allowed: The allowed values or keys when there is a fixed set (for the UI).
+    """
+
+    def __init__(
+        self,
+        problem: str,
+        *,
+        key: str | None = None,
+        path: Path | None = None,
+        allowed: Sequence[str] = (),
+    ) -> None:
+        self.problem = problem
+        self.key = key
+        self.path = path
+        self.allowed = tuple(allowed)
+        super().__init__(problem)
+
+    def __str__(self) -> str:
+        return ": ".join([*(str(p) for p in (self.path, self.key) if p is not None), self.problem])
+
+    @property
+    def errors(self) -> list[ConfigError]:
+        """Every problem this error stands for: itself (`ConfigErrors` holds several)."""
+        return [self]
+
+    def with_path(self, path: Path | None) -> ConfigError:
+        """A copy of this error that names ``path``."""
+        return ConfigError(self.problem, key=self.key, path=path, allowed=self.allowed)
+
+
+class ConfigErrors(ConfigError):
+    """Several problems found at once (all of a file's); ``str()`` gives one per line."""
+
+    def __init__(self, errors: Sequence[ConfigError], *, path: Path | None = None) -> None:
+        self._errors = [e.with_path(path) if path is not None else e for e in errors]
+        super().__init__(f"{len(self._errors)} problems", path=path)
+
+    @property
+    def errors(self) -> list[ConfigError]:
+        """The individual problems, section by section."""
+        return list(self._errors)
+
+    def __str__(self) -> str:
+        return "\n".join(str(e) for e in self._errors)
+
+    def with_path(self, path: Path | None) -> ConfigError:
+        """A copy whose problems all name ``path``."""
+        return ConfigErrors(self._errors, path=path)
+
+
+def raise_if_any(errors: Sequence[ConfigError], path: Path | None = None) -> None:
+    """Raise nothing, the single error, or one `ConfigErrors` holding all of them."""
+    if len(errors) == 1:
+        raise errors[0].with_path(path) if path is not None else errors[0]
+    if errors:
+        raise ConfigErrors(errors, path=path)
+
+
+def show(value: object) -> str:
+    """A value as it would be written in TOML, shortened, for "got ..." in messages."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        text = json.dumps(value, ensure_ascii=False)
+        return text if len(text) <= 60 else text[:56] + '…"'
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, Mapping):
+        return "a table"
+    if isinstance(value, list | tuple):
+        return "a list"
+    return "nothing" if value is None else f"a {type(value).__name__}"
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """Read and parse a TOML file.
+
+    Raises:
+        ConfigError: naming ``path``: missing (how to create one), unreadable,
+            not UTF-8 or not valid TOML (with the line and column).
+    """
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(MAX_BYTES + 1)
+    except FileNotFoundError:
+        raise ConfigError(
+            'no configuration file here; create one with "gpuci-tui setup" '
+            "(or point --config or GPUCI_CONFIG at another file)",
+            path=path,
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot be read ({os_reason(exc)})", path=path) from None
+    if len(data) > MAX_BYTES:
+        raise ConfigError("is larger than 1 MiB, so it is not a gpuci-tui config file", path=path)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise ConfigError(
+            f"line {line}: is not UTF-8 text; fix it or {SETUP_HINT}", path=path
+        ) from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        # Python 3.11's error has no line attributes; the position ends its message.
+        message = str(exc)
+        at = re.search(r"\s*\(at (line \d+, column \d+|end of document)\)$", message)
+        where = f"{at[1]}: " if at else ""
+        reason = message[: at.start()] if at else message
+        raise ConfigError(
+            f"{where}not valid TOML ({reason}); fix that line, or move the file away and "
+            f"{SETUP_HINT}",
+            path=path,
+        ) from None
+
+
+def config_to_toml(config: Config) -> str:
+    """Render a configuration as the TOML text `save_config` writes.
+
+    Optional values equal to their defaults are left out, so a later release's
+    better defaults reach files written by this one; ``name_prefix`` is always
+    written so that renaming the host never renames the agents.
+    """
+    agents = _changed(config.agents, always=("count", "image", "name_prefix", "network", "gpus"))
+    agents.pop("volumes", None)
+    chunks = [HEADER, "\n", tomli_w.dumps({"azure": _changed(config.azure)})]
+    chunks += ["\n", tomli_w.dumps({"agents": agents})]
+    for volume in config.agents.volumes:
+        # tomli_w would inline short tables; the documented format uses [[agents.volumes]].
+        chunks += ["\n[[agents.volumes]]\n", tomli_w.dumps(_changed(volume, always=("env",)))]
+    supervisor = _changed(config.supervisor, skip_defaults=True)
+    if supervisor:
+        chunks += ["\n", tomli_w.dumps({"supervisor": supervisor})]
+    if config.keys:
+        chunks += ["\n", tomli_w.dumps({"keys": dict(config.keys)})]
+    return "".join(chunks)
+
+
+def _changed(
+    obj: Any, *, always: tuple[str, ...] = (), skip_defaults: bool = True
+) -> dict[str, Any]:
+    """The fields of a config dataclass worth writing (TOML has no null: None is left out)."""
+    out = {}
+    for field in dataclasses.fields(obj):
+        value = getattr(obj, field.name)
+        default = field.default
+        if value is None or (skip_defaults and field.name not in always and value == default):
+            continue
+        out[field.name] = list(value) if isinstance(value, tuple) else value
+    return out
+
+
+def write_config_text(path: Path, text: str, *, overwrite_broken: bool = False) -> None:
+    """Write ``text`` to ``path`` atomically, with mode 0600, keeping a backup.
+
+    The directory is created with mode 0700 when missing. A symlinked config is
+    written through (the link stays). An unchanged file is not rewritten, so
+    ``.bak`` keeps the last different version.
+
+    Args:
+        path: The config file.
+        text: Its new content.
+        overwrite_broken: Replace an existing file that is not valid TOML; it is
+            kept as ``config.toml.broken`` rather than lost.
+
+    Raises:
+        ConfigError: the directory cannot be created or written (with the
+            reason), or the existing file is broken and ``overwrite_broken`` is
+            False.
+    """
+    target = path.resolve() if path.is_symlink() else path
+    directory = target.parent
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot create the directory {directory} ({os_reason(exc)})", path=path
+        ) from None
+    if target.is_dir():
+        raise ConfigError("is a directory; choose a file name, e.g. config.toml", path=path)
+    previous = _read_existing(target, path)
+    data = text.encode("utf-8")
+    if previous == data:
+        return
+    if previous is not None:
+        if _parses(previous):
+            _atomic_write(target.with_name(target.name + ".bak"), previous, path)
+        elif overwrite_broken:
+            _atomic_write(target.with_name(target.name + ".broken"), previous, path)
+        else:
+            raise ConfigError(
+                "exists but is not valid TOML, so it was not replaced (your edits would be lost); "
+                "fix it or move it away, then save again",
+                path=path,
+            )
+    _atomic_write(target, data, path)
+
+
+def _read_existing(target: Path, path: Path) -> bytes | None:
+    try:
+        return target.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ConfigError(
+            f"the existing file cannot be read ({os_reason(exc)})", path=path
+        ) from None
+
+
+def _parses(data: bytes) -> bool:
+    try:
+        tomllib.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return False
+    return True
+
+
+def _atomic_write(target: Path, data: bytes, path: Path) -> None:
+    """Temp file in the same directory, fsync, rename: a crash leaves the old or the new file."""
+    directory = target.parent
+    tmp: str | None = None
+    try:
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{target.name}.", suffix=".tmp")
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, target)
+        tmp = None
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot write in the directory {directory} ({os_reason(exc)}); "
+            "check its permissions and the free space, or choose another file with --config",
+            path=path,
+        ) from None
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+    _fsync_dir(directory)
+
+
+def _fsync_dir(directory: Path) -> None:
+    # Makes the rename itself durable; some filesystems refuse, which is harmless.
+    with contextlib.suppress(OSError):
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def os_reason(exc: OSError) -> str:
+    """``Permission denied, EACCES``: the errno text and name, never a traceback."""
+    name = errno.errorcode.get(exc.errno or 0)
+    text = exc.strerror or exc.__class__.__name__
+    return f"{text}, {name}" if name else text

@@ -1,0 +1,422 @@
+"""The rules for configuration values, shared by the file loader and the setup wizard.
+
+Every rule lives here once: the loader feeds it raw TOML values, the wizard
+feeds it what the operator typed, and `config.validate_config` feeds it a
+`Config` built in memory, so all three get the same messages. A validator
+returns the normalised value or raises `ConfigError` naming the dotted key,
+what is wrong and what to do. Nothing here knows the config dataclasses.
+"""
+
+from __future__ import annotations
+
+import difflib
+import ipaddress
+import math
+import os
+import posixpath
+import re
+import socket
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+from gpuci_tui.core.config_file import ConfigError, raise_if_any, show
+
+MAX_AGENTS = 64
+NAME_PREFIX_MAX = 50
+GPU_POLICIES = ("all", "none", "per-agent")
+NETWORK_MODES = ("bridge", "host")
+# Mount points that would hide the container's own system, or the agent's token directory.
+_SYSTEM = ("/proc", "/sys", "/dev", "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib64")
+SYSTEM_PATHS = (*_SYSTEM, "/run/azp")
+# Env prefixes the agent image, the Azure agent or the NVIDIA runtime read themselves.
+RESERVED_ENV_PREFIXES = ("AZP_", "VSO_", "AGENT_", "NVIDIA_")
+RESERVED_ENV_NAMES = ("PATH", "HOME", "HOSTNAME", "USER", "SHELL")
+PAT_ADVICE = 'the PAT lives in the OS keyring: store it with "gpuci-tui token set"'
+DOCKER_MIN_MEMORY = 6 * 1024**2
+"""Docker refuses a memory limit below 6 MiB."""
+
+# Key names that show someone tried to put a secret in the file.
+_SECRET_KEY = re.compile(
+    r"^(pat|token|password|passwd|secret|credentials?)$|[_.-](pat|token|password|secret)$", re.I
+)
+_NAME_PREFIX = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]*")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_AZURE_ORG = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,48}[A-Za-z0-9])?")
+# Docker's reference grammar (distribution/reference): [registry[:port]/]path[:tag][@digest].
+_LABEL = r"[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?"
+_PART = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_IMAGE_REF = re.compile(
+    rf"(?:{_LABEL}(?:\.{_LABEL})*(?::[0-9]+)?/)?{_PART}(?:/{_PART})*(?::\w[\w.-]{{0,127}})?"
+    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?"
+)
+_MEM_LIMIT = re.compile(r"(\d+(?:\.\d+)?)([kmg]?)b?", re.I)
+_MEM_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+
+
+def suggest(word: str, choices: Iterable[str]) -> str:
+    """``did you mean "x"? `` for the closest choice, or an empty string."""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f'did you mean "{close[0]}"? ' if close else ""
+
+
+def as_text(value: object, key: str, what: str = "a string") -> str:
+    """The value with surrounding spaces dropped, or ConfigError if it is not a string."""
+    if not isinstance(value, str):
+        raise ConfigError(f"must be {what} in quotes, got {show(value)}", key=key)
+    return value.strip()
+
+
+def _choice(value: object, key: str, choices: Sequence[str]) -> str:
+    if isinstance(value, str) and value in choices:
+        return value
+    listed = ", ".join(f'"{c}"' for c in choices)
+    hint = suggest(value, choices) if isinstance(value, str) else ""
+    problem = f"must be one of {listed}, got {show(value)}" + (f"; {hint.strip()}" if hint else "")
+    raise ConfigError(problem, key=key, allowed=choices)
+
+
+def _whole(value: object, key: str, low: int, high: int | None = None) -> int:
+    # bool is an int subclass in Python, but `count = true` is a mistake, not 1.
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or value < low
+        or (high is not None and value > high)
+    ):
+        span = f"from {low} to {high}" if high is not None else f"of at least {low}"
+        raise ConfigError(f"must be a whole number {span}, got {show(value)}", key=key)
+    return value
+
+
+def check_keys(table: Mapping[str, Any], where: str, allowed: Sequence[str]) -> list[ConfigError]:
+    """Problems with the key names of one table: unknown ones (with a suggestion), PAT-like ones.
+
+    Args:
+        table: The table as read from TOML.
+        where: Its dotted name (``""`` for the top level, where keys are sections).
+        allowed: The key names it may hold.
+    """
+    errors = []
+    for name in table:
+        key = f"{where}.{name}" if where else name
+        if _SECRET_KEY.search(name):
+            problem = (
+                "a PAT or password must not be in the config file: delete this line; " + PAT_ADVICE
+            )
+            errors.append(ConfigError(problem, key=key))
+        elif name not in allowed:
+            kind = "key" if where else "section"
+            listed = ", ".join(allowed if where else (f"[{a}]" for a in allowed))
+            problem = f"unknown {kind}; {suggest(name, allowed)}allowed: {listed}"
+            errors.append(ConfigError(problem, key=key, allowed=allowed))
+    return errors
+
+
+# --------------------------------------------------------------------------- [azure]
+
+
+def validate_org_url(text: object) -> str:
+    """Check an Azure DevOps organisation URL and return it normalised.
+
+    Normalising lower-cases the scheme and host, drops a default port and trailing
+    slashes, and turns ``https://ORG.visualstudio.com/DefaultCollection`` into
+    ``https://ORG.visualstudio.com``. Plain ``http`` is accepted only for a server
+    on this machine (the simulator): a PAT must never cross a network unencrypted.
+
+    Raises:
+        ConfigError: with key ``azure.url``.
+    """
+    key, example = "azure.url", "https://dev.azure.com/ORG"
+    raw = as_text(text, key)
+    if not raw:
+        raise ConfigError(f'is empty; set your organisation URL, e.g. "{example}"', key=key)
+    if any(c.isspace() for c in raw):
+        raise ConfigError(f"must not contain spaces, got {show(raw)}", key=key)
+    if "://" not in raw:
+        fix = f'"https://{raw.lstrip("/")}"'
+        raise ConfigError(
+            f"must be a URL starting with https://, e.g. {fix}; got {show(raw)}", key=key
+        )
+    scheme, rest = raw.split("://", 1)
+    scheme = scheme.lower()
+    try:
+        parts = urlsplit(raw)
+        host, port = parts.hostname or "", parts.port
+    except ValueError:
+        raise ConfigError(
+            f"is not a valid URL (bad host or port), got {show(raw)}", key=key
+        ) from None
+    if parts.username is not None or parts.password is not None:
+        raise ConfigError(f"must not contain a user name or password; {PAT_ADVICE}", key=key)
+    if scheme not in ("https", "http") or not host:
+        problem = f'must be a URL starting with https://, e.g. "{example}"; got {show(raw)}'
+        raise ConfigError(problem, key=key)
+    if parts.query or parts.fragment or "?" in rest or "#" in rest:
+        raise ConfigError(f'must not contain "?" or "#"; use e.g. "{example}"', key=key)
+    if scheme == "http" and not _is_loopback(host):
+        raise ConfigError(
+            "must use https:// (http:// is only allowed for a server on this machine: "
+            f'127.0.0.1, ::1 or localhost); use "https://{rest.rstrip("/")}"',
+            key=key,
+        )
+    base, path = f"{scheme}://{host}", parts.path.rstrip("/")
+    if host == "dev.azure.com":
+        segments = [s for s in path.split("/") if s]
+        if not segments:
+            raise ConfigError(f'is missing the organisation; use "{example}"', key=key)
+        if len(segments) > 1:
+            raise ConfigError(
+                f'must be the organisation URL, not a project or page; use "{base}/{segments[0]}"',
+                key=key,
+            )
+        if not _AZURE_ORG.fullmatch(segments[0]):
+            raise ConfigError(
+                "has an invalid organisation name (letters, digits and inner hyphens, at most 50), "
+                f"got {show(segments[0])}",
+                key=key,
+            )
+    elif host.endswith(".visualstudio.com"):
+        if path.lower() not in ("", "/defaultcollection"):
+            raise ConfigError(
+                f'must be the organisation URL, not a project or page; use "{base}"', key=key
+            )
+        path = ""
+    netloc = f"[{host}]" if ":" in host else host
+    if port is not None and port != {"https": 443, "http": 80}[scheme]:
+        netloc += f":{port}"
+    return f"{scheme}://{netloc}{path}"
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def validate_pool(value: object) -> str:
+    """Check the agent pool name (not empty; surrounding spaces are dropped)."""
+    name = as_text(value, "azure.pool")
+    if not name:
+        raise ConfigError('is empty; set the agent pool name, e.g. "gpu"', key="azure.pool")
+    return name
+
+
+# --------------------------------------------------------------------------- [agents]
+
+
+def validate_count(value: object) -> int:
+    """Check the number of agent slots: a whole number from 1 to 64."""
+    return _whole(value, "agents.count", 1, MAX_AGENTS)
+
+
+def check_gpu_count(count: int, gpus: str, gpu_count: int | None) -> None:
+    """With ``gpus = "per-agent"`` slot i gets GPU i, so there must be ``count`` GPUs."""
+    if gpus != "per-agent" or gpu_count is None or count <= gpu_count:
+        return
+    have = f"this host has {gpu_count} GPU{'' if gpu_count == 1 else 's'}"
+    fix = f"lower count to {gpu_count} or use" if gpu_count > 0 else "use"
+    raise ConfigError(
+        f'is {count} with gpus = "per-agent", but {have}; {fix} gpus = "all" or "none"',
+        key="agents.count",
+    )
+
+
+def validate_image(value: object) -> str:
+    """Check a container image reference such as ``registry.example/gpu-agent:cuda12``."""
+    key = "agents.image"
+    ref = as_text(value, key)
+    if not ref:
+        raise ConfigError('is empty; set the agent image, e.g. "REPO/IMAGE:TAG"', key=key)
+    if len(ref) > 255 or not _IMAGE_REF.fullmatch(ref):
+        name = ref.split("@")[0]
+        name = name.rsplit(":", 1)[0] if ":" in name.rsplit("/", 1)[-1] else name
+        hint = "; repository names must be lowercase" if name != name.lower() else ""
+        raise ConfigError(
+            f'is not an image reference like "REPO/IMAGE:TAG"{hint}, got {show(ref)}', key=key
+        )
+    return ref
+
+
+def validate_name_prefix(value: object) -> str:
+    """Check the agent/container name prefix: ``[a-zA-Z0-9][a-zA-Z0-9_.-]*``, ≤ 50 chars."""
+    key = "agents.name_prefix"
+    name = as_text(value, key)
+    if not name:
+        raise ConfigError('is empty; set a short name such as the host name, e.g. "gpu01"', key=key)
+    if len(name) > NAME_PREFIX_MAX:
+        raise ConfigError(f"must be at most {NAME_PREFIX_MAX} characters, got {len(name)}", key=key)
+    if not _NAME_PREFIX.fullmatch(name):
+        raise ConfigError(
+            "must start with a letter or digit and hold only letters, digits, '_', '.' and '-' "
+            f"(it names containers and agents), got {show(name)}",
+            key=key,
+        )
+    return name
+
+
+def default_name_prefix(hostname: str | None = None) -> str:
+    """The host's short name made valid as a name prefix (``gpuhost`` if nothing is left)."""
+    short = (socket.gethostname() if hostname is None else hostname).split(".")[0]
+    cleaned = re.sub(r"[^a-zA-Z0-9_.-]+", "-", short).lstrip("_.-")[:NAME_PREFIX_MAX]
+    return cleaned.rstrip("_.-") or "gpuhost"
+
+
+def validate_network(value: object) -> str:
+    """Check the container network mode: ``bridge`` or ``host``."""
+    return _choice(value, "agents.network", NETWORK_MODES)
+
+
+def validate_gpus(value: object) -> str:
+    """Check the GPU policy: ``all``, ``none`` or ``per-agent``."""
+    return _choice(value, "agents.gpus", GPU_POLICIES)
+
+
+def validate_oom_score_adj(value: object) -> int:
+    """Check the kernel OOM score adjustment of agent containers (-1000 to 1000)."""
+    return _whole(value, "agents.oom_score_adj", -1000, 1000)
+
+
+def validate_mem_limit(value: object) -> str | None:
+    """Check a Docker memory limit such as ``"64g"`` (None: no limit)."""
+    key = "agents.mem_limit"
+    if value is None:
+        return None
+    text = as_text(value, key, 'a size like "64g"')
+    match = _MEM_LIMIT.fullmatch(text)
+    if not match:
+        raise ConfigError(f'must be a size like "64g" (unit k, m or g), got {show(value)}', key=key)
+    if float(match[1]) * _MEM_UNITS[match[2].lower()] < DOCKER_MIN_MEMORY:
+        raise ConfigError(f'must be at least "6m" (Docker\'s minimum), got {show(value)}', key=key)
+    return text
+
+
+def validate_docker_socket(value: object) -> bool:
+    """Check the opt-in Docker socket flag: true or false."""
+    if not isinstance(value, bool):
+        raise ConfigError(f"must be true or false, got {show(value)}", key="agents.docker_socket")
+    return value
+
+
+# --------------------------------------------------------------------------- [[agents.volumes]]
+
+
+class Mount(Protocol):
+    """What `check_volume` reads of the mounts accepted before (a `VolumeConfig`)."""
+
+    @property
+    def container(self) -> str: ...  # noqa: D102
+    @property
+    def env(self) -> str | None: ...  # noqa: D102
+
+
+def check_volume(
+    host: object,
+    container: object,
+    env: object = None,
+    existing: Sequence[Mount] = (),
+    *,
+    index: int | None = None,
+) -> tuple[str, str, str | None]:
+    """Check one read-only dataset mount, also against the mounts accepted before it.
+
+    Args:
+        host: Host directory: absolute, existing, a directory.
+        container: Path inside the agent: absolute, not a system path, not used twice.
+        env: Optional name of the env var that names the mount inside the agent:
+            an identifier, not reserved (``AZP_*``, ``PATH`` …), not used twice.
+        existing: The mounts accepted so far.
+        index: Position in ``agents.volumes`` for the error keys (default: ``len(existing)``).
+
+    Returns:
+        ``(host, container, env)`` normalised; ``env`` is None when empty.
+
+    Raises:
+        ConfigError: one problem, or `ConfigErrors` when several fields are wrong.
+    """
+    at = f"agents.volumes[{len(existing) if index is None else index}]"
+    errors: list[ConfigError] = []
+    checked: list[Any] = []
+    for check, value in ((_mount_host, host), (_mount_container, container), (_mount_env, env)):
+        try:
+            checked.append(check(value, existing, at))
+        except ConfigError as exc:
+            errors.append(exc)
+    raise_if_any(errors)
+    return checked[0], checked[1], checked[2]
+
+
+def _absolute(value: object, key: str) -> str:
+    text = as_text(value, key, "an absolute path")
+    if not text.startswith("/"):
+        raise ConfigError(f"must be an absolute path (starting with /), got {show(text)}", key=key)
+    # normpath keeps a leading "//" (POSIX allows it), which means "/" here.
+    return "/" + posixpath.normpath(text).lstrip("/")
+
+
+def _mount_host(value: object, existing: Sequence[Mount], at: str) -> str:
+    key = f"{at}.host"
+    path = _absolute(value, key)
+    if not os.path.isdir(path):
+        why = "is not a directory" if os.path.exists(path) else "does not exist on this host"
+        raise ConfigError(f"{path} {why}; give an existing directory", key=key)
+    return path
+
+
+def _mount_container(value: object, existing: Sequence[Mount], at: str) -> str:
+    key = f"{at}.container"
+    path = _absolute(value, key)
+    if path == "/" or any(path == p or path.startswith(p + "/") for p in SYSTEM_PATHS):
+        raise ConfigError(
+            f"{path} is a system path in the container; use e.g. /datasets/NAME", key=key
+        )
+    if any(posixpath.normpath(m.container) == path for m in existing):
+        raise ConfigError(f"{path} is already used by another volume", key=key)
+    return path
+
+
+def _mount_env(value: object, existing: Sequence[Mount], at: str) -> str | None:
+    key = f"{at}.env"
+    name = None if value is None else as_text(value, key, "a variable name")
+    if not name:
+        return None
+    if not ENV_NAME.fullmatch(name):
+        raise ConfigError(
+            "must be a variable name (letters, digits and '_', not starting with a digit), "
+            f"got {show(name)}",
+            key=key,
+        )
+    prefix = next((p for p in RESERVED_ENV_PREFIXES if name.upper().startswith(p)), None)
+    if prefix or name.upper() in RESERVED_ENV_NAMES:
+        why = f"{prefix}* variables belong to the agent" if prefix else "the agent needs it"
+        raise ConfigError(f'"{name}" is reserved ({why}); pick another, e.g. "DATA_DIR"', key=key)
+    if any(m.env == name for m in existing):
+        raise ConfigError(f'"{name}" is already used by another volume', key=key)
+    return name
+
+
+# --------------------------------------------------------------------------- [supervisor], [keys]
+
+
+def validate_supervisor(field: str, value: object) -> float | int:
+    """Check one ``[supervisor]`` value: ``park_after`` ≥ 1, the others positive seconds."""
+    key = f"supervisor.{field}"
+    if field == "park_after":
+        return _whole(value, key, 1)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
+        raise ConfigError(f"must be a positive number of seconds, got {show(value)}", key=key)
+    return float(value)
+
+
+def validate_key_binding(binding: str, value: object) -> str:
+    """Check one ``[keys]`` entry: binding id = key(s), e.g. ``drain = "x"``."""
+    key = f"keys.{binding}"
+    if not binding.strip():
+        raise ConfigError('has an empty binding id; write e.g. drain = "x"', key="keys")
+    text = as_text(value, key, 'key names such as "x" or "ctrl+d"')
+    if not text:
+        raise ConfigError('is empty; give one or more keys, e.g. "x" or "ctrl+d,f5"', key=key)
+    return text
