@@ -1,0 +1,696 @@
+"""DockerRuntime without an engine: error mapping, spec translation, token tar, event following."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import docker
+import docker.errors
+import pytest
+import requests
+import urllib3.exceptions
+from docker.types import HostConfig
+
+from gpuci_tui.core.protocols import (
+    ContainerEvent,
+    ContainerNameConflictError,
+    ContainerRuntime,
+    ContainerSpec,
+    ContainerStartError,
+    RuntimeUnavailableError,
+    VolumeMount,
+)
+from gpuci_tui.core.runtime import DockerRuntime
+from gpuci_tui.core.runtime_errors import (
+    NO_GPU_RUNTIME,
+    Endpoint,
+    engine_unavailable,
+    is_engine_failure,
+    resolve_endpoint,
+    scrub,
+    start_failure,
+)
+from gpuci_tui.core.runtime_events import STREAM_ENDED, follow_events, parse_event
+from gpuci_tui.core.runtime_mapping import (
+    device_requests,
+    exit_code_from_status,
+    host_config_kwargs,
+    info_from_inspect,
+    info_from_summary,
+    mounts,
+    parse_docker_time,
+    token_archive,
+)
+
+TOKEN = "patUNIT0123456789abcdefghijklmnopqrstuvwxyzABCDEFG"
+SOCKET = Endpoint("unix:///var/run/docker.sock")
+
+
+def wait_until(pred: Callable[[], bool], timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(0.01)
+    return pred()
+
+
+def docker_py_failure(cause: BaseException) -> docker.errors.DockerException:
+    """The exception chain docker-py 7.2 raises when creating a client fails to connect."""
+    try:
+        try:
+            raise cause
+        except OSError as os_error:
+            raise requests.exceptions.ConnectionError(
+                urllib3.exceptions.ProtocolError("Connection aborted.", os_error)
+            ) from os_error
+    except requests.exceptions.ConnectionError as conn_error:
+        try:
+            raise docker.errors.DockerException(
+                f"Error while fetching server API version: {conn_error}"
+            ) from conn_error
+        except docker.errors.DockerException as final:
+            return final
+    raise AssertionError("unreachable")
+
+
+def api_error(status: int, explanation: str) -> docker.errors.APIError:
+    response = requests.Response()
+    response.status_code = status
+    return docker.errors.APIError(f"{status} Server Error", response, explanation=explanation)
+
+
+def spec(**overrides: Any) -> ContainerSpec:
+    values: dict[str, Any] = {
+        "name": "gpu-agent-1",
+        "image": "example/agent:1",
+        "labels": {"io.gpuci-tui.slot": "1"},
+        "environment": {"AZP_TOKEN_FILE": "/run/azp/token"},
+        "network": "host",
+    }
+    values.update(overrides)
+    return ContainerSpec(**values)
+
+
+# --------------------------------------------------------------------------- endpoints
+
+
+def test_endpoint_defaults_to_docker_host_then_socket(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    assert resolve_endpoint(None) == Endpoint("unix:///var/run/docker.sock")
+    monkeypatch.setenv("DOCKER_HOST", "tcp://10.0.0.5:2376")
+    assert resolve_endpoint(None) == Endpoint("tcp://10.0.0.5:2376", from_env=True)
+    assert resolve_endpoint("unix:///x.sock").socket_path == "/x.sock"
+    assert Endpoint("tcp://h:1").socket_path is None
+
+
+# --------------------------------------------------------------------------- engine errors
+
+
+def test_missing_socket_message() -> None:
+    exc = docker_py_failure(FileNotFoundError(2, "No such file or directory"))
+    assert str(engine_unavailable(exc, SOCKET)) == (
+        "Docker engine not reachable: /var/run/docker.sock does not exist. "
+        "Is Docker installed and running? (systemctl start docker)"
+    )
+
+
+def test_permission_denied_message() -> None:
+    exc = docker_py_failure(PermissionError(13, "Permission denied"))
+    assert is_engine_failure(exc)
+    assert str(engine_unavailable(exc, SOCKET)) == (
+        "Permission denied on /var/run/docker.sock: add your user to the 'docker' group "
+        "(sudo usermod -aG docker $USER, then log in again) or run as root"
+    )
+
+
+def test_refused_socket_means_engine_down() -> None:
+    exc = docker_py_failure(ConnectionRefusedError(111, "Connection refused"))
+    message = str(engine_unavailable(exc, SOCKET))
+    assert message.startswith("Docker engine not running: /var/run/docker.sock exists")
+    assert "systemctl start docker" in message
+
+
+def test_unreachable_docker_host_names_the_variable() -> None:
+    endpoint = Endpoint("tcp://127.0.0.1:9", from_env=True)
+    refused = urllib3.exceptions.NewConnectionError(
+        None,  # type: ignore[arg-type]
+        "Failed to establish a new connection: [Errno 111] Connection refused",
+    )
+    refused.__cause__ = ConnectionRefusedError(111, "Connection refused")
+    exc = requests.exceptions.ConnectionError(
+        urllib3.exceptions.MaxRetryError(None, "/version", refused)  # type: ignore[arg-type]
+    )
+    message = str(engine_unavailable(exc, endpoint))
+    assert message == (
+        "Docker engine at tcp://127.0.0.1:9 (DOCKER_HOST) cannot be reached: connection "
+        "refused. Check that the engine runs there and that the address is right, or unset "
+        "DOCKER_HOST to use the local socket."
+    )
+
+
+def test_timeout_and_dns_and_tls() -> None:
+    endpoint = Endpoint("tcp://gpu-host:2376")
+    timeout = requests.exceptions.ReadTimeout("Read timed out. (read timeout=30)")
+    assert "did not answer within 30 s" in str(engine_unavailable(timeout, endpoint, 30))
+    dns = requests.exceptions.ConnectionError(socket_gaierror())
+    assert "host name could not be resolved" in str(engine_unavailable(dns, endpoint))
+    unreachable = urllib3.exceptions.NewConnectionError(
+        None,  # type: ignore[arg-type]
+        "Failed to establish a new connection: [Errno 101] Network is unreachable",
+    )
+    unreachable.__cause__ = OSError(101, "Network is unreachable")
+    message = str(engine_unavailable(requests.exceptions.ConnectionError(unreachable), endpoint))
+    assert message.startswith(
+        "Docker engine at tcp://gpu-host:2376 cannot be reached: Network is unreachable."
+    )
+    tls = requests.exceptions.SSLError("certificate verify failed")
+    assert "DOCKER_CERT_PATH" in str(engine_unavailable(tls, endpoint))
+
+
+def socket_gaierror() -> BaseException:
+    import socket
+
+    return socket.gaierror(-2, "Name or service not known")
+
+
+def test_api_errors_are_not_engine_failures() -> None:
+    assert not is_engine_failure(api_error(500, "boom"))
+    assert not is_engine_failure(ValueError("bad"))
+    assert is_engine_failure(requests.exceptions.ConnectionError("x"))
+
+
+# --------------------------------------------------------------------------- start errors
+
+
+def test_start_failure_mapping() -> None:
+    conflict = start_failure(
+        api_error(409, 'Conflict. The container name "/gpu-agent-1" is already in use'),
+        name="gpu-agent-1",
+        image="img",
+        stage="create",
+    )
+    assert isinstance(conflict, ContainerNameConflictError)
+    assert "docker rm -f gpu-agent-1" in str(conflict)
+
+    gpu = start_failure(
+        api_error(500, 'could not select device driver "" with capabilities: [[gpu]]'),
+        name="a",
+        image="img",
+        stage="start",
+    )
+    assert str(gpu) == NO_GPU_RUNTIME
+    assert 'set agents.gpus = "none"' in NO_GPU_RUNTIME
+
+    missing = start_failure(
+        api_error(404, "No such image: img:1"), name="a", image="img:1", stage="create"
+    )
+    assert str(missing) == (
+        "Image img:1 is not present locally. Pull or build it first: docker pull img:1 "
+        "(gpuci-tui never pulls on its own)"
+    )
+
+    bind = start_failure(
+        api_error(400, 'invalid mount config for type "bind": bind source path does not exist: /d'),
+        name="a",
+        image="img",
+        stage="create",
+    )
+    assert "host path /d of a volume does not exist" in str(bind)
+
+    cuda = start_failure(
+        api_error(
+            500,
+            "OCI runtime create failed: nvidia-container-cli: requirement error: "
+            "unsatisfied condition: cuda>=12.8, please update your driver",
+        ),
+        name="a",
+        image="nvidia/cuda:12.8.1-base",
+        stage="start",
+    )
+    assert "needs a newer NVIDIA driver (cuda>=12.8)" in str(cuda)
+
+    other = start_failure(api_error(500, "something odd"), name="a", image="i", stage="copy")
+    assert str(other) == "Docker could not copy the token file into container a: something odd"
+
+
+def test_scrub_masks_the_secret() -> None:
+    assert scrub(f"x {TOKEN} y", TOKEN) == "x *** y"
+    assert scrub("abc", "") == "abc"
+
+
+# --------------------------------------------------------------------------- spec translation
+
+
+def test_gpu_device_requests() -> None:
+    assert device_requests("none") == []
+    assert device_requests(()) == []
+    (everything,) = device_requests("all")
+    assert everything["Count"] == -1
+    assert everything["Capabilities"] == [["gpu"]]
+    assert everything["DeviceIDs"] == []
+    (some,) = device_requests(("0", "GPU-fef8089b"))
+    assert some["DeviceIDs"] == ["0", "GPU-fef8089b"]
+    assert some["Count"] == 0  # Docker refuses Count together with DeviceIDs
+    (listed,) = device_requests("1, 3")
+    assert listed["DeviceIDs"] == ["1", "3"]
+
+
+def test_host_config_has_what_an_agent_needs() -> None:
+    s = spec(
+        gpus="all",
+        mem_limit="8m",
+        volumes=(VolumeMount("/srv/data", "/data", "DATA"),),
+        extra_mounts=(("/var/run/docker.sock", "/var/run/docker.sock", "rw"),),
+    )
+    config = HostConfig(version="1.41", **host_config_kwargs(s))
+    assert config["AutoRemove"] is True
+    assert config["OomScoreAdj"] == 1000
+    assert config["NetworkMode"] == "host"
+    assert config["Memory"] == 8 * 1024 * 1024
+    assert config["MemorySwap"] == config["Memory"]
+    assert config["DeviceRequests"][0]["Count"] == -1
+    assert "Init" not in config  # the image's entrypoint handles signals
+    data, sock = config["Mounts"]
+    assert (data["Source"], data["Target"], data["ReadOnly"]) == ("/srv/data", "/data", True)
+    assert (sock["Type"], sock["ReadOnly"]) == ("bind", False)
+
+
+def test_no_gpus_no_memory_limit() -> None:
+    kwargs = host_config_kwargs(spec())
+    assert "device_requests" not in kwargs
+    assert "mem_limit" not in kwargs
+    assert "mounts" not in kwargs
+
+
+def test_bad_mount_mode_is_refused() -> None:
+    with pytest.raises(ValueError, match="use 'ro'"):
+        mounts(spec(extra_mounts=(("/a", "/b", "z"),)))
+    (m,) = mounts(spec(extra_mounts=(("/a", "/b", ""),)))
+    assert m["ReadOnly"] is True
+
+
+def test_token_archive_modes_and_content() -> None:
+    data = token_archive("/run/azp/token", TOKEN, now=1_700_000_000)
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        directory, token_file = tar.getmembers()
+        assert (directory.name, directory.isdir(), directory.mode) == ("run/azp", True, 0o700)
+        assert (token_file.name, token_file.isfile(), token_file.mode) == (
+            "run/azp/token",
+            True,
+            0o600,
+        )
+        assert (directory.uid, token_file.uid, token_file.gid) == (0, 0, 0)
+        extracted = tar.extractfile(token_file)
+        assert extracted is not None
+        assert extracted.read() == TOKEN.encode()
+
+
+@pytest.mark.parametrize("path", ["run/azp/token", "/token", "/run/../etc/token", "/run/"])
+def test_token_archive_refuses_odd_paths(path: str) -> None:
+    with pytest.raises(ValueError, match="absolute file path"):
+        token_archive(path, TOKEN)
+
+
+# --------------------------------------------------------------------------- Docker JSON
+
+
+def test_parse_docker_time() -> None:
+    assert parse_docker_time("0001-01-01T00:00:00Z") is None
+    assert parse_docker_time("") is None
+    assert parse_docker_time("2026-11-22T09:35:41.123456789Z") == pytest.approx(
+        1795340141.123456, abs=1e-6
+    )
+    assert parse_docker_time("2026-11-22T10:35:41+01:00") == pytest.approx(1795340141.0)
+
+
+def test_summary_and_inspect_mapping() -> None:
+    assert exit_code_from_status("Exited (137) 2 seconds ago") == 137
+    assert exit_code_from_status("Up 3 seconds") is None
+    summary = info_from_summary(
+        {
+            "Id": "abc",
+            "Names": ["/gpu-agent-2"],
+            "Image": "img:1",
+            "Labels": {"k": "v"},
+            "State": "exited",
+            "Status": "Exited (3) 1 second ago",
+        }
+    )
+    assert (summary.name, summary.status, summary.exit_code, summary.labels) == (
+        "gpu-agent-2",
+        "exited",
+        3,
+        {"k": "v"},
+    )
+    info = info_from_inspect(
+        {
+            "Id": "abc",
+            "Name": "/gpu-agent-2",
+            "Config": {"Labels": None, "Image": "img:1"},
+            "State": {
+                "Status": "exited",
+                "ExitCode": 137,
+                "OOMKilled": True,
+                "StartedAt": "2026-11-22T09:35:41.5Z",
+            },
+        }
+    )
+    assert (info.exit_code, info.oom_killed, info.labels, info.image) == (137, True, {}, "img:1")
+    assert info.started_at == pytest.approx(1795340141.5)
+
+
+def test_parse_event() -> None:
+    event = parse_event(
+        {
+            "Type": "container",
+            "Action": "die",
+            "Actor": {
+                "ID": "c1",
+                "Attributes": {
+                    "exitCode": "3",
+                    "image": "img",
+                    "name": "gpu-agent-1",
+                    "io.gpuci-tui.slot": "1",
+                },
+            },
+            "time": 1700000000,
+            "timeNano": 1700000000123456789,
+        }
+    )
+    assert event == ContainerEvent(
+        action="die",
+        container_id="c1",
+        name="gpu-agent-1",
+        labels={"io.gpuci-tui.slot": "1"},
+        exit_code=3,
+        time=pytest.approx(1700000000.123457),  # type: ignore[arg-type]
+    )
+    health = parse_event({"Action": "health_status: healthy", "Actor": {"ID": "c1"}})
+    assert health is not None
+    assert (health.action, health.message) == ("health_status", "healthy")
+    assert parse_event({"Type": "network", "Action": "connect"}) is None
+
+
+# --------------------------------------------------------------------------- event following
+
+
+class FakeStream:
+    """Yields canned events, then breaks (raises) or blocks until closed."""
+
+    def __init__(self, events: list[Mapping[str, Any]], then: str = "raise") -> None:
+        self.events = events
+        self.then = then
+        self.closed = threading.Event()
+
+    def __iter__(self) -> Iterator[Mapping[str, Any]]:
+        yield from self.events
+        if self.then == "raise":
+            raise requests.exceptions.ChunkedEncodingError("Connection broken")
+        if self.then == "block":
+            self.closed.wait(30)
+
+    def close(self) -> None:
+        self.closed.set()
+
+
+def raw_event(action: str, cid: str, **attributes: str) -> dict[str, Any]:
+    return {
+        "Type": "container",
+        "Action": action,
+        "Actor": {"ID": cid, "Attributes": {"name": cid, **attributes}},
+        "timeNano": 1,
+    }
+
+
+def collect(
+    events: Iterator[ContainerEvent], until: Callable[[list[ContainerEvent]], bool]
+) -> list[ContainerEvent]:
+    seen: list[ContainerEvent] = []
+    for event in events:
+        seen.append(event)
+        if until(seen):
+            break
+    return seen
+
+
+def test_follow_events_reconnects_after_the_stream_breaks() -> None:
+    calls: list[float | None] = []
+    last = FakeStream([raw_event("start", "c2")], then="block")
+    script: list[FakeStream | BaseException] = [
+        FakeStream([raw_event("start", "c1"), raw_event("die", "c1", exitCode="0")]),
+        requests.exceptions.ConnectionError(FileNotFoundError(2, "No such file")),
+        requests.exceptions.ConnectionError(FileNotFoundError(2, "No such file")),
+        last,
+    ]
+
+    def open_stream(since: float | None) -> FakeStream:
+        calls.append(since)
+        step = script.pop(0)
+        if isinstance(step, BaseException):
+            raise step
+        return step
+
+    stop = threading.Event()
+    events = follow_events(
+        open_stream, stop, describe=lambda e: f"lost: {e}", since=123.0, min_backoff=0.01
+    )
+    seen = collect(events, lambda s: s[-1].container_id == "c2")
+    assert [e.action for e in seen] == ["start", "die", "stream-lost", "stream-restored", "start"]
+    assert seen[1].exit_code == 0
+    assert seen[2].message.startswith("the Docker event stream broke")
+    assert calls == [123.0, None, None, None]  # replay only on the first connection
+    stop.set()
+    assert list(events) == []
+    assert last.closed.is_set()
+
+
+def test_follow_events_stops_promptly_while_blocked() -> None:
+    stream = FakeStream([], then="block")
+    stop = threading.Event()
+    done = threading.Event()
+
+    def consume() -> None:
+        for _ in follow_events(lambda since: stream, stop):
+            pass
+        done.set()
+
+    thread = threading.Thread(target=consume, daemon=True)
+    thread.start()
+    time.sleep(0.05)  # let the follower block in the stream read
+    stop.set()
+    assert done.wait(1.0), "events() did not return within 1 s of stop"
+    assert stream.closed.is_set()
+
+
+def test_follow_events_stops_promptly_while_connect_hangs() -> None:
+    hang = threading.Event()
+
+    def open_stream(since: float | None) -> FakeStream:
+        hang.wait(30)
+        raise requests.exceptions.ConnectTimeout("hung")
+
+    stop = threading.Event()
+    started = time.monotonic()
+    threading.Timer(0.1, stop.set).start()
+    assert list(follow_events(open_stream, stop)) == []
+    assert time.monotonic() - started < 1.0
+    hang.set()
+
+
+def test_lost_is_reported_once_per_outage() -> None:
+    attempts = 0
+
+    def open_stream(since: float | None) -> FakeStream:
+        nonlocal attempts
+        attempts += 1
+        raise requests.exceptions.ConnectionError(ConnectionRefusedError(111, "refused"))
+
+    stop = threading.Event()
+    seen: list[ContainerEvent] = []
+
+    def consume() -> None:
+        seen.extend(
+            follow_events(
+                open_stream,
+                stop,
+                describe=lambda e: "engine down",
+                min_backoff=0.01,
+                max_backoff=0.02,
+            )
+        )
+
+    thread = threading.Thread(target=consume)
+    thread.start()
+    assert wait_until(lambda: attempts >= 5)
+    stop.set()
+    thread.join(2)
+    assert [(e.action, e.message) for e in seen] == [("stream-lost", "engine down")]
+
+
+def test_a_stream_that_just_ends_counts_as_lost() -> None:
+    streams = [FakeStream([raw_event("start", "c1")], then="end"), FakeStream([], then="block")]
+    stop = threading.Event()
+    events = follow_events(lambda since: streams.pop(0), stop, min_backoff=0.01)
+    seen = collect(events, lambda s: s[-1].action == "stream-restored")
+    stop.set()
+    assert [(e.action, e.message) for e in seen] == [
+        ("start", ""),
+        ("stream-lost", STREAM_ENDED),
+        ("stream-restored", ""),
+    ]
+
+
+# --------------------------------------------------------------------------- DockerRuntime on fakes
+
+
+class FakeApi:
+    """The part of docker-py's APIClient that DockerRuntime.start uses, recording calls."""
+
+    def __init__(self, fail: dict[str, BaseException] | None = None) -> None:
+        self.calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
+        self.fail = fail or {}
+
+    def _record(self, call: str, /, *args: Any, **kwargs: Any) -> None:
+        self.calls.append((call, args, kwargs))
+        if call in self.fail:
+            raise self.fail[call]
+
+    def inspect_image(self, image: str) -> dict[str, Any]:
+        self._record("inspect_image", image)
+        return {"Config": {"Env": ["PATH=/bin", "NVIDIA_REQUIRE_CUDA=cuda>=12.4"]}}
+
+    def create_host_config(self, **kwargs: Any) -> HostConfig:
+        return HostConfig(version="1.41", **kwargs)
+
+    def create_container(self, **kwargs: Any) -> dict[str, Any]:
+        self._record("create_container", **kwargs)
+        return {"Id": "f" * 64, "Warnings": []}
+
+    def put_archive(self, container: str, path: str, data: bytes) -> bool:
+        self._record("put_archive", container, path, data)
+        return True
+
+    def start(self, container: str) -> None:
+        self._record("start", container)
+
+    def remove_container(self, container: str, force: bool = False) -> None:
+        self._record("remove_container", container, force=force)
+
+
+class FakeClient:
+    def __init__(self, api: FakeApi | None = None, streams: list[Any] | None = None) -> None:
+        self.api = api or FakeApi()
+        self.streams = streams or []
+        self.event_calls: list[dict[str, Any]] = []
+
+    def events(self, **kwargs: Any) -> Any:
+        self.event_calls.append(kwargs)
+        step = self.streams.pop(0)
+        if isinstance(step, BaseException):
+            raise step
+        return step
+
+
+def test_docker_runtime_satisfies_the_protocol() -> None:
+    assert isinstance(DockerRuntime(base_url="unix:///nonexistent.sock"), ContainerRuntime)
+
+
+def test_start_sequence_never_pulls_and_keeps_the_token_in_the_archive() -> None:
+    api = FakeApi()
+    runtime = DockerRuntime(FakeClient(api))
+    info = runtime.start(spec(gpus=("0",), command=("sleep", "5")), TOKEN)
+    assert [c[0] for c in api.calls] == [
+        "inspect_image",
+        "create_container",
+        "put_archive",
+        "start",
+    ]
+    create = api.calls[1][2]
+    assert create["name"] == "gpu-agent-1"
+    assert create["command"] == ["sleep", "5"]
+    assert create["host_config"]["DeviceRequests"][0]["DeviceIDs"] == ["0"]
+    assert TOKEN not in repr(create)
+    assert TOKEN.encode() in api.calls[2][1][2]
+    assert (info.id, info.status, info.name) == ("f" * 64, "running", "gpu-agent-1")
+    assert runtime.image_env("x")["NVIDIA_REQUIRE_CUDA"] == "cuda>=12.4"
+
+
+def test_failed_start_removes_the_created_container() -> None:
+    api = FakeApi(
+        fail={
+            "start": api_error(500, 'could not select device driver "" with capabilities: [[gpu]]')
+        }
+    )
+    runtime = DockerRuntime(FakeClient(api))
+    with pytest.raises(ContainerStartError) as caught:
+        runtime.start(spec(gpus="all"), TOKEN)
+    assert str(caught.value) == NO_GPU_RUNTIME
+    assert api.calls[-1] == ("remove_container", ("f" * 64,), {"force": True})
+
+
+def test_failed_copy_is_scrubbed_and_cleaned_up() -> None:
+    api = FakeApi(fail={"put_archive": api_error(500, f"cannot extract {TOKEN}")})
+    runtime = DockerRuntime(FakeClient(api))
+    with pytest.raises(ContainerStartError) as caught:
+        runtime.start(spec(), TOKEN)
+    assert TOKEN not in str(caught.value)
+    assert "copy the token file" in str(caught.value)
+    assert api.calls[-1][0] == "remove_container"
+
+
+def test_start_refuses_a_spec_that_exposes_the_pat() -> None:
+    api = FakeApi()
+    runtime = DockerRuntime(FakeClient(api))
+    with pytest.raises(ContainerStartError, match="environment variable AZP_TOKEN") as caught:
+        runtime.start(spec(environment={"AZP_TOKEN": TOKEN}), TOKEN)
+    assert TOKEN not in str(caught.value)
+    with pytest.raises(ContainerStartError, match="the PAT is empty"):
+        runtime.start(spec(), "  ")
+    assert api.calls == []
+
+
+def test_runtime_events_reconnect_with_a_fake_client() -> None:
+    client = FakeClient(
+        streams=[
+            requests.exceptions.ConnectionError(ConnectionRefusedError(111, "refused")),
+            FakeStream([raw_event("create", "c1")]),
+            FakeStream([raw_event("destroy", "c1")], then="block"),
+        ]
+    )
+    runtime = DockerRuntime(client, base_url="unix:///run/test.sock")
+    stop = threading.Event()
+    seen = collect(runtime.events({"a": "1", "b": "2"}, stop), lambda s: len(s) == 6)
+    stop.set()
+    assert [e.action for e in seen] == [
+        "stream-lost",
+        "stream-restored",
+        "create",
+        "stream-lost",
+        "stream-restored",
+        "destroy",
+    ]
+    assert seen[0].message.startswith("Docker engine not running: /run/test.sock exists")
+    assert seen[3].message.startswith("the Docker event stream broke")
+    filters = client.event_calls[0]["filters"]
+    assert filters["label"] == ["a=1", "b=2"]
+    assert filters["type"] == "container"
+    assert "die" in filters["event"]
+    assert client.event_calls[0]["decode"] is True
+
+
+def test_api_calls_are_counted_even_when_they_fail() -> None:
+    client = docker.DockerClient(base_url="unix:///nonexistent.sock", version="1.41")
+    runtime = DockerRuntime(client)
+    with pytest.raises(RuntimeUnavailableError, match="/nonexistent.sock does not exist"):
+        runtime.ping()
+    assert runtime.api_call_count == 1
+    runtime.close()
+    with pytest.raises(requests.exceptions.ConnectionError):
+        client.ping()  # no longer counted after close()
+    assert runtime.api_call_count == 1
