@@ -30,20 +30,24 @@ def config_path(args: argparse.Namespace) -> Path:
 
 def load(args: argparse.Namespace) -> Config:
     """Load and validate the configuration or raise `CliExit` (code 4) with the problems."""
-    from gpuci_tui.core.config import ConfigError, load_config
+    from gpuci_tui.core.config import load_config
+    from gpuci_tui.core.protocols import GpuciError
 
-    path = config_path(args)
     try:
-        return load_config(path)
-    except ConfigError as exc:
+        return load_config(config_path(args))
+    except GpuciError as exc:  # ConfigError, PathError
         raise CliExit(exitcodes.CONFIG, str(exc)) from None
 
 
 def socket_for(config: Config) -> Path:
     """The control socket of the daemon that supervises ``config``'s agents."""
     from gpuci_tui.core.paths import socket_path
+    from gpuci_tui.core.protocols import GpuciError
 
-    return socket_path(instance_id(config))
+    try:
+        return socket_path(instance_id(config))
+    except GpuciError as exc:  # an unusable runtime directory
+        raise CliExit(exitcodes.CONFIG, str(exc)) from None
 
 
 def fail(exc: CliExit) -> int:

@@ -110,7 +110,10 @@ def run_console(args: argparse.Namespace, setup: bool) -> int:
             file=sys.stderr,
         )
         return exitcodes.USAGE
-    path = config_path(args)
+    try:
+        path = config_path(args)
+    except GpuciError as exc:
+        return fail(CliExit(exitcodes.CONFIG, str(exc)))
     config: Config | None = None
     if path.exists():
         try:

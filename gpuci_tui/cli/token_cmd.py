@@ -29,8 +29,10 @@ def run_token(args: argparse.Namespace) -> int:
             store.set_token(url, pat.strip())
             print(f"PAT stored in the keyring for {url}")
         elif args.action == "delete":
-            store.delete_token(url)
-            print(f"PAT deleted from the keyring for {url}")
+            if store.delete_token(url):
+                print(f"PAT deleted from the keyring for {url}")
+            else:
+                print(f"no PAT was stored in the keyring for {url}")
         else:
             return _check(store, config)
         return exitcodes.OK

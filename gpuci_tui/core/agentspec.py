@@ -6,11 +6,9 @@ their keys are a stable contract; see `LABEL_*`.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping
 
-from .config import Config
+from .config import Config, config_hash, instance_id
 from .protocols import ContainerSpec, VolumeMount
 
 LABEL_PROJECT = "io.gpuci-tui.project"
@@ -25,29 +23,7 @@ PROJECT = "gpuci-tui"
 TOKEN_PATH = "/run/azp/token"
 DOCKER_SOCKET = "/var/run/docker.sock"
 
-
-def instance_id(config: Config) -> str:
-    """Short stable id of the agent set a supervisor manages (org + pool + prefix)."""
-    key = "\n".join((config.azure.url.rstrip("/").lower(), config.azure.pool, config.agents.name_prefix))
-    return hashlib.sha256(key.encode()).hexdigest()[:12]
-
-
-def config_hash(config: Config) -> str:
-    """Short hash of everything that shapes an agent container."""
-    agents = config.agents
-    relevant = {
-        "url": config.azure.url,
-        "pool": config.azure.pool,
-        "image": agents.image,
-        "network": agents.network,
-        "gpus": agents.gpus,
-        "volumes": [[v.host, v.container, v.env] for v in agents.volumes],
-        "oom": agents.oom_score_adj,
-        "mem": agents.mem_limit,
-        "sock": agents.docker_socket,
-    }
-    blob = json.dumps(relevant, sort_keys=True).encode()
-    return hashlib.sha256(blob).hexdigest()[:12]
+__all__ = ["build_spec", "config_hash", "instance_id", "instance_labels", "slot_gpus", "slot_of"]
 
 
 def agent_name(config: Config, slot: int) -> str:
