@@ -59,6 +59,8 @@ class DemoEnvironment:
     docker: bool = False
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="gpuci-demo-")))
     extra_labels: dict[str, str] = field(default_factory=dict)
+    supervisor_holder: list[Any] = field(default_factory=list)
+    """The demo's supervisor, once started (read by the synthetic GPUs)."""
 
     def close(self) -> None:
         """Stop the feeder and the server; remove demo containers (``--docker``)."""
@@ -116,8 +118,24 @@ def build_demo(
     api = AzureDevOpsClient(server.url, token)
     feeder = JobFeeder(org, pool_id, rate_per_min=jobs_per_minute, duration=(8.0, 40.0), seed=seed)
     feeder.start()
-    gpu = SyntheticSampler(gpus=max(1, min(agents, 8)), seed=seed)
-    return DemoEnvironment(
+    holder: list[Any] = []
+
+    def slot_snapshot(index: int) -> Any:
+        return holder[0].snapshot().slot(index) if holder else None
+
+    def busy(index: int) -> bool:
+        slot = slot_snapshot(index)
+        return slot is not None and slot.state == "busy"
+
+    def owner(index: int) -> tuple[str, str] | None:
+        slot = slot_snapshot(index)
+        if slot is None or slot.container_id is None or slot.state != "busy":
+            return None
+        return slot.container_id, slot.name
+
+    # With gpus = "per-agent", slot i owns GPU i: busy agents make their GPU work.
+    gpu = SyntheticSampler(gpus=max(1, min(agents, 8)), seed=seed, busy=busy, owner=owner)
+    env = DemoEnvironment(
         config=config,
         org=org,
         server=server,
@@ -128,4 +146,6 @@ def build_demo(
         api=api,
         docker=docker,
         extra_labels=extra,
+        supervisor_holder=holder,
     )
+    return env

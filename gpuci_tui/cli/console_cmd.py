@@ -146,10 +146,14 @@ def run_console(args: argparse.Namespace, setup: bool) -> int:
 
         return AzureDevOpsClient(url, pat)
 
+    def container_name(container_id: str) -> str | None:
+        info = runtime.inspect(container_id) if runtime is not None else None
+        return info.name if info is not None else None
+
     services = Services(
         config=None if setup else config,
         config_path=path,
-        gpu=NvmlSampler(),
+        gpu=NvmlSampler(container_name=container_name),
         runtime=runtime,
         token_store=TokenStore(),
         azure_factory=azure_factory,  # type: ignore[arg-type]

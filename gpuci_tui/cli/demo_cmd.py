@@ -43,6 +43,7 @@ def run_demo(args: argparse.Namespace) -> int:
             extra_labels=env.extra_labels,
         )
         supervisors.append(supervisor)
+        env.supervisor_holder[:] = [supervisor]
         tasks.add(asyncio.get_running_loop().create_task(supervisor.run()))
         return InProcessHandle(supervisor)
 

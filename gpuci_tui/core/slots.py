@@ -8,23 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .agent_exit import describe
 from .config import SupervisorConfig
 from .models import ExitInfo, JobInfo, SlotSnapshot, SlotState
 from .protocols import Agent, JobRequest
-
-#: Exit codes whose meaning the agent start scripts document (dockeragent/start.sh
-#: and the emulator); anything else is reported as a plain number.
-EXIT_REASONS = {
-    0: "job finished",
-    1: "agent failed (configuration or registration)",
-    2: "agent failed with a retryable error",
-    3: "agent updating",
-    4: "agent updating (run once)",
-    10: "agent configuration failed (PAT, pool or URL)",
-    11: "token file missing or empty",
-    137: "killed (SIGKILL)",
-    143: "stopped (SIGTERM)",
-}
 
 
 @dataclass
@@ -153,8 +140,7 @@ class SlotRecord:
         elif code == 0:
             reason, failure = ("job finished" if self.took_job else "exited 0"), False
         else:
-            known = EXIT_REASONS.get(code) if code is not None else None
-            reason = f"exit code {code}" + (f": {known}" if known else "")
+            reason = f"exit code {code}: {describe(code)}"
             failure = not self.took_job and lifetime < rules.healthy_after
         info = ExitInfo(
             code=code,
