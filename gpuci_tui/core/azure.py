@@ -1,0 +1,421 @@
+"""Azure DevOps agent-pool client: the real `AgentPoolApi`.
+
+`AzureDevOpsClient` knows the endpoints (pools, agents, job requests,
+connectionData) and what their failures mean to an operator; the transport
+underneath (`azure_http.py`) handles auth, retries and rate limits, and
+`azure_parse.py` turns the JSON into the dataclasses of `protocols.py`.
+
+All methods block (requests); the supervisor calls them via
+`asyncio.to_thread`, and one client may be shared between threads.
+
+Example:
+    >>> client = AzureDevOpsClient("https://dev.azure.com/contoso", token_source)
+    >>> pool = client.resolve_pool("gpu")
+    >>> busy = [a for a in client.list_agents(pool.id) if a.assigned_request]
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any, TypeVar
+
+import requests
+
+from gpuci_tui import __version__
+from gpuci_tui.core.azure_errors import AzurePoolAmbiguousError, no_pool_message
+from gpuci_tui.core.azure_http import Answer, AzureTransport, TokenProvider
+from gpuci_tui.core.azure_parse import (
+    MalformedError,
+    RateLimitState,
+    as_mapping,
+    collection,
+    opt_str,
+    parse_agent,
+    parse_items,
+    parse_job_request,
+    parse_pool,
+)
+from gpuci_tui.core.azure_validate import check_pat
+from gpuci_tui.core.protocols import (
+    Agent,
+    AzureAuthError,
+    AzureError,
+    AzureNotFoundError,
+    JobRequest,
+    PatCheck,
+    Pool,
+)
+
+LOG = logging.getLogger("gpuci_tui.azure")
+
+POOLS = "_apis/distributedtask/pools"
+
+JOB_REQUEST_PAGE_CAP = 20
+"""Most pages of job requests read per call; unfinished requests rarely fill one."""
+
+T = TypeVar("T")
+
+__all__ = ["AzureDevOpsClient", "AzurePoolAmbiguousError", "RateLimitState"]
+
+
+class AzureDevOpsClient:
+    """Talks to one Azure DevOps organisation with one PAT; thread-safe.
+
+    Args:
+        org_url: e.g. ``https://dev.azure.com/contoso`` (``http://`` only for loopback).
+        token: The PAT, or a callable returning it (re-read before every request,
+            so a PAT replaced in the keyring is used at once).
+        timeout: Seconds for connecting and for each read, on every call.
+        max_retries: Extra attempts after a 5xx, a short 429 or a dropped connection.
+        session: A `requests.Session` to use instead of a new one.
+        api_version: Sent in the ``Accept`` header of every request.
+        user_agent: ``User-Agent``; defaults to ``gpuci-tui/<version>``.
+        clock: Wall-clock time source (epoch seconds), injectable for tests.
+        sleep: Used for backoff waits, injectable for tests.
+        jitter: Returns a float in [0, 1) that spreads retries out.
+
+    Raises:
+        AzureError: The URL is malformed or would send the PAT in clear text.
+    """
+
+    def __init__(
+        self,
+        org_url: str,
+        token: TokenProvider,
+        *,
+        timeout: float = 15.0,
+        max_retries: int = 4,
+        session: requests.Session | None = None,
+        api_version: str = "7.1",
+        user_agent: str | None = None,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+        jitter: Callable[[], float] = random.random,
+    ) -> None:
+        self._http = AzureTransport(
+            org_url,
+            token,
+            timeout=timeout,
+            max_retries=max_retries,
+            session=session,
+            api_version=api_version,
+            user_agent=user_agent or f"gpuci-tui/{__version__}",
+            clock=clock,
+            sleep=sleep,
+            jitter=jitter,
+        )
+        # connectionData only exists as a preview resource; a released version
+        # without "-preview" is refused by the service.
+        self._preview_version = api_version if "-" in api_version else f"{api_version}-preview.1"
+
+    def __repr__(self) -> str:
+        return f"AzureDevOpsClient(org_url={self.org_url!r}, requests={self.request_count})"
+
+    def __enter__(self) -> AzureDevOpsClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release the HTTP connections (only those of a session made here)."""
+        self._http.close()
+
+    # ------------------------------------------------------------------ figures
+
+    @property
+    def org_url(self) -> str:
+        """The normalised organisation URL."""
+        return self._http.org.url
+
+    @property
+    def org_name(self) -> str:
+        """The organisation's name, for messages."""
+        return self._http.org.name
+
+    @property
+    def request_count(self) -> int:
+        """HTTP requests sent so far, retries included (callers derive per-minute rates)."""
+        return self._http.request_count
+
+    @property
+    def rate_limit_state(self) -> RateLimitState:
+        """What the service last said about the rate limit; check ``throttled(now)``."""
+        return self._http.rate_limit_state
+
+    # ------------------------------------------------------------------ identity
+
+    def connection_data(self) -> dict[str, Any]:
+        """``GET _apis/connectionData``: proves the PAT is valid (not its scope).
+
+        Raises:
+            AzureAuthError: The PAT was rejected.
+            AzureError: See `AzureTransport.request`.
+        """
+        answer = self._http.request(
+            "GET",
+            "_apis/connectionData",
+            api_version=self._preview_version,
+            confirms_identity=True,
+        )
+        data = as_mapping(answer.body)
+        if data is None:
+            raise AzureError(self._unreadable("connectionData", "not a JSON object"))
+        user = as_mapping(data.get("authenticatedUser")) or {}
+        if (opt_str(user.get("descriptor")) or "").startswith("System:PublicAccess"):
+            # A public organisation answers anonymously instead of refusing the PAT.
+            self._http.forget_identity()
+            raise AzureAuthError(
+                "The organisation ignored the PAT and answered anonymously: the PAT is wrong, "
+                "expired or revoked. Create a new one with the Agent Pools (read & manage) "
+                "scope and store it with `gpuci-tui setup`."
+            )
+        return dict(data)
+
+    # ------------------------------------------------------------------ pools
+
+    def list_pools(self, *, pool_type: str | None = "automation") -> list[Pool]:
+        """The agent pools the PAT's user can see, with their sizes.
+
+        Args:
+            pool_type: ``automation`` (pipeline agents), ``deployment``, or None for all.
+        """
+        params = {"poolType": pool_type} if pool_type else None
+        answer = self._http.request("GET", POOLS, params=params, pool_endpoint=True)
+        return self._items(answer, parse_pool, "pool")
+
+    def get_pool(self, pool_id: int) -> Pool:
+        """One pool by id.
+
+        Raises:
+            AzureNotFoundError: There is no such pool (any more).
+        """
+        try:
+            answer = self._http.request("GET", f"{POOLS}/{int(pool_id)}", pool_endpoint=True)
+        except AzureNotFoundError:
+            raise self._pool_gone(pool_id) from None
+        return self._one(answer, parse_pool, "pool")
+
+    def resolve_pool(self, name: str) -> Pool:
+        """The pool called ``name`` (exact match preferred, then case-insensitive).
+
+        Raises:
+            AzureNotFoundError: No such pool; the message lists the visible ones.
+            AzurePoolAmbiguousError: Several pools answer to the name.
+        """
+        wanted = name.strip()
+        if not wanted:
+            raise AzureNotFoundError("The agent pool name is empty. Set it in the configuration.")
+        answer = self._http.request("GET", POOLS, params={"poolName": wanted}, pool_endpoint=True)
+        pools = self._items(answer, parse_pool, "pool")
+        matches = [p for p in pools if p.name == wanted] or [
+            p for p in pools if p.name.casefold() == wanted.casefold()
+        ]
+        if len(matches) == 1:
+            return matches[0]
+        if matches:
+            ids = ", ".join(str(p.id) for p in matches)
+            raise AzurePoolAmbiguousError(
+                f"{len(matches)} agent pools in {self.org_name} are named {wanted!r} "
+                f"(ids {ids}). Rename all but one in Organization settings → Agent pools.",
+                tuple(matches),
+            )
+        raise AzureNotFoundError(self._no_pool_message(wanted))
+
+    def _no_pool_message(self, name: str) -> str:
+        try:
+            visible: list[str] | None = [p.name for p in self.list_pools(pool_type=None)]
+        except AzureError as exc:  # the list is a courtesy; the main error stands
+            LOG.debug("Could not list the pools for the not-found message: %s", exc)
+            visible = None
+        return no_pool_message(name, self.org_name, visible)
+
+    # ------------------------------------------------------------------ agents
+
+    def list_agents(
+        self, pool_id: int, *, agent_name: str | None = None, include_capabilities: bool = False
+    ) -> list[Agent]:
+        """All agents of the pool with their assigned requests, in one call.
+
+        Args:
+            pool_id: The pool.
+            agent_name: Only the agent with this name.
+            include_capabilities: Also fetch ``systemCapabilities`` (larger answer).
+
+        Raises:
+            AzureNotFoundError: The pool does not exist (any more).
+        """
+        params = {"includeAssignedRequest": "true"}
+        if include_capabilities:
+            params["includeCapabilities"] = "true"
+        if agent_name:
+            params["agentName"] = agent_name
+        try:
+            answer = self._http.request(
+                "GET", f"{POOLS}/{int(pool_id)}/agents", params=params, pool_endpoint=True
+            )
+        except AzureNotFoundError:
+            raise self._pool_gone(pool_id) from None
+        return self._items(answer, parse_agent, "agent")
+
+    def get_agent(
+        self, pool_id: int, agent_id: int, *, include_capabilities: bool = False
+    ) -> Agent | None:
+        """One agent with its assigned request; None when it is not registered."""
+        params = {"includeAssignedRequest": "true"}
+        if include_capabilities:
+            params["includeCapabilities"] = "true"
+        try:
+            answer = self._http.request(
+                "GET", self._agent_path(pool_id, agent_id), params=params, pool_endpoint=True
+            )
+        except AzureNotFoundError:
+            return None
+        return self._one(answer, parse_agent, "agent")
+
+    def set_agent_enabled(self, pool_id: int, agent_id: int, enabled: bool) -> Agent:
+        """Enable or disable an agent; a disabled agent gets no new jobs.
+
+        Raises:
+            AzureNotFoundError: The agent is no longer registered.
+            AzureScopeError: The PAT may read but not manage the pool.
+        """
+        try:
+            answer = self._http.request(
+                "PATCH",
+                self._agent_path(pool_id, agent_id),
+                json_body={"id": int(agent_id), "enabled": bool(enabled)},
+                pool_endpoint=True,
+            )
+        except AzureNotFoundError:
+            raise AzureNotFoundError(
+                f"Agent {agent_id} is no longer registered in pool {pool_id}."
+            ) from None
+        if answer.body is None:  # some servers answer 204: read the agent back
+            agent = self.get_agent(pool_id, agent_id)
+            if agent is None:
+                raise AzureNotFoundError(
+                    f"Agent {agent_id} is no longer registered in pool {pool_id}."
+                )
+            return agent
+        agent = self._one(answer, parse_agent, "agent")
+        if agent.enabled != bool(enabled):
+            LOG.warning(
+                "Asked to %s agent %s but the service reports enabled=%s",
+                "enable" if enabled else "disable",
+                agent.name,
+                agent.enabled,
+            )
+        return agent
+
+    def delete_agent(self, pool_id: int, agent_id: int) -> None:
+        """Delete a registration; one that is already gone is not an error."""
+        try:
+            self._http.request("DELETE", self._agent_path(pool_id, agent_id), pool_endpoint=True)
+        except AzureNotFoundError:
+            LOG.debug("Agent %s of pool %s was already deleted", agent_id, pool_id)
+
+    # ------------------------------------------------------------------ job requests
+
+    def list_job_requests(self, pool_id: int) -> list[JobRequest]:
+        """The pool's unfinished job requests (queued and running).
+
+        Uses ``completedRequestCount=0`` and follows ``X-MS-ContinuationToken``
+        for at most `JOB_REQUEST_PAGE_CAP` pages.
+
+        Raises:
+            AzureNotFoundError: The pool does not exist (any more).
+        """
+        found: dict[int, JobRequest] = {}
+        continuation: str | None = None
+        for _ in range(JOB_REQUEST_PAGE_CAP):
+            params = {"completedRequestCount": "0"}
+            if continuation:
+                params["continuationToken"] = continuation
+            try:
+                answer = self._http.request(
+                    "GET", f"{POOLS}/{int(pool_id)}/jobrequests", params=params, pool_endpoint=True
+                )
+            except AzureNotFoundError:
+                raise self._pool_gone(pool_id) from None
+            for request in self._items(answer, parse_job_request, "job request"):
+                found.setdefault(request.request_id, request)
+            if not answer.continuation_token or answer.continuation_token == continuation:
+                break
+            continuation = answer.continuation_token
+        else:
+            LOG.warning(
+                "Pool %s has more than %d pages of unfinished job requests; read only those",
+                pool_id,
+                JOB_REQUEST_PAGE_CAP,
+            )
+        # completedRequestCount=0 should leave finished ones out; make sure of it.
+        return [r for r in found.values() if r.result is None and r.finish_time is None]
+
+    # ------------------------------------------------------------------ validation
+
+    def validate_pat(self, pool_name: str | None) -> PatCheck:
+        """Check the PAT (and the pool) and say what is wrong; never raises for that.
+
+        Reasons: ``ok``, ``bad_pat``, ``no_scope``, ``pool_not_found``,
+        ``pool_ambiguous``, ``unreachable``, ``rate_limited``, ``error``
+        (see `azure_validate.check_pat`).
+
+        Args:
+            pool_name: The pool to look for, or None to check pool access only.
+        """
+        return check_pat(self, pool_name)
+
+    def can_manage_pool(self, pool: Pool) -> bool:
+        """Whether the PAT's user may manage ``pool`` (register, disable, delete agents).
+
+        Asks for the pool with ``actionFilter=manage``, which only returns pools
+        the caller administers.
+        """
+        answer = self._http.request(
+            "GET",
+            POOLS,
+            params={"poolName": pool.name, "actionFilter": "manage"},
+            pool_endpoint=True,
+        )
+        return any(p.id == pool.id for p in self._items(answer, parse_pool, "pool"))
+
+    # ------------------------------------------------------------------ helpers
+
+    @staticmethod
+    def _agent_path(pool_id: int, agent_id: int) -> str:
+        return f"{POOLS}/{int(pool_id)}/agents/{int(agent_id)}"
+
+    def _pool_gone(self, pool_id: int) -> AzureNotFoundError:
+        return AzureNotFoundError(
+            f"There is no agent pool with id {pool_id} in {self.org_name} (was it deleted?). "
+            "Check the pool name in the configuration."
+        )
+
+    def _unreadable(self, what: str, why: str) -> str:
+        return (
+            f"Azure DevOps sent an answer about {what} that gpuci-tui cannot read ({why}). "
+            f"Check that {self.org_url} is an Azure DevOps organisation URL."
+        )
+
+    def _items(self, answer: Answer, parser: Callable[[object], T], what: str) -> list[T]:
+        try:
+            items = collection(answer.body)
+        except MalformedError as exc:
+            raise AzureError(self._unreadable(f"{what}s", str(exc))) from None
+        return parse_items(items, parser, what)
+
+    def _one(self, answer: Answer, parser: Callable[[object], T], what: str) -> T:
+        try:
+            return parser(answer.body)
+        except MalformedError as exc:
+            raise AzureError(self._unreadable(f"the {what}", str(exc))) from None

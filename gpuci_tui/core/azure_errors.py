@@ -1,0 +1,327 @@
+"""What can go wrong talking to Azure DevOps, in plain words, and the guard against the worst.
+
+* `OrgUrl` checks the configured URL and refuses plain ``http://`` to anything
+  but this machine, so the PAT never crosses a network in clear text.
+* `PatAuth` sends the PAT; `Redacted` and `scrub` keep it out of reprs and messages.
+* `describe_transport_error`, `redirect_error`, `AUTH_MESSAGE` and
+  `scope_message` say why the organisation could not be used and what to do.
+* `AzurePoolAmbiguousError` refines `AzureNotFoundError` for duplicate pool names.
+
+The base error classes live in `protocols.py`.
+"""
+
+from __future__ import annotations
+
+import base64
+import difflib
+import ipaddress
+import socket
+import ssl
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import requests
+import requests.auth
+import urllib3
+
+from gpuci_tui.core.protocols import AzureAuthError, AzureError, AzureNotFoundError, Pool
+
+# --------------------------------------------------------------------------- organisation URL
+
+
+@dataclass(frozen=True)
+class OrgUrl:
+    """A checked organisation URL.
+
+    Attributes:
+        url: Normalised, without a trailing slash.
+        scheme: ``https`` or ``http`` (the latter only for loopback hosts).
+        host: Host name or address, lower case, without brackets.
+        netloc: ``host[:port]`` as shown in messages.
+        name: The organisation's name, for messages.
+    """
+
+    url: str
+    scheme: str
+    host: str
+    netloc: str
+    name: str
+
+    @classmethod
+    def parse(cls, raw: str) -> OrgUrl:
+        """Check and normalise ``raw``.
+
+        Raises:
+            AzureError: Not an http(s) URL, has credentials or a query, or is
+                ``http://`` to a host that is not this machine.
+        """
+        text = raw.strip().rstrip("/")
+        parts = urlsplit(text)
+        scheme = parts.scheme.lower()
+        if scheme not in ("http", "https") or not parts.hostname:
+            raise AzureError(
+                f"{raw!r} is not an organisation URL. Use the address of your organisation, "
+                "e.g. https://dev.azure.com/ORG."
+            )
+        if parts.username is not None or parts.password is not None:
+            raise AzureError(
+                "The organisation URL must not contain a user name or password; "
+                "the PAT is stored separately (`gpuci-tui setup`)."
+            )
+        if parts.query or parts.fragment:
+            raise AzureError(
+                "The organisation URL must not contain '?' or '#' parts; "
+                "use e.g. https://dev.azure.com/ORG."
+            )
+        try:
+            port = parts.port
+        except ValueError:
+            raise AzureError(f"The organisation URL {raw!r} has an invalid port.") from None
+        host = parts.hostname.lower()
+        shown_host = f"[{host}]" if ":" in host else host
+        segments = [s for s in parts.path.split("/") if s]
+        if host == "dev.azure.com" and not segments:
+            raise AzureError(
+                "The organisation URL lacks the organisation's name: use https://dev.azure.com/ORG."
+            )
+        if host == "dev.azure.com" and len(segments) > 1:
+            raise AzureError(
+                f"{raw.strip()} is a project or page address, not the organisation's: "
+                f"use https://dev.azure.com/{segments[0]}."
+            )
+        if segments:
+            name = segments[-1]
+        elif host.endswith(".visualstudio.com"):
+            name = host.split(".", 1)[0]
+        else:
+            name = host
+        org = cls(
+            url=f"{scheme}://{parts.netloc.lower()}{parts.path.rstrip('/')}",
+            scheme=scheme,
+            host=host,
+            netloc=shown_host if port is None else f"{shown_host}:{port}",
+            name=name,
+        )
+        org.check_safe(org.url)
+        return org
+
+    @property
+    def is_loopback(self) -> bool:
+        """Whether the host is this machine (127.0.0.0/8, ::1 or localhost)."""
+        return is_loopback_host(self.host)
+
+    def check_safe(self, url: str) -> None:
+        """Refuse a URL that would carry the PAT in clear text off this machine.
+
+        Raises:
+            AzureError: ``url`` is ``http://`` to a host that is not loopback.
+        """
+        parts = urlsplit(url)
+        if parts.scheme.lower() == "https":
+            return
+        if parts.scheme.lower() == "http" and is_loopback_host(parts.hostname or ""):
+            return
+        raise AzureError(
+            f"Refusing to send the PAT to {parts.hostname or url} over plain http://: "
+            "anyone on the network could read it. Use the https:// address of the "
+            "organisation (http:// is only allowed for 127.0.0.1, ::1 and localhost)."
+        )
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether ``host`` names this machine without going through DNS."""
+    host = host.strip("[]").lower()
+    if host in ("localhost", "localhost."):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+# --------------------------------------------------------------------------- messages
+
+
+class AzurePoolAmbiguousError(AzureNotFoundError):
+    """More than one pool answers to the configured name.
+
+    Attributes:
+        pools: The pools that matched.
+    """
+
+    def __init__(self, message: str, pools: tuple[Pool, ...]) -> None:
+        super().__init__(message)
+        self.pools = pools
+
+
+AUTH_MESSAGE = (
+    "The organisation rejected the PAT: it is wrong, expired or revoked. Create a new PAT "
+    "with the Agent Pools (read & manage) scope and store it with `gpuci-tui setup`."
+)
+
+
+def scope_message(org: str) -> str:
+    """What to say when the PAT works but may not touch agent pools."""
+    return (
+        f"The PAT is valid for {org} but may not use agent pools: it lacks the Agent Pools "
+        "(read & manage) scope, or your account is not allowed to manage the pool. Create a PAT "
+        "with that scope and store it with `gpuci-tui setup`."
+    )
+
+
+def redirect_error(location: str, status: int) -> AzureError:
+    """The error for a 3xx answer (redirects are never followed: they could move the PAT).
+
+    Args:
+        location: The ``Location`` header.
+        status: The 3xx status.
+    """
+    target = location.split("?", 1)[0].split("#", 1)[0]
+    lowered = target.lower()
+    if "signin" in lowered or "login." in lowered or "oauth" in lowered:
+        return AzureAuthError(AUTH_MESSAGE)
+    return AzureError(
+        f"The organisation URL redirects (HTTP {status}) to {target or 'another address'}. "
+        "Set the organisation URL to the address Azure DevOps shows in the browser, "
+        "e.g. https://dev.azure.com/ORG."
+    )
+
+
+def no_pool_message(name: str, org: str, visible: list[str] | None) -> str:
+    """What to say when no pool is called ``name``.
+
+    Args:
+        name: The pool name looked for.
+        org: The organisation's name.
+        visible: Names of the pools the PAT's user can see (None: unknown).
+    """
+    text = f"No agent pool named {name!r} in {org}."
+    if visible is None:
+        return text + " Check the name in Organization settings → Agent pools."
+    if not visible:
+        return text + (
+            " The PAT's user can see no pools at all: ask an organisation administrator "
+            "for access to the pool, or create it in Organization settings → Agent pools."
+        )
+    names = sorted(set(visible), key=str.casefold)
+    close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    more = f" (and {len(names) - 15} more)" if len(names) > 15 else ""
+    return f"{text}{hint} Pools you can see: {', '.join(names[:15])}{more}."
+
+
+# --------------------------------------------------------------------------- secrets in text
+
+
+class Redacted(str):
+    """A header value whose ``repr`` hides it (debuggers, rich tracebacks with locals)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "'<redacted>'"
+
+
+def scrub(text: str, token: str) -> str:
+    """``text`` without the PAT or its Basic-auth form, whatever echoed it."""
+    if not token:
+        return text
+    basic = base64.b64encode(f":{token}".encode()).decode("ascii")
+    return text.replace(basic, "<redacted>").replace(token, "<redacted>")
+
+
+class PatAuth(requests.auth.AuthBase):
+    """Basic auth with an empty user name and the PAT as password.
+
+    Passing an auth object (rather than a header) also stops requests from
+    replacing it with credentials it finds in ``~/.netrc``.
+    """
+
+    def __init__(self, token: str) -> None:
+        basic = base64.b64encode(f":{token}".encode()).decode("ascii")
+        # Redacted keeps the PAT out of any repr() of the request's headers.
+        self._header = Redacted(f"Basic {basic}")
+
+    def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
+        request.headers["Authorization"] = self._header
+        return request
+
+    def __repr__(self) -> str:
+        return "PatAuth(<redacted>)"
+
+
+# --------------------------------------------------------------------------- network failures
+
+
+def describe_transport_error(
+    exc: requests.RequestException, netloc: str, timeout: float
+) -> tuple[str, bool]:
+    """Put a failure to talk to the server in plain words.
+
+    Args:
+        exc: What requests raised.
+        netloc: ``host[:port]`` to name in the message.
+        timeout: The client's timeout, for the message.
+
+    Returns:
+        (message, retryable): retryable only for a connection dropped mid-request.
+    """
+    chain = list(_exception_chain(exc))
+    retryable = False
+    if isinstance(exc, requests.exceptions.SSLError) or any(
+        isinstance(e, ssl.SSLError) for e in chain
+    ):
+        verify = next(
+            (e.verify_message for e in chain if isinstance(e, ssl.SSLCertVerificationError)), ""
+        )
+        reason = (
+            f"the TLS certificate is not trusted ({verify})"
+            if verify
+            else "the TLS handshake failed"
+        ) + "; behind a TLS-inspecting proxy, point REQUESTS_CA_BUNDLE at its CA certificate"
+    elif isinstance(exc, requests.exceptions.ConnectTimeout):
+        reason = f"no answer while connecting within {timeout:g} s"
+    elif isinstance(exc, requests.exceptions.Timeout) or any(
+        # A read timeout while the body streams in surfaces as a ConnectionError.
+        isinstance(e, TimeoutError | urllib3.exceptions.ReadTimeoutError)
+        for e in chain
+    ):
+        reason = f"it accepted the connection but sent no answer within {timeout:g} s"
+    elif isinstance(exc, requests.exceptions.ProxyError):
+        reason = "the proxy (HTTPS_PROXY) refused or failed the connection"
+    elif any(isinstance(e, socket.gaierror) for e in chain) or any(
+        type(e).__name__ == "NameResolutionError" for e in chain
+    ):
+        reason = "the host name does not resolve (DNS)"
+    elif any(isinstance(e, ConnectionRefusedError) for e in chain):
+        reason = "connection refused (nothing is listening there)"
+    elif any(isinstance(e, ConnectionResetError | BrokenPipeError) for e in chain) or any(
+        type(e).__name__ in ("RemoteDisconnected", "ProtocolError", "IncompleteRead") for e in chain
+    ):
+        reason = "the connection was dropped before the answer was complete"
+        retryable = True
+    elif isinstance(exc, requests.exceptions.ChunkedEncodingError):
+        reason = "the answer broke off midway"
+        retryable = True
+    else:
+        reason = f"a network error ({type(exc).__name__})"
+    return (
+        f"Cannot reach {netloc}: {reason}. Check the organisation URL, this host's network "
+        "and its proxy settings.",
+        retryable,
+    )
+
+
+def _exception_chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and everything it wraps (causes, contexts, urllib3 ``reason``s, args)."""
+    seen: list[BaseException] = []
+    todo: list[BaseException] = [exc]
+    while todo and len(seen) < 20:
+        current = todo.pop()
+        if any(current is s for s in seen):
+            continue
+        seen.append(current)
+        linked = [getattr(current, "reason", None), current.__cause__, current.__context__]
+        linked += list(current.args)
+        todo.extend(e for e in linked if isinstance(e, BaseException))
+    return seen

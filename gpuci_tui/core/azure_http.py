@@ -1,0 +1,417 @@
+"""HTTP transport to one Azure DevOps organisation: auth, safety, retries, rate limits.
+
+`AzureTransport` sends one logical request and turns every answer that is not
+a usable success into the plain-worded `AzureError` subclass the operator
+should see. It owns the things every endpoint shares:
+
+* the PAT as Basic auth with an empty user name, re-read from the token
+  source on every request so a rotated PAT takes effect at once;
+* refusing to send the PAT in clear text (``http://``) to anything but loopback;
+* retries with exponential backoff and jitter for 5xx and dropped connections;
+* ``Retry-After`` / ``X-RateLimit-*`` handling, without blocking callers for long;
+* a request counter and the latest rate-limit figures, both thread-safe.
+
+Nothing here knows about pools or agents; see `azure.py` for the endpoints.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, cast
+from urllib.parse import quote, urlencode
+
+import requests
+
+from gpuci_tui.core.azure_errors import (
+    AUTH_MESSAGE,
+    OrgUrl,
+    PatAuth,
+    describe_transport_error,
+    redirect_error,
+    scope_message,
+    scrub,
+)
+from gpuci_tui.core.azure_parse import RateLimitState, parse_retry_after, server_message
+from gpuci_tui.core.protocols import (
+    AzureAuthError,
+    AzureError,
+    AzureNotFoundError,
+    AzureRateLimitError,
+    AzureScopeError,
+    AzureServerError,
+    AzureUnreachableError,
+)
+
+LOG = logging.getLogger("gpuci_tui.azure")
+
+MAX_INLINE_WAIT = 5.0
+"""Longest ``Retry-After`` the client sleeps through itself; longer ones are raised."""
+
+DEFAULT_RATE_LIMIT_WAIT = 30.0
+"""Assumed wait after a 429 that names no ``Retry-After`` and no reset time."""
+
+BACKOFF_BASE = 0.5
+BACKOFF_CAP = 8.0
+
+Json = Any
+"""A decoded JSON value (dict, list, str, number, bool or None)."""
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A successful (2xx) answer."""
+
+    status: int
+    body: Json
+    """Decoded JSON, or None for an empty body."""
+    continuation_token: str | None = None
+    """``X-MS-ContinuationToken`` when the resource has more pages."""
+
+
+TokenProvider = str | Callable[[], str]
+
+
+class AzureTransport:
+    """Sends requests to one organisation; thread-safe.
+
+    Args:
+        org_url: Organisation URL, e.g. ``https://dev.azure.com/contoso``.
+        token: The PAT, or a callable returning it (called before every request).
+        timeout: Seconds for connecting and for each read.
+        max_retries: Extra attempts after a 5xx, a short 429 or a dropped connection.
+        session: A `requests.Session` to use (closed by `close` only if created here).
+        api_version: Sent as ``Accept: application/json;api-version=...``.
+        user_agent: The ``User-Agent`` header.
+        clock: Wall-clock time source (epoch seconds), injectable for tests.
+        sleep: Used for backoff waits, injectable for tests.
+        jitter: Returns a float in [0, 1) that spreads retries out.
+
+    Raises:
+        AzureError: The URL is malformed or would send the PAT in clear text.
+    """
+
+    def __init__(
+        self,
+        org_url: str,
+        token: TokenProvider,
+        *,
+        timeout: float = 15.0,
+        max_retries: int = 4,
+        session: requests.Session | None = None,
+        api_version: str = "7.1",
+        user_agent: str = "gpuci-tui",
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+        jitter: Callable[[], float] = random.random,
+    ) -> None:
+        if timeout <= 0:
+            raise ValueError("timeout must be positive")
+        if max_retries < 0:
+            raise ValueError("max_retries must be >= 0")
+        self.org = OrgUrl.parse(org_url)
+        self._token_source = token
+        self._timeout = timeout
+        self._max_retries = max_retries
+        self._owns_session = session is None
+        self._session = session if session is not None else requests.Session()
+        self._api_version = api_version
+        self._user_agent = user_agent
+        self._clock = clock
+        self._sleep = sleep
+        self._jitter = jitter
+        self._lock = threading.Lock()
+        self._count = 0
+        self._rate = RateLimitState()
+        self._blocked_until = 0.0
+        self._identity_fingerprint: str | None = None
+        # Plain http:// only ever goes to loopback: never via a proxy from the
+        # environment, which would see the PAT in clear text. requests drops a
+        # proxy whose per-request value is None (typeshed only allows str).
+        self._proxies: dict[str, str] | None = (
+            None if self.org.scheme == "https" else cast(dict[str, str], dict.fromkeys(_NO_PROXY))
+        )
+
+    def __repr__(self) -> str:
+        return f"AzureTransport(org_url={self.org.url!r}, requests={self.request_count})"
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def request_count(self) -> int:
+        """HTTP requests sent so far, retries included."""
+        with self._lock:
+            return self._count
+
+    @property
+    def rate_limit_state(self) -> RateLimitState:
+        """The latest rate-limit figures (a frozen copy)."""
+        with self._lock:
+            return self._rate
+
+    def forget_identity(self) -> None:
+        """Forget that a PAT was accepted (its answer turned out to be anonymous)."""
+        with self._lock:
+            self._identity_fingerprint = None
+
+    def close(self) -> None:
+        """Close the session if this transport created it."""
+        if self._owns_session:
+            self._session.close()
+
+    # ------------------------------------------------------------------ token
+
+    def current_token(self) -> str:
+        """The PAT to send now, trimmed.
+
+        Raises:
+            AzureAuthError: There is no PAT, or it cannot be a PAT.
+            GpuciError: The token source failed (passed through; already plain).
+        """
+        source = self._token_source
+        raw = source() if callable(source) else source
+        token = raw.strip() if isinstance(raw, str) else ""
+        if not token:
+            raise AzureAuthError(
+                "No PAT is available for this organisation. Store one with `gpuci-tui setup`."
+            )
+        if any(ch.isspace() or ord(ch) < 32 for ch in token):
+            raise AzureAuthError(
+                "The stored PAT contains spaces or line breaks, which a PAT never has. "
+                "Store it again with `gpuci-tui setup`."
+            )
+        return token
+
+    # ------------------------------------------------------------------ requests
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        json_body: Json = None,
+        api_version: str | None = None,
+        pool_endpoint: bool = False,
+        confirms_identity: bool = False,
+    ) -> Answer:
+        """Send one logical request (with retries) and return its 2xx answer.
+
+        Args:
+            method: ``GET``, ``PATCH``, ``DELETE``…
+            path: Below the organisation URL, e.g. ``_apis/distributedtask/pools``.
+            params: Query parameters.
+            json_body: Sent as ``application/json`` when not None.
+            api_version: Overrides the client's version for this call.
+            pool_endpoint: A 401 here after the PAT was accepted means "no scope".
+            confirms_identity: A 2xx here proves the PAT is valid (``connectionData``).
+
+        Raises:
+            AzureAuthError, AzureScopeError, AzureNotFoundError, AzureRateLimitError,
+            AzureUnreachableError, AzureServerError, AzureError: see the module doc.
+        """
+        query = f"?{urlencode(params, quote_via=quote)}" if params else ""
+        url = f"{self.org.url}/{path}{query}"
+        shown = f"/{path}{query}"
+        attempt = 0
+        while True:
+            self._raise_if_blocked()
+            # Checked before every send, not just at construction: the URL is
+            # the last thing standing between the PAT and a clear-text network.
+            self.org.check_safe(url)
+            token = self.current_token()
+            headers = self._headers(api_version, json_body is not None)
+            failure: AzureUnreachableError | None = None
+            retryable = False
+            with self._lock:
+                self._count += 1
+            started = time.monotonic()
+            try:
+                response = self._session.request(
+                    method,
+                    url,
+                    headers=headers,
+                    auth=PatAuth(token),
+                    data=None if json_body is None else json.dumps(json_body),
+                    timeout=self._timeout,
+                    allow_redirects=False,
+                    proxies=None if self._proxies is None else dict(self._proxies),
+                )
+            except requests.RequestException as exc:
+                text, retryable = describe_transport_error(exc, self.org.netloc, self._timeout)
+                failure = AzureUnreachableError(scrub(text, token))
+            elapsed_ms = (time.monotonic() - started) * 1000
+            if failure is not None:
+                # Raised outside the except block so that no exception chain
+                # (whose request object carries the Authorization header) is kept.
+                LOG.warning("%s %s failed after %.0f ms: %s", method, shown, elapsed_ms, failure)
+                if retryable and attempt < self._max_retries:
+                    self._sleep(self._backoff(attempt))
+                    attempt += 1
+                    continue
+                raise failure
+            LOG.debug("%s %s -> %d in %.0f ms", method, shown, response.status_code, elapsed_ms)
+            try:
+                retry_in = self._evaluate(response, method, shown, token, pool_endpoint, attempt)
+                if retry_in is None:
+                    answer = self._answer(response, method, shown)
+                    if confirms_identity:
+                        with self._lock:
+                            self._identity_fingerprint = _fingerprint(token)
+                    return answer
+            finally:
+                response.close()
+            self._sleep(retry_in)
+            attempt += 1
+
+    def _headers(self, api_version: str | None, has_body: bool) -> dict[str, str]:
+        headers = {
+            "Accept": f"application/json;api-version={api_version or self._api_version}",
+            # Without it a bad PAT yields a 203/302 sign-in page instead of a 401.
+            "X-TFS-FedAuthRedirect": "Suppress",
+            "User-Agent": self._user_agent,
+        }
+        if has_body:
+            headers["Content-Type"] = "application/json"
+        return headers
+
+    def _raise_if_blocked(self) -> None:
+        now = self._clock()
+        with self._lock:
+            blocked_until = self._blocked_until
+        if now < blocked_until:
+            wait = blocked_until - now
+            # Sending anyway would only extend the block: answer from memory.
+            raise AzureRateLimitError(
+                f"Azure DevOps is rate-limiting this PAT's user; not sending requests for "
+                f"another {wait:.0f} s. Polling less often avoids this.",
+                retry_after=wait,
+            )
+
+    def _backoff(self, attempt: int) -> float:
+        ceiling = min(BACKOFF_CAP, BACKOFF_BASE * (2.0**attempt))
+        return ceiling * (0.5 + 0.5 * self._jitter())
+
+    def _evaluate(
+        self,
+        response: requests.Response,
+        method: str,
+        shown: str,
+        token: str,
+        pool_endpoint: bool,
+        attempt: int,
+    ) -> float | None:
+        """Raise for a failed answer; return a delay to retry after, or None for success."""
+        status = response.status_code
+        now = self._clock()
+        self._note_rate_limit(response.headers, now)
+        if status == 203:
+            raise AzureAuthError(AUTH_MESSAGE)
+        if 300 <= status < 400:
+            raise redirect_error(response.headers.get("Location", ""), status)
+        if 200 <= status < 300:
+            # The service answers a rejected PAT with a sign-in page when it
+            # does not honour X-TFS-FedAuthRedirect; JSON APIs never send HTML.
+            if "text/html" in response.headers.get("Content-Type", "").lower():
+                raise AzureAuthError(AUTH_MESSAGE)
+            return None
+        if status == 401:
+            with self._lock:
+                known_good = self._identity_fingerprint == _fingerprint(token)
+            if pool_endpoint and known_good:
+                raise AzureScopeError(scope_message(self.org.name))
+            raise AzureAuthError(AUTH_MESSAGE)
+        if status == 403:
+            raise AzureScopeError(scope_message(self.org.name))
+        if status == 404:
+            detail = scrub(server_message(response.content), token)
+            raise AzureNotFoundError(f"Azure DevOps has no {shown} ({detail or 'HTTP 404'}).")
+        if status == 429:
+            wait = parse_retry_after(response.headers, now)
+            if wait is None:
+                wait = DEFAULT_RATE_LIMIT_WAIT
+            self._note_throttle(now + wait, now)
+            if wait <= MAX_INLINE_WAIT and attempt < self._max_retries:
+                LOG.warning("%s %s rate-limited; retrying in %.1f s", method, shown, wait)
+                return wait
+            with self._lock:
+                self._blocked_until = max(self._blocked_until, now + wait)
+            resource = response.headers.get("X-RateLimit-Resource")
+            what = f" (limit: {resource})" if resource else ""
+            raise AzureRateLimitError(
+                f"Azure DevOps is rate-limiting this PAT's user{what}; retry in {wait:.0f} s. "
+                "Polling less often, or a PAT of a user that no other tool uses, avoids this.",
+                retry_after=wait,
+            )
+        if status >= 500:
+            wait = parse_retry_after(response.headers, now)
+            if attempt < self._max_retries and (wait is None or wait <= MAX_INLINE_WAIT):
+                delay = max(self._backoff(attempt), wait or 0.0)
+                LOG.warning(
+                    "%s %s -> HTTP %d; retry %d in %.1f s",
+                    method,
+                    shown,
+                    status,
+                    attempt + 1,
+                    delay,
+                )
+                return delay
+            tries = attempt + 1
+            raise AzureServerError(
+                f"Azure DevOps answered HTTP {status} to {method} {shown} "
+                f"({tries} attempt{'s' if tries > 1 else ''}). The problem is on Microsoft's "
+                "side (see https://status.dev.azure.com); try again in a few minutes."
+            )
+        detail = scrub(server_message(response.content), token)
+        raise AzureError(
+            f"Azure DevOps refused {method} {shown} with HTTP {status}"
+            + (f": {detail}" if detail else ".")
+        )
+
+    def _answer(self, response: requests.Response, method: str, shown: str) -> Answer:
+        content = response.content
+        body: Json = None
+        if content.strip():
+            try:
+                body = json.loads(content)
+            except ValueError:
+                raise AzureError(
+                    f"Azure DevOps answered {method} {shown} with something that is not JSON. "
+                    "Check that the organisation URL is right (https://dev.azure.com/ORG)."
+                ) from None
+        return Answer(
+            status=response.status_code,
+            body=body,
+            continuation_token=response.headers.get("X-MS-ContinuationToken") or None,
+        )
+
+    # ------------------------------------------------------------------ rate limits
+
+    def _note_rate_limit(self, headers: Mapping[str, str], now: float) -> None:
+        with self._lock:
+            self._rate = state = self._rate.updated(headers, now)
+        if state.delay_s is not None and state.throttled_until is not None:
+            LOG.info(
+                "Azure DevOps delayed a request by %.1f s (rate limit %s); slow down until %s",
+                state.delay_s,
+                state.resource or "unknown",
+                time.strftime("%H:%M:%S", time.localtime(state.throttled_until)),
+            )
+
+    def _note_throttle(self, until: float, now: float) -> None:
+        with self._lock:
+            self._rate = self._rate.throttled_to(until, now)
+
+
+_NO_PROXY = ("http", "https", "all")
+
+
+def _fingerprint(token: str) -> str:
+    # Only a digest is kept, so no second copy of the PAT lives in this object.
+    return hashlib.sha256(token.encode()).hexdigest()
