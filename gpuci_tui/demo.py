@@ -109,14 +109,16 @@ def build_demo(
         image = DEFAULT_IMAGE
         network = "bridge"
     config = Config(
-        azure=AzureConfig(url=server.url, pool=DEMO_POOL),
+        azure=AzureConfig(url=server.org_url, pool=DEMO_POOL),
         agents=AgentsConfig(
             count=agents, image=image, name_prefix=DEMO_PREFIX, network=network, gpus="per-agent"
         ),
         supervisor=SupervisorConfig(poll_interval=2.0, backoff_base=1.0, backoff_max=10.0),
     )
-    api = AzureDevOpsClient(server.url, token)
-    feeder = JobFeeder(org, pool_id, rate_per_min=jobs_per_minute, duration=(8.0, 40.0), seed=seed)
+    api = AzureDevOpsClient(server.org_url, token)
+    feeder = JobFeeder(
+        org, pool_id, rate_per_min=jobs_per_minute, duration=(8.0, 40.0), seed=seed, fail_share=0.05
+    )
     feeder.start()
     holder: list[Any] = []
 
