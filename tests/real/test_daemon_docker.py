@@ -221,7 +221,7 @@ def test_sigkill_mid_job_then_restart_adopts_without_duplicates(rig: Rig) -> Non
     wait_for(lambda: rig.org.job(job).result == "succeeded", timeout=30, what="the job")
     assert rig.org.job(job).assign_count == 1
     wait_for(lambda: len(rig.containers()) == 2, what="refill after the job")
-    names = sorted(c.name for c in rig.containers())
+    names = sorted(c.attrs["Names"][0] for c in rig.containers())
     assert len(set(names)) == 2, f"duplicate slot containers: {names}"
 
 
