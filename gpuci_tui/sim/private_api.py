@@ -1,0 +1,115 @@
+"""The emulator's private endpoints (``POST /_sim/...``), as plain ``key=value`` lines.
+
+A busybox shell cannot parse JSON, so requests and answers are one ``key=value``
+per line (``sed -n 's/^key=//p'`` reads them). Only ``register`` needs the PAT
+(Basic auth, like ``config.sh``); later calls carry the session key it returns.
+
+=========  ==========================================  ===================================
+endpoint   request lines                               answer lines
+=========  ==========================================  ===================================
+register   pool, name, hostname, [version], cap.X=Y    agent_id, session, name
+poll       agent_id, session, [timeout] (≤ 20 s)       job=none | job, kind, duration_ms,
+                                                        result, pipeline, run
+heartbeat  agent_id, session, [request_id]             cancel=0|1
+finish     agent_id, session, request_id, result       ok=1 | ok=0 (the job had ended)
+offline    agent_id, session                           ok=1
+=========  ==========================================  ===================================
+
+Failures answer ``error=<plain reason>`` with 401 (PAT), 404 (pool), 409
+(session replaced/ended/deleted) or 400 (bad request).
+"""
+
+from __future__ import annotations
+
+import threading
+
+from gpuci_tui.sim.org import SimOrg
+from gpuci_tui.sim.records import SimAuthError, SimError, SimNotFoundError, SimSessionError
+
+MAX_POLL_SECONDS = 20.0
+ROUTES = ("register", "poll", "heartbeat", "finish", "offline")
+
+
+def parse_lines(body: bytes) -> dict[str, str]:
+    """``key=value`` lines (also ``&``-separated) into a dict; junk lines are ignored."""
+    fields: dict[str, str] = {}
+    for raw in body.decode("utf-8", "replace").replace("&", "\n").splitlines():
+        key, sep, value = raw.strip().partition("=")
+        if sep and key:
+            fields[key] = value
+    return fields
+
+
+def render(fields: dict[str, object]) -> bytes:
+    """A dict as ``key=value`` lines."""
+    return "".join(f"{k}={v}\n" for k, v in fields.items()).encode()
+
+
+def handle(
+    org: SimOrg, route: str, fields: dict[str, str], pat: str | None, stopping: threading.Event
+) -> tuple[int, dict[str, object]]:
+    """Serve one private request; returns (HTTP status, answer fields)."""
+    try:
+        if route == "register":
+            return 200, _register(org, fields, pat)
+        agent_id = _int(fields, "agent_id")
+        session = fields.get("session", "")
+        if route == "poll":
+            timeout = min(float(fields.get("timeout", MAX_POLL_SECONDS)), MAX_POLL_SECONDS)
+            ticket = org.poll(agent_id, session, timeout, cancel=stopping)
+            if ticket is None:
+                return 200, {"job": "none"}
+            return 200, {
+                "job": ticket.request_id,
+                "kind": ticket.kind,
+                "duration_ms": round(ticket.duration * 1000),
+                "result": ticket.result,
+                "pipeline": ticket.pipeline,
+                "run": ticket.run_name,
+            }
+        if route == "heartbeat":
+            rid = _int(fields, "request_id") if fields.get("request_id") else None
+            return 200, {"cancel": int(org.heartbeat(agent_id, session, rid))}
+        if route == "finish":
+            result = fields.get("result", "succeeded")
+            return 200, {"ok": int(org.finish(_int(fields, "request_id"), result, session))}
+        if route == "offline":
+            org.offline(agent_id, session)
+            return 200, {"ok": 1}
+        return 404, {"error": f"unknown endpoint /_sim/{route}"}
+    except SimAuthError:
+        return 401, {
+            "error": "the PAT was rejected (401); check the token and its Agent Pools scope"
+        }
+    except SimNotFoundError as exc:
+        return 404, {"error": exc.message}
+    except SimSessionError as exc:
+        return 409, {"error": exc.message}
+    except SimError as exc:
+        return exc.status, {"error": exc.message}
+    except ValueError as exc:
+        return 400, {"error": f"bad request: {exc}"}
+
+
+def _int(fields: dict[str, str], key: str) -> int:
+    value = fields.get(key, "")
+    if not value.isdigit():
+        raise ValueError(f"{key} must be a number")
+    return int(value)
+
+
+def _register(org: SimOrg, fields: dict[str, str], pat: str | None) -> dict[str, object]:
+    name = fields.get("name", "")
+    pool = fields.get("pool", "")
+    if not name or not pool:
+        raise ValueError("pool and name are required")
+    caps = {k[4:]: v for k, v in fields.items() if k.startswith("cap.") and len(k) > 4}
+    agent_id, key = org.register(
+        pool,
+        name,
+        pat or "",
+        fields.get("hostname", ""),
+        capabilities=caps,
+        version=fields.get("version") or None,
+    )
+    return {"agent_id": agent_id, "session": key, "name": name}
