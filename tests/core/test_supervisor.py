@@ -10,12 +10,10 @@ import pytest
 
 from gpuci_tui.core.config import AgentsConfig, AzureConfig, Config, SupervisorConfig
 from gpuci_tui.core.models import Drain, Pause, Restart, Resume, Scale, SlotState, Unpause
-from gpuci_tui.core.protocols import AzureUnreachableError
 from gpuci_tui.core.supervisor import Supervisor
+from gpuci_tui.sim.api import SimPoolApi
 from gpuci_tui.sim.org import SimOrg
 from gpuci_tui.sim.runtime import DEFAULT_IMAGE, SimulatedRuntime
-
-from .simapi import SimPoolApi
 
 PAT = "sim-pat-0123456789abcdefghijklmnopqrstuvwxyz0123456789"
 BROKEN = "gpuci-sim/broken:1"
@@ -67,7 +65,7 @@ def env() -> Env:
             poll_interval=0.1, backoff_base=0.05, backoff_max=0.2, park_after=3, stop_timeout=5
         ),
     )
-    return Env(org, pool_id, runtime, SimPoolApi(org), config)
+    return Env(org, pool_id, runtime, SimPoolApi(org, PAT), config)
 
 
 @pytest.fixture
@@ -250,9 +248,7 @@ async def test_azure_unreachable_still_replenishes_and_reports(
 ) -> None:
     env, sup = running
     await wait_until(lambda: states(sup) == [SlotState.IDLE] * 2)
-    env.api.fault = lambda name: AzureUnreachableError(
-        "organisation unreachable: connection refused"
-    )
+    env.org.faults.unreachable(private=False)
     await wait_until(lambda: sup.snapshot().azure.state == "unreachable")
     victim = sup.snapshot().slots[0].container_id
     assert victim
@@ -262,20 +258,20 @@ async def test_azure_unreachable_still_replenishes_and_reports(
         what="local refill while Azure is down",
     )
     assert "still replenished" in sup.snapshot().azure.message
-    env.api.fault = None
+    env.org.faults.clear()
     await wait_until(lambda: sup.snapshot().azure.state == "ok")
 
 
 async def test_drain_waits_while_azure_is_down(running: tuple[Env, Supervisor]) -> None:
     env, sup = running
     await wait_until(lambda: states(sup) == [SlotState.IDLE] * 2)
-    env.api.fault = lambda name: AzureUnreachableError("down")
+    env.org.faults.unreachable(private=False)
     await sup.execute(Drain((0,)))
-    calls = len(env.api.calls)
+    calls = env.api.request_count
     # Let several failing poll cycles pass: nothing may be stopped blind meanwhile.
-    await wait_until(lambda: len(env.api.calls) >= calls + 3, what="three failed cycles")
+    await wait_until(lambda: env.api.request_count >= calls + 3, what="three failed cycles")
     assert sorted(env.running()) == ["t-0", "t-1"]
-    env.api.fault = None
+    env.org.faults.clear()
     await wait_until(lambda: sup.snapshot().slots[0].state == SlotState.DRAINED)
 
 
