@@ -33,8 +33,6 @@ from typing import Any
 
 import docker
 import psutil
-from gpuci_tui.sim.image import build_emulator_image
-from gpuci_tui.sim.server import SimServer
 
 from gpuci_tui.core.agentspec import LABEL_INSTANCE, LABEL_SLOT, instance_id
 from gpuci_tui.core.config import (
@@ -44,7 +42,9 @@ from gpuci_tui.core.config import (
     SupervisorConfig,
     save_config,
 )
+from gpuci_tui.sim.image import build_emulator_image
 from gpuci_tui.sim.org import SimOrg
+from gpuci_tui.sim.server import SimServer
 
 ROOT = Path(__file__).resolve().parent.parent
 

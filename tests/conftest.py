@@ -7,6 +7,7 @@ test command, scripts/test.sh, installs and starts all of them).
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import shutil
@@ -21,7 +22,9 @@ FIXTURE_IMAGE = "gpuci-fixture/busybox:1"
 
 
 @pytest.fixture(autouse=True)
-def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+def _isolated_home(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Keep every test away from the developer's own config, state and keyring."""
     home = tmp_path_factory.mktemp("home")
     for var, sub in (
@@ -73,9 +76,35 @@ def _busybox_rootfs_tar() -> bytes:
             info.mode = 0o1777 if d == "tmp" else 0o755
             tar.addfile(info)
         tar.add(busybox, arcname="bin/busybox")
-        for applet in ("sh", "sleep", "true", "false", "cat", "echo", "ls", "nc", "wget",
-                       "base64", "sed", "grep", "rm", "date", "kill", "printf", "tail", "head",
-                       "dd", "env", "seq", "mkdir", "test", "tr", "cut", "awk", "timeout"):
+        for applet in (
+            "sh",
+            "sleep",
+            "true",
+            "false",
+            "cat",
+            "echo",
+            "ls",
+            "nc",
+            "wget",
+            "base64",
+            "sed",
+            "grep",
+            "rm",
+            "date",
+            "kill",
+            "printf",
+            "tail",
+            "head",
+            "dd",
+            "env",
+            "seq",
+            "mkdir",
+            "test",
+            "tr",
+            "cut",
+            "awk",
+            "timeout",
+        ):
             info = tarfile.TarInfo(f"bin/{applet}")
             info.type = tarfile.SYMTYPE
             info.linkname = "busybox"
@@ -105,10 +134,8 @@ def run_label(docker_client: object) -> Iterator[str]:
     for c in client.containers.list(  # type: ignore[attr-defined]
         all=True, sparse=True, filters={"label": f"gpuci.test={value}"}
     ):
-        try:
+        with contextlib.suppress(Exception):  # already gone
             c.remove(force=True)
-        except Exception:  # noqa: BLE001, S110 - already gone
-            pass
 
 
 @pytest.fixture

@@ -131,9 +131,8 @@ def broken_image(docker_client: Any, busybox_image: str) -> str:
 
 
 def make_rig(tmp_path: Path, docker_client: Any, image: str, **supervisor: Any) -> Iterator[Rig]:
-    from gpuci_tui.sim.server import SimServer
-
     from gpuci_tui.sim.org import SimOrg
+    from gpuci_tui.sim.server import SimServer
 
     org = SimOrg("it-org", heartbeat_timeout=5.0)
     org.add_pat(PAT)
