@@ -186,7 +186,9 @@ class AzureSync:
             rec.message = "waiting for the agent to register before disabling it"
             return
         if agent.enabled:
-            agent = await asyncio.to_thread(sup.api.set_agent_enabled, self.pool_id, agent.id, False)
+            agent = await asyncio.to_thread(
+                sup.api.set_agent_enabled, self.pool_id, agent.id, False
+            )
             rec.disabled_by_us = True
             sup._emit("agent_disabled", f"{rec.name} disabled on the server", rec.slot)
         # A job can be assigned between any earlier read and the disable: re-read.
@@ -198,7 +200,9 @@ class AzureSync:
         if fresh.assigned_request is not None:
             rec.job = job_info(fresh.assigned_request)
             rec.took_job = True
-            rec.message = f"{'draining' if rec.drain else 'restart'}: waiting for job {rec.job.request_id}"
+            rec.message = (
+                f"{'draining' if rec.drain else 'restart'}: waiting for job {rec.job.request_id}"
+            )
             sup._changed()
             return
         if rec.container_id is None:
@@ -219,7 +223,9 @@ class AzureSync:
         if agent is None or not rec.online_confirmed:
             return  # not registered yet: try next cycle
         if not agent.enabled:
-            rec.agent = await asyncio.to_thread(sup.api.set_agent_enabled, self.pool_id, agent.id, True)
+            rec.agent = await asyncio.to_thread(
+                sup.api.set_agent_enabled, self.pool_id, agent.id, True
+            )
             rec.disabled_by_us = False
             sup._emit("agent_enabled", f"{rec.name} enabled on the server", rec.slot)
         self._want_enabled.discard(rec.slot)
