@@ -120,6 +120,7 @@ class Supervisor(CommandsMixin):
         self._publish_scheduled = False
         self._tasks: set[asyncio.Task[None]] = set()
         self._token_retry_at = 0.0
+        self._early_events: dict[int, list[ContainerEvent]] = {}
         self._exited = asyncio.Event()
 
     # ================================================================== public API
@@ -313,7 +314,12 @@ class Supervisor(CommandsMixin):
             self.azure.want_enabled(rec)
         finally:
             rec.op = None
+            early = self._early_events.pop(rec.slot, [])
             self._changed()
+        # A container that exits at once can report die/destroy before start() returned.
+        for event in early:
+            if event.container_id == rec.container_id:
+                self._handle(event)
 
     async def _op_stop(self, rec: SlotRecord) -> None:
         """Stop the slot's container: only called after a confirmed 'no job' re-check."""
@@ -430,6 +436,9 @@ class Supervisor(CommandsMixin):
         slot = slot_of(event.labels)
         rec = self.records.get(slot) if slot is not None else None
         if rec is None:
+            return
+        if rec.op == "start" and event.container_id != rec.container_id:
+            self._early_events.setdefault(rec.slot, []).append(event)
             return
         if event.action == "oom" and event.container_id == rec.container_id:
             rec.oom = True
