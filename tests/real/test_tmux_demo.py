@@ -1,0 +1,109 @@
+"""The real `gpuci-tui demo` binary in a real terminal (tmux, private socket): keys and screens."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.tmux
+
+BINARY = Path(sys.executable).parent / "gpuci-tui"
+
+
+class Tmux:
+    """A tmux server of our own (-L) with one session running a command."""
+
+    def __init__(self, command: str, width: int = 100, height: int = 30) -> None:
+        self.socket = f"gpuci-test-{uuid.uuid4().hex[:8]}"
+        self._run("new-session", "-d", "-s", "t", "-x", str(width), "-y", str(height), command)
+
+    def _run(self, *args: str) -> str:
+        out = subprocess.run(
+            ["tmux", "-L", self.socket, *args], capture_output=True, text=True, timeout=10
+        )
+        return out.stdout
+
+    def screen(self) -> str:
+        return self._run("capture-pane", "-p", "-t", "t")
+
+    def keys(self, *keys: str) -> None:
+        self._run("send-keys", "-t", "t", *keys)
+
+    def alive(self) -> bool:
+        return (
+            subprocess.run(
+                ["tmux", "-L", self.socket, "has-session", "-t", "t"],
+                capture_output=True,
+                timeout=10,
+            ).returncode
+            == 0
+        )
+
+    def wait(self, pred: Callable[[str], bool], timeout: float = 20.0, what: str = "") -> str:
+        deadline = time.monotonic() + timeout
+        screen = ""
+        while time.monotonic() < deadline:
+            screen = self.screen()
+            if pred(screen):
+                return screen
+            time.sleep(0.1)
+        raise AssertionError(f"timed out waiting for {what}; screen:\n{screen}")
+
+    def kill(self) -> None:
+        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, timeout=10)
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> Iterator[Tmux]:
+    if shutil.which("tmux") is None:
+        pytest.fail("tmux is required (scripts/test.sh installs it)", pytrace=False)
+    assert BINARY.exists(), f"console script missing: {BINARY}"
+    marker = tmp_path / "exit-code"
+    command = (
+        f"TERM=screen-256color {BINARY} demo --agents 2 --jobs-per-minute 40; "
+        f"echo $? > {marker}; sleep 5"
+    )
+    tmux = Tmux(command)
+    tmux.marker = marker  # type: ignore[attr-defined]
+    try:
+        yield tmux
+    finally:
+        tmux.kill()
+
+
+def test_demo_dashboard_drain_restart_and_quit(demo: Tmux) -> None:
+    screen = demo.wait(lambda s: "gpu-demo" in s and "demo-gpu-0" in s, what="the dashboard")
+    assert "DEMO" in screen
+    demo.wait(lambda s: "idle" in s or "busy" in s, what="agents online")
+    demo.keys("D")
+    demo.wait(lambda s: "Drain all 2 agents?" in s, what="drain confirmation")
+    demo.keys("y")
+    demo.wait(
+        lambda s: "Drain all 2 agents?" not in s and s.count("drained") >= 2,
+        timeout=60,
+        what="both agents drained",
+    )
+    demo.keys("R")
+    demo.wait(lambda s: "Restart all 2 agents?" in s, what="restart confirmation")
+    demo.keys("y")
+    demo.wait(
+        lambda s: "Restart all 2 agents?" not in s and "drained" not in s,
+        timeout=30,
+        what="agents back after restart",
+    )
+    demo.keys("q")
+    demo.wait(lambda s: "Leave running" in s or "leave" in s.lower(), what="quit dialog")
+    demo.keys("l")
+    marker: Path = demo.marker  # type: ignore[attr-defined]
+    deadline = time.monotonic() + 15
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert marker.exists(), f"the demo did not exit; screen:\n{demo.screen()}"
+    assert marker.read_text().strip() == "0"
