@@ -1,0 +1,1 @@
+"""Full-screen views of the console: dashboard, dialogs, log view, setup wizard."""

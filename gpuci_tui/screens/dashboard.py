@@ -1,0 +1,239 @@
+"""The main screen: header, GPUs, pool, agents, events — live, and never blocking input.
+
+Three feeds, each off the input path:
+
+* a worker follows `SupervisorHandle.updates()` and posts coalescing messages
+  (it reconnects with a short backoff when the stream breaks, e.g. a restarted
+  daemon);
+* a thread worker samples the GPUs; the next sample is scheduled only after the
+  previous one finished (a slow driver delays samples instead of stacking them);
+* a 1 s timer re-renders what depends on the clock alone (ages, uptimes,
+  countdowns).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, ClassVar
+
+from textual import on, work
+from textual.binding import BindingType
+from textual.containers import Horizontal
+from textual.widget import Widget
+from textual.widgets import DataTable, Footer
+
+from gpuci_tui.core.models import SupervisorSnapshot
+from gpuci_tui.core.protocols import GpuFrame, GpuHostInfo
+from gpuci_tui.screens.dashboard_actions import DASHBOARD_BINDINGS, DashboardActions
+from gpuci_tui.ui_messages import (
+    GpuFrameSampled,
+    SnapshotReceived,
+    SupervisorEventReceived,
+    SupervisorLinkChanged,
+)
+from gpuci_tui.widgets.agents_table import AgentsTable, SlotDetail
+from gpuci_tui.widgets.event_log import EventLog
+from gpuci_tui.widgets.gpu_panel import GpuPanel
+from gpuci_tui.widgets.pool_panel import PoolPanel
+from gpuci_tui.widgets.status_bar import StatusBar
+
+if TYPE_CHECKING:
+    from gpuci_tui.core.handle import SupervisorHandle
+    from gpuci_tui.services import Services
+
+RECONNECT_MAX = 10.0
+"""Longest wait between two attempts to re-follow a broken update stream."""
+
+
+def owner_map(snapshot: SupervisorSnapshot) -> dict[str, str]:
+    """Container name / id (full and 12-char) → agent slot name, for GPU processes."""
+    owners: dict[str, str] = {}
+    for slot in snapshot.slots:
+        owners[slot.name] = slot.name
+        if slot.container_id:
+            owners[slot.container_id] = slot.name
+            owners[slot.container_id[:12]] = slot.name
+    return owners
+
+
+class DashboardScreen(DashboardActions):
+    """Live view of the supervisor, the GPUs and the pool, with the agent keys."""
+
+    BINDINGS: ClassVar[list[BindingType]] = list(DASHBOARD_BINDINGS)
+    HORIZONTAL_BREAKPOINTS = [
+        (0, "-narrow"),
+        (150, "-wide"),
+        (200, "-very-wide"),
+    ]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (40, "-tall")]
+
+    def __init__(self, services: Services) -> None:
+        """Create the dashboard; it follows ``services.handle`` once mounted."""
+        super().__init__(id="dashboard")
+        self.services = services
+        self.handle = services.handle
+        self.snapshot = None
+        self.gpu_frames = 0
+        self._waiting = "connecting to the supervisor…"
+
+    def compose(self) -> Iterable[Widget]:
+        """Header, GPU + pool row, agents, events, footer."""
+        clock = self.services.clock
+        yield StatusBar(
+            clock=clock, readonly=self.services.readonly, demo=self.services.demo, id="status"
+        )
+        with Horizontal(id="top-row"):
+            yield GpuPanel(id="gpus")
+            yield PoolPanel(clock=clock, id="pool")
+        yield AgentsTable(clock=clock, id="agents")
+        yield SlotDetail(clock=clock, id="slot-detail")
+        yield EventLog(id="events")
+        # Compact, and without the palette hint: at 80 columns every agent key
+        # must stay visible (ctrl+p still opens the palette; `?` says so).
+        yield Footer(compact=True, show_command_palette=False)
+
+    # ------------------------------------------------------------------ typed accessors
+
+    @property
+    def status_bar(self) -> StatusBar:
+        """The header."""
+        return self.query_one("#status", StatusBar)
+
+    @property
+    def agents_table(self) -> AgentsTable:
+        """The agents table (its cursor row is the selected slot)."""
+        return self.query_one("#agents", AgentsTable)
+
+    @property
+    def gpu_panel(self) -> GpuPanel:
+        """The GPU cards."""
+        return self.query_one("#gpus", GpuPanel)
+
+    @property
+    def pool_panel(self) -> PoolPanel:
+        """The pool summary."""
+        return self.query_one("#pool", PoolPanel)
+
+    @property
+    def event_log(self) -> EventLog:
+        """The event log."""
+        return self.query_one("#events", EventLog)
+
+    @property
+    def slot_detail(self) -> SlotDetail:
+        """The line describing the selected slot."""
+        return self.query_one("#slot-detail", SlotDetail)
+
+    def selected_slot_number(self) -> int | None:
+        """The slot under the table cursor."""
+        return self.agents_table.selected_slot
+
+    # ------------------------------------------------------------------ life cycle
+
+    def on_mount(self) -> None:
+        """Start the feeds."""
+        self.agents_table.focus()
+        self.status_bar.show_waiting(self._waiting)
+        if self.handle is not None:
+            self._follow(self.handle)
+        self._sample_gpus()
+        self.set_interval(1.0, self._tick)
+
+    def attach(self, handle: SupervisorHandle) -> None:
+        """Follow ``handle`` (replaces any previous one)."""
+        self.handle = handle
+        self.pending_desired = None
+        if self.is_mounted:
+            self._follow(handle)
+
+    def show_waiting(self, message: str) -> None:
+        """Explain why no supervisor is shown (starting, failed to start…)."""
+        self._waiting = message
+        if self.is_mounted:
+            self.status_bar.show_waiting(message)
+
+    @work(exclusive=True, group="supervisor", exit_on_error=False)
+    async def _follow(self, handle: SupervisorHandle) -> None:
+        delay = 0.5
+        while True:
+            try:
+                self.post_message(SnapshotReceived(await handle.snapshot()))
+                delay = 0.5
+                async for update in handle.updates():
+                    if isinstance(update, SupervisorSnapshot):
+                        self.post_message(SnapshotReceived(update))
+                    else:
+                        self.post_message(SupervisorEventReceived(update))
+                problem = "the update stream ended"
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - shown in the header; we retry
+                problem = str(exc) or type(exc).__name__
+            self.post_message(
+                SupervisorLinkChanged(False, f"connection lost ({problem}); retrying…")
+            )
+            await asyncio.sleep(delay)
+            delay = min(RECONNECT_MAX, delay * 2)
+
+    def _sample_gpus(self) -> None:
+        self._gpu_worker()
+
+    @work(thread=True, exclusive=True, group="gpu", exit_on_error=False)
+    def _gpu_worker(self) -> None:
+        try:
+            frame = self.services.gpu.sample()
+        except Exception as exc:  # noqa: BLE001 - a sampler bug must not kill the console
+            frame = GpuFrame(
+                taken_at=self.services.clock(),
+                host=GpuHostInfo(available=False, reason=f"GPU sampling failed: {exc}"),
+            )
+        self.post_message(GpuFrameSampled(frame))
+
+    def _tick(self) -> None:
+        self.status_bar.refresh()
+        self.pool_panel.refresh()
+        self.agents_table.tick()
+        self.slot_detail.refresh()
+
+    def _show_selected(self) -> None:
+        number = self.selected_slot_number()
+        slot = None if self.snapshot is None or number is None else self.snapshot.slot(number)
+        self.slot_detail.show(slot)
+
+    @on(DataTable.RowHighlighted, "#agents")
+    def _on_row_highlighted(self) -> None:
+        self._show_selected()
+
+    # ------------------------------------------------------------------ feeds → widgets
+
+    @on(SnapshotReceived)
+    def _on_snapshot(self, message: SnapshotReceived) -> None:
+        snapshot = message.snapshot
+        # A snapshot that reflects (or overrides) the count asked for ends the local guess.
+        changed = (
+            self.snapshot is not None and snapshot.desired_count != self.snapshot.desired_count
+        )
+        if changed or self.pending_desired == snapshot.desired_count:
+            self.pending_desired = None
+        self.snapshot = snapshot
+        self.status_bar.show_snapshot(snapshot)
+        self.pool_panel.show_snapshot(snapshot)
+        self.agents_table.show_snapshot(snapshot)
+        self.gpu_panel.set_owners(owner_map(snapshot))
+        self._show_selected()
+
+    @on(SupervisorEventReceived)
+    def _on_event(self, message: SupervisorEventReceived) -> None:
+        names = {} if self.snapshot is None else {s.slot: s.name for s in self.snapshot.slots}
+        self.event_log.add(message.event, names)
+
+    @on(SupervisorLinkChanged)
+    def _on_link(self, message: SupervisorLinkChanged) -> None:
+        self.status_bar.show_link_problem("" if message.connected else message.message)
+
+    @on(GpuFrameSampled)
+    def _on_gpu_frame(self, message: GpuFrameSampled) -> None:
+        self.gpu_frames += 1
+        self.gpu_panel.show_frame(message.frame)
+        self.set_timer(self.services.gpu_interval, self._sample_gpus)

@@ -1,0 +1,287 @@
+"""What the dashboard's keys do: confirm when it matters, refuse when read-only, send.
+
+Kept apart from the layout (`dashboard.py`): this module decides *which*
+`Command` goes to the supervisor and what the operator is told, the dashboard
+only renders. Every command goes through `SupervisorHandle.send`, and its
+`CommandResult.message` is shown as a notification.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from textual.binding import Binding
+from textual.notifications import SeverityLevel
+from textual.screen import Screen
+
+from gpuci_tui.core.models import (
+    Command,
+    Drain,
+    Pause,
+    Restart,
+    Resume,
+    Scale,
+    SlotSnapshot,
+    SlotState,
+    SupervisorSnapshot,
+    Unpause,
+)
+from gpuci_tui.screens.confirm import ConfirmScreen
+from gpuci_tui.screens.help import HelpScreen, KeyHelp
+from gpuci_tui.screens.logs import LogScreen
+from gpuci_tui.screens.prompts import (
+    Prompt,
+    drain_all_prompt,
+    drain_prompt,
+    restart_all_prompt,
+    restart_prompt,
+    scale_down_prompt,
+)
+
+if TYPE_CHECKING:
+    from gpuci_tui.core.handle import SupervisorHandle
+    from gpuci_tui.services import Services
+
+#: States a resume (u) can undo.
+RESUMABLE = frozenset({SlotState.DRAINING, SlotState.DRAINED, SlotState.PARKED, SlotState.BACKOFF})
+
+DASHBOARD_BINDINGS = [
+    Binding("d", "drain", "Drain", id="drain",
+            tooltip="Drain the selected agent: it finishes its job, then stays stopped"),
+    Binding("D", "drain_all", "Drain all", id="drain_all", show=False,
+            tooltip="Drain every agent: busy ones finish their job, idle ones stop"),
+    Binding("r", "restart", "Restart", id="restart",
+            tooltip="Replace the selected agent with a fresh one (after its job if busy)"),
+    Binding("R", "restart_all", "Restart all", id="restart_all", show=False,
+            tooltip="Replace every agent (busy ones after their job)"),
+    Binding("u", "resume", "Resume", id="resume",
+            tooltip="Undo drain/park of the selected agent: start replacing it again"),
+    Binding("plus", "scale_up", "More", id="scale_up",
+            tooltip="Run one more agent"),
+    Binding("minus", "scale_down", "Fewer", id="scale_down",
+            tooltip="Run one agent fewer (the highest slot is drained, never killed)"),
+    Binding("l", "logs", "Logs", id="logs",
+            tooltip="Follow the selected agent's container output"),
+    Binding("p", "pause", "Pause", id="pause",
+            tooltip="Pause/resume replenishing: running agents stay, exited ones are not replaced"),
+    Binding("question_mark", "help", "Help", id="help",
+            tooltip="Keys and what the agent states mean"),
+]  # fmt: skip
+
+#: Command-palette titles (the footer's descriptions are too short to search for).
+PALETTE_TITLES = {
+    "drain": "Drain the selected agent",
+    "drain_all": "Drain all agents",
+    "restart": "Restart the selected agent",
+    "restart_all": "Restart all agents",
+    "resume": "Resume the selected agent",
+    "scale_up": "Scale up: one more agent",
+    "scale_down": "Scale down: one agent fewer",
+    "logs": "Logs of the selected agent",
+    "pause": "Pause / resume replenishing",
+    "help": "Help: keys and agent states",
+}
+
+
+class DashboardActions(Screen[None]):
+    """The key actions of the dashboard (a base class of `DashboardScreen`)."""
+
+    services: Services
+    handle: SupervisorHandle | None
+    snapshot: SupervisorSnapshot | None
+    selected_slot_number: Callable[[], int | None]
+
+    # ------------------------------------------------------------------ helpers
+
+    def _say(
+        self, message: str, *, severity: SeverityLevel = "information", title: str = ""
+    ) -> None:
+        # Messages carry names and server text: never let "[...]" be taken as markup.
+        self.notify(message, severity=severity, title=title, markup=False)
+
+    def _refused(self, what: str) -> bool:
+        if self.services.readonly:
+            self._say(
+                f"read-only: {what} is disabled (the console was started with --readonly).",
+                title="Read-only",
+                severity="warning",
+            )
+            return True
+        return False
+
+    def _selected(self) -> SlotSnapshot | None:
+        number = self.selected_slot_number()
+        slot = None if self.snapshot is None or number is None else self.snapshot.slot(number)
+        if slot is None:
+            self._say("No agent is selected: the supervisor has not reported any slot yet.")
+        return slot
+
+    def _connected(self) -> SupervisorSnapshot | None:
+        if self.handle is None or self.snapshot is None:
+            self._say(
+                "No supervisor is connected yet, so there is nothing to act on.", severity="warning"
+            )
+            return None
+        return self.snapshot
+
+    def _confirm_then_send(self, prompt: Prompt, command: Command) -> None:
+        def answered(ok: bool | None) -> None:
+            if ok:
+                self.send_command(command)
+
+        self.app.push_screen(ConfirmScreen(prompt), answered)
+
+    def send_command(self, command: Command) -> None:
+        """Send ``command`` in a worker and notify its result."""
+        self.run_worker(self._send(command), group="commands", exit_on_error=False)
+
+    async def _send(self, command: Command) -> None:
+        handle = self.handle
+        if handle is None:
+            self._say("No supervisor is connected: the command was not sent.", severity="error")
+            return
+        try:
+            result = await handle.send(command)
+        except Exception as exc:  # noqa: BLE001 - any failure is reported, the console goes on
+            self._say(
+                f"The supervisor did not take the command: {exc or type(exc).__name__}",
+                title="Command failed",
+                severity="error",
+            )
+            return
+        if result.ok and isinstance(command, Scale):
+            self.pending_desired = command.count
+        self._say(result.message, severity="information" if result.ok else "error")
+
+    pending_desired: int | None = None
+    """The count last asked for, so ``+ + +`` adds three before the next snapshot."""
+
+    def _desired(self, snapshot: SupervisorSnapshot) -> int:
+        if self.pending_desired is not None:
+            return self.pending_desired
+        return snapshot.desired_count
+
+    # ------------------------------------------------------------------ actions
+
+    def action_drain(self) -> None:
+        """Drain the selected agent (asks first)."""
+        if self._refused("draining") or self._connected() is None:
+            return
+        slot = self._selected()
+        if slot is None:
+            return
+        if slot.state is SlotState.DRAINED:
+            self._say(f"{slot.name} is already drained. Press u to resume it.")
+            return
+        if slot.state is SlotState.DRAINING:
+            self._say(f"{slot.name} is already draining: {slot.message or 'waiting for its job'}.")
+            return
+        self._confirm_then_send(drain_prompt(slot), Drain(slots=(slot.slot,)))
+
+    def action_drain_all(self) -> None:
+        """Drain every agent (asks first)."""
+        if self._refused("draining") or (snapshot := self._connected()) is None:
+            return
+        self._confirm_then_send(drain_all_prompt(snapshot), Drain(slots=None))
+
+    def action_restart(self) -> None:
+        """Restart the selected agent (asks first)."""
+        if self._refused("restarting") or self._connected() is None:
+            return
+        slot = self._selected()
+        if slot is None:
+            return
+        self._confirm_then_send(restart_prompt(slot), Restart(slots=(slot.slot,)))
+
+    def action_restart_all(self) -> None:
+        """Restart every agent (asks first)."""
+        if self._refused("restarting") or (snapshot := self._connected()) is None:
+            return
+        self._confirm_then_send(restart_all_prompt(snapshot), Restart(slots=None))
+
+    def action_resume(self) -> None:
+        """Undo drain/park of the selected agent."""
+        if self._refused("resuming") or self._connected() is None:
+            return
+        slot = self._selected()
+        if slot is None:
+            return
+        if slot.state not in RESUMABLE and slot.agent_enabled is not False:
+            self._say(f"{slot.name} is {slot.state}: there is nothing to resume.")
+            return
+        self.send_command(Resume(slots=(slot.slot,)))
+
+    def action_scale_up(self) -> None:
+        """Run one more agent."""
+        if self._refused("scaling") or (snapshot := self._connected()) is None:
+            return
+        self.send_command(Scale(count=self._desired(snapshot) + 1))
+
+    def action_scale_down(self) -> None:
+        """Run one agent fewer (asks first: the highest slot is drained)."""
+        if self._refused("scaling") or (snapshot := self._connected()) is None:
+            return
+        desired = self._desired(snapshot)
+        if desired <= 0:
+            self._say("No agent is wanted already (desired count 0).")
+            return
+        self._confirm_then_send(scale_down_prompt(snapshot, desired - 1), Scale(count=desired - 1))
+
+    def action_pause(self) -> None:
+        """Pause or resume replenishing."""
+        if self._refused("pausing") or (snapshot := self._connected()) is None:
+            return
+        self.send_command(Unpause() if snapshot.paused else Pause())
+
+    def action_logs(self) -> None:
+        """Open the log view of the selected agent (allowed in read-only mode)."""
+        runtime = self.services.runtime
+        if runtime is None:
+            self._say(
+                "Logs are not available: no container runtime is connected.", severity="error"
+            )
+            return
+        slot = self._selected()
+        if slot is None:
+            return
+        number = slot.slot
+
+        def container_of() -> str | None:
+            current = None if self.snapshot is None else self.snapshot.slot(number)
+            return None if current is None else current.container_id
+
+        earlier = slot.last_exit.log_tail if slot.last_exit is not None else ()
+        self.app.push_screen(
+            LogScreen(
+                slot_name=slot.name,
+                container_of=container_of,
+                runtime=runtime,
+                interval=self.services.log_interval,
+                earlier_lines=earlier,
+            )
+        )
+
+    def action_help(self) -> None:
+        """Show the keys as bound now (keymap applied) and the state legend."""
+        by_action: dict[str, list[tuple[bool, str, Binding]]] = {}
+        for key, active in self.app.active_bindings.items():
+            binding = active.binding
+            # Only gpuci-tui's own (rebindable) keys: widget navigation is listed once below.
+            if binding.description and binding.id and "." not in binding.id:
+                shown = self.app.get_key_display(binding) or key
+                by_action.setdefault(binding.action, []).append((not binding.show, shown, binding))
+        keys = []
+        for entries in by_action.values():
+            entries.sort(key=lambda entry: entry[0])  # the key the footer shows comes first
+            binding = entries[0][2]
+            shown = ", ".join(dict.fromkeys(entry[1] for entry in entries))
+            keys.append(KeyHelp(shown, binding.description, binding.tooltip))
+        keys += [
+            KeyHelp(
+                "↑ ↓ home end", "Select", "Move the cursor over the agents: keys act on that agent"
+            ),
+            KeyHelp("tab", "Next panel", "Focus the GPU panel or the event log to scroll them"),
+            KeyHelp("^p", "Palette", "Search every action by name (command palette)"),
+        ]
+        self.app.push_screen(HelpScreen(keys, readonly=self.services.readonly))

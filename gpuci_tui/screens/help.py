@@ -1,0 +1,73 @@
+"""`?`: the keys as currently bound (keymap applied) and what each slot state means."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from rich.table import Table
+from rich.text import Text
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widget import Widget
+from textual.widgets import Static
+
+from gpuci_tui.widgets.format import STATE_MEANINGS, STATE_STYLES
+
+
+@dataclass(frozen=True)
+class KeyHelp:
+    """One key line: the key as bound now, its description and tooltip."""
+
+    key: str
+    description: str
+    tooltip: str
+
+
+class HelpScreen(ModalScreen[None]):
+    """Keys and the slot-state legend; Escape or ? closes it."""
+
+    BINDINGS = [
+        Binding("escape,question_mark,q", "close", "Close", id="help.close", tooltip="Close help"),
+    ]
+
+    def __init__(self, keys: Sequence[KeyHelp], *, readonly: bool) -> None:
+        """Create the help for ``keys`` (resolved by the dashboard)."""
+        super().__init__(classes="dialog-screen")
+        self.keys = list(keys)
+        self.readonly = readonly
+
+    def compose(self) -> Iterable[Widget]:
+        """Two tables in a scrollable dialog."""
+        keys = Table.grid(padding=(0, 2))
+        keys.add_column(style="bold cyan", no_wrap=True)
+        keys.add_column(style="bold", no_wrap=True)
+        keys.add_column()
+        for item in self.keys:
+            keys.add_row(item.key, item.description, item.tooltip)
+        states = Table.grid(padding=(0, 2))
+        states.add_column(no_wrap=True)
+        states.add_column()
+        for state, meaning in STATE_MEANINGS.items():
+            states.add_row(Text(str(state), style=STATE_STYLES[state]), meaning)
+        with VerticalScroll(classes="dialog", id="help-dialog"):
+            yield Static("Keys", classes="dialog-title")
+            if self.readonly:
+                yield Static(
+                    "READ-ONLY: actions that change agents are refused.",
+                    classes="dialog-body muted",
+                )
+            yield Static(keys, classes="dialog-body")
+            yield Static("Agent states", classes="dialog-title")
+            yield Static(states, classes="dialog-body")
+            yield Static(
+                "Drain, restart and scale-down never kill a running job: busy agents finish first. "
+                "Keys can be changed in the [keys] table of the configuration file.",
+                classes="dialog-body muted",
+                markup=False,
+            )
+
+    def action_close(self) -> None:
+        """Back to the dashboard."""
+        self.dismiss(None)

@@ -1,0 +1,240 @@
+"""The setup wizard: seven steps, each checked before Next, Back always possible.
+
+Shown when there is no configuration (or for ``gpuci-tui setup``). It ends by
+saving the configuration atomically and posting `SetupSaved`; the App then
+switches to the dashboard and starts the supervisor. Nothing is written before
+the review step except the PAT (keyring, encrypted store or PAT file), which is
+stored only after Azure DevOps accepted it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, TypeVar
+
+from textual import on
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.screen import Screen
+from textual.widget import Widget
+from textual.widgets import Button, ContentSwitcher, Footer, Input, Static
+from textual.worker import WorkerFailed
+
+from gpuci_tui.screens.wizard_agents import AgentsStep, ImageStep, VolumesStep
+from gpuci_tui.screens.wizard_azure import PatStep, PoolStep, UrlStep
+from gpuci_tui.screens.wizard_base import Step, WizardDraft
+from gpuci_tui.services import Services, SetupClient
+from gpuci_tui.ui_messages import SetupSaved
+
+T = TypeVar("T")
+
+
+class ReviewStep(Step):
+    """Step 7: everything at a glance; Save writes the file (the App starts the supervisor)."""
+
+    TITLE = "Step 7 of 7 · Review and save"
+
+    def fields(self) -> Iterable[Widget]:
+        """The summary and where it is saved."""
+        yield Static("", id="review", markup=False)
+        yield Static("", id="review-path", classes="hint", markup=False)
+
+    def entered(self) -> None:
+        """Render the summary of the draft; Enter saves."""
+        draft = self.draft
+        last = f" … {draft.name_prefix}-{draft.count}" if draft.count > 1 else ""
+        volumes = [
+            f"{v.host} → {v.container}" + (f" (${v.env})" if v.env else "") for v in draft.volumes
+        ]
+        who = f" for {draft.user}" if draft.user else ""
+        lines = [
+            f"Organisation  {draft.url}",
+            f"PAT           valid{who}; {draft.pat_note}",
+            f"Pool          {draft.pool}",
+            f"Image         {draft.image}",
+            *(f"              ! {warning}" for warning in draft.image_warnings),
+            f"Agents        {draft.count} ({draft.name_prefix}-1{last}), GPUs: {draft.gpu_policy}, "
+            f"network: {draft.network}",
+            f"Volumes       {volumes[0] if volumes else 'none'}",
+            *(f"              {v}" for v in volumes[1:]),
+        ]
+        self.query_one("#review", Static).update("\n".join(lines))
+        self.query_one("#review-path", Static).update(
+            f"Save writes {self.services.config_path} (readable only by you; the PAT is not in "
+            "it) and starts the supervisor."
+        )
+        self.screen.query_one("#wizard-next", Button).focus()
+
+    def build(self) -> Any:
+        """The `Config` the draft describes (settings the wizard does not ask about are kept)."""
+        from gpuci_tui.core.config import AgentsConfig, AzureConfig, Config
+
+        draft = self.draft
+        base = self.services.config
+        agents = replace(
+            base.agents if base is not None else AgentsConfig(0, "", ""),
+            count=draft.count,
+            image=draft.image,
+            name_prefix=draft.name_prefix,
+            network=draft.network,
+            gpus=draft.gpu_policy,
+            volumes=tuple(draft.volumes),
+        )
+        azure = AzureConfig(url=draft.url, pool=draft.pool)
+        if base is not None:
+            return replace(base, azure=azure, agents=agents, path=self.services.config_path)
+        return Config(azure=azure, agents=agents, path=self.services.config_path)
+
+    async def validate(self) -> str | None:
+        """Write the file atomically (mode 0600)."""
+        from gpuci_tui.core.config import ConfigError, save_config
+
+        config = self.build()
+        path: Path = self.services.config_path
+        self.say(f"Saving {path}…", "busy")
+        try:
+            await self.wizard.in_thread(lambda: save_config(config, path))
+        except ConfigError as exc:
+            return f"The configuration was not saved: {exc}"
+        self.saved = config
+        return None
+
+    saved: Any = None
+    """The `Config` written by `validate` (None until saved)."""
+
+
+class WizardScreen(Screen[None]):
+    """The setup wizard (the App's first screen when there is no configuration)."""
+
+    BINDINGS = [
+        Binding("ctrl+n", "next", "Next", id="wizard.next", tooltip="Check this step and go on"),
+        Binding(
+            "escape", "back", "Back", id="wizard.back", tooltip="Previous step (nothing is lost)"
+        ),
+    ]
+
+    def __init__(self, services: Services) -> None:
+        """Create the wizard."""
+        super().__init__(id="wizard")
+        self.services = services
+        self.draft = WizardDraft()
+        self.steps: list[Step] = [
+            UrlStep(self, id="step-url"),
+            PatStep(self, id="step-pat"),
+            PoolStep(self, id="step-pool"),
+            ImageStep(self, id="step-image"),
+            AgentsStep(self, id="step-agents"),
+            VolumesStep(self, id="step-volumes"),
+            ReviewStep(self, id="step-review"),
+        ]
+        self.index = 0
+        self._generation = 0
+
+    def compose(self) -> Iterable[Widget]:
+        """Title, the steps (one visible), Back/Next, footer."""
+        yield Static("", id="wizard-title", markup=False)
+        with ContentSwitcher(initial=self.steps[0].id, id="wizard-steps"):
+            yield from self.steps
+        with Horizontal(id="wizard-nav"):
+            yield Button("Back", id="wizard-back")
+            yield Button("Next", id="wizard-next", variant="primary")
+        yield Footer(compact=True, show_command_palette=False)
+
+    def on_mount(self) -> None:
+        """Show step 1."""
+        self._show(0)
+
+    @property
+    def step(self) -> Step:
+        """The step on screen."""
+        return self.steps[self.index]
+
+    def _show(self, index: int) -> None:
+        self.index = index
+        step = self.steps[index]
+        self.query_one(ContentSwitcher).current = step.id
+        dots = "".join("●" if i <= index else "○" for i in range(len(self.steps)))
+        self.query_one("#wizard-title", Static).update(
+            f"gpuci-tui setup  {dots}  writes {self.services.config_path}"
+        )
+        self.query_one("#wizard-back", Button).disabled = index == 0
+        last = index == len(self.steps) - 1
+        self.query_one("#wizard-next", Button).label = "Save and start" if last else "Next"
+        step.entered()
+
+    # ------------------------------------------------------------------ services for steps
+
+    async def in_thread(self, call: Callable[[], T]) -> T:
+        """Run the blocking ``call`` in a thread worker and return its result or raise its error."""
+        worker = self.run_worker(call, thread=True, group="wizard-io", exit_on_error=False)
+        try:
+            return await worker.wait()
+        except WorkerFailed as failed:
+            raise failed.error from None
+
+    def client(self) -> SetupClient:
+        """An Azure DevOps client for the URL and PAT entered so far."""
+        factory = self.services.azure_factory
+        if factory is None:
+            raise RuntimeError("no Azure DevOps client is configured for this console")
+        return factory(self.draft.url, self.draft.pat)
+
+    # ------------------------------------------------------------------ navigation
+
+    def go_next(self) -> None:
+        """Validate the current step and move on."""
+        self.run_worker(self._next(), group="wizard-next", exclusive=True, exit_on_error=False)
+
+    def action_next(self) -> None:
+        """Next (ctrl+n)."""
+        self.go_next()
+
+    async def _next(self) -> None:
+        step, generation = self.step, self._generation
+        button = self.query_one("#wizard-next", Button)
+        button.disabled = True
+        try:
+            try:
+                problem = await step.validate()
+            except Exception as exc:  # noqa: BLE001 - an unexpected failure still reads plainly
+                problem = f"This step could not be checked: {exc or type(exc).__name__}"
+        finally:
+            button.disabled = False
+        if generation != self._generation or step is not self.step:
+            return  # the operator went Back meanwhile: this result is stale
+        if problem:
+            step.say(problem, "error")
+            return
+        step.say("", "info")
+        if isinstance(step, ReviewStep) and step.saved is not None:
+            self.draft.pat = ""  # done with it: the supervisor reads it from where it was stored
+            self.post_message(SetupSaved(step.saved))
+            return
+        self._show(self.index + 1)
+
+    def action_back(self) -> None:
+        """Previous step; on the first step, offer to leave."""
+        self._generation += 1
+        self.query_one("#wizard-next", Button).disabled = False
+        if self.index == 0:
+            self.run_worker(self.app.action_quit(), exit_on_error=False)
+            return
+        self.step.say("", "info")
+        self._show(self.index - 1)
+
+    @on(Button.Pressed, "#wizard-next")
+    def _next_pressed(self) -> None:
+        self.go_next()
+
+    @on(Button.Pressed, "#wizard-back")
+    def _back_pressed(self) -> None:
+        self.action_back()
+
+    @on(Input.Submitted)
+    def _submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        if isinstance(self.step, VolumesStep) and self.step.submitted():
+            return
+        self.go_next()

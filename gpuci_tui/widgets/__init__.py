@@ -1,0 +1,1 @@
+"""Dashboard panels: header, GPU cards, agents table, pool summary, event log."""

@@ -1,0 +1,190 @@
+"""The agents table: one keyed row per slot, updated cell by cell.
+
+Rows are keyed by slot number and only changed cells are rewritten, so a new
+snapshot never flickers the table and the cursor stays on the slot the operator
+selected (the selection *is* the cursor row).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rich.text import Text
+from textual.widget import Widget
+from textual.widgets import DataTable
+from textual.widgets.data_table import RowDoesNotExist, RowKey
+
+from gpuci_tui.core.models import SlotSnapshot, SlotState, SupervisorSnapshot
+from gpuci_tui.widgets.format import (
+    clock_time,
+    duration,
+    exit_label,
+    gpus_label,
+    job_label,
+    state_text,
+    truncate,
+)
+
+#: (key, label, fixed width or None for "fit the content").
+COLUMNS: tuple[tuple[str, str, int | None], ...] = (
+    ("slot", "#", 3),
+    ("agent", "Agent", None),
+    ("state", "State", 15),
+    ("job", "Job", 26),
+    ("uptime", "Up", 6),
+    ("gpus", "GPU", 4),
+    ("exit", "Last exit", 22),
+    ("container", "Container", 12),
+    ("message", "Message", None),
+)
+
+_MESSAGE_WIDTH = 60
+
+
+def row_cells(slot: SlotSnapshot, now: float) -> dict[str, Text]:
+    """The cells of one slot's row (pure; used by the table and the tests)."""
+    widths = {key: width for key, _, width in COLUMNS}
+    uptime = None if slot.started_at is None else now - slot.started_at
+    agent = Text(slot.name)
+    if slot.agent_enabled is False and slot.state not in (SlotState.DRAINING, SlotState.DRAINED):
+        agent.append(" (disabled)", style="magenta")
+    exit_text = exit_label(slot.last_exit)
+    exit_text.truncate(widths["exit"] or 0, overflow="ellipsis")
+    return {
+        "slot": Text(str(slot.slot), justify="right"),
+        "agent": agent,
+        "state": state_text(slot, now),
+        "job": Text(job_label(slot.job, widths["job"])),
+        "uptime": Text(duration(uptime) if uptime is not None else "-", justify="right"),
+        "gpus": Text(gpus_label(slot.gpus)),
+        "exit": exit_text,
+        "container": Text((slot.container_id or "-")[:12], style="bright_black"),
+        "message": Text(truncate(slot.message, _MESSAGE_WIDTH)),
+    }
+
+
+class AgentsTable(DataTable[Text]):
+    """DataTable of agent slots; the cursor row is the selected slot."""
+
+    def __init__(self, *, clock: Callable[[], float], id: str | None = None) -> None:
+        """Create the table.
+
+        Args:
+            clock: Wall clock for uptimes and backoff countdowns.
+            id: Widget id.
+        """
+        super().__init__(id=id, cursor_type="row", zebra_stripes=False)
+        self._clock = clock
+        self._cells: dict[int, dict[str, Text]] = {}
+        self._slots: dict[int, SlotSnapshot] = {}
+        self.border_title = "Agents"
+
+    def on_mount(self) -> None:
+        """Create the columns once; rows come and go with the snapshots."""
+        for key, label, width in COLUMNS:
+            self.add_column(label, key=key, width=width)
+
+    @property
+    def selected_slot(self) -> int | None:
+        """The slot number under the cursor, or None when the table is empty."""
+        if self.row_count == 0:
+            return None
+        try:
+            key = self.coordinate_to_cell_key(self.cursor_coordinate).row_key
+        except Exception:  # noqa: BLE001 - the cursor is outside the rows
+            return None
+        return None if key.value is None else int(key.value)
+
+    def show_snapshot(self, snapshot: SupervisorSnapshot) -> None:
+        """Bring the rows in line with ``snapshot``, touching only what changed."""
+        now = self._clock()
+        selected = self.selected_slot
+        wanted = {slot.slot: slot for slot in snapshot.slots}
+        for number in [n for n in self._cells if n not in wanted]:
+            self.remove_row(str(number))
+            del self._cells[number]
+            self._slots.pop(number, None)
+        appended_out_of_order = False
+        for number in sorted(wanted):
+            slot = wanted[number]
+            self._slots[number] = slot
+            cells = row_cells(slot, now)
+            old = self._cells.get(number)
+            if old is None:
+                if self._cells and number < max(self._cells):
+                    appended_out_of_order = True
+                self.add_row(*(cells[key] for key, _, _ in COLUMNS), key=str(number))
+            else:
+                self._update_changed(number, old, cells)
+            self._cells[number] = cells
+        if appended_out_of_order:
+            self.sort("slot", key=lambda text: int(text.plain))
+            self._move_to(selected)
+        elif selected is not None and selected in wanted and self.selected_slot != selected:
+            self._move_to(selected)
+
+    def tick(self) -> None:
+        """Re-render the time-dependent cells (uptime, backoff countdown)."""
+        now = self._clock()
+        for number, slot in self._slots.items():
+            old = self._cells.get(number)
+            if old is None:
+                continue
+            cells = row_cells(slot, now)
+            self._update_changed(number, old, cells)
+            self._cells[number] = cells
+
+    def _update_changed(self, number: int, old: dict[str, Text], new: dict[str, Text]) -> None:
+        for key, _, width in COLUMNS:
+            if old.get(key) != new[key]:
+                self.update_cell(str(number), key, new[key], update_width=width is None)
+
+    def _move_to(self, slot: int | None) -> None:
+        if slot is None:
+            return
+        try:
+            row = self.get_row_index(RowKey(str(slot)))
+        except RowDoesNotExist:
+            return
+        self.move_cursor(row=row, animate=False)
+
+
+def slot_detail(slot: SlotSnapshot, now: float) -> Text:
+    """Everything about one slot in a line: the table may be too narrow for it."""
+    text = Text.assemble((slot.name, "bold"), " ", state_text(slot, now), no_wrap=True)
+    job = job_label(slot.job) if slot.job is not None else ""
+    if job and job not in slot.message:
+        text.append(f" · {job}")
+    if slot.message:
+        text.append(f" · {slot.message}")
+    if slot.last_exit is not None:
+        text.append(" · last exit ", style="bright_black")
+        text.append_text(exit_label(slot.last_exit))
+        if slot.last_exit.at:
+            text.append(f" at {clock_time(slot.last_exit.at)}", style="bright_black")
+    if slot.jobs_done:
+        text.append(f" · {slot.jobs_done} jobs done", style="bright_black")
+    return text
+
+
+class SlotDetail(Widget):
+    """One line under the table: the selected slot in full (message, last exit)."""
+
+    def __init__(self, *, clock: Callable[[], float], id: str | None = None) -> None:
+        """Create an empty detail line."""
+        super().__init__(id=id)
+        self._clock = clock
+        self.slot: SlotSnapshot | None = None
+
+    def show(self, slot: SlotSnapshot | None) -> None:
+        """Describe ``slot`` (None: nothing selected)."""
+        self.slot = slot
+        self.refresh()
+
+    def render(self) -> Text:
+        """The detail line, cut to the width."""
+        if self.slot is None:
+            return Text("no agent selected", style="bright_black")
+        text = slot_detail(self.slot, self._clock())
+        text.truncate(max(1, self.size.width), overflow="ellipsis")
+        return text

@@ -1,0 +1,180 @@
+"""Small, pure text formatters shared by the panels (no widgets, no I/O).
+
+Every function takes the current time explicitly where it needs one, so the
+output is deterministic under the frozen clock of the tests.
+"""
+
+from __future__ import annotations
+
+import time
+
+from rich.text import Text
+
+from gpuci_tui.core.models import ExitInfo, JobInfo, SlotSnapshot, SlotState
+
+NA = "N/A"
+
+#: Rich styles per slot state: the colour says "needs attention?" at a glance.
+STATE_STYLES: dict[SlotState, str] = {
+    SlotState.EMPTY: "bright_black",
+    SlotState.STARTING: "cyan",
+    SlotState.IDLE: "green",
+    SlotState.BUSY: "bold yellow",
+    SlotState.DRAINING: "magenta",
+    SlotState.DRAINED: "bright_black",
+    SlotState.BACKOFF: "red",
+    SlotState.PARKED: "bold white on red",
+}
+
+#: One line per state for the help screen's legend.
+STATE_MEANINGS: dict[SlotState, str] = {
+    SlotState.EMPTY: "no container yet; the supervisor is about to start one",
+    SlotState.STARTING: "container running, agent not yet online with Azure DevOps",
+    SlotState.IDLE: "online and waiting for a job",
+    SlotState.BUSY: "running a job",
+    SlotState.DRAINING: "disabled on the server; finishing its job, then stops",
+    SlotState.DRAINED: "stopped and not replaced until resumed (u)",
+    SlotState.BACKOFF: "the last container failed early; waiting before retrying",
+    SlotState.PARKED: "failed too often; not restarted until resumed (u)",
+}
+
+
+def truncate(text: str, width: int) -> str:
+    """Cut ``text`` to ``width`` cells, marking the cut with an ellipsis."""
+    if width <= 0:
+        return ""
+    if len(text) <= width:
+        return text
+    return text[: max(0, width - 1)] + "…"
+
+
+def duration(seconds: float | None) -> str:
+    """A compact duration: ``45s``, ``12m05s``, ``3h02m``, ``2d04h``."""
+    if seconds is None:
+        return "-"
+    total = max(0, int(seconds))
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d{hours:02d}h"
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    if minutes:
+        return f"{minutes}m{secs:02d}s"
+    return f"{secs}s"
+
+
+def ago(then: float | None, now: float) -> str:
+    """How long ago ``then`` was, in words: ``just now``, ``12 s ago``, ``3 min ago``."""
+    if then is None:
+        return "never"
+    delta = now - then
+    if delta < 2:
+        return "just now"
+    if delta < 120:
+        return f"{int(delta)} s ago"
+    if delta < 7200:
+        return f"{int(delta // 60)} min ago"
+    return f"{int(delta // 3600)} h ago"
+
+
+def until(when: float | None, now: float) -> str:
+    """A countdown to ``when``: ``in 12 s``, ``in 3 min``, or ``now``."""
+    if when is None:
+        return ""
+    delta = when - now
+    if delta < 1:
+        return "now"
+    if delta < 120:
+        return f"in {int(delta + 0.999)} s"
+    return f"in {int(delta // 60)} min"
+
+
+def clock_time(at: float) -> str:
+    """Local wall-clock time ``HH:MM:SS`` (the tests pin TZ)."""
+    return time.strftime("%H:%M:%S", time.localtime(at))
+
+
+def number(value: float | None, fmt: str = "{:.0f}", unit: str = "") -> str:
+    """Format an optional number; None (not supported by the driver) is ``N/A``."""
+    if value is None:
+        return NA
+    return fmt.format(value) + unit
+
+
+def gib(mib: float | None) -> str:
+    """MiB as GiB with one decimal, or ``N/A``."""
+    return number(None if mib is None else mib / 1024.0, "{:.1f}")
+
+
+def bar(percent: float | None, width: int, style: str = "green") -> Text:
+    """A horizontal bar for a 0–100 value, ``width`` cells wide."""
+    if percent is None or width <= 0:
+        return Text("·" * max(0, width), style="bright_black")
+    filled = round(max(0.0, min(100.0, percent)) / 100.0 * width)
+    return Text.assemble(("█" * filled, style), ("░" * (width - filled), "bright_black"))
+
+
+def level_style(percent: float | None) -> str:
+    """Green below 50 %, yellow below 85 %, red above: load at a glance."""
+    if percent is None:
+        return "bright_black"
+    if percent < 50:
+        return "green"
+    if percent < 85:
+        return "yellow"
+    return "red"
+
+
+def job_label(job: JobInfo | None, width: int | None = None) -> str:
+    """``'train - main' 20261122.3`` for a job, ``-`` for none.
+
+    With ``width``, a long pipeline name is shortened first so the run number,
+    which tells runs of the same pipeline apart, stays readable.
+    """
+    if job is None:
+        return "-"
+    run = job.run if job.run else f"(request {job.request_id})"
+    if not job.pipeline:
+        label = f"request {job.request_id}"
+        return label if width is None else truncate(label, width)
+    label = f"'{job.pipeline}' {run}"
+    if width is None or len(label) <= width:
+        return label
+    room = width - len(run) - 3  # quotes and the space
+    if room < 4:
+        return truncate(label, width)
+    return f"'{truncate(job.pipeline, room)}' {run}"
+
+
+def state_text(slot: SlotSnapshot, now: float) -> Text:
+    """The coloured state cell, with the backoff countdown and pending flags."""
+    label = str(slot.state)
+    if slot.state is SlotState.BACKOFF and slot.backoff_until is not None:
+        label = f"backoff {until(slot.backoff_until, now)}"
+    elif slot.state is SlotState.PARKED and slot.failures:
+        label = f"parked ({slot.failures}×)"
+    text = Text(label, style=STATE_STYLES.get(slot.state, ""))
+    if slot.restart_pending:
+        text.append(" ↻", style="cyan")
+    return text
+
+
+def exit_label(info: ExitInfo | None) -> Text:
+    """``0 job finished`` / ``137 OOM …``, with OOM and failures highlighted."""
+    if info is None:
+        return Text("-", style="bright_black")
+    code = "?" if info.code is None else str(info.code)
+    style = "green" if info.code == 0 else "red"
+    text = Text(code, style=style)
+    if info.oom:
+        text.append(" OOM", style="bold white on red")
+    if info.reason:
+        text.append(f" {info.reason}")
+    return text
+
+
+def gpus_label(gpus: tuple[str, ...]) -> str:
+    """``0,1`` / ``all`` / ``-``."""
+    return ",".join(gpus) if gpus else "-"

@@ -1,0 +1,84 @@
+"""The pool as Azure DevOps sees it (all agents, not only ours) and Docker's health."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rich.text import Text
+from textual.widget import Widget
+
+from gpuci_tui.core.models import HealthState, SupervisorSnapshot
+from gpuci_tui.widgets.format import ago, until
+
+_HEALTH_STYLE = {
+    HealthState.OK: "green",
+    HealthState.UNKNOWN: "bright_black",
+    HealthState.RATE_LIMITED: "yellow",
+}
+
+
+class PoolPanel(Widget):
+    """Agents online/offline/disabled, jobs queued/running, Docker and API budget."""
+
+    def __init__(self, *, clock: Callable[[], float], id: str | None = None) -> None:
+        """Create the panel.
+
+        Args:
+            clock: Wall clock for ages.
+            id: Widget id.
+        """
+        super().__init__(id=id)
+        self.border_title = "Pool"
+        self._clock = clock
+        self._snapshot: SupervisorSnapshot | None = None
+
+    def show_snapshot(self, snapshot: SupervisorSnapshot) -> None:
+        """Render a new snapshot."""
+        self._snapshot = snapshot
+        self.border_subtitle = f"{snapshot.azure_requests} API calls"
+        self.refresh()
+
+    def render(self) -> Text:
+        """Render the pool summary."""
+        snap = self._snapshot
+        if snap is None:
+            return Text("waiting for the supervisor…", style="bright_black")
+        now = self._clock()
+        pool = snap.pool_summary
+        name = pool.name or snap.pool
+        ident = f" #{pool.pool_id}" if pool.pool_id is not None else ""
+        lines = [
+            Text.assemble((name, "bold"), (ident, "bright_black"), no_wrap=True),
+            Text.assemble(
+                ("online ", "bright_black"),
+                (str(pool.online), "green"),
+                ("  offline ", "bright_black"),
+                str(pool.offline),
+                ("  disabled ", "bright_black"),
+                (str(pool.disabled), "magenta" if pool.disabled else ""),
+                no_wrap=True,
+            ),
+            Text.assemble(
+                ("queued ", "bright_black"),
+                (str(pool.queued_jobs), "bold yellow" if pool.queued_jobs else ""),
+                ("  running ", "bright_black"),
+                str(pool.running_jobs),
+                no_wrap=True,
+            ),
+        ]
+        docker = snap.docker
+        docker_line = Text("docker ", style="bright_black", no_wrap=True)
+        docker_line.append(
+            str(docker.state).replace("_", " "), _HEALTH_STYLE.get(docker.state, "bold red")
+        )
+        if docker.state is not HealthState.OK and docker.message:
+            docker_line.append(f": {docker.message}", style="red")
+        if docker.retry_at is not None and docker.state is not HealthState.OK:
+            docker_line.append(f" (retry {until(docker.retry_at, now)})")
+        elif docker.checked_at is not None:
+            docker_line.append(f" · {ago(docker.checked_at, now)}", style="bright_black")
+        lines.append(docker_line)
+        azure = snap.azure
+        if azure.state not in (HealthState.OK, HealthState.UNKNOWN) and azure.message:
+            lines.append(Text(f"azure: {azure.message}", style="red"))
+        return Text("\n").join(lines)

@@ -1,0 +1,157 @@
+"""The two-line header: where we are, is the PAT healthy, how the supervisor runs.
+
+It renders from the last `SupervisorSnapshot` and the clock; the dashboard
+re-renders it every second so "checked 12 s ago" stays true without new data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rich.text import Text
+from textual.widget import Widget
+
+from gpuci_tui.core.models import HealthSnapshot, HealthState, SlotState, SupervisorSnapshot
+from gpuci_tui.widgets.format import ago, clock_time, until
+
+_RUNNING_STATES = frozenset(
+    {SlotState.STARTING, SlotState.IDLE, SlotState.BUSY, SlotState.DRAINING}
+)
+
+
+def org_label(org_url: str) -> str:
+    """``https://dev.azure.com/contoso/`` → ``dev.azure.com/contoso``."""
+    text = org_url.split("://", 1)[-1]
+    return text.rstrip("/")
+
+
+def azure_health(health: HealthSnapshot, now: float, *, short: bool = False) -> Text:
+    """The credential/organisation health as one styled phrase (``short``: for narrow bars)."""
+    state = health.state
+    if state is HealthState.OK:
+        text = Text("✓ PAT valid", style="green")
+    elif state is HealthState.AUTH_FAILED:
+        text = Text("✗ PAT rejected", style="bold red")
+    elif state is HealthState.RATE_LIMITED:
+        when = f" until {clock_time(health.retry_at)}" if health.retry_at else ""
+        text = Text(f"⏳ rate limited{when}", style="yellow")
+    elif state is HealthState.UNREACHABLE:
+        retry = until(health.retry_at, now)
+        text = Text("✗ Azure DevOps unreachable", style="bold red")
+        if retry:
+            text.append(f" (retry {retry})", style="red")
+    elif state is HealthState.ERROR:
+        text = Text("✗ Azure DevOps error", style="bold red")
+    else:
+        return Text("… PAT not checked yet", style="bright_black")
+    if health.checked_at is not None:
+        checked = ago(health.checked_at, now) if short else f"checked {ago(health.checked_at, now)}"
+        text.append(f" · {checked}", style="bright_black")
+    return text
+
+
+def supervisor_label(snapshot: SupervisorSnapshot, *, short: bool = False) -> Text:
+    """``daemon pid 1234 (detached)`` / ``in-process``, plus paused/draining/stopping."""
+    if snapshot.mode == "daemon":
+        pid = f" pid {snapshot.pid}" if snapshot.pid else ""
+        text = Text(f"daemon{pid} (detached)", style="cyan")
+    else:
+        text = Text("in-process", style="cyan")
+    draining = sum(1 for s in snapshot.slots if s.state is SlotState.DRAINING)
+    if snapshot.stopping:
+        text.append(" · stopping", style="bold magenta")
+    if snapshot.paused:
+        text.append(" · paused" if short else " · paused (not replenishing)", style="bold yellow")
+    if draining:
+        text.append(f" · draining {draining}", style="magenta")
+    return text
+
+
+class StatusBar(Widget):
+    """Header: organisation + pool, credential health, supervisor mode, badges."""
+
+    def __init__(
+        self,
+        *,
+        clock: Callable[[], float],
+        readonly: bool,
+        demo: bool,
+        id: str | None = None,
+    ) -> None:
+        """Create the bar.
+
+        Args:
+            clock: Wall clock for the "checked … ago" ages.
+            readonly: Show the READ-ONLY badge.
+            demo: Show the DEMO badge.
+            id: Widget id.
+        """
+        super().__init__(id=id)
+        self._clock = clock
+        self._readonly = readonly
+        self._demo = demo
+        self._snapshot: SupervisorSnapshot | None = None
+        self._link_problem = ""
+        self._waiting = "connecting to the supervisor…"
+
+    def show_snapshot(self, snapshot: SupervisorSnapshot) -> None:
+        """Render a new snapshot (the connection is evidently fine)."""
+        self._snapshot = snapshot
+        self._link_problem = ""
+        self.refresh()
+
+    def show_link_problem(self, message: str) -> None:
+        """Say the supervisor connection is lost (empty message: it is back)."""
+        self._link_problem = message
+        self.refresh()
+
+    def show_waiting(self, message: str) -> None:
+        """Say why there is no snapshot yet (no supervisor, starting…)."""
+        self._waiting = message
+        self.refresh()
+
+    def _badges(self) -> Text:
+        badges = Text(no_wrap=True)
+        if self._demo:
+            badges.append(" DEMO ", style="bold black on cyan")
+            badges.append(" ")
+        if self._readonly:
+            badges.append(" READ-ONLY ", style="bold black on yellow")
+        return badges
+
+    def render(self) -> Text:
+        """Two lines sized to the current width; badges never get cut."""
+        width = max(20, self.size.width)
+        now = self._clock()
+        snap = self._snapshot
+        right = self._badges()
+        left = Text.assemble(("gpuci-tui", "bold"), "  ", no_wrap=True)
+        if snap is not None:
+            running = sum(1 for s in snap.slots if s.state in _RUNNING_STATES)
+            left.append(org_label(snap.org_url))
+            left.append(" · pool ", style="bright_black")
+            left.append(snap.pool, style="bold")
+            left.append(f"  agents {running}/{snap.desired_count}", style="bold")
+        right_width = right.cell_len
+        left.truncate(max(0, width - right_width - 1), overflow="ellipsis")
+        gap = max(1, width - left.cell_len - right_width)
+        line1 = Text.assemble(left, " " * gap, right, no_wrap=True)
+
+        if self._link_problem:
+            line2 = Text(f"✗ supervisor: {self._link_problem}", style="bold red")
+        elif snap is None:
+            line2 = Text(self._waiting, style="bright_black")
+        else:
+            line2 = Text.assemble(
+                "Azure: ", azure_health(snap.azure, now), "   Supervisor: ", supervisor_label(snap)
+            )
+            if line2.cell_len > width:
+                # Narrow terminal: drop the labels and the wordy parts, keep every state.
+                line2 = Text.assemble(
+                    azure_health(snap.azure, now, short=True),
+                    ("  │  ", "bright_black"),
+                    supervisor_label(snap, short=True),
+                )
+        line2.no_wrap = True
+        line2.truncate(width, overflow="ellipsis")
+        return Text.assemble(line1, "\n", line2)

@@ -1,0 +1,63 @@
+"""Waiting and reading helpers for Pilot tests (no fixed sleeps: poll with a deadline)."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from collections.abc import Callable
+from typing import Any
+
+from rich.console import Console
+from textual.pilot import Pilot
+from textual.widgets import Static
+
+from gpuci_tui.screens.dashboard import DashboardScreen
+
+
+async def wait_for(
+    pilot: Pilot[Any], predicate: Callable[[], bool], timeout: float = 3.0, what: str = ""
+) -> None:
+    """Let the app run until ``predicate()`` holds; fail with ``what`` after ``timeout``."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what or predicate}")
+        await pilot.pause(0.02)
+
+
+def notes(app: Any) -> list[str]:
+    """Messages of the notifications currently shown."""
+    return [n.message for n in app._notifications]
+
+
+def screen_text(app: Any) -> str:
+    """The current screen (with any dialog on top) as plain text, one line per row."""
+    width, height = app.size
+    console = Console(
+        width=width,
+        height=height,
+        file=io.StringIO(),
+        force_terminal=True,
+        color_system="truecolor",
+        record=True,
+        legacy_windows=False,
+        safe_box=False,
+    )
+    console.print(
+        app.screen._compositor.render_update(full=True, screen_stack=app._background_screens)
+    )
+    return console.export_text(styles=False)
+
+
+def text_of(node: Any, selector: str) -> str:
+    """The plain text of the `Static` matching ``selector`` under ``node``."""
+    return str(node.query_one(selector, Static).content)
+
+
+async def ready(pilot: Pilot[Any]) -> DashboardScreen:
+    """Wait until the dashboard shows the handle's first snapshot."""
+    screen = pilot.app.screen
+    assert isinstance(screen, DashboardScreen), f"expected the dashboard, got {screen!r}"
+    await wait_for(pilot, lambda: screen.snapshot is not None, what="the first snapshot")
+    return screen

@@ -1,0 +1,164 @@
+"""The GPU cards, the pool panel and the event log: content, failures, never blocking."""
+
+from __future__ import annotations
+
+import threading
+
+from textual.widgets import Static
+
+from gpuci_tui.app import make_app
+from gpuci_tui.core.models import (
+    HealthSnapshot,
+    HealthState,
+    SupervisorEvent,
+)
+from gpuci_tui.core.protocols import GpuFrame
+from gpuci_tui.screens.confirm import ConfirmScreen
+from gpuci_tui.widgets.gpu_panel import GpuCard
+from tests.ui.fakes import FakeHandle, FakeSampler, make_services
+from tests.ui.helpers import ready, screen_text, wait_for
+from tests.ui.scenarios import NO_GPU, NOW, gpu_frame, loaded_snapshot
+
+
+async def test_gpu_cards_map_processes_to_agent_slots(handle: FakeHandle) -> None:
+    app = make_app(make_services(handle=handle))
+    async with app.run_test(size=(120, 50)) as pilot:
+        screen = await ready(pilot)
+        await wait_for(
+            pilot, lambda: len(screen.gpu_panel.query(GpuCard)) == 4, what="four GPU cards"
+        )
+        screen.gpu_panel.show_frame(gpu_frame())  # with the owners of the snapshot now known
+        await pilot.pause()
+        cards = {card.index: card.render().plain for card in screen.gpu_panel.query(GpuCard)}
+        assert "GPU0 NVIDIA A100-SXM4-80GB" in cards[0]
+        assert "71°C  312/400 W" in cards[0]
+        assert "88%" in cards[0] and "60.0/80.0 GiB" in cards[0]
+        assert "pid 4242 python 56.6 GiB → gpuhost-1" in cards[0]
+        assert "pid 5150 torchrun 19.3 GiB → gpuhost-3" in cards[2]
+        assert "pid 777 jupyter 2.0 GiB → host process (not an agent)" in cards[3]
+        assert "N/A" in cards[3] and "N/A/N/A GiB" in cards[3]
+        assert screen.gpu_panel.border_title == "GPUs · 4× NVIDIA A100-SXM4-80GB"
+        assert screen.gpu_panel.border_subtitle == "driver 580.82.07 · CUDA 13.0"
+
+
+async def test_gpu_cards_are_one_line_each_on_short_terminals(handle: FakeHandle) -> None:
+    app = make_app(make_services(handle=handle))
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await ready(pilot)
+        await wait_for(pilot, lambda: len(screen.gpu_panel.query(GpuCard)) == 4)
+        screen.gpu_panel.show_frame(gpu_frame())
+        await pilot.pause()
+        card = screen.gpu_panel.query_one("#gpu-0", GpuCard)
+        assert card.size.height == 1
+        line = card.render().plain
+        assert line.startswith("0 ")
+        assert line.endswith("88% 60/80G 71°C 312W gpuhost-1")
+
+
+async def test_sparkline_history_grows_with_samples(handle: FakeHandle) -> None:
+    sampler = FakeSampler([gpu_frame(i) for i in range(8)])
+    app = make_app(make_services(handle=handle, sampler=sampler, gpu_interval=0.01))
+    async with app.run_test(size=(120, 50)) as pilot:
+        screen = await ready(pilot)
+        await wait_for(pilot, lambda: screen.gpu_frames >= 8, what="eight GPU samples")
+        card = screen.gpu_panel.query_one("#gpu-2", GpuCard)
+        assert len(card.history) >= 8
+        history_line = card.render().plain.split("\n")[2]
+        assert len(set(history_line.removeprefix("util history ").strip())) > 1, (
+            "a varying load shows"
+        )
+
+
+async def test_no_gpu_reason_is_shown() -> None:
+    handle = FakeHandle(loaded_snapshot())
+    sampler = FakeSampler([GpuFrame(taken_at=NOW, host=NO_GPU)])
+    app = make_app(make_services(handle=handle, sampler=sampler))
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await ready(pilot)
+        await wait_for(pilot, lambda: screen.gpu_frames >= 1)
+        placeholder = screen.gpu_panel.query_one("#gpu-none", Static)
+        assert placeholder.display
+        assert str(placeholder.content) == (
+            "No GPU visible: NVML library not found: no NVIDIA driver on this host"
+        )
+
+
+async def test_a_failing_sampler_does_not_break_the_console() -> None:
+    class Broken(FakeSampler):
+        def sample(self) -> GpuFrame:
+            raise RuntimeError("driver went away")
+
+    handle = FakeHandle(loaded_snapshot())
+    app = make_app(make_services(handle=handle, sampler=Broken()))
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await ready(pilot)
+        await wait_for(pilot, lambda: screen.gpu_frames >= 1)
+        placeholder = screen.gpu_panel.query_one("#gpu-none", Static)
+        assert str(placeholder.content) == "No GPU visible: GPU sampling failed: driver went away"
+
+
+async def test_a_blocked_sampler_never_blocks_keys() -> None:
+    release = threading.Event()
+
+    class Slow(FakeSampler):
+        def sample(self) -> GpuFrame:
+            release.wait(10)
+            return super().sample()
+
+    handle = FakeHandle(loaded_snapshot())
+    app = make_app(make_services(handle=handle, sampler=Slow()))
+    try:
+        async with app.run_test(size=(100, 30)) as pilot:
+            await ready(pilot)
+            await pilot.press("d")
+            await wait_for(
+                pilot,
+                lambda: isinstance(app.screen, ConfirmScreen),
+                what="the dialog while sampling hangs",
+            )
+            release.set()
+    finally:
+        release.set()
+
+
+async def test_pool_panel(handle: FakeHandle) -> None:
+    app = make_app(make_services(handle=handle))
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await ready(pilot)
+        text = screen.pool_panel.render().plain
+        assert text.split("\n") == [
+            "gpu-a100 #12",
+            "online 5  offline 2  disabled 1",
+            "queued 3  running 3",
+            "docker ok · 2 s ago",
+        ]
+        assert screen.pool_panel.border_subtitle == "1234 API calls"
+
+
+async def test_docker_trouble_shows_in_the_pool_panel() -> None:
+    docker = HealthSnapshot(
+        HealthState.UNREACHABLE, "permission denied on /var/run/docker.sock", retry_at=NOW + 5
+    )
+    handle = FakeHandle(loaded_snapshot(docker=docker))
+    app = make_app(make_services(handle=handle))
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await ready(pilot)
+        assert "docker unreachable: permission denied on /var/run/docker.sock (retry in 5 s)" in (
+            screen.pool_panel.render().plain
+        )
+
+
+async def test_events_are_appended_with_slot_names(handle: FakeHandle) -> None:
+    app = make_app(make_services(handle=handle))
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await ready(pilot)
+        handle.push(
+            SupervisorEvent(
+                at=NOW - 5, kind="job_finished", message="'train' [20261122.2] ok", slot=1
+            )
+        )
+        handle.push(SupervisorEvent(at=NOW, kind="azure_error", message="HTTP 503"))
+        await wait_for(pilot, lambda: screen.event_log.count == 2)
+        text = screen_text(app)
+        assert "08:26:35 gpuhost-1    job_finished     'train' [20261122.2] ok" in text
+        assert "08:26:40              azure_error      HTTP 503" in text

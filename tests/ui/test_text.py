@@ -1,0 +1,91 @@
+"""The pure wording and formatting helpers behind the panels and the confirmations."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from gpuci_tui.core.models import ExitInfo, JobInfo, SlotSnapshot, SlotState
+from gpuci_tui.screens.prompts import drain_prompt, quit_body, restart_prompt, scale_down_prompt
+from gpuci_tui.widgets.format import ago, duration, exit_label, job_label, until
+from gpuci_tui.widgets.gpu_panel import spark
+from gpuci_tui.widgets.status_bar import org_label
+from tests.ui.scenarios import NOW, loaded_snapshot
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (None, "-"),
+        (0, "0s"),
+        (59.9, "59s"),
+        (61, "1m01s"),
+        (3600 * 3 + 120, "3h02m"),
+        (86400 * 2 + 3600 * 4, "2d04h"),
+    ],
+)
+def test_duration(seconds: float | None, text: str) -> None:
+    assert duration(seconds) == text
+
+
+def test_ages_and_countdowns() -> None:
+    assert ago(None, NOW) == "never"
+    assert ago(NOW - 1, NOW) == "just now"
+    assert ago(NOW - 12, NOW) == "12 s ago"
+    assert ago(NOW - 600, NOW) == "10 min ago"
+    assert ago(NOW - 3 * 3600, NOW) == "3 h ago"
+    assert until(NOW + 11.2, NOW) == "in 12 s"
+    assert until(NOW + 300, NOW) == "in 5 min"
+    assert until(NOW - 5, NOW) == "now"
+
+
+def test_job_label_keeps_the_run_number_when_cut() -> None:
+    job = JobInfo(7, "inference-bench - main", "20261122.1")
+    assert job_label(job) == "'inference-bench - main' 20261122.1"
+    assert job_label(job, 26) == "'inference-be…' 20261122.1"
+    assert len(job_label(job, 26)) == 26
+    assert job_label(JobInfo(8), 26) == "request 8"
+    assert job_label(None) == "-"
+
+
+def test_exit_label_flags_oom() -> None:
+    assert exit_label(ExitInfo(code=137, oom=True, reason="killed: out of memory")).plain == (
+        "137 OOM killed: out of memory"
+    )
+    assert exit_label(ExitInfo(code=None)).plain == "?"
+
+
+def test_spark_uses_a_fixed_scale() -> None:
+    assert spark([0, 50, 100, None], 6).plain == "  ▁▅█·"
+    assert spark([50.0] * 10, 4).plain == "▅▅▅▅", "a steady load is a flat line, not a saw-tooth"
+
+
+def test_org_label() -> None:
+    assert org_label("https://dev.azure.com/contoso/") == "dev.azure.com/contoso"
+
+
+def test_scale_down_names_the_highest_slots_whatever_the_first_number() -> None:
+    snapshot = loaded_snapshot()
+    zero_based = replace(snapshot, slots=tuple(replace(s, slot=s.slot - 1) for s in snapshot.slots))
+    for snap in (snapshot, zero_based):
+        prompt = scale_down_prompt(snap, 4)
+        assert prompt.title == "Scale down to 4 agents?"
+        assert prompt.body.startswith("gpuhost-5 (backoff), gpuhost-6 (parked) will be drained")
+    busy = scale_down_prompt(snapshot, 0)
+    assert "gpuhost-1 (busy with 'train - main' 20261122.3: finishes it first)" in busy.body
+
+
+def test_prompts_for_slots_without_a_container() -> None:
+    parked = SlotSnapshot(slot=3, name="gpuhost-3", state=SlotState.PARKED)
+    assert drain_prompt(parked).body.startswith("No container runs in this slot")
+    assert (
+        restart_prompt(parked).body
+        == "No container runs in this slot (parked): a fresh agent is started now."
+    )
+
+
+def test_quit_body_depends_on_where_the_supervisor_runs() -> None:
+    assert "never stops it" in quit_body(loaded_snapshot(pid=99), "daemon")
+    assert "(pid 99)" in quit_body(loaded_snapshot(pid=99), "daemon")
+    assert "stops with it" in quit_body(None, "in-process")
