@@ -21,7 +21,7 @@ from gpuci_tui.core.agentspec import instance_id
 from gpuci_tui.core.config import Config
 from gpuci_tui.core.control import ControlError, SocketHandle, request
 from gpuci_tui.core.handle import InProcessHandle, SupervisorHandle
-from gpuci_tui.core.protocols import GpuciError
+from gpuci_tui.core.protocols import GpuciError, TokenSource
 
 from . import exitcodes
 from .common import CliExit, config_path, fail, load, socket_for
@@ -80,13 +80,17 @@ def _tail(path: Path, lines: int) -> str:
         return ""
 
 
-def in_process_supervisor(config: Config) -> SupervisorHandle:
-    """A supervisor running inside the console's event loop (``--foreground``)."""
+def in_process_supervisor(config: Config, tokens: TokenSource | None = None) -> SupervisorHandle:
+    """A supervisor running inside the console's event loop (``--foreground``).
+
+    ``tokens`` is the console's token store: after the wizard unlocked an
+    encrypted file store with a passphrase, only that store can read the PAT.
+    """
     from gpuci_tui.core.supervisor import Supervisor
 
     from .run_cmd import real_services
 
-    api, runtime, tokens = real_services(config)
+    api, runtime, tokens = real_services(config, tokens)
     supervisor = Supervisor(config, api=api, runtime=runtime, tokens=tokens)  # type: ignore[arg-type]
     task = asyncio.get_running_loop().create_task(supervisor.run())
     _BACKGROUND.add(task)
@@ -127,7 +131,7 @@ def run_console(args: argparse.Namespace, setup: bool) -> int:
 
     async def start_supervisor(cfg: Config) -> SupervisorHandle:
         if foreground:
-            return in_process_supervisor(cfg)
+            return in_process_supervisor(cfg, services.token_store)  # type: ignore[arg-type]
         sock = socket_for(cfg)
         if await asyncio.to_thread(daemon_alive, sock):
             return SocketHandle(sock)
@@ -151,7 +155,8 @@ def run_console(args: argparse.Namespace, setup: bool) -> int:
         return info.name if info is not None else None
 
     services = Services(
-        config=None if setup else config,
+        config=config,
+        force_setup=setup,
         config_path=path,
         gpu=NvmlSampler(container_name=container_name),
         runtime=runtime,

@@ -65,13 +65,15 @@ def setup_logging(level: str) -> None:
     root.setLevel(level)
 
 
-def real_services(config: Config) -> tuple[object, object, TokenSource]:
+def real_services(
+    config: Config, tokens: TokenSource | None = None
+) -> tuple[object, object, TokenSource]:
     """Azure client, Docker runtime and token store for ``config`` (checked up front)."""
     from gpuci_tui.core.azure import AzureDevOpsClient
     from gpuci_tui.core.runtime import DockerRuntime
     from gpuci_tui.core.secrets import TokenStore
 
-    tokens = TokenStore()
+    tokens = tokens or TokenStore()
     try:
         tokens.get_token(config.azure.url)
     except GpuciError as exc:
