@@ -295,3 +295,19 @@ async def test_unknown_slot_is_refused(running: tuple[Env, Supervisor]) -> None:
     result = await sup.execute(Drain((7,)))
     assert not result.ok
     assert result.message == "no such slot: 7 (slots are 0, 1)"
+
+
+async def test_stop_leaves_agents_but_stop_drain_waits_for_jobs(env: Env) -> None:
+    from gpuci_tui.core.models import Stop
+
+    sup = env.supervisor()
+    task = asyncio.create_task(sup.run())
+    await wait_until(lambda: states(sup) == [SlotState.IDLE] * 2)
+    job = env.org.queue_job(env.pool_id, duration=1.0)
+    await wait_until(lambda: SlotState.BUSY in states(sup))
+    result = await sup.execute(Stop(drain=True))
+    assert result.ok
+    assert not task.done(), "stop --drain must wait for the busy agent's job"
+    await asyncio.wait_for(task, 15)
+    assert env.org.job(job).result == "succeeded"
+    assert env.running() == []
