@@ -12,9 +12,21 @@ from gpuci_tui.cli import exitcodes
 from gpuci_tui.cli.main import build_parser, main
 from gpuci_tui.core.config import AgentsConfig, AzureConfig, Config, save_config
 
-COMMANDS = (
-    "setup run status drain resume restart scale pause unpause stop demo token check-config"
-).split()
+COMMANDS = [
+    "setup",
+    "run",
+    "status",
+    "drain",
+    "resume",
+    "restart",
+    "scale",
+    "pause",
+    "unpause",
+    "stop",
+    "demo",
+    "token",
+    "check-config",
+]
 
 
 def write_config(path: Path) -> Path:
