@@ -158,7 +158,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             time.sleep(0.05)
         # Load: M jobs queued at once.
         busy_since = time.time()
-        requests_before = len([e for e in org.request_log(since=None) if not e.private])
         ids = [org.queue_job(pool_id, duration=args.job_seconds) for _ in range(args.jobs)]
         while any(org.job(i).result is None for i in ids):
             if daemon.poll() is not None:
@@ -201,10 +200,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "docker_events_per_job": round(events_per_job, 1),
             "azure_requests_per_min_busy": round(len(busy_requests) / busy_minutes, 1),
             "azure_requests_per_min_idle": round(len(idle_requests) / (args.idle_seconds / 60), 1),
-            "azure_requests_total_public": len(
-                [e for e in org.request_log(since=None) if not e.private]
-            )
-            - requests_before,
             "daemon_idle_cpu_pct": round(idle_cpu, 2),
             "daemon_rss_mib": round(rss_mib, 1),
             "jobs_not_assigned_exactly_once": len(assigned_twice),
