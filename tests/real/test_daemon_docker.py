@@ -293,3 +293,47 @@ def _check_parked(rig: Rig) -> None:
     text = rig.cli("status").stdout
     assert "parked" in text
     assert "exit code 1" in text
+
+
+async def test_console_attaches_to_running_daemon_and_drains(rig: Rig, tmp_path: Path) -> None:
+    """The attach path: the console renders the daemon's state and its keys reach it."""
+    import asyncio
+
+    from gpuci_tui.app import make_app
+    from gpuci_tui.core.control import SocketHandle
+    from gpuci_tui.core.gpu_synthetic import SyntheticSampler
+    from gpuci_tui.services import Services
+
+    await asyncio.to_thread(rig.start_daemon)
+    await asyncio.to_thread(wait_for, lambda: rig.states() == ["idle", "idle"])
+    handle = SocketHandle(socket_path(rig.instance))
+    services = Services(
+        config=rig.config,
+        config_path=rig.config_path,
+        gpu=SyntheticSampler(gpus=1, seed=1),
+        handle=handle,
+    )
+    app = make_app(services)
+    async with app.run_test(size=(120, 36)) as pilot:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 20
+        while "idle" not in _screen_text(app):
+            assert loop.time() < deadline, "the console never showed the daemon's agents"
+            await pilot.pause(0.1)
+        assert "daemon" in _screen_text(app)
+        await pilot.press("d")
+        await pilot.pause(0.3)
+        await pilot.press("y")
+        await asyncio.to_thread(
+            wait_for,
+            lambda: rig.slot(0)["state"] == "drained",
+            30,
+            "slot 0 drained via the console",
+        )
+    await handle.close()
+    assert rig.slot(1)["state"] in ("idle", "busy", "starting")
+
+
+def _screen_text(app: Any) -> str:
+    """What the app shows now (the SVG export carries every visible string)."""
+    return str(app.export_screenshot())
