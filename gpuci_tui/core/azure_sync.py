@@ -74,8 +74,12 @@ class AzureSync:
         while True:
             delay = await self.cycle()
             self._wake.clear()
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a
+            # cancellation that races with the event being set, and the
+            # supervisor's shutdown would then wait for this loop forever.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), delay)
+                async with asyncio.timeout(delay):
+                    await self._wake.wait()
 
     async def cycle(self) -> float:
         """One poll plus pending server-side steps; returns the delay until the next."""

@@ -140,11 +140,12 @@ class Supervisor(CommandsMixin):
             await self._main_loop()
         finally:
             self._events_stop.set()
-            for task in list(self._tasks):
+            pending = list(self._tasks)
+            for task in pending:
                 task.cancel()
-            for task in list(self._tasks):
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+            if pending:
+                # Bounded: a stuck blocking call must not keep the daemon from exiting.
+                await asyncio.wait(pending, timeout=5.0)
             self._emit("supervisor_stopped", "supervisor stopped; agents left running")
             self._publish_now()
             self._exited.set()
@@ -213,7 +214,8 @@ class Supervisor(CommandsMixin):
                 return
             timeout = self._next_wake()
             try:
-                item = await asyncio.wait_for(self._inbox.get(), timeout)
+                async with asyncio.timeout(timeout):  # not wait_for: see AzureSync.run
+                    item = await self._inbox.get()
             except TimeoutError:
                 continue
             self._handle(item)

@@ -337,3 +337,32 @@ async def test_console_attaches_to_running_daemon_and_drains(rig: Rig, tmp_path:
 def _screen_text(app: Any) -> str:
     """What the app shows now (the SVG export carries every visible string)."""
     return str(app.export_screenshot())
+
+
+def test_console_starts_a_detached_daemon_that_outlives_it(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No daemon running: the console starts one in its own session (survives SSH hangup)."""
+    from gpuci_tui.cli.console_cmd import start_detached_daemon
+    from gpuci_tui.core.control import request
+
+    monkeypatch.setenv("GPUCI_PAT_FILE", rig.env["GPUCI_PAT_FILE"])
+    handle = start_detached_daemon(rig.config_path, rig.config)
+    hello = request(handle.path, {"op": "hello"})
+    pid = int(hello["pid"])
+    try:
+        assert os.getsid(pid) == pid, "the daemon must lead its own session"
+        assert os.getsid(pid) != os.getsid(0)
+        wait_for(lambda: rig.states() == ["idle", "idle"], what="agents from the detached daemon")
+    finally:
+        out = rig.cli("stop")
+        assert out.returncode == 0, out.stderr
+        wait_for(lambda: not Path(f"/proc/{pid}").exists() or _zombie(pid), 20, "daemon exit")
+    assert len(rig.containers()) == 2, "stopping the daemon leaves agents running"
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+    except OSError:
+        return True
