@@ -366,3 +366,15 @@ def _zombie(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
     except OSError:
         return True
+
+
+def test_sigterm_stops_daemon_promptly_and_leaves_agents(rig: Rig) -> None:
+    daemon = rig.start_daemon()
+    wait_for(lambda: rig.states() == ["idle", "idle"])
+    job = rig.org.queue_job(rig.pool_id, duration=3.0)
+    wait_for(lambda: "busy" in rig.states())
+    daemon.send_signal(signal.SIGTERM)
+    assert daemon.wait(15) == 0
+    assert len(rig.containers()) == 2, "SIGTERM must leave agents (and the running job) alone"
+    wait_for(lambda: rig.org.job(job).result == "succeeded", what="the job, unsupervised")
+    assert not socket_path(rig.instance).exists(), "the socket is removed on exit"
