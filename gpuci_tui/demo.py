@@ -10,6 +10,7 @@ and no existing configuration.
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import tempfile
 from contextlib import suppress
@@ -61,6 +62,44 @@ class DemoEnvironment:
     extra_labels: dict[str, str] = field(default_factory=dict)
     supervisor_holder: list[Any] = field(default_factory=list)
     """The demo's supervisor, once started (read by the synthetic GPUs)."""
+    _tasks: set[Any] = field(default_factory=set)
+
+    def services(self, *, readonly: bool = False) -> Any:
+        """The console's `Services` for this demo; the supervisor starts in-process on mount."""
+        from gpuci_tui.core.handle import InProcessHandle
+        from gpuci_tui.core.supervisor import Supervisor
+        from gpuci_tui.services import Services
+
+        async def start_supervisor(config: Config) -> Any:
+            supervisor = Supervisor(
+                config,
+                api=self.api,
+                runtime=self.runtime,
+                tokens=self.tokens,
+                mode="in-process",
+                extra_labels=self.extra_labels,
+            )
+            self.supervisor_holder[:] = [supervisor]
+            task = asyncio.get_running_loop().create_task(supervisor.run())
+            self._tasks.add(task)
+            return InProcessHandle(supervisor)
+
+        return Services(
+            config=self.config,
+            config_path=self.workdir / "config.toml",
+            gpu=self.gpu,
+            runtime=self.runtime,
+            token_store=self.tokens,
+            azure_factory=lambda url, pat: self.api,
+            start_supervisor=start_supervisor,
+            readonly=readonly,
+            demo=True,
+        )
+
+    @property
+    def supervisor(self) -> Any:
+        """The demo's supervisor once the console started it, else None."""
+        return self.supervisor_holder[0] if self.supervisor_holder else None
 
     def close(self) -> None:
         """Stop the feeder and the server; remove demo containers (``--docker``)."""

@@ -18,9 +18,6 @@ import tempfile
 from pathlib import Path
 
 from gpuci_tui.app import make_app
-from gpuci_tui.core.config import Config
-from gpuci_tui.core.handle import InProcessHandle, SupervisorHandle
-from gpuci_tui.core.supervisor import Supervisor
 from gpuci_tui.demo import build_demo
 from gpuci_tui.services import Services
 
@@ -41,37 +38,13 @@ async def shoot(out: Path, size: tuple[int, int]) -> list[Path]:
     env = build_demo(agents=6, jobs_per_minute=60.0, seed=7)
     # Shorter jobs than the interactive demo so every state shows up quickly.
     env.feeder.duration = (6.0, 20.0)
-    supervisors: list[Supervisor] = []
-
-    async def start_supervisor(config: Config) -> SupervisorHandle:
-        sup = Supervisor(
-            config,
-            api=env.api,
-            runtime=env.runtime,
-            tokens=env.tokens,
-            extra_labels=env.extra_labels,
-        )
-        supervisors.append(sup)
-        env.supervisor_holder[:] = [sup]
-        asyncio.get_running_loop().create_task(sup.run())
-        return InProcessHandle(sup)
-
-    services = Services(
-        config=env.config,
-        config_path=env.workdir / "config.toml",
-        gpu=env.gpu,
-        runtime=env.runtime,
-        token_store=env.tokens,
-        azure_factory=lambda url, pat: env.api,  # type: ignore[arg-type,return-value]
-        start_supervisor=start_supervisor,
-        demo=True,
-    )
+    services = env.services()
     written: list[Path] = []
     app = make_app(services)
     try:
         async with app.run_test(size=size) as pilot:
-            await wait_for(lambda: bool(supervisors))
-            sup = supervisors[0]
+            await wait_for(lambda: env.supervisor is not None)
+            sup = env.supervisor
             await wait_for(lambda: sum(s.state == "busy" for s in sup.snapshot().slots) >= 4)
             await asyncio.sleep(3)  # let the sparklines gather a few samples
             await pilot.pause()

@@ -162,15 +162,7 @@ class SlotRecord:
         self.job = None
         self.online_confirmed = False
         if failure:
-            self.failures += 1
-            if self.failures >= rules.park_after:
-                self.parked = True
-                self.backoff_until = None
-                self.message = f"parked after {self.failures} failed starts: {reason}"
-            else:
-                delay = min(rules.backoff_base * 2 ** (self.failures - 1), rules.backoff_max)
-                self.backoff_until = at + delay
-                self.message = f"failed ({reason}); next start in {delay:.0f} s"
+            self._count_failure(f"failed ({reason})", reason, at, rules)
         else:
             self.failures = 0
             self.backoff_until = None
@@ -185,15 +177,19 @@ class SlotRecord:
     def start_failed(self, reason: str, at: float, rules: SupervisorConfig) -> None:
         """Count a container that could not even be started as a failure."""
         self.last_exit = ExitInfo(code=None, at=at, reason=f"start failed: {reason}")
+        self._count_failure(f"start failed ({reason})", reason, at, rules)
+
+    def _count_failure(self, what: str, reason: str, at: float, rules: SupervisorConfig) -> None:
+        """Back off exponentially (capped); park after ``rules.park_after`` in a row."""
         self.failures += 1
         if self.failures >= rules.park_after:
             self.parked = True
             self.backoff_until = None
             self.message = f"parked after {self.failures} failed starts: {reason}"
-        else:
-            delay = min(rules.backoff_base * 2 ** (self.failures - 1), rules.backoff_max)
-            self.backoff_until = at + delay
-            self.message = f"start failed ({reason}); next try in {delay:.0f} s"
+            return
+        delay = min(rules.backoff_base * 2 ** (self.failures - 1), rules.backoff_max)
+        self.backoff_until = at + delay
+        self.message = f"{what}; next start in {delay:.0f} s"
 
     def resume(self) -> None:
         """Clear drain, park and backoff so the slot is filled again."""
