@@ -54,8 +54,15 @@ def build_spec(
     *,
     extra_labels: Mapping[str, str] | None = None,
     command: tuple[str, ...] | None = None,
+    agent_dir_root: str | None = None,
 ) -> ContainerSpec:
-    """The container spec of ``slot``. The PAT is not part of it (see `ContainerRuntime.start`)."""
+    """The container spec of ``slot``. The PAT is not part of it (see `ContainerRuntime.start`).
+
+    With ``agents.docker_socket`` and an ``agent_dir_root``, the slot's agent
+    directory is a host directory mounted at the same path: container jobs are
+    started by the host's Docker, which mounts the agent's work and externals
+    directories into the job container by their (host) paths.
+    """
     agents = config.agents
     name = agent_name(config, slot)
     labels = instance_labels(config, extra_labels)
@@ -83,6 +90,10 @@ def build_spec(
     if agents.docker_socket:
         # Opt-in for container jobs; this is root-equivalent access to the host.
         extra_mounts = ((DOCKER_SOCKET, DOCKER_SOCKET, "rw"),)
+        if agent_dir_root:
+            agent_dir = f"{agent_dir_root.rstrip('/')}/{name}"
+            extra_mounts += ((agent_dir, agent_dir, "rw"),)
+            environment["AZP_AGENT_DIR"] = agent_dir
     return ContainerSpec(
         name=name,
         image=agents.image,

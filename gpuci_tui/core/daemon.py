@@ -44,6 +44,8 @@ class DaemonPaths:
     lock: Path
     intent: Path
     history: Path
+    agents: Path
+    """Per-slot agent directories shared with the host (container jobs)."""
 
     @classmethod
     def for_instance(cls, instance: str) -> DaemonPaths:
@@ -56,6 +58,7 @@ class DaemonPaths:
             lock=paths.lock_path(instance),
             intent=state / f"{instance}.intent.json",
             history=paths.history_db_path(),
+            agents=state / "agents",
         )
 
 
@@ -152,6 +155,7 @@ async def serve(
             command=command,
             intent_store=IntentStore(paths.intent),
             on_job_finished=history_recorder(history, instance),
+            agent_dir_root=str(paths.agents) if config.agents.docker_socket else None,
         )
         server = ControlServer(supervisor, paths.socket)
         await server.start()
@@ -170,6 +174,10 @@ async def serve(
                 with contextlib.suppress(Exception):
                     loop.remove_signal_handler(sig)
             await server.close()
+            calls = getattr(runtime, "api_call_count", None)
+            if isinstance(calls, int):
+                # bench/bench_load.py reads this line: Docker API cost per job.
+                log.info("docker api calls: %d", calls)
     finally:
         history.close()
         lock.release()

@@ -76,6 +76,7 @@ class Supervisor(CommandsMixin):
         command: tuple[str, ...] | None = None,
         intent_store: Any = None,
         on_job_finished: Callable[[SlotRecord, ExitInfo], None] | None = None,
+        agent_dir_root: str | None = None,
     ) -> None:
         """Create a supervisor (nothing starts until `run`).
 
@@ -91,6 +92,8 @@ class Supervisor(CommandsMixin):
             intent_store: object with ``load() -> dict`` / ``save(dict)`` keeping operator
                 intent (count, paused, drained slots) across restarts.
             on_job_finished: called with the slot and its `ExitInfo` when a job ends.
+            agent_dir_root: with ``agents.docker_socket``, where per-slot agent
+                directories live on the host (mounted at the same path).
         """
         self.config = config
         self.api = api
@@ -121,6 +124,8 @@ class Supervisor(CommandsMixin):
         self._tasks: set[asyncio.Task[None]] = set()
         self._token_retry_at = 0.0
         self._early_events: dict[int, list[ContainerEvent]] = {}
+        #: Root of per-slot agent directories shared with the host (container jobs only).
+        self.agent_dir_root: str | None = agent_dir_root
         self._exited = asyncio.Event()
 
     # ================================================================== public API
@@ -294,8 +299,15 @@ class Supervisor(CommandsMixin):
                 self._emit("token_error", str(exc), rec.slot)
                 return
             spec = build_spec(
-                self.config, rec.slot, extra_labels=self._extra_labels, command=self._command
+                self.config,
+                rec.slot,
+                extra_labels=self._extra_labels,
+                command=self._command,
+                agent_dir_root=self.agent_dir_root,
             )
+            for host, _target, _mode in spec.extra_mounts:
+                if self.agent_dir_root and host.startswith(self.agent_dir_root):
+                    await asyncio.to_thread(os.makedirs, host, 0o755, True)
             try:
                 info = await asyncio.to_thread(self.runtime.start, spec, token)
             except ContainerNameConflictError:
