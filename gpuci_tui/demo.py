@@ -136,21 +136,30 @@ def build_demo(
         from gpuci_tui.core.runtime import DockerRuntime
         from gpuci_tui.sim.image import build_emulator_image
 
+        import docker
+
         docker_runtime = DockerRuntime()
-        docker_runtime.ping()
-        image = build_emulator_image(docker_runtime.client)
+        docker_runtime.ping()  # a plain message when the engine is unusable
+        client = docker.from_env()
+        try:
+            image = build_emulator_image(client)
+        finally:
+            client.close()
         runtime = docker_runtime
         network = "host"  # the simulated organisation listens on 127.0.0.1 only
+        # The GPUs are synthetic: a real container cannot be given them.
+        gpus = "none"
     else:
         from gpuci_tui.sim.runtime import DEFAULT_IMAGE, SimulatedRuntime
 
         runtime = SimulatedRuntime(org)
         image = DEFAULT_IMAGE
         network = "bridge"
+        gpus = "per-agent"
     config = Config(
         azure=AzureConfig(url=server.org_url, pool=DEMO_POOL),
         agents=AgentsConfig(
-            count=agents, image=image, name_prefix=DEMO_PREFIX, network=network, gpus="per-agent"
+            count=agents, image=image, name_prefix=DEMO_PREFIX, network=network, gpus=gpus
         ),
         supervisor=SupervisorConfig(poll_interval=2.0, backoff_base=1.0, backoff_max=10.0),
     )

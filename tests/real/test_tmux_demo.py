@@ -107,3 +107,32 @@ def test_demo_dashboard_drain_restart_and_quit(demo: Tmux) -> None:
         time.sleep(0.1)
     assert marker.exists(), f"the demo did not exit; screen:\n{demo.screen()}"
     assert marker.read_text().strip() == "0"
+
+
+def test_demo_docker_runs_real_emulator_containers_and_removes_them(
+    tmp_path: Path, docker_client: object
+) -> None:
+    marker = tmp_path / "exit-code"
+    tmux = Tmux(
+        f"TERM=xterm-256color {BINARY} demo --docker --agents 2 --jobs-per-minute 60; "
+        f"echo $? > {marker}; sleep 5"
+    )
+
+    def demo_containers() -> list[object]:
+        return docker_client.containers.list(  # type: ignore[attr-defined,no-any-return]
+            all=True, sparse=True, filters={"label": "io.gpuci-tui.demo=1"}
+        )
+
+    try:
+        tmux.wait(lambda s: "demo-gpu-1" in s and "busy" in s, timeout=60, what="a busy agent")
+        assert len(demo_containers()) >= 2, "the agents must be real containers"
+        tmux.keys("q")
+        tmux.wait(lambda s: "Leave agents running" in s, what="quit dialog")
+        tmux.keys("l")
+        deadline = time.monotonic() + 30
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert marker.read_text().strip() == "0"
+        assert demo_containers() == [], "the demo must remove every container it made"
+    finally:
+        tmux.kill()
