@@ -24,10 +24,9 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from typing import Any
 
-from .agentspec import build_spec, instance_id, instance_labels, slot_gpus, slot_of
+from .agentspec import build_spec, instance_id, instance_labels, slot_gpus
 from .azure_sync import AzureSync
 from .config import Config
 from .models import (
@@ -35,14 +34,12 @@ from .models import (
     CommandResult,
     ExitInfo,
     HealthSnapshot,
-    HealthState,
     SupervisorEvent,
     SupervisorSnapshot,
 )
 from .protocols import (
     AgentPoolApi,
     ContainerEvent,
-    ContainerInfo,
     ContainerNameConflictError,
     ContainerRuntime,
     GpuciError,
@@ -50,6 +47,7 @@ from .protocols import (
 )
 from .slots import SlotRecord
 from .supervisor_commands import CommandsMixin
+from .supervisor_events import EventsMixin
 
 log = logging.getLogger("gpuci_tui.supervisor")
 
@@ -60,7 +58,7 @@ TOKEN_RETRY = 30.0
 Update = SupervisorSnapshot | SupervisorEvent
 
 
-class Supervisor(CommandsMixin):
+class Supervisor(EventsMixin, CommandsMixin):
     """Keeps the configured slots filled. Run with ``await supervisor.run()``."""
 
     def __init__(
@@ -371,130 +369,6 @@ class Supervisor(CommandsMixin):
         """Used by `AzureSync` once the server confirmed the agent is disabled and idle."""
         if rec.container_id is not None and rec.op is None and not rec.stop_requested:
             self._spawn(self._op_stop(rec))
-
-    # ================================================================== adoption and events
-
-    async def _adopt(self) -> None:
-        """Rebuild state from the containers that carry our labels."""
-        try:
-            found = await asyncio.to_thread(self.runtime.list_containers, self.labels)
-        except GpuciError as exc:
-            self.docker_health = HealthSnapshot(HealthState.UNREACHABLE, str(exc), self.clock())
-            self._emit("docker_error", str(exc))
-            return
-        self.docker_health = HealthSnapshot(HealthState.OK, "", self.clock())
-        self._apply_listing(found)
-
-    def _apply_listing(self, found: list[ContainerInfo]) -> None:
-        live: dict[int, list[ContainerInfo]] = {}
-        for info in found:
-            slot = slot_of(info.labels)
-            if slot is None:
-                continue
-            if info.status in ("running", "restarting", "paused"):
-                live.setdefault(slot, []).append(info)
-            elif info.status in ("created", "exited", "dead"):
-                # Half-made (crash between create and start) or left over: clear the name.
-                rec = self._record(slot, create=slot < self.desired)
-                if rec is not None and rec.dying_id is None and info.id != rec.container_id:
-                    rec.extra_containers.add(info.id)
-                    self._spawn(self._op_remove(rec, info.id))
-        for slot, infos in live.items():
-            rec = self._record(slot, create=True)
-            assert rec is not None
-            if slot >= self.desired:
-                rec.retire = True
-                rec.drain = True
-            current = next((i for i in infos if i.id == rec.container_id), None) or infos[0]
-            if rec.container_id != current.id and rec.op != "start":
-                rec.container_started(current.id, current.started_at or self.clock(), by_us=False)
-                self._emit("container_adopted", f"{rec.name} adopted ({current.id[:12]})", slot)
-            rec.extra_containers = {i.id for i in infos if i.id != current.id}
-        for rec in self.records.values():
-            if rec.container_id and rec.slot not in live and rec.op != "start":
-                # Gone while we were not looking (stream gap): count it as an exit.
-                self._container_gone(rec, None)
-        self._changed()
-
-    def _pump_events(self) -> None:
-        """Thread: follow the engine's event stream and hand events to the loop."""
-        loop = self._loop
-        assert loop is not None
-        try:
-            for event in self.runtime.events(self.labels, self._events_stop):
-                if self._events_stop.is_set():
-                    break
-                loop.call_soon_threadsafe(self._inbox.put_nowait, event)
-        except Exception as exc:  # noqa: BLE001 - reported, then the loop re-adopts
-            log.error("docker event stream ended: %s", exc)
-            failure = ContainerEvent(action="stream-lost", message=str(exc))
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(self._inbox.put_nowait, failure)
-
-    def _handle(self, event: ContainerEvent | None) -> None:
-        if event is None:
-            return
-        now = self.clock()
-        if event.action == "stream-lost":
-            self.docker_health = HealthSnapshot(
-                HealthState.UNREACHABLE, event.message or "Docker event stream lost", now
-            )
-            self._emit("docker_error", f"Docker engine lost: {event.message}")
-            self._changed()
-            return
-        if event.action == "stream-restored":
-            self.docker_health = HealthSnapshot(HealthState.OK, "", now)
-            self._emit("docker_restored", "Docker engine back; re-adopting containers")
-            self._spawn(self._adopt())
-            return
-        slot = slot_of(event.labels)
-        rec = self.records.get(slot) if slot is not None else None
-        if rec is None:
-            return
-        if rec.op == "start" and event.container_id != rec.container_id:
-            self._early_events.setdefault(rec.slot, []).append(event)
-            return
-        if event.action == "oom" and event.container_id == rec.container_id:
-            rec.oom = True
-        elif event.action == "die":
-            if event.container_id == rec.container_id:
-                self._container_gone(rec, event.exit_code)
-            elif event.container_id in rec.extra_containers:
-                rec.extra_containers.discard(event.container_id)
-        elif event.action == "destroy":
-            rec.extra_containers.discard(event.container_id)
-            if event.container_id == rec.dying_id:
-                rec.dying_id = None
-            elif event.container_id == rec.container_id:
-                self._container_gone(rec, None)
-                rec.dying_id = None
-        elif event.action == "start" and rec.container_id is None and rec.op != "start":
-            # Started by someone else with our labels: adopt rather than duplicate.
-            rec.container_started(event.container_id, event.time or now, by_us=False)
-        self._changed()
-
-    def _container_gone(self, rec: SlotRecord, code: int | None) -> None:
-        had_job = rec.job
-        container_id = rec.container_id
-        info, failure = rec.exited(code, self.clock(), self.config.supervisor)
-        kind = "slot_parked" if rec.parked else "container_exited"
-        self._emit(kind, f"{rec.name} exited: {info.reason}", rec.slot)
-        if had_job is not None or info.took_job:
-            self._emit("job_finished", f"{rec.name} finished its job", rec.slot)
-            if self._on_job_finished is not None:
-                self._on_job_finished(rec, info)
-        if failure and container_id:
-            self._spawn(self._fetch_log_tail(rec, container_id))
-
-    async def _fetch_log_tail(self, rec: SlotRecord, container_id: str) -> None:
-        # Best effort: an auto-removed container's logs vanish ~100 ms after exit.
-        try:
-            lines = await asyncio.to_thread(self.runtime.logs_tail, container_id, 20)
-        except GpuciError:
-            return
-        if lines and rec.last_exit is not None and not rec.last_exit.log_tail:
-            rec.last_exit = replace(rec.last_exit, log_tail=tuple(lines))
-            self._changed()
 
     # ================================================================== helpers
 
