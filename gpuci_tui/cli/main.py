@@ -122,6 +122,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _dispatch(args)
     except KeyboardInterrupt:
         return exitcodes.INTERRUPTED
+    except Exception:  # noqa: BLE001 - a crash: Python's own traceback could print the PAT
+        import traceback
+
+        from gpuci_tui.core.redaction import redact
+
+        print(redact(traceback.format_exc()), file=sys.stderr, end="")
+        return exitcodes.FAILED
 
 
 def _dispatch(args: argparse.Namespace) -> int:
