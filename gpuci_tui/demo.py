@@ -133,14 +133,14 @@ def build_demo(
     runtime: ContainerRuntime
     extra = {LABEL_DEMO: "1"}
     if docker:
+        import docker as docker_sdk
+
         from gpuci_tui.core.runtime import DockerRuntime
         from gpuci_tui.sim.image import build_emulator_image
 
-        import docker
-
         docker_runtime = DockerRuntime()
         docker_runtime.ping()  # a plain message when the engine is unusable
-        client = docker.from_env()
+        client = docker_sdk.from_env()
         try:
             image = build_emulator_image(client)
         finally:

@@ -34,6 +34,7 @@ from .models import (
     CommandResult,
     ExitInfo,
     HealthSnapshot,
+    HealthState,
     SupervisorEvent,
     SupervisorSnapshot,
 )
@@ -43,6 +44,7 @@ from .protocols import (
     ContainerNameConflictError,
     ContainerRuntime,
     GpuciError,
+    RuntimeUnavailableError,
     TokenSource,
 )
 from .slots import SlotRecord
@@ -54,6 +56,8 @@ log = logging.getLogger("gpuci_tui.supervisor")
 #: How long to wait for ``destroy`` after ``die`` before removing the container ourselves.
 DESTROY_GRACE = 3.0
 TOKEN_RETRY = 30.0
+#: Pause of every start after the engine could not be reached (not counted against a slot).
+ENGINE_RETRY = 2.0
 
 Update = SupervisorSnapshot | SupervisorEvent
 
@@ -121,6 +125,7 @@ class Supervisor(EventsMixin, CommandsMixin):
         self._publish_scheduled = False
         self._tasks: set[asyncio.Task[None]] = set()
         self._token_retry_at = 0.0
+        self._engine_retry_at = 0.0
         self._early_events: dict[int, list[ContainerEvent]] = {}
         #: Root of per-slot agent directories shared with the host (container jobs only).
         self.agent_dir_root: str | None = agent_dir_root
@@ -235,6 +240,8 @@ class Supervisor(EventsMixin, CommandsMixin):
                 wake = min(wake, rec.died_at + DESTROY_GRACE)
         if self._token_retry_at > now:
             wake = min(wake, self._token_retry_at)
+        if self._engine_retry_at > now:
+            wake = min(wake, self._engine_retry_at)
         return max(0.01, wake - now)
 
     def _all_empty(self) -> bool:
@@ -266,7 +273,7 @@ class Supervisor(EventsMixin, CommandsMixin):
                 if rec.backoff_until > now:
                     continue
                 rec.backoff_until = None
-            if self._token_retry_at > now:
+            if self._token_retry_at > now or self._engine_retry_at > now:
                 continue
             self._spawn(self._op_start(rec))
 
@@ -313,6 +320,15 @@ class Supervisor(EventsMixin, CommandsMixin):
                 rec.conflict_retries += 1
                 rec.backoff_until = self.clock() + min(0.1 * rec.conflict_retries, 2.0)
                 rec.message = "waiting for the previous container's name to be released"
+                return
+            except RuntimeUnavailableError as exc:
+                # The engine is down (e.g. dockerd restarting), not the slot's image: counting
+                # it as a failed start would park every slot within seconds. Pause all starts.
+                now = self.clock()
+                self._engine_retry_at = now + ENGINE_RETRY
+                self.docker_health = HealthSnapshot(HealthState.UNREACHABLE, str(exc), now)
+                rec.message = f"waiting for the Docker engine: {exc}"
+                self._emit("docker_error", f"{rec.name}: {exc}", rec.slot)
                 return
             except GpuciError as exc:
                 rec.start_failed(str(exc), self.clock(), self.config.supervisor)

@@ -7,104 +7,21 @@ GPUCI_PAT_FILE and the containers only as a token file.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
 import stat
-import subprocess
-import sys
-import time
-import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from gpuci_tui.core.agentspec import LABEL_INSTANCE, instance_id
-from gpuci_tui.core.config import AgentsConfig, AzureConfig, Config, SupervisorConfig, save_config
+from gpuci_tui.core.agentspec import LABEL_INSTANCE
 from gpuci_tui.core.paths import socket_path
+from tests.real.rig import PAT, Rig, build_broken_image, make_rig, wait_for
 
 pytestmark = pytest.mark.docker
-
-PAT = "it-pat-" + uuid.uuid4().hex + uuid.uuid4().hex[:12]
-
-
-def wait_for(pred: Callable[[], Any], timeout: float = 30.0, what: str = "") -> Any:
-    """Poll ``pred`` every 50 ms until it returns something truthy."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = pred()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what or pred}")
-        time.sleep(0.05)
-
-
-@dataclass
-class Rig:
-    org: Any
-    pool_id: int
-    server: Any
-    config: Config
-    config_path: Path
-    client: Any
-    env: dict[str, str]
-    procs: list[subprocess.Popen[bytes]]
-
-    @property
-    def instance(self) -> str:
-        return instance_id(self.config)
-
-    def cli(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "gpuci_tui.cli.main", "--config", str(self.config_path), *args],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            stdin=subprocess.DEVNULL,
-        )
-
-    def start_daemon(self) -> subprocess.Popen[bytes]:
-        log = open(self.config_path.parent / f"daemon-{len(self.procs)}.log", "wb")  # noqa: SIM115
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "gpuci_tui.cli.main", "--config", str(self.config_path), "run"],
-            env=self.env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
-        self.procs.append(proc)
-        wait_for(lambda: self.status() is not None or proc.poll() is not None, 20, "daemon socket")
-        assert proc.poll() is None, self.daemon_log()
-        return proc
-
-    def daemon_log(self) -> str:
-        return "\n".join(
-            p.read_text(errors="replace")
-            for p in sorted(self.config_path.parent.glob("daemon-*.log"))
-        )
-
-    def status(self) -> dict[str, Any] | None:
-        out = self.cli("status", "--json", timeout=20)
-        return json.loads(out.stdout) if out.returncode == 0 else None
-
-    def containers(self) -> list[Any]:
-        return self.client.containers.list(
-            sparse=True, filters={"label": f"{LABEL_INSTANCE}={self.instance}", "status": "running"}
-        )
-
-    def slot(self, number: int) -> dict[str, Any]:
-        snap = self.status() or {}
-        return next(s for s in snap.get("slots", []) if s["slot"] == number)
-
-    def states(self) -> list[str]:
-        snap = self.status() or {}
-        return [s["state"] for s in snap.get("slots", [])]
 
 
 @pytest.fixture(scope="session")
@@ -117,71 +34,7 @@ def emulator_image(docker_client: Any) -> str:
 @pytest.fixture(scope="session")
 def broken_image(docker_client: Any, busybox_image: str) -> str:
     """An image whose container exits 1 at once (a crash-looping agent)."""
-    tag = "gpuci-fixture/broken:1"
-    container = docker_client.containers.create(busybox_image, ["true"])
-    try:
-        container.commit(
-            repository="gpuci-fixture/broken",
-            tag="1",
-            changes=['ENTRYPOINT ["sh", "-c", "echo broken agent image >&2; exit 1"]'],
-        )
-    finally:
-        container.remove(force=True)
-    return tag
-
-
-def make_rig(tmp_path: Path, docker_client: Any, image: str, **supervisor: Any) -> Iterator[Rig]:
-    from gpuci_tui.sim.org import SimOrg
-    from gpuci_tui.sim.server import SimServer
-
-    org = SimOrg("it-org", heartbeat_timeout=5.0)
-    org.add_pat(PAT)
-    pool_id = org.add_pool("gpu")
-    server = SimServer(org)
-    server.start()
-    config = Config(
-        azure=AzureConfig(url=server.url, pool="gpu"),
-        agents=AgentsConfig(
-            count=2,
-            image=image,
-            name_prefix=f"it{uuid.uuid4().hex[:6]}",
-            network="host",
-            gpus="none",
-        ),
-        supervisor=SupervisorConfig(
-            **{
-                "poll_interval": 0.5,
-                "backoff_base": 0.3,
-                "backoff_max": 2.0,
-                "park_after": 3,
-                "stop_timeout": 5.0,
-                **supervisor,
-            }
-        ),
-    )
-    config_path = tmp_path / "config.toml"
-    save_config(config, config_path)
-    pat_file = tmp_path / "pat"
-    pat_file.write_text(PAT + "\n")
-    pat_file.chmod(0o600)
-    env = dict(os.environ, GPUCI_PAT_FILE=str(pat_file))
-    rig = Rig(org, pool_id, server, config, config_path, docker_client, env, [])
-    try:
-        yield rig
-    finally:
-        for proc in rig.procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-        for c in docker_client.containers.list(
-            all=True, sparse=True, filters={"label": f"{LABEL_INSTANCE}={rig.instance}"}
-        ):
-            with contextlib.suppress(Exception):  # already gone
-                c.remove(force=True)
-        server.stop()
+    return build_broken_image(docker_client, busybox_image)
 
 
 @pytest.fixture
@@ -219,8 +72,14 @@ def test_sigkill_mid_job_then_restart_adopts_without_duplicates(rig: Rig) -> Non
     assert {c.id for c in rig.containers()} == ids_before, "adoption must not start containers"
     wait_for(lambda: rig.org.job(job).result == "succeeded", timeout=30, what="the job")
     assert rig.org.job(job).assign_count == 1
-    wait_for(lambda: len(rig.containers()) == 2, what="refill after the job")
-    names = sorted(c.attrs["Names"][0] for c in rig.containers())
+
+    # One listing for both checks: the finished agent may still be listed as running for
+    # a moment after its job succeeded, and a second listing could miss it.
+    def listing() -> list[str] | None:
+        names = sorted(c.attrs["Names"][0] for c in rig.containers())
+        return names if len(names) == 2 else None
+
+    names = wait_for(listing, what="refill after the job")
     assert len(set(names)) == 2, f"duplicate slot containers: {names}"
 
 

@@ -1,0 +1,356 @@
+"""A real `gpuci-tui run` process on the real Docker engine, against a `SimServer`.
+
+Shared by tests/real/test_daemon_docker.py and the fault drills (tests/drills).
+Agent containers are the busybox emulator image (host network, reaching the
+simulated organisation on 127.0.0.1); the PAT reaches the daemon through
+GPUCI_PAT_FILE and the containers only as a token file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpuci_tui.core.agentspec import LABEL_INSTANCE, LABEL_SLOT, instance_id
+from gpuci_tui.core.config import AgentsConfig, AzureConfig, Config, SupervisorConfig, save_config
+from gpuci_tui.core.control import ControlError, request
+from gpuci_tui.core.paths import socket_path
+
+PAT = "it-pat-" + uuid.uuid4().hex + uuid.uuid4().hex[:12]
+
+#: Container states that occupy a slot (an exited one waits for auto-remove, harmlessly).
+LIVE_STATES = frozenset({"created", "running", "restarting", "paused"})
+
+
+def wait_for(pred: Callable[[], Any], timeout: float = 30.0, what: str = "") -> Any:
+    """Poll ``pred`` every 50 ms until it returns something truthy (AssertionError on timeout)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = pred()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what or pred}")
+        time.sleep(0.05)
+
+
+@dataclass
+class Rig:
+    """One simulated organisation, one configuration and the daemons started for it."""
+
+    org: Any
+    pool_id: int
+    server: Any
+    config: Config
+    config_path: Path
+    client: Any
+    env: dict[str, str]
+    procs: list[subprocess.Popen[bytes]]
+
+    @property
+    def instance(self) -> str:
+        """The supervisor instance id (the label value of its containers)."""
+        return instance_id(self.config)
+
+    def cli(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        """Run ``gpuci-tui --config … ARGS`` as a separate process."""
+        return subprocess.run(
+            [sys.executable, "-m", "gpuci_tui.cli.main", "--config", str(self.config_path), *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
+
+    def start_daemon(self) -> subprocess.Popen[bytes]:
+        """Start ``gpuci-tui run`` and wait until its control socket answers."""
+        log = open(self.config_path.parent / f"daemon-{len(self.procs)}.log", "wb")  # noqa: SIM115
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gpuci_tui.cli.main", "--config", str(self.config_path), "run"],
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+        self.procs.append(proc)
+        wait_for(lambda: self.snap() is not None or proc.poll() is not None, 20, "daemon socket")
+        assert proc.poll() is None, self.daemon_log()
+        return proc
+
+    def daemon_log(self) -> str:
+        """Everything the daemons of this rig wrote."""
+        return "\n".join(
+            p.read_text(errors="replace")
+            for p in sorted(self.config_path.parent.glob("daemon-*.log"))
+        )
+
+    def status(self) -> dict[str, Any] | None:
+        """``gpuci-tui status --json`` through the real CLI (None when no daemon answers)."""
+        out = self.cli("status", "--json", timeout=20)
+        return json.loads(out.stdout) if out.returncode == 0 else None
+
+    def snap(self) -> dict[str, Any] | None:
+        """The same snapshot straight from the control socket (cheap enough to poll)."""
+        try:
+            reply = request(socket_path(self.instance), {"op": "status"}, timeout=10)
+        except ControlError:
+            return None
+        return reply.get("snapshot") if reply.get("ok") else None
+
+    def containers(self) -> list[Any]:
+        """This instance's running containers (sparse: no inspect races with auto-remove)."""
+        return self.client.containers.list(
+            sparse=True, filters={"label": f"{LABEL_INSTANCE}={self.instance}", "status": "running"}
+        )
+
+    def container_ids(self) -> set[str]:
+        """Ids of `containers`."""
+        return {c.id for c in self.containers()}
+
+    def slot(self, number: int) -> dict[str, Any]:
+        """One slot of the current snapshot."""
+        snap = self.snap() or {}
+        return next(s for s in snap.get("slots", []) if s["slot"] == number)
+
+    def states(self) -> list[str]:
+        """Slot states, in slot order."""
+        snap = self.snap() or {}
+        return [s["state"] for s in snap.get("slots", [])]
+
+    def all_idle(self, count: int | None = None) -> bool:
+        """Every slot holds a registered, idle agent (and Docker agrees on the count)."""
+        states = self.states()
+        want = count if count is not None else self.config.agents.count
+        return states == ["idle"] * want and len(self.containers()) == want
+
+    def busy_slots(self) -> list[int]:
+        """Slots the supervisor shows as busy."""
+        snap = self.snap() or {}
+        return [s["slot"] for s in snap.get("slots", []) if s["state"] == "busy"]
+
+
+def make_rig(
+    tmp_path: Path,
+    docker_client: Any,
+    image: str,
+    *,
+    count: int = 2,
+    heartbeat_timeout: float = 5.0,
+    agents: dict[str, Any] | None = None,
+    **supervisor: Any,
+) -> Iterator[Rig]:
+    """Yield a `Rig` (organisation served, config and PAT file written, no daemon yet).
+
+    Afterwards every daemon is stopped, every container of the instance removed
+    and the server stopped.
+    """
+    from gpuci_tui.sim.org import SimOrg
+    from gpuci_tui.sim.server import SimServer
+
+    org = SimOrg("it-org", heartbeat_timeout=heartbeat_timeout)
+    org.add_pat(PAT)
+    pool_id = org.add_pool("gpu")
+    server = SimServer(org)
+    server.start()
+    config = Config(
+        azure=AzureConfig(url=server.url, pool="gpu"),
+        agents=AgentsConfig(
+            **{
+                "count": count,
+                "image": image,
+                "name_prefix": f"it{uuid.uuid4().hex[:6]}",
+                "network": "host",
+                "gpus": "none",
+                **(agents or {}),
+            }
+        ),
+        supervisor=SupervisorConfig(
+            **{
+                "poll_interval": 0.5,
+                "backoff_base": 0.3,
+                "backoff_max": 2.0,
+                "park_after": 3,
+                "stop_timeout": 5.0,
+                **supervisor,
+            }
+        ),
+    )
+    config_path = tmp_path / "config.toml"
+    save_config(config, config_path)
+    pat_file = tmp_path / "pat"
+    pat_file.write_text(PAT + "\n")
+    pat_file.chmod(0o600)
+    env = dict(os.environ, GPUCI_PAT_FILE=str(pat_file))
+    rig = Rig(org, pool_id, server, config, config_path, docker_client, env, [])
+    try:
+        yield rig
+    finally:
+        for proc in rig.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+        with contextlib.suppress(Exception):  # the engine itself may be the casualty
+            for c in docker_client.containers.list(
+                all=True, sparse=True, filters={"label": f"{LABEL_INSTANCE}={rig.instance}"}
+            ):
+                with contextlib.suppress(Exception):  # already gone
+                    c.remove(force=True)
+        server.stop()
+
+
+def build_broken_image(docker_client: Any, busybox_image: str) -> str:
+    """An image whose container exits 1 at once (a crash-looping agent)."""
+    tag = "gpuci-fixture/broken:1"
+    container = docker_client.containers.create(busybox_image, ["true"])
+    try:
+        container.commit(
+            repository="gpuci-fixture/broken",
+            tag="1",
+            changes=['ENTRYPOINT ["sh", "-c", "echo broken agent image >&2; exit 1"]'],
+        )
+    finally:
+        container.remove(force=True)
+    return tag
+
+
+@dataclass
+class SlotSampler:
+    """Samples the engine's container list in the background: never two live per slot.
+
+    Every ``interval`` it lists the instance's containers (one sparse API call)
+    and records, per slot label, the ids in a live state. A slot with two live
+    containers at once is a violation; `assert_no_duplicates` reports them.
+    Listing errors (e.g. while dockerd restarts) are counted, not raised.
+    """
+
+    client: Any
+    instance: str
+    interval: float = 0.1
+    samples: int = 0
+    errors: int = 0
+    violations: list[tuple[float, str, list[str]]] = field(default_factory=list)
+    seen: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def __enter__(self) -> SlotSampler:
+        self._thread = threading.Thread(target=self._run, name="slot-sampler", daemon=True)
+        self._thread.start()
+        # A sampler that never sampled proves nothing: wait for the first one.
+        wait_for(lambda: self.samples > 0 or self.errors > 0, 10, "first container sample")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5)
+
+    def _run(self) -> None:
+        flt = {"label": f"{LABEL_INSTANCE}={self.instance}"}
+        while not self._stop.is_set():
+            try:
+                listed = self.client.api.containers(all=True, filters=flt)
+            except Exception:  # noqa: BLE001 - engine down or restarting: keep sampling
+                self.errors += 1
+            else:
+                per_slot: dict[str, list[str]] = defaultdict(list)
+                for c in listed:
+                    slot = (c.get("Labels") or {}).get(LABEL_SLOT, "?")
+                    self.seen[slot].add(c["Id"])
+                    if c.get("State") in LIVE_STATES:
+                        per_slot[slot].append(c["Id"][:12])
+                for slot, ids in per_slot.items():
+                    if len(ids) > 1:
+                        self.violations.append((time.time(), slot, ids))
+                self.samples += 1
+            self._stop.wait(self.interval)
+
+    def assert_no_duplicates(self, min_samples: int = 20) -> None:
+        """Fail if any sample saw two live containers for one slot (or too few samples)."""
+        assert self.samples >= min_samples, f"only {self.samples} samples taken"
+        assert not self.violations, f"two live containers for one slot: {self.violations[:5]}"
+
+
+def assert_jobs_clean(
+    org: Any, job_ids: list[int], *, allowed_lost: frozenset[int] = frozenset()
+) -> None:
+    """Every job succeeded, was handed out exactly once and nothing was abandoned or canceled.
+
+    ``allowed_lost``: jobs a drill accepts losing for a reason outside the manager
+    (documented by the drill), which must then be ``abandoned``, never ``canceled``.
+    """
+    for job_id in job_ids:
+        job = org.job(job_id)
+        if job_id in allowed_lost:
+            assert job.result in ("succeeded", "abandoned"), (job_id, job.result, job.note)
+            assert job.assign_count <= 1, (job_id, job.assign_count)
+            continue
+        assert job.result == "succeeded", f"job {job_id}: {job.result} ({job.note})"
+        assert job.assign_count == 1, f"job {job_id} handed out {job.assign_count} times"
+        assert "abandon" not in job.note, f"job {job_id}: {job.note}"
+
+
+@dataclass
+class EventRecorder:
+    """Follows the engine's container events for one instance live, from a thread.
+
+    Live, not by replaying history with ``since``/``until``: the engine keeps
+    only its last 256 events, which other tests on a busy engine roll over in
+    seconds.
+    """
+
+    client: Any
+    instance: str
+    actions: tuple[str, ...] = ("start", "die")
+    events: list[dict[str, Any]] = field(default_factory=list)
+    _stream: Any = None
+    _thread: threading.Thread | None = None
+
+    def __enter__(self) -> EventRecorder:
+        self._stream = self.client.events(
+            decode=True,
+            filters={
+                "type": "container",
+                "event": list(self.actions),
+                "label": f"{LABEL_INSTANCE}={self.instance}",
+            },
+        )
+        self._thread = threading.Thread(target=self._run, name="event-recorder", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        with contextlib.suppress(Exception):  # closed by __exit__
+            for event in self._stream:
+                self.events.append(event)
+
+    def __exit__(self, *exc: object) -> None:
+        with contextlib.suppress(Exception):
+            self._stream.close()
+        if self._thread is not None:
+            self._thread.join(5)
+
+    def times(self, action: str) -> dict[str, list[float]]:
+        """Event times (Unix seconds) of ``action`` per slot label, in order."""
+        per_slot: dict[str, list[float]] = defaultdict(list)
+        for event in list(self.events):
+            if event.get("Action") == action:
+                attrs = (event.get("Actor") or {}).get("Attributes") or {}
+                per_slot[attrs.get(LABEL_SLOT, "?")].append(event["timeNano"] / 1e9)
+        return dict(per_slot)
