@@ -13,6 +13,11 @@ from .config import SupervisorConfig
 from .models import ExitInfo, JobInfo, SlotSnapshot, SlotState
 from .protocols import Agent, JobRequest
 
+#: Exit codes of a container ended politely by a signal (SIGINT, SIGTERM). SIGKILL (137)
+#: still counts: it is also what a missed OOM kill looks like, and an image that is
+#: OOM-killed at every start must back off and park, not restart in a tight loop.
+SIGNAL_EXITS = frozenset({130, 143})
+
 
 @dataclass
 class SlotRecord:
@@ -139,9 +144,19 @@ class SlotRecord:
             failure = not self.took_job
         elif code == 0:
             reason, failure = ("job finished" if self.took_job else "exited 0"), False
+        elif code is None:
+            # Gone while the event stream was down (e.g. dockerd restarted): the slot's
+            # image is not to blame, so this is not counted towards parking.
+            reason, failure = (
+                "gone while the Docker engine was unreachable (exit code unknown)",
+                False,
+            )
         else:
             reason = f"exit code {code}: {describe(code)}"
-            failure = not self.took_job and lifetime < rules.healthy_after
+            # A signal we did not send (docker stop by someone, dockerd shutting down)
+            # says nothing about the image: only the agent's own failures count.
+            external_signal = code in SIGNAL_EXITS
+            failure = not self.took_job and not external_signal and lifetime < rules.healthy_after
         info = ExitInfo(
             code=code,
             oom=self.oom,
