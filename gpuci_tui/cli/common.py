@@ -28,13 +28,30 @@ def config_path(args: argparse.Namespace) -> Path:
     return resolve_config_path(getattr(args, "config", None))
 
 
-def load(args: argparse.Namespace) -> Config:
-    """Load and validate the configuration or raise `CliExit` (code 4) with the problems."""
+def host_gpu_count() -> int | None:
+    """How many GPUs NVML sees, or None when NVML is not available (then not checked)."""
+    from gpuci_tui.core.gpu import NvmlSampler
+
+    sampler = NvmlSampler()
+    try:
+        info = sampler.host_info()
+        return info.gpu_count if info.available else None
+    finally:
+        sampler.close()
+
+
+def load(args: argparse.Namespace, *, check_gpus: bool = False) -> Config:
+    """Load and validate the configuration or raise `CliExit` (code 4) with the problems.
+
+    ``check_gpus`` also checks ``gpus = "per-agent"`` against the GPUs NVML sees
+    (``run`` and ``check-config``; the control commands need no NVML).
+    """
     from gpuci_tui.core.config import load_config
     from gpuci_tui.core.protocols import GpuciError
 
     try:
-        return load_config(config_path(args))
+        gpu_count = host_gpu_count() if check_gpus else None
+        return load_config(config_path(args), gpu_count=gpu_count)
     except GpuciError as exc:  # ConfigError, PathError
         raise CliExit(exitcodes.CONFIG, str(exc)) from None
 

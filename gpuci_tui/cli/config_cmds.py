@@ -11,7 +11,7 @@ from .common import CliExit, config_path, fail, load
 def check_config(args: argparse.Namespace) -> int:
     """Validate the configuration file; print every problem."""
     try:
-        config = load(args)
+        config = load(args, check_gpus=True)
     except CliExit as exc:
         return fail(exc)
     if not args.quiet:

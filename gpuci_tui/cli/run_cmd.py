@@ -94,7 +94,7 @@ def run_daemon(args: argparse.Namespace) -> int:
 
     try:
         setup_logging(args.log_level)
-        config = load(args)
+        config = load(args, check_gpus=True)
         api, runtime, tokens = real_services(config)
         paths = DaemonPaths.for_instance(instance_id(config))
         return asyncio.run(

@@ -433,3 +433,36 @@ print(json.dumps({"available": frame.host.available, "names": [g.name for g in f
 """
     result = _fresh_python(code, env)
     assert result == {"available": True, "names": ["NVIDIA RTX A6000", "NVIDIA L4"]}
+
+
+def test_check_config_counts_host_gpus_for_per_agent(
+    fake_nvml_lib: Path, state: State, tmp_path: Path
+) -> None:
+    """`check-config` asks NVML how many GPUs there are: 3 per-agent slots on 2 GPUs fail."""
+    import os
+    import sys
+
+    from gpuci_tui.core.config import AgentsConfig, AzureConfig, Config, save_config
+
+    path = tmp_path / "config.toml"
+    agents = AgentsConfig(count=2, image="acme/agent:1", name_prefix="h", gpus="per-agent")
+    save_config(Config(azure=AzureConfig("https://dev.azure.com/acme", "gpu"), agents=agents), path)
+    env = dict(os.environ, LD_LIBRARY_PATH=str(fake_nvml_lib.parent))
+
+    def check() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "gpuci_tui.cli.main", "--config", str(path), "check-config"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    ok = check()
+    assert ok.returncode == 0, ok.stderr
+    path.write_text(path.read_text().replace("count = 2", "count = 3"))
+    bad = check()
+    assert bad.returncode == 4
+    assert "agents.count" in bad.stderr
+    assert "but this host has 2 GPUs" in bad.stderr
+    assert "Traceback" not in bad.stderr
