@@ -208,7 +208,8 @@ class NvmlSampler:
         try:
             pynvml.nvmlInit()
         except pynvml.NVMLError as exc:
-            log.info("NVML unavailable: %s", exc)
+            # DEBUG: a host without NVIDIA driver is normal; the console shows the reason.
+            log.debug("NVML unavailable: %s", exc)
             return GpuHostInfo(available=False, reason=_init_failure_reason(exc))
         except (OSError, AttributeError) as exc:
             # A broken or foreign library can fail below pynvml's error mapping.
