@@ -215,7 +215,9 @@ def request(path: Path, message: dict[str, Any], timeout: float = 10.0) -> dict[
             raise ControlError(
                 f"permission denied on {path}: the daemon belongs to another user"
             ) from None
-        sock.sendall(json.dumps(message).encode() + b"\n")
+        # A refusing daemon may hang up first; its answer is still there to be read.
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            sock.sendall(json.dumps(message).encode() + b"\n")
         data = b""
         while not data.endswith(b"\n"):
             chunk = sock.recv(65536)

@@ -311,7 +311,10 @@ try:
 except OSError as exc:
     print(json.dumps({"connect": exc.errno}))
     sys.exit(0)
-s.sendall(b'{"op": "status"}\\n')
+try:
+    s.sendall(b'{"op": "status"}\\n')
+except (BrokenPipeError, ConnectionResetError):
+    pass  # the daemon may refuse and hang up before reading; its answer is still queued
 data = b""
 while not data.endswith(b"\\n"):
     chunk = s.recv(65536)
