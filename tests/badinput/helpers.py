@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -115,3 +116,11 @@ def as_nobody(code: str, cwd: Path, env: dict[str, str] | None = None) -> str:
     )
     assert result.returncode == 0, result.stderr
     return result.stdout.strip()
+
+
+#: A PAT-like value that must never show up in any message.
+PAT = "corpusPAT" + uuid.uuid4().hex + uuid.uuid4().hex[:11]
+AGAIN = "copy it again from Azure DevOps (User settings > Personal access tokens)."
+AGENTS_KEYS = (
+    "count, image, name_prefix, network, gpus, volumes, oom_score_adj, mem_limit, docker_socket"
+)
