@@ -1,17 +1,21 @@
-"""The supervisor: keeps ``count`` single-job agent containers alive, safely.
+"""The supervisor: keeps ``count`` slots of single-job agents alive, safely, with hot standby.
 
-Design (see README "How the supervisor works"):
+It is a small loop around pure parts (see README "How the supervisor works"):
 
-* Docker events drive it. A thread follows the engine's event stream and
-  hands each event to the event loop; an exited container's slot is refilled
-  as soon as its name is free (``destroy``), with no polling sleep.
-* Azure DevOps is polled with one agents-list call per cycle (`AzureSync`),
-  never per slot, to learn which agents are busy and to drain safely.
-* At start it adopts the containers that carry its labels and never starts a
-  second container for a slot whose name is still taken.
-* It never stops a container whose agent has a job: to stop an idle agent it
-  first disables it on the server, re-reads it, and only stops it when the
-  re-read shows no assigned job.
+* `transitions.apply` folds every observation into the `EngineState`:
+  Docker events and listings (`ContainerObserver`), reads of the pool
+  (`PoolObserver`, one agents-list call per cycle, never per slot), and the
+  results of the engine's own actions.
+* `planner.decide` turns the state and the time into actions; the
+  `Executor` carries them out in threads and answers with observations.
+* `commands.apply_command` changes intents; `preview.preview` says what a
+  command would do before it is sent.
+* A `Reporter` (the `Broadcaster`) tells subscribers about events and changes.
+
+Docker events drive it: an exited agent's standby is enabled, and its slot
+refilled, as soon as the event arrives. It adopts containers with its labels
+at start and never starts a second container for a lane whose name is
+taken. It never stops a container whose agent has a job.
 """
 
 from __future__ import annotations
@@ -20,49 +24,44 @@ import asyncio
 import contextlib
 import logging
 import os
-import threading
 import time
-from collections import deque
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any, Protocol
 
-from .agentspec import build_spec, instance_id, instance_labels, slot_gpus
-from .azure_sync import AzureSync
+from .agentspec import instance_id, instance_labels, slot_gpus
+from .commands import apply_command, intent_data, restore_intent
 from .config import Config
-from .models import (
-    Command,
-    CommandResult,
-    ExitInfo,
-    HealthSnapshot,
-    HealthState,
-    SupervisorEvent,
-    SupervisorSnapshot,
-)
-from .protocols import (
-    AgentPoolApi,
-    ContainerEvent,
-    ContainerNameConflictError,
-    ContainerRuntime,
-    GpuciError,
-    RuntimeUnavailableError,
-    TokenSource,
-)
-from .slots import SlotRecord
-from .supervisor_commands import CommandsMixin
-from .supervisor_events import EventsMixin
+from .container_observer import ContainerObserver
+from .executor import Executor
+from .lifecycle import EngineState, new_slot
+from .models import Command, CommandResult, Stop, SupervisorSnapshot
+from .planner import decide
+from .pool_observer import PoolObserver
+from .preview import CommandPreview, preview
+from .protocols import AgentPoolApi, ContainerRuntime, TokenSource
+from .reporter import Broadcaster, Reporter, Update
+from .snapshots import SnapshotMeta, supervisor_snapshot
+from .steps import Action, JobEnded, Note, Observation
+from .transitions import apply
 
 log = logging.getLogger("gpuci_tui.supervisor")
 
-#: How long to wait for ``destroy`` after ``die`` before removing the container ourselves.
-DESTROY_GRACE = 3.0
-TOKEN_RETRY = 30.0
-#: Pause of every start after the engine could not be reached (not counted against a slot).
-ENGINE_RETRY = 2.0
-
-Update = SupervisorSnapshot | SupervisorEvent
+__all__ = ["IntentStore", "Supervisor", "Update"]
 
 
-class Supervisor(EventsMixin, CommandsMixin):
+class IntentStore(Protocol):
+    """Keeps operator intent (count, paused, drained slots) across restarts."""
+
+    def load(self) -> dict[str, Any] | None:
+        """The saved intent, or None."""
+        ...
+
+    def save(self, data: dict[str, Any]) -> None:
+        """Save ``data``."""
+        ...
+
+
+class Supervisor:
     """Keeps the configured slots filled. Run with ``await supervisor.run()``."""
 
     def __init__(
@@ -76,9 +75,12 @@ class Supervisor(EventsMixin, CommandsMixin):
         mode: str = "in-process",
         extra_labels: Mapping[str, str] | None = None,
         command: tuple[str, ...] | None = None,
-        intent_store: Any = None,
-        on_job_finished: Callable[[SlotRecord, ExitInfo], None] | None = None,
+        intent_store: IntentStore | None = None,
+        on_job_finished: Callable[[JobEnded], None] | None = None,
         agent_dir_root: str | None = None,
+        reporter: Reporter | None = None,
+        pool: PoolObserver | None = None,
+        group: str = "",
     ) -> None:
         """Create a supervisor (nothing starts until `run`).
 
@@ -91,335 +93,238 @@ class Supervisor(EventsMixin, CommandsMixin):
             mode: ``in-process`` or ``daemon``, shown to operators.
             extra_labels: more labels for containers (tests, demo).
             command: override the image's command (tests).
-            intent_store: object with ``load() -> dict`` / ``save(dict)`` keeping operator
-                intent (count, paused, drained slots) across restarts.
-            on_job_finished: called with the slot and its `ExitInfo` when a job ends.
+            intent_store: keeps operator intent (count, paused, drained slots) across restarts.
+            on_job_finished: called with each finished job (the history).
             agent_dir_root: with ``agents.docker_socket``, where per-slot agent
                 directories live on the host (mounted at the same path).
+            reporter: where events and snapshots go (default: a new `Broadcaster`).
+            pool: a pool observer shared with the supervisors of other agent groups of
+                the same pool (it is then run by its owner, who hands reads to `deliver`).
+            group: this supervisor's agent group, shown in its snapshots (empty: the only one).
         """
         self.config = config
         self.api = api
         self.runtime = runtime
-        self.tokens = tokens
         self.clock = clock
         self.mode = mode
         self.instance = instance_id(config)
         self.labels = instance_labels(config, extra_labels)
-        self._extra_labels = dict(extra_labels or {})
-        self._command = command
+        self.rules = config.supervisor
+        agents = config.agents
+        self.state = EngineState(
+            prefix=agents.name_prefix,
+            desired=agents.count,
+            standby=agents.standby,
+            slots=tuple(new_slot(agents.name_prefix, n) for n in range(agents.count)),
+        )
+        self.group = group
+        self.reporter: Reporter = reporter or Broadcaster(clock)
+        self.reporter.bind(self.snapshot)
+        self._owns_pool = pool is None
+        self.pool = pool or PoolObserver(
+            api,
+            config.azure.pool,
+            clock=clock,
+            interval=config.supervisor.poll_interval,
+            report=self.reporter.event,
+        )
+        self.containers = ContainerObserver(runtime, self.labels, clock=clock)
+        self.executor = Executor(
+            config,
+            api=api,
+            runtime=runtime,
+            tokens=tokens,
+            pool=self.pool,
+            clock=clock,
+            extra_labels=extra_labels,
+            command=command,
+            agent_dir_root=agent_dir_root,
+        )
         self._intent = intent_store
         self._on_job_finished = on_job_finished
-        self.desired = config.agents.count
-        self.paused = False
-        self.stopping = False
-        self._stop_drain = False
-        self.records: dict[int, SlotRecord] = {}
-        self.docker_health = HealthSnapshot()
-        self.azure = AzureSync(self)
-        self.events: deque[SupervisorEvent] = deque(maxlen=200)
+        self.gpu_watch: Any = None
+        """The daemon's `GpuWatch`, when it samples GPUs (read by the metrics endpoint)."""
         self.started_at: float | None = None
-        self._subscribers: set[asyncio.Queue[Update]] = set()
-        self._inbox: asyncio.Queue[ContainerEvent | None] = asyncio.Queue()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._events_stop = threading.Event()
-        self._publish_scheduled = False
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._token_retry_at = 0.0
-        self._engine_retry_at = 0.0
-        self._early_events: dict[int, list[ContainerEvent]] = {}
-        #: Root of per-slot agent directories shared with the host (container jobs only).
-        self.agent_dir_root: str | None = agent_dir_root
+        self._meta: SnapshotMeta | None = None
+        self._inbox: asyncio.Queue[Observation | None] = asyncio.Queue()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._wake_at: float | None = None
         self._exited = asyncio.Event()
 
     # ================================================================== public API
 
+    @property
+    def events(self) -> Any:
+        """The recent events (oldest first)."""
+        return self.reporter.events
+
+    @property
+    def desired(self) -> int:
+        """The number of slots wanted now."""
+        return self.state.desired
+
     async def run(self) -> None:
         """Supervise until a `Stop` command (or `request_stop`). Agents stay running."""
-        self._loop = asyncio.get_running_loop()
+        loop = asyncio.get_running_loop()
         self.started_at = self.clock()
         self._load_intent()
-        for slot in range(self.desired):
-            self._record(slot)
-        pump = threading.Thread(target=self._pump_events, name="docker-events", daemon=True)
-        pump.start()
+        self.containers.follow(loop, self.deliver)
         try:
-            await self._adopt()
-            self._spawn(self.azure.run())
-            await self._main_loop()
+            self._observe(await self.containers.listing())
+            if self._owns_pool:
+                self._spawn(self.pool.run(self._inbox.put_nowait))
+            self._spawn(self.containers.ping_forever(self._inbox.put_nowait))
+            await self._loop()
         finally:
-            self._events_stop.set()
+            self.containers.stop()
             pending = list(self._tasks)
             for task in pending:
                 task.cancel()
             if pending:
                 # Bounded: a stuck blocking call must not keep the daemon from exiting.
                 await asyncio.wait(pending, timeout=5.0)
-            self._emit("supervisor_stopped", "supervisor stopped; agents left running")
-            self._publish_now()
+            self.reporter.event("supervisor_stopped", "supervisor stopped; agents left running")
+            self.reporter.publish_now()
             self._exited.set()
 
     def snapshot(self) -> SupervisorSnapshot:
         """The current state as a frozen snapshot."""
-        now = self.clock()
-        return SupervisorSnapshot(
-            taken_at=now,
+        meta = self._meta or SnapshotMeta(
             org_url=self.config.azure.url,
             pool=self.config.azure.pool,
             instance=self.instance,
-            desired_count=self.desired,
-            paused=self.paused,
-            stopping=self.stopping,
             mode=self.mode,
             pid=os.getpid(),
-            slots=tuple(
-                rec.snapshot(now, self._gpus(rec.slot))
-                for rec in sorted(self.records.values(), key=lambda r: r.slot)
-            ),
-            pool_summary=self.azure.pool_summary,
-            azure=self.azure.health,
-            docker=self.docker_health,
-            azure_requests=self.api.request_count,
             started_at=self.started_at,
         )
+        if self.started_at is not None:
+            self._meta = meta
+        return supervisor_snapshot(
+            self.state,
+            meta,
+            self.clock(),
+            azure=self.pool.health,
+            azure_requests=self.api.request_count,
+            gpus_of=self._gpus,
+            group=self.group,
+        )
+
+    def preview(self, command: Command) -> CommandPreview:
+        """What ``command`` would do now, slot by slot (nothing is changed)."""
+        return preview(self.snapshot(), command)
 
     def subscribe(self) -> asyncio.Queue[Update]:
         """A queue that receives every event and a snapshot after every change."""
-        queue: asyncio.Queue[Update] = asyncio.Queue(maxsize=1000)
-        self._subscribers.add(queue)
-        return queue
+        return self.reporter.subscribe()
 
     def unsubscribe(self, queue: asyncio.Queue[Update]) -> None:
         """Stop feeding ``queue``."""
-        self._subscribers.discard(queue)
+        self.reporter.unsubscribe(queue)
 
     async def wait_stopped(self) -> None:
         """Wait until `run` has returned."""
         await self._exited.wait()
 
     def request_stop(self, drain: bool = False) -> None:
-        """Ask `run` to end (thread-unsafe: call on the loop). Agents stay unless ``drain``."""
-        self.stopping = True
-        self._stop_drain = drain
-        if drain:
-            self._drain(None)
+        """Ask `run` to end (call on the loop). Agents stay running unless ``drain``."""
+        self.state, _ = apply_command(self.state, Stop(drain=drain))
         self._kick()
 
     async def execute(self, command: Command) -> CommandResult:
         """Carry out one command and say what it did."""
-        result = self._execute(command)
-        self._emit("command", f"{type(command).__name__.lower()}: {result.message}")
+        self.state, result = apply_command(self.state, command)
+        self.reporter.event("command", f"{type(command).__name__.lower()}: {result.message}")
         self._save_intent()
         self._kick()
-        self.azure.poll_soon()
+        self.pool.poll_soon()
+        self.reporter.changed()
         return result
 
-    # ================================================================== main loop
+    # ================================================================== the loop
 
-    async def _main_loop(self) -> None:
+    async def _loop(self) -> None:
         while True:
-            self._reconcile()
-            if self.stopping and (not self._stop_drain or self._all_empty()):
+            self._plan()
+            state = self.state
+            if state.stopping and (not state.stop_drain or all(s.settled for s in state.slots)):
                 return
-            timeout = self._next_wake()
+            timeout = 5.0
+            if self._wake_at is not None:
+                timeout = min(timeout, max(0.01, self._wake_at - self.clock()))
             try:
-                async with asyncio.timeout(timeout):  # not wait_for: see AzureSync.run
+                async with asyncio.timeout(timeout):  # not wait_for: see PoolObserver.run
                     item = await self._inbox.get()
             except TimeoutError:
                 continue
-            self._handle(item)
+            self._take(item)
             while not self._inbox.empty():
-                self._handle(self._inbox.get_nowait())
+                self._take(self._inbox.get_nowait())
 
-    def _next_wake(self) -> float:
-        now = self.clock()
-        wake = now + 5.0
-        for rec in self.records.values():
-            if rec.backoff_until and rec.backoff_until > now:
-                wake = min(wake, rec.backoff_until)
-            if rec.dying_id and rec.died_at:
-                wake = min(wake, rec.died_at + DESTROY_GRACE)
-        if self._token_retry_at > now:
-            wake = min(wake, self._token_retry_at)
-        if self._engine_retry_at > now:
-            wake = min(wake, self._engine_retry_at)
-        return max(0.01, wake - now)
+    def _take(self, item: Observation | None) -> None:
+        if item is not None:
+            self._observe(item)
 
-    def _all_empty(self) -> bool:
-        return all(not r.has_container and r.dying_id is None for r in self.records.values())
+    def deliver(self, obs: Observation) -> None:
+        """Hand an observation to the loop (call on the loop; e.g. a shared pool's read)."""
+        self._inbox.put_nowait(obs)
 
     def _kick(self) -> None:
-        """Wake the main loop (safe from the loop only)."""
+        """Wake the loop (call on the loop)."""
         self._inbox.put_nowait(None)
 
-    def _reconcile(self) -> None:
-        """Decide, for every slot, the next I/O step; start it as a task."""
-        now = self.clock()
-        for rec in list(self.records.values()):
-            if rec.op is not None:
-                continue
-            if rec.retire and not rec.has_container and rec.dying_id is None:
-                del self.records[rec.slot]
-                self._changed()
-                continue
-            if rec.dying_id is not None:
-                if rec.died_at is not None and now - rec.died_at > DESTROY_GRACE:
-                    self._spawn(self._op_remove(rec, rec.dying_id))
-                continue
-            if rec.has_container or rec.extra_containers:
-                continue
-            if rec.parked or rec.drained or rec.drain or self.paused or self.stopping:
-                continue
-            if rec.backoff_until is not None:
-                if rec.backoff_until > now:
-                    continue
-                rec.backoff_until = None
-            if self._token_retry_at > now or self._engine_retry_at > now:
-                continue
-            self._spawn(self._op_start(rec))
+    def _observe(self, obs: Observation) -> None:
+        step = apply(self.state, obs, self.rules)
+        self.state = step.state
+        for output in step.outputs:
+            if isinstance(output, Note):
+                self.reporter.event(output.kind, output.message, output.slot)
+            elif self._on_job_finished is not None:
+                try:
+                    self._on_job_finished(output)
+                except Exception:  # noqa: BLE001 - the history must never stop the engine
+                    log.exception("could not record a finished job")
+        self.reporter.changed()
 
-    # ================================================================== I/O operations
+    def _plan(self) -> None:
+        self.state, plan = decide(self.state, self.clock())
+        for number in plan.forgotten:
+            self.reporter.event("slot_removed", f"slot {number} retired", number)
+        for action in plan.actions:
+            self._spawn(self._carry_out(action))
+        self.pool.set_fast(plan.poll_fast, client=self)
+        self._wake_at = plan.wake_at
+        if plan.actions or plan.forgotten:
+            self.reporter.changed()
 
-    def _spawn(self, coro: Any) -> None:
+    async def _carry_out(self, action: Action) -> None:
+        obs = await self.executor.run(action)
+        if obs is not None:
+            self._inbox.put_nowait(obs)
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._task_done)
 
-    def _task_done(self, task: asyncio.Task[None]) -> None:
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
             log.error("internal task failed", exc_info=task.exception())
-        if self._loop is not None and not self._loop.is_closed():
+        with contextlib.suppress(RuntimeError):  # the loop may be closing
             self._kick()
 
-    async def _op_start(self, rec: SlotRecord) -> None:
-        rec.op = "start"
-        rec.message = "starting"
-        self._changed()
-        try:
-            try:
-                token = await asyncio.to_thread(self.tokens.get_token, self.config.azure.url)
-            except GpuciError as exc:
-                self._token_retry_at = self.clock() + TOKEN_RETRY
-                rec.message = f"cannot start: {exc}"
-                self._emit("token_error", str(exc), rec.slot)
-                return
-            spec = build_spec(
-                self.config,
-                rec.slot,
-                extra_labels=self._extra_labels,
-                command=self._command,
-                agent_dir_root=self.agent_dir_root,
-            )
-            for host, _target, _mode in spec.extra_mounts:
-                if self.agent_dir_root and host.startswith(self.agent_dir_root):
-                    await asyncio.to_thread(os.makedirs, host, 0o755, True)
-            try:
-                info = await asyncio.to_thread(self.runtime.start, spec, token)
-            except ContainerNameConflictError:
-                # The old container's name is still being released; retry soon.
-                rec.conflict_retries += 1
-                rec.backoff_until = self.clock() + min(0.1 * rec.conflict_retries, 2.0)
-                rec.message = "waiting for the previous container's name to be released"
-                return
-            except RuntimeUnavailableError as exc:
-                # The engine is down (e.g. dockerd restarting), not the slot's image: counting
-                # it as a failed start would park every slot within seconds. Pause all starts.
-                now = self.clock()
-                self._engine_retry_at = now + ENGINE_RETRY
-                self.docker_health = HealthSnapshot(HealthState.UNREACHABLE, str(exc), now)
-                rec.message = f"waiting for the Docker engine: {exc}"
-                self._emit("docker_error", f"{rec.name}: {exc}", rec.slot)
-                return
-            except GpuciError as exc:
-                rec.start_failed(str(exc), self.clock(), self.config.supervisor)
-                self._emit("start_failed", f"{rec.name}: {exc}", rec.slot)
-                if rec.parked:
-                    self._emit("slot_parked", f"{rec.name}: {rec.message}", rec.slot)
-                return
-            rec.container_started(info.id, info.started_at or self.clock(), by_us=True)
-            rec.message = ""
-            self._emit("container_started", f"{rec.name} started ({info.id[:12]})", rec.slot)
-            self.azure.want_enabled(rec)
-        finally:
-            rec.op = None
-            early = self._early_events.pop(rec.slot, [])
-            self._changed()
-        # A container that exits at once can report die/destroy before start() returned.
-        for event in early:
-            if event.container_id == rec.container_id:
-                self._handle(event)
-
-    async def _op_stop(self, rec: SlotRecord) -> None:
-        """Stop the slot's container: only called after a confirmed 'no job' re-check."""
-        container_id = rec.container_id
-        if container_id is None or rec.op is not None:
-            return
-        rec.op = "stop"
-        rec.stop_requested = True
-        rec.message = "stopping idle agent"
-        self._changed()
-        try:
-            await asyncio.to_thread(
-                self.runtime.stop, container_id, self.config.supervisor.stop_timeout
-            )
-        except GpuciError as exc:
-            rec.message = f"stop failed: {exc}"
-        finally:
-            rec.op = None
-            self._changed()
-
-    async def _op_remove(self, rec: SlotRecord, container_id: str) -> None:
-        rec.op = "remove"
-        try:
-            await asyncio.to_thread(self.runtime.remove, container_id)
-        except GpuciError as exc:
-            log.warning("could not remove %s: %s", container_id[:12], exc)
-        finally:
-            if rec.dying_id == container_id:
-                rec.dying_id = None
-            rec.extra_containers.discard(container_id)
-            rec.op = None
-            self._changed()
-
-    def request_container_stop(self, rec: SlotRecord) -> None:
-        """Used by `AzureSync` once the server confirmed the agent is disabled and idle."""
-        if rec.container_id is not None and rec.op is None and not rec.stop_requested:
-            self._spawn(self._op_stop(rec))
-
     # ================================================================== helpers
-
-    def _record(self, slot: int, create: bool = True) -> SlotRecord:
-        rec = self.records.get(slot)
-        if rec is None and create:
-            rec = SlotRecord(slot=slot, name=f"{self.config.agents.name_prefix}-{slot}")
-            self.records[slot] = rec
-        assert rec is not None
-        return rec
 
     def _gpus(self, slot: int) -> tuple[str, ...]:
         gpus = slot_gpus(self.config, slot)
         return (gpus,) if isinstance(gpus, str) else gpus
 
-    def _emit(self, kind: str, message: str, slot: int | None = None) -> None:
-        event = SupervisorEvent(at=self.clock(), kind=kind, message=message, slot=slot)
-        self.events.append(event)
-        log.info("%s", message)
-        for queue in list(self._subscribers):
-            with contextlib.suppress(asyncio.QueueFull):
-                queue.put_nowait(event)
-
-    def _changed(self) -> None:
-        """Publish a snapshot soon (coalesced: one per loop iteration)."""
-        if self._publish_scheduled or self._loop is None:
+    def _load_intent(self) -> None:
+        if self._intent is None:
             return
-        self._publish_scheduled = True
-        self._loop.call_soon(self._publish_now)
+        data = self._intent.load() or {}
+        self.state = restore_intent(self.state, data)
 
-    def _publish_now(self) -> None:
-        self._publish_scheduled = False
-        if not self._subscribers:
-            return
-        snap = self.snapshot()
-        for queue in list(self._subscribers):
-            with contextlib.suppress(asyncio.QueueFull):
-                queue.put_nowait(snap)
+    def _save_intent(self) -> None:
+        if self._intent is not None:
+            self._intent.save(intent_data(self.state))

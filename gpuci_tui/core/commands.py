@@ -1,0 +1,183 @@
+"""The operator's commands as pure changes of intent, and the intent kept across restarts.
+
+`apply_command(state, command)` returns the new `EngineState` and the
+`CommandResult` to show; it only changes intents and counters. What the
+change means for containers and registrations is the planner's business, on
+the loop's next turn.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from .lifecycle import MAX_SLOTS, EngineState, Intent, SlotRecord, new_slot
+from .models import (
+    Command,
+    CommandResult,
+    Drain,
+    Pause,
+    Restart,
+    Resume,
+    Scale,
+    Stop,
+    Unpause,
+)
+from .snapshots import primary
+
+
+def apply_command(state: EngineState, command: Command) -> tuple[EngineState, CommandResult]:
+    """Carry out ``command`` on the intents; say what it does."""
+    if isinstance(command, Drain | Resume | Restart):
+        targets, unknown = _targets(state, command.slots)
+        if unknown:
+            valid = ", ".join(str(s.number) for s in state.slots) or "none"
+            bad = ", ".join(map(str, unknown))
+            return state, CommandResult(False, f"no such slot: {bad} (slots are {valid})")
+        if isinstance(command, Drain):
+            return drain(state, targets)
+        if isinstance(command, Resume):
+            for slot in targets:
+                state = state.with_slot(resumed(slot))
+            return state, CommandResult(True, f"resumed {_names(targets)}", _nums(targets))
+        return _restart(state, targets)
+    if isinstance(command, Scale):
+        return _scale(state, command.count)
+    if isinstance(command, Pause):
+        return replace(state, paused=True), CommandResult(
+            True, "replenishing paused: running agents stay, exited ones are not replaced"
+        )
+    if isinstance(command, Unpause):
+        return replace(state, paused=False), CommandResult(True, "replenishing resumed")
+    if isinstance(command, Stop):
+        state = replace(state, stopping=True, stop_drain=command.drain)
+        if command.drain:
+            state, _ = drain(state, list(state.slots))
+            return state, CommandResult(True, "draining every agent, then stopping the supervisor")
+        return state, CommandResult(True, "supervisor stopping; agents left running")
+    raise AssertionError(f"unhandled command {command!r}")
+
+
+def resumed(slot: SlotRecord) -> SlotRecord:
+    """Undo drain, park, backoff and retire: the slot is filled again."""
+    return replace(
+        slot,
+        intent=Intent.RUN,
+        restart_ids=frozenset(),
+        parked=False,
+        failures=0,
+        backoff_until=None,
+        message="",
+    )
+
+
+def drain(state: EngineState, targets: list[SlotRecord]) -> tuple[EngineState, CommandResult]:
+    """Disable, stop idle agents, let busy ones finish; nothing replaces them."""
+    busy = idle = 0
+    for slot in targets:
+        intent = Intent.RETIRE if slot.intent is Intent.RETIRE else Intent.DRAIN
+        if not slot.live:
+            slot = replace(slot, intent=intent, restart_ids=frozenset(), backoff_until=None,
+                           message="drained")  # fmt: skip
+        else:
+            has_job = any(lane.job is not None for lane in slot.lanes)
+            busy += has_job
+            idle += not has_job
+            slot = replace(
+                slot,
+                intent=intent,
+                restart_ids=frozenset(),
+                message="draining: disabling the agent on the server",
+            )
+        state = state.with_slot(slot)
+    parts = [f"draining {_names(targets)}"]
+    if busy:
+        parts.append(f"{busy} busy (finish their job first)")
+    if idle:
+        parts.append(f"{idle} not busy (stopped once disabled and re-checked)")
+    return state, CommandResult(True, "; ".join(parts), _nums(targets))
+
+
+def _restart(state: EngineState, targets: list[SlotRecord]) -> tuple[EngineState, CommandResult]:
+    later = now = 0
+    for slot in targets:
+        if slot.parked or not slot.live:
+            slot = resumed(slot)
+            now += 1
+        else:
+            live = frozenset(lane.container_id for lane in slot.lanes if lane.container_id)
+            has_job = any(lane.job is not None for lane in slot.lanes)
+            later += has_job
+            now += not has_job
+            message = (
+                "restart after the running job"
+                if has_job
+                else "restarting: disabling, re-checking, then replacing"
+            )
+            slot = replace(slot, intent=Intent.RESTART, restart_ids=live, message=message)
+        state = state.with_slot(slot)
+    text = f"restarting {_names(targets)}"
+    if later:
+        text += f"; {later} busy agent(s) are replaced after their job"
+    return state, CommandResult(True, text, _nums(targets))
+
+
+def _scale(state: EngineState, count: int) -> tuple[EngineState, CommandResult]:
+    if not 1 <= count <= MAX_SLOTS:
+        return state, CommandResult(
+            False, f"scale: count must be from 1 to {MAX_SLOTS}, got {count}"
+        )
+    old = state.desired
+    state = replace(state, desired=count)
+    for number in range(count):
+        slot = state.slot(number)
+        if slot is None:
+            state = state.with_slot(new_slot(state.prefix, number))
+        elif slot.intent is Intent.RETIRE:
+            state = state.with_slot(resumed(slot))
+    retiring = [slot for slot in state.slots if slot.number >= count]
+    if retiring:
+        retiring = [replace(slot, intent=Intent.RETIRE) for slot in retiring]
+        state, _ = drain(state, retiring)
+    return state, CommandResult(True, f"scaled from {old} to {count} slots", tuple(range(count)))
+
+
+def _targets(
+    state: EngineState, numbers: tuple[int, ...] | None
+) -> tuple[list[SlotRecord], list[int]]:
+    if numbers is None:
+        return list(state.slots), []
+    found = [slot for n in numbers if (slot := state.slot(n)) is not None]
+    return found, [n for n in numbers if state.slot(n) is None]
+
+
+def _names(slots: list[SlotRecord]) -> str:
+    if not slots:
+        return "no slots"
+    return ", ".join(primary(slot).name for slot in slots)
+
+
+def _nums(slots: list[SlotRecord]) -> tuple[int, ...]:
+    return tuple(slot.number for slot in slots)
+
+
+# --------------------------------------------------------------------------- intent kept on disk
+
+
+def intent_data(state: EngineState) -> dict[str, Any]:
+    """What to keep across a restart of the supervisor: count, pause, drained slots."""
+    drained = sorted(s.number for s in state.slots if s.intent is Intent.DRAIN)
+    return {"count": state.desired, "paused": state.paused, "drained": drained}
+
+
+def restore_intent(state: EngineState, data: dict[str, Any]) -> EngineState:
+    """Apply what `intent_data` saved (bad values are ignored, never fatal)."""
+    count = data.get("count")
+    if isinstance(count, int) and 1 <= count <= MAX_SLOTS:
+        state = replace(state, desired=count)
+    state = replace(state, paused=bool(data.get("paused", False)))
+    slots = {n: state.slot(n) or new_slot(state.prefix, n) for n in range(state.desired)}
+    for number in data.get("drained", []):
+        if isinstance(number, int) and number in slots:
+            slots[number] = replace(slots[number], intent=Intent.DRAIN, message="drained")
+    return replace(state, slots=tuple(slots[n] for n in sorted(slots)))

@@ -1,0 +1,152 @@
+"""The executor: carries out one planned action and answers with an observation.
+
+All the blocking calls (docker-py, requests, the keyring) run in threads.
+Every failure becomes an observation with a plain reason; nothing here
+changes the engine's state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import Callable, Mapping
+
+from .agentspec import build_spec
+from .config import Config
+from .lifecycle import Lane
+from .pool_observer import PoolObserver
+from .protocols import (
+    AgentPoolApi,
+    AzureError,
+    AzureNotFoundError,
+    ContainerNameConflictError,
+    ContainerRuntime,
+    GpuciError,
+    RuntimeUnavailableError,
+    TokenSource,
+)
+from .steps import (
+    Action,
+    AgentChecked,
+    AgentWritten,
+    CheckAgent,
+    FetchLogs,
+    LogTail,
+    Observation,
+    RemoveContainer,
+    Removed,
+    ServerFailed,
+    SetEnabled,
+    StartAgent,
+    Started,
+    StartFailed,
+    StopAgent,
+    Stopped,
+)
+
+
+class Executor:
+    """Does the I/O of the engine's actions."""
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        api: AgentPoolApi,
+        runtime: ContainerRuntime,
+        tokens: TokenSource,
+        pool: PoolObserver,
+        clock: Callable[[], float],
+        extra_labels: Mapping[str, str] | None = None,
+        command: tuple[str, ...] | None = None,
+        agent_dir_root: str | None = None,
+    ) -> None:
+        """Bind the outside systems the actions need."""
+        self.config = config
+        self.api = api
+        self.runtime = runtime
+        self.tokens = tokens
+        self.pool = pool
+        self.clock = clock
+        self.extra_labels = dict(extra_labels or {})
+        self.command = command
+        self.agent_dir_root = agent_dir_root
+
+    async def run(self, action: Action) -> Observation | None:
+        """Carry out ``action``."""
+        if isinstance(action, StartAgent):
+            return await self._start(action.slot, action.lane)
+        if isinstance(action, StopAgent):
+            return await self._stop(action)
+        if isinstance(action, RemoveContainer):
+            # Gone already, or the engine is down: the next listing will tell.
+            with contextlib.suppress(GpuciError):
+                await asyncio.to_thread(self.runtime.remove, action.container_id)
+            return Removed(action.slot, action.lane, action.container_id)
+        if isinstance(action, SetEnabled | CheckAgent):
+            return await self._server(action)
+        if isinstance(action, FetchLogs):
+            # Best effort: an auto-removed container's logs vanish ~100 ms after exit.
+            try:
+                lines = await asyncio.to_thread(self.runtime.logs_tail, action.container_id, 20)
+            except GpuciError:
+                return None
+            return LogTail(action.slot, action.container_id, tuple(lines))
+        raise AssertionError(f"unknown action {action!r}")
+
+    async def _start(self, slot: int, lane: Lane) -> Observation:
+        try:
+            token = await asyncio.to_thread(self.tokens.get_token, self.config.azure.url)
+        except GpuciError as exc:
+            return StartFailed(slot, lane, "token", str(exc), self.clock())
+        spec = build_spec(
+            self.config,
+            slot,
+            lane,
+            extra_labels=self.extra_labels,
+            command=self.command,
+            agent_dir_root=self.agent_dir_root,
+        )
+        root = self.agent_dir_root
+        for host, _target, _mode in spec.extra_mounts:
+            if root and host.startswith(root):
+                await asyncio.to_thread(os.makedirs, host, 0o755, True)
+        try:
+            info = await asyncio.to_thread(self.runtime.start, spec, token)
+        except ContainerNameConflictError as exc:
+            return StartFailed(slot, lane, "conflict", str(exc), self.clock())
+        except RuntimeUnavailableError as exc:
+            return StartFailed(slot, lane, "engine", str(exc), self.clock())
+        except GpuciError as exc:
+            return StartFailed(slot, lane, "start", str(exc), self.clock())
+        return Started(slot, lane, info.id, info.started_at or self.clock())
+
+    async def _stop(self, action: StopAgent) -> Observation:
+        timeout = self.config.supervisor.stop_timeout
+        try:
+            await asyncio.to_thread(self.runtime.stop, action.container_id, timeout)
+        except GpuciError as exc:
+            return Stopped(action.slot, action.lane, str(exc))
+        return Stopped(action.slot, action.lane)
+
+    async def _server(self, action: SetEnabled | CheckAgent) -> Observation:
+        pool_id = self.pool.pool_id
+        began = self.clock()
+        if pool_id is None:
+            message = f"the pool '{self.pool.pool_name}' is not resolved yet"
+            return ServerFailed(action.slot, action.lane, message, began + 1.0)
+        try:
+            if isinstance(action, SetEnabled):
+                agent = await asyncio.to_thread(
+                    self.api.set_agent_enabled, pool_id, action.agent_id, action.enabled
+                )
+                self.pool.answered()
+                return AgentWritten(action.slot, action.lane, agent, self.clock())
+            found = await asyncio.to_thread(self.api.get_agent, pool_id, action.agent_id)
+            self.pool.answered()
+            return AgentChecked(action.slot, action.lane, found, began)
+        except AzureError as exc:
+            delay = self.pool.failed(exc)
+            gone = isinstance(exc, AzureNotFoundError)
+            return ServerFailed(action.slot, action.lane, str(exc), self.clock() + delay, gone)

@@ -1,0 +1,84 @@
+"""How a slot judges the end of a container: failure or not, backoff, parking.
+
+Pure rules over frozen records (see `lifecycle`); the transitions call them
+when a container dies or cannot even be started.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .agent_exit import describe
+from .config import SupervisorConfig
+from .lifecycle import LaneRecord, SlotRecord
+from .models import ExitInfo
+
+#: Exit codes of a container ended politely by a signal (SIGINT, SIGTERM). SIGKILL (137)
+#: still counts: it is also what a missed OOM kill looks like, and an image that is
+#: OOM-killed at every start must back off and park, not restart in a tight loop.
+SIGNAL_EXITS = frozenset({130, 143})
+
+
+def judge_exit(
+    lane: LaneRecord,
+    code: int | None,
+    at: float,
+    rules: SupervisorConfig,
+    log_tail: tuple[str, ...] = (),
+) -> tuple[ExitInfo, bool]:
+    """The `ExitInfo` of the lane's current container and whether it was a failure.
+
+    A failure is a container that stopped on its own, without taking a job,
+    with a non-zero code: a broken image, a bad PAT, a missing token. Those
+    back off exponentially and park after ``rules.park_after`` in a row.
+    """
+    took_job = lane.took_job or code == 0
+    lifetime = at - lane.started_at if lane.started_at else 0.0
+    if lane.stop_requested:
+        reason, failure = "stopped by gpuci-tui", False
+    elif lane.oom:
+        reason = "killed by the OOM killer" + (" during its job" if lane.took_job else "")
+        failure = not lane.took_job
+    elif code == 0:
+        reason, failure = ("job finished" if lane.took_job else "exited 0"), False
+    elif code is None:
+        # Gone while the event stream was down (e.g. dockerd restarted): the slot's
+        # image is not to blame, so this is not counted towards parking.
+        reason, failure = "gone while the Docker engine was unreachable (exit code unknown)", False
+    else:
+        reason = f"exit code {code}: {describe(code)}"
+        # A signal we did not send (docker stop by someone, dockerd shutting down)
+        # says nothing about the image: only the agent's own failures count.
+        external_signal = code in SIGNAL_EXITS
+        failure = not lane.took_job and not external_signal and lifetime < rules.healthy_after
+    info = ExitInfo(
+        code=code, oom=lane.oom, at=at, reason=reason, log_tail=log_tail, took_job=took_job
+    )
+    return info, failure
+
+
+def count_failure(
+    slot: SlotRecord, what: str, reason: str, at: float, rules: SupervisorConfig
+) -> SlotRecord:
+    """Back off exponentially (capped); park after ``rules.park_after`` failures in a row."""
+    failures = slot.failures + 1
+    if failures >= rules.park_after:
+        return replace(
+            slot,
+            failures=failures,
+            parked=True,
+            backoff_until=None,
+            message=f"parked after {failures} failed starts: {reason}",
+        )
+    delay = min(rules.backoff_base * 2 ** (failures - 1), rules.backoff_max)
+    return replace(
+        slot,
+        failures=failures,
+        backoff_until=at + delay,
+        message=f"{what}; next start in {delay:.0f} s",
+    )
+
+
+def forgive(slot: SlotRecord) -> SlotRecord:
+    """A container that did not fail: the failure streak and its backoff end."""
+    return replace(slot, failures=0, backoff_until=None, message="")

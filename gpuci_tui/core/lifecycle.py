@@ -1,0 +1,281 @@
+"""The slot lifecycle's state: operator intent, lane phases, and what the server said.
+
+A *slot* owns a share of the host (its GPUs). It runs one agent container at a
+time that may take a job, plus, with hot standby, a second one that is ready
+but disabled on the server. The two are the slot's *lanes*: lane ``a`` is
+``{name_prefix}-{slot}``, lane ``b`` is ``{name_prefix}-{slot}-b``. Each lane is
+one fixed agent registration, so a slot never has more than two.
+
+Everything here is frozen: the planner (`planner.decide`) and the transitions
+(`transitions.apply`) are pure functions from one `EngineState` to the next,
+which is what lets the lifecycle be tested as tables on a fake clock.
+
+The safety rule the whole engine is built around: a lane is *capable* (could
+run a job now or take one) unless it has no container or its registration is
+known to be disabled *and* known to hold no job. At most one lane of a slot is
+ever allowed to be capable, so two jobs never share a slot's GPUs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+
+from .models import ExitInfo, HealthSnapshot, JobInfo
+from .protocols import Agent
+
+#: Most slots one supervisor runs.
+MAX_SLOTS = 64
+
+
+class Intent(StrEnum):
+    """What the operator wants from a slot."""
+
+    RUN = "run"
+    """Keep an agent ready for jobs."""
+    DRAIN = "drain"
+    """Disable, stop idle agents, let busy ones finish; start nothing."""
+    RESTART = "restart"
+    """Replace the agents that were there when asked (busy ones after their job)."""
+    RETIRE = "retire"
+    """Above the desired count: drain, then forget the slot."""
+
+
+class Lane(StrEnum):
+    """One of a slot's two agent registrations."""
+
+    A = "a"
+    B = "b"
+
+
+class LanePhase(StrEnum):
+    """Where one lane's container is in its life."""
+
+    EMPTY = "empty"
+    """No container."""
+    STARTING = "starting"
+    """Create/copy-token/start in flight."""
+    BOOTING = "booting"
+    """Container running; its agent not yet seen online since the container started."""
+    READY = "ready"
+    """Agent online, no job (enabled: active; disabled: standby)."""
+    BUSY = "busy"
+    """Agent has a job."""
+    STOPPING = "stopping"
+    """We asked the container to stop (only ever after a confirmed 'no job')."""
+    EXITED = "exited"
+    """Died; its name stays taken until Docker removes it."""
+
+
+class Op(StrEnum):
+    """The one I/O operation in flight for a lane."""
+
+    START = "start"
+    STOP = "stop"
+    REMOVE = "remove"
+    ENABLE = "enable"
+    DISABLE = "disable"
+    CHECK = "check"
+
+
+@dataclass(frozen=True)
+class LaneRecord:
+    """One lane: its container and its agent registration as last seen."""
+
+    lane: Lane
+    name: str
+    """Agent and container name."""
+    phase: LanePhase = LanePhase.EMPTY
+    container_id: str | None = None
+    started_at: float | None = None
+    by_us: bool = False
+    op: Op | None = None
+    dying_id: str | None = None
+    """A container that died and whose name is taken until its ``destroy``."""
+    died_at: float | None = None
+    ended_at: float | None = None
+    """When the lane's last container ended (a registration seen absent later is really gone)."""
+    extra_ids: frozenset[str] = frozenset()
+    """Further running containers found for this lane at adoption (left alone, block starts)."""
+    stale_ids: frozenset[str] = frozenset()
+    """Created/exited leftovers of this lane to remove (they hold the name)."""
+    retry_at: float | None = None
+    """Name still taken by a container being removed: retry the start then."""
+    conflict_retries: int = 0
+    oom: bool = False
+    took_job: bool = False
+    job: JobInfo | None = None
+    stop_requested: bool = False
+    early_exit: tuple[str, int | None, float] | None = None
+    """A ``die`` of a container whose start has not returned yet: (id, code, at)."""
+    early_destroyed: str | None = None
+    """A ``destroy`` of a container whose start has not returned yet."""
+    logs_of: str | None = None
+    """A failed container whose log tail is still to be fetched."""
+    # -------------------------------------------------- the registration, as the server said
+    agent_id: int | None = None
+    enabled: bool | None = None
+    """The server's ``enabled`` flag (None: unknown or not registered)."""
+    status: str | None = None
+    online: bool = False
+    """Seen online in a read that began after the current container started."""
+    idle_verified: bool = False
+    """A read after our last write showed the registration disabled and without a job."""
+    known_at: float = 0.0
+    """When the newest fact about the registration was true (a read's start, a write's end)."""
+
+    # ------------------------------------------------------------------ derived
+
+    @property
+    def live(self) -> bool:
+        """A container occupies the lane (or its start is in flight)."""
+        return self.container_id is not None or self.op is Op.START
+
+    @property
+    def name_free(self) -> bool:
+        """A new container may be created under the lane's name."""
+        return not (self.live or self.dying_id or self.extra_ids or self.stale_ids)
+
+    @property
+    def busy(self) -> bool:
+        """The lane's agent has a job (as last read)."""
+        return self.job is not None
+
+    @property
+    def disabled_idle(self) -> bool:
+        """The registration is known disabled and known to hold no job: it takes none."""
+        return self.enabled is False and self.idle_verified and self.job is None
+
+    @property
+    def capable(self) -> bool:
+        """The lane could run a job now or be handed one (see the module docstring).
+
+        A lane whose enabling is in flight counts as capable already: the other
+        lane must not be enabled in the meantime.
+        """
+        return self.op is Op.ENABLE or (self.live and not self.disabled_idle)
+
+
+@dataclass(frozen=True)
+class SlotRecord:
+    """Everything the engine knows about one slot."""
+
+    number: int
+    lanes: tuple[LaneRecord, LaneRecord]
+    intent: Intent = Intent.RUN
+    restart_ids: frozenset[str] = frozenset()
+    """With intent RESTART: the containers to replace."""
+    failures: int = 0
+    """Consecutive early failures (reset by a container that took a job or lived long)."""
+    backoff_until: float | None = None
+    parked: bool = False
+    last_exit: ExitInfo | None = None
+    message: str = ""
+    jobs_done: int = 0
+
+    def lane(self, lane: Lane) -> LaneRecord:
+        """The record of ``lane``."""
+        return self.lanes[0] if lane is Lane.A else self.lanes[1]
+
+    def with_lane(self, record: LaneRecord) -> SlotRecord:
+        """A copy with ``record`` replacing its lane."""
+        if record.lane is Lane.A:
+            return replace(self, lanes=(record, self.lanes[1]))
+        return replace(self, lanes=(self.lanes[0], record))
+
+    def find(self, container_id: str) -> LaneRecord | None:
+        """The lane whose current, dying, extra or stale container is ``container_id``."""
+        for record in self.lanes:
+            if container_id in (record.container_id, record.dying_id):
+                return record
+            if container_id in record.extra_ids or container_id in record.stale_ids:
+                return record
+        return None
+
+    @property
+    def live(self) -> bool:
+        """Some lane has a container (or a start in flight)."""
+        return any(record.live for record in self.lanes)
+
+    @property
+    def settled(self) -> bool:
+        """No container, no start in flight and no name still held by a dead one."""
+        return all(record.name_free and record.op is None for record in self.lanes)
+
+
+def lane_name(prefix: str, slot: int, lane: Lane) -> str:
+    """Agent and container name of ``lane`` of ``slot``."""
+    base = f"{prefix}-{slot}"
+    return base if lane is Lane.A else f"{base}-b"
+
+
+def new_slot(prefix: str, number: int, intent: Intent = Intent.RUN) -> SlotRecord:
+    """A slot with two empty lanes."""
+    return SlotRecord(
+        number=number,
+        lanes=(
+            LaneRecord(Lane.A, lane_name(prefix, number, Lane.A)),
+            LaneRecord(Lane.B, lane_name(prefix, number, Lane.B)),
+        ),
+        intent=intent,
+    )
+
+
+@dataclass(frozen=True)
+class PoolView:
+    """One read of the pool: every agent of it, by name, at ``began_at``."""
+
+    pool_id: int
+    began_at: float
+    agents: tuple[Agent, ...] = ()
+    queued_jobs: int = 0
+    running_jobs: int = 0
+
+    def agent(self, name: str) -> Agent | None:
+        """The agent registered as ``name``, or None."""
+        return next((agent for agent in self.agents if agent.name == name), None)
+
+
+@dataclass(frozen=True)
+class EngineState:
+    """The whole supervisor, as data."""
+
+    prefix: str
+    desired: int
+    slots: tuple[SlotRecord, ...] = ()
+    standby: bool = True
+    paused: bool = False
+    stopping: bool = False
+    stop_drain: bool = False
+    start_retry_at: float = 0.0
+    """Every start waits until then (the PAT could not be read, the engine was down)."""
+    server_retry_at: float = 0.0
+    """Every server write waits until then (Azure DevOps failed or rate-limited us)."""
+    pool: PoolView | None = None
+    """The latest successful read of the pool."""
+    docker: HealthSnapshot = field(default_factory=HealthSnapshot)
+
+    def slot(self, number: int) -> SlotRecord | None:
+        """Slot ``number`` or None."""
+        return next((slot for slot in self.slots if slot.number == number), None)
+
+    def with_slot(self, record: SlotRecord) -> EngineState:
+        """A copy with ``record`` replacing (or added as) its slot, slots kept in order."""
+        others = [slot for slot in self.slots if slot.number != record.number]
+        return replace(self, slots=tuple(sorted([*others, record], key=lambda s: s.number)))
+
+    def without_slot(self, number: int) -> EngineState:
+        """A copy without slot ``number``."""
+        return replace(self, slots=tuple(s for s in self.slots if s.number != number))
+
+    def lanes(self) -> Iterator[tuple[SlotRecord, LaneRecord]]:
+        """Every (slot, lane) pair."""
+        for slot in self.slots:
+            for record in slot.lanes:
+                yield slot, record
+
+    @property
+    def used_lanes(self) -> tuple[Lane, ...]:
+        """The lanes that run agents: both with standby, only ``a`` without."""
+        return (Lane.A, Lane.B) if self.standby else (Lane.A,)

@@ -1,0 +1,145 @@
+"""The planner: one pure function from the engine state and the time to the next actions.
+
+`decide(state, now)` looks at every slot (intent, lanes, what the pool and
+Docker last said) and returns the I/O steps to take now, whether the pool
+must be read on the fast cycle, and when to look again. The returned state
+marks those steps as in flight, so the same step is never planned twice. The
+supervisor's loop only carries the actions out and feeds their results back
+as observations (`transitions.apply`).
+
+The rules for taking a lane out of service live here (drain, retire, restart);
+which lane of a running slot takes jobs, and the hot standby, in `planner_run`.
+Every rule keeps the one safety promise of `lifecycle`: a second lane of a
+slot is never enabled or started in a way that lets it take a job while the
+other one could.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from .lifecycle import EngineState, Intent, LanePhase, LaneRecord, Op, SlotRecord
+from .planner_run import Draft, plan_run, take_out
+from .steps import (
+    Action,
+    CheckAgent,
+    FetchLogs,
+    RemoveContainer,
+    SetEnabled,
+    StartAgent,
+    StopAgent,
+)
+
+#: How long to wait for ``destroy`` after ``die`` before removing the container ourselves.
+DESTROY_GRACE = 3.0
+#: Read interval while some lane waits for a server-side step (see `Plan.poll_fast`).
+FAST_POLL = 1.0
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the loop should do now."""
+
+    actions: tuple[Action, ...] = ()
+    poll_fast: bool = False
+    """Some lane waits for something only a fresh read of the pool can tell (a new
+    registration to disable, an absent name to confirm): read every `FAST_POLL` s."""
+    wake_at: float | None = None
+    """Plan again at this time even if nothing is observed (backoff end, grace end)."""
+    forgotten: tuple[int, ...] = field(default=())
+    """Retired slots dropped from the state by this decision."""
+
+
+def decide(state: EngineState, now: float) -> tuple[EngineState, Plan]:
+    """Plan every slot; return the state with the planned steps marked in flight."""
+    if state.stopping and not state.stop_drain:
+        return state, Plan()
+    actions: list[Action] = []
+    fast = False
+    wakes: list[float] = [t for t in (state.start_retry_at, state.server_retry_at) if t > now]
+    forgotten: list[int] = []
+    for slot in state.slots:
+        slot = _finish_restart(slot)
+        if slot.intent is Intent.RETIRE and slot.settled:
+            state = state.without_slot(slot.number)
+            forgotten.append(slot.number)
+            continue
+        draft = Draft(state=state, slot=slot, now=now)
+        _housekeeping(draft)
+        if slot.intent in (Intent.DRAIN, Intent.RETIRE) or (state.stopping and state.stop_drain):
+            for lane in slot.lanes:
+                take_out(draft, lane, "draining")
+            if not slot.live:
+                draft.say("drained")
+        else:
+            plan_run(draft)
+        slot = _mark(draft)
+        state = state.with_slot(slot)
+        actions.extend(draft.actions)
+        fast = fast or draft.fast
+        wakes.extend(draft.wakes)
+        if slot.backoff_until is not None and slot.backoff_until > now:
+            wakes.append(slot.backoff_until)
+    wake = min(wakes) if wakes else None
+    return state, Plan(tuple(actions), fast, wake, tuple(forgotten))
+
+
+def _finish_restart(slot: SlotRecord) -> SlotRecord:
+    """A restart is over once none of the containers it had to replace is left."""
+    if slot.intent is not Intent.RESTART:
+        return slot
+    remaining = {lane.container_id for lane in slot.lanes} & slot.restart_ids
+    if remaining:
+        return slot
+    return replace(slot, intent=Intent.RUN, restart_ids=frozenset())
+
+
+def _housekeeping(draft: Draft) -> None:
+    """Dead containers that still hold a name, leftovers, log tails of failures."""
+    for lane in draft.slot.lanes:
+        if lane.logs_of is not None:
+            draft.act(lane, FetchLogs(draft.slot.number, lane.logs_of))
+        if lane.op is not None:
+            continue
+        if lane.dying_id is not None and lane.died_at is not None:
+            due = lane.died_at + DESTROY_GRACE
+            if draft.now >= due:
+                draft.act(lane, RemoveContainer(draft.slot.number, lane.lane, lane.dying_id))
+            else:
+                draft.wakes.append(due)
+        elif lane.stale_ids:
+            stale = min(lane.stale_ids)
+            draft.act(lane, RemoveContainer(draft.slot.number, lane.lane, stale))
+        if lane.retry_at is not None and lane.retry_at > draft.now:
+            draft.wakes.append(lane.retry_at)
+
+
+def _mark(draft: Draft) -> SlotRecord:
+    """The slot with every planned step marked in flight on its lane."""
+    slot = draft.slot
+    for lane_id, action in draft.by_lane:
+        lane = slot.lane(lane_id)
+        slot = slot.with_lane(_in_flight(lane, action))
+    if draft.message is not None and not slot.parked and not _backing_off(slot, draft.now):
+        slot = replace(slot, message=draft.message)
+    return slot
+
+
+def _in_flight(lane: LaneRecord, action: Action) -> LaneRecord:
+    if isinstance(action, StartAgent):
+        return replace(lane, op=Op.START, phase=LanePhase.STARTING, early_exit=None)
+    if isinstance(action, StopAgent):
+        return replace(lane, op=Op.STOP, phase=LanePhase.STOPPING, stop_requested=True)
+    if isinstance(action, RemoveContainer):
+        return replace(lane, op=Op.REMOVE)
+    if isinstance(action, SetEnabled):
+        return replace(lane, op=Op.ENABLE if action.enabled else Op.DISABLE)
+    if isinstance(action, CheckAgent):
+        return replace(lane, op=Op.CHECK)
+    if isinstance(action, FetchLogs):
+        return replace(lane, logs_of=None)
+    raise AssertionError(f"unknown action {action!r}")
+
+
+def _backing_off(slot: SlotRecord, now: float) -> bool:
+    return slot.backoff_until is not None and slot.backoff_until > now

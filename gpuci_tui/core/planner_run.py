@@ -1,0 +1,288 @@
+"""Planning a running slot: which lane takes jobs, the hot standby, taking lanes out.
+
+A running slot wants exactly one *active* lane (enabled, taking jobs) and,
+with standby on, the other lane *ready*: its container up, its agent online
+but disabled. When the active agent's container exits after its job, the
+standby is enabled at once (one PATCH) and a fresh container is started for
+the exited lane, which comes back disabled because a re-registration keeps
+the ``enabled`` flag (so that flag is set to False before the new start).
+
+A lane name that was never registered comes back *enabled* when first
+registered. So the second lane of a slot is only ever registered for the
+first time while the first lane cannot take a job (disabled and confirmed
+idle, or gone): a one-time bootstrap, after which both registrations exist.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .lifecycle import EngineState, Intent, Lane, LanePhase, LaneRecord, SlotRecord
+from .steps import Action, CheckAgent, FetchLogs, SetEnabled, StartAgent, StopAgent
+
+_PHASE_RANK = {LanePhase.READY: 0, LanePhase.BOOTING: 1, LanePhase.STARTING: 2}
+
+
+@dataclass
+class Draft:
+    """The decisions being made for one slot in one planning round."""
+
+    state: EngineState
+    slot: SlotRecord
+    now: float
+    actions: list[Action] = field(default_factory=list)
+    by_lane: list[tuple[Lane, Action]] = field(default_factory=list)
+    fast: bool = False
+    wakes: list[float] = field(default_factory=list)
+    message: str | None = None
+
+    def claimed(self, lane: LaneRecord) -> bool:
+        """The lane has an operation in flight or one planned this round."""
+        return lane.op is not None or any(lane_id is lane.lane for lane_id, _ in self.by_lane)
+
+    def act(self, lane: LaneRecord, action: Action) -> bool:
+        """Plan ``action`` unless the lane is already busy with another operation."""
+        if isinstance(action, FetchLogs):
+            self.actions.append(action)
+            self.by_lane.append((lane.lane, action))
+            return True
+        if self.claimed(lane):
+            return False
+        self.actions.append(action)
+        self.by_lane.append((lane.lane, action))
+        return True
+
+    def say(self, message: str) -> None:
+        """Set the slot's message (the first one said in a round wins)."""
+        if self.message is None:
+            self.message = message
+
+    @property
+    def can_write(self) -> bool:
+        """Server writes may go ahead (the pool is known and not backing off)."""
+        return self.state.pool is not None and self.state.server_retry_at <= self.now
+
+    def can_start(self, lane: LaneRecord) -> bool:
+        """A container may be started in ``lane`` now."""
+        state, slot, now = self.state, self.slot, self.now
+        return (
+            not state.paused
+            and not state.stopping
+            and slot.intent in (Intent.RUN, Intent.RESTART)
+            and not slot.parked
+            and (slot.backoff_until is None or slot.backoff_until <= now)
+            and state.start_retry_at <= now
+            and lane.name_free
+            and not self.claimed(lane)
+            and (lane.retry_at is None or lane.retry_at <= now)
+        )
+
+    def set_enabled(self, lane: LaneRecord, enabled: bool) -> bool:
+        """Plan a PATCH of the lane's flag when the server can be written to."""
+        if lane.agent_id is None or not self.can_write:
+            return False
+        return self.act(lane, SetEnabled(self.slot.number, lane.lane, lane.agent_id, enabled))
+
+    def check(self, lane: LaneRecord) -> bool:
+        """Plan a re-read of the lane's agent."""
+        if lane.agent_id is None or not self.can_write:
+            return False
+        return self.act(lane, CheckAgent(self.slot.number, lane.lane, lane.agent_id))
+
+    def start(self, lane: LaneRecord) -> bool:
+        """Plan a container start in ``lane``."""
+        return self.act(lane, StartAgent(self.slot.number, lane.lane))
+
+
+def absent(lane: LaneRecord) -> bool:
+    """A read newer than the lane's last container showed no registration of its name."""
+    ended = lane.ended_at or 0.0
+    return not lane.live and lane.agent_id is None and lane.known_at > ended and lane.known_at > 0
+
+
+def take_out(draft: Draft, lane: LaneRecord, why: str) -> None:
+    """Take a lane out of service: disable, confirm it holds no job, then stop it.
+
+    A busy lane is disabled and left to finish its job: its container exits by
+    itself (``--once``). Nothing is ever stopped without a read, made after the
+    disable, that shows no job.
+    """
+    if not lane.live or draft.claimed(lane) or lane.phase is LanePhase.STOPPING:
+        return
+    if lane.job is not None:
+        if lane.enabled is not False:
+            draft.set_enabled(lane, False)
+        draft.say(f"{why}: waiting for job {lane.job.request_id}")
+        return
+    if lane.agent_id is None:
+        draft.fast = True
+        draft.say("waiting for the agent to register before disabling it")
+        return
+    if lane.enabled is not False:
+        draft.set_enabled(lane, False)
+        draft.say(f"{why}: disabling {lane.name} on the server")
+    elif not lane.idle_verified:
+        draft.check(lane)
+        draft.say(f"{why}: re-checking that {lane.name} has no job")
+    else:
+        container_id = lane.container_id
+        if container_id is not None:
+            draft.act(lane, StopAgent(draft.slot.number, lane.lane, container_id))
+            draft.say("disabled and idle: stopping")
+
+
+def plan_run(draft: Draft) -> None:
+    """Plan a slot whose intent is RUN or RESTART."""
+    slot, state = draft.slot, draft.state
+    used = state.used_lanes
+
+    def leaving(lane: LaneRecord) -> bool:
+        return lane.container_id is not None and lane.container_id in slot.restart_ids
+
+    capable = [lane for lane in slot.lanes if lane.capable]
+    if len(capable) > 1:
+        _settle_conflict(draft, capable, used)
+        return
+    active = capable[0] if capable else None
+    if active is not None:
+        if active.lane not in used or leaving(active):
+            why = "restart" if leaving(active) else "standby is off"
+            if leaving(active) and not active.busy and _fresh_standby_coming(draft, active):
+                draft.say(f"restart: {active.name} serves until the fresh standby is ready")
+            else:
+                take_out(draft, active, why)
+        elif active.busy and state.standby and active.enabled is True:
+            # Disabled now, its registration comes back disabled in the next
+            # container: a standby, started as soon as this one exits.
+            draft.set_enabled(active, False)
+    else:
+        active = _choose_active(draft, used, leaving)
+    for lane in slot.lanes:
+        if active is not None and lane.lane is active.lane:
+            continue
+        if lane.lane not in used or leaving(lane):
+            take_out(draft, lane, "restart" if leaving(lane) else "standby is off")
+        elif active is not None:
+            # With no active lane chosen yet (names still held, paused, backing off)
+            # no lane is "the other one": nothing to prepare.
+            _standby(draft, lane, active)
+
+
+def _rank(lane: LaneRecord) -> tuple[int, str]:
+    return _PHASE_RANK.get(lane.phase, 3), lane.lane.value
+
+
+def _choose_active(
+    draft: Draft, used: tuple[Lane, ...], leaving: Callable[[LaneRecord], bool]
+) -> LaneRecord | None:
+    """No lane can take a job: pick the one that will, and start or enable it."""
+    lanes = [draft.slot.lane(lane_id) for lane_id in used]
+    # A registration that comes up enabled: never registered (done once per name,
+    # ever), or enabled already (e.g. just enabled to be started as the active one).
+    enabled = [
+        lane
+        for lane in lanes
+        if (absent(lane) or (lane.agent_id is not None and lane.enabled is True))
+        and draft.can_start(lane)
+    ]
+    if enabled:
+        draft.start(enabled[0])
+        return enabled[0]
+    standbys = [
+        lane
+        for lane in lanes
+        if lane.live
+        and lane.disabled_idle
+        and not leaving(lane)
+        and lane.phase is not LanePhase.STOPPING
+    ]
+    if standbys:
+        best = min(standbys, key=_rank)
+        draft.set_enabled(best, True)
+        return best
+    startable = [lane for lane in lanes if not lane.live and draft.can_start(lane)]
+    if not startable:
+        return None
+    lane = min(startable, key=lambda item: (item.enabled is False, item.lane.value))
+    if lane.enabled is False and draft.can_write:
+        # Enable the (offline) registration first: the agent then comes up ready.
+        draft.set_enabled(lane, True)
+    else:
+        draft.start(lane)
+    return lane
+
+
+def _standby(draft: Draft, lane: LaneRecord, active: LaneRecord | None) -> None:
+    """Rules for the lane that is not the active one of a running slot."""
+    if draft.claimed(lane):
+        return
+    if lane.live:
+        if not lane.disabled_idle and lane.enabled is False and lane.job is None:
+            draft.check(lane)
+        return
+    if lane.agent_id is not None and lane.enabled is not False:
+        # Its next container must come back disabled: set the flag while none runs.
+        draft.set_enabled(lane, False)
+        return
+    if not draft.can_start(lane):
+        return
+    if lane.agent_id is not None and lane.enabled is False:
+        draft.start(lane)
+        return
+    if not absent(lane):
+        # Registered or not? Only a fresh read of the pool can tell.
+        draft.fast = True
+        return
+    if active is None or not active.capable or draft.claimed(active):
+        return
+    if draft.slot.intent is not Intent.RUN or active.job is not None:
+        draft.say(f"standby: {lane.name} is registered once {active.name} has no job")
+        return
+    if active.enabled is not False and active.phase is LanePhase.READY:
+        # Bootstrap: set the idle active aside (disabled), then register this lane
+        # fresh; the set-aside agent becomes its standby.
+        if draft.set_enabled(active, False):
+            draft.say(f"standby: registering {lane.name}; {active.name} is set aside meanwhile")
+    elif active.enabled is False and not active.idle_verified:
+        draft.check(active)
+    elif active.phase in (LanePhase.STARTING, LanePhase.BOOTING):
+        # The bootstrap waits for the active agent to be seen ready: read fast until then.
+        draft.fast = True
+
+
+def _fresh_standby_coming(draft: Draft, active: LaneRecord) -> bool:
+    """A restart keeps the active lane serving while its replacement standby boots."""
+    state = draft.state
+    if not state.standby:
+        return False
+    other = draft.slot.lane(Lane.B if active.lane is Lane.A else Lane.A)
+    if other.container_id is not None and other.container_id in draft.slot.restart_ids:
+        return True
+    if other.live:
+        return not (other.disabled_idle and other.phase is LanePhase.READY)
+    return other.agent_id is not None and draft.can_start(other)
+
+
+def _settle_conflict(draft: Draft, capable: list[LaneRecord], used: tuple[Lane, ...]) -> None:
+    """Two lanes could take a job (adoption, or a flag changed outside gpuci-tui): fix it."""
+    busy = [lane for lane in capable if lane.job is not None]
+    if len(busy) > 1:
+        draft.say("both agents of this slot have a job: one was enabled outside gpuci-tui")
+        return
+    if busy:
+        keep = busy[0]
+    else:
+        keep = min(
+            capable,
+            key=lambda lane: (lane.lane not in used, lane.enabled is not True, *_rank(lane)),
+        )
+    for lane in capable:
+        if lane is keep:
+            continue
+        if lane.agent_id is None:
+            draft.fast = True
+        elif lane.enabled is not False:
+            draft.set_enabled(lane, False)
+        else:
+            draft.check(lane)

@@ -1,0 +1,171 @@
+"""The pool observer: reads the whole pool in one call per cycle and keeps Azure's health.
+
+Each cycle lists every agent of the pool (with their assigned jobs) in one
+call and hands an immutable `PoolView` to the engine; it never calls per
+slot, so the cost does not grow with the number of agents. The engine says
+when it needs the fast cycle (`set_fast`): while some lane waits for a fact
+only a fresh read can give.
+
+Failures never stop local replenishing: the observer backs off (longer for
+auth failures, as told for rate limits) and the health says why. The
+engine's own writes report their failures here too (`failed`), so one
+health and one backoff cover every call to the organisation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+
+from .lifecycle import PoolView
+from .models import HealthSnapshot, HealthState
+from .protocols import (
+    AgentPoolApi,
+    AzureAuthError,
+    AzureError,
+    AzureNotFoundError,
+    AzureRateLimitError,
+    AzureScopeError,
+    AzureUnreachableError,
+    JobRequest,
+)
+from .steps import Observation, PoolRead
+
+log = logging.getLogger("gpuci_tui.supervisor.azure")
+
+#: Read interval while the engine waits for a server-side fact.
+FAST_INTERVAL = 1.0
+#: Job requests (queue depth) are read at most this often.
+JOBREQUESTS_INTERVAL = 30.0
+MAX_ERROR_BACKOFF = 60.0
+
+
+class PoolObserver:
+    """Reads the pool on a cycle and owns the organisation's health."""
+
+    def __init__(
+        self,
+        api: AgentPoolApi,
+        pool_name: str,
+        *,
+        clock: Callable[[], float],
+        interval: float,
+        report: Callable[[str, str], None],
+    ) -> None:
+        """Create the observer (nothing is read until `run`).
+
+        Args:
+            api: The organisation's client.
+            pool_name: The pool to read.
+            clock: Wall clock.
+            interval: Seconds between reads when nothing waits (``poll_interval``).
+            report: Called with (kind, message) for operator-facing events.
+        """
+        self.api = api
+        self.pool_name = pool_name
+        self.clock = clock
+        self.interval = interval
+        self.health = HealthSnapshot()
+        self.pool_id: int | None = None
+        self._report = report
+        self._wake = asyncio.Event()
+        self._fast_for: dict[object, bool] = {}
+        self._error_streak = 0
+        self._next_jobrequests = 0.0
+        self._queued = 0
+        self._running = 0
+
+    # ------------------------------------------------------------------ steering
+
+    def poll_soon(self) -> None:
+        """Read now (after a command)."""
+        self._wake.set()
+
+    def set_fast(self, fast: bool, client: object = None) -> None:
+        """Use the fast cycle while some client (a supervisor sharing this pool) asks for it.
+
+        A switch to fast reads at once.
+        """
+        was = self.fast
+        self._fast_for[client] = fast
+        if fast and not was:
+            self._wake.set()
+
+    @property
+    def fast(self) -> bool:
+        """Whether the fast cycle is on."""
+        return any(self._fast_for.values())
+
+    # ------------------------------------------------------------------ loop
+
+    async def run(self, deliver: Callable[[Observation], None]) -> None:
+        """Read until cancelled, handing every successful read to ``deliver``."""
+        while True:
+            delay = await self.cycle(deliver)
+            self._wake.clear()
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a
+            # cancellation that races with the event being set, and the
+            # supervisor's shutdown would then wait for this loop forever.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(delay):
+                    await self._wake.wait()
+
+    async def cycle(self, deliver: Callable[[Observation], None]) -> float:
+        """One read of the pool; returns the delay until the next."""
+        try:
+            if self.pool_id is None:
+                pool = await asyncio.to_thread(self.api.resolve_pool, self.pool_name)
+                self.pool_id = pool.id
+            began = self.clock()
+            agents = await asyncio.to_thread(self.api.list_agents, self.pool_id)
+            if began >= self._next_jobrequests:
+                requests = await asyncio.to_thread(self.api.list_job_requests, self.pool_id)
+                self._count_requests(requests)
+                self._next_jobrequests = began + JOBREQUESTS_INTERVAL
+        except AzureError as exc:
+            if isinstance(exc, AzureNotFoundError):
+                self.pool_id = None  # the pool was deleted or renamed: resolve it again
+            return self.failed(exc)
+        self.answered()
+        view = PoolView(
+            pool_id=self.pool_id,
+            began_at=began,
+            agents=tuple(agents),
+            queued_jobs=self._queued,
+            running_jobs=self._running,
+        )
+        deliver(PoolRead(view))
+        return FAST_INTERVAL if self.fast else self.interval
+
+    # ------------------------------------------------------------------ health
+
+    def answered(self) -> None:
+        """The organisation answered a call: healthy again."""
+        self._error_streak = 0
+        self.health = HealthSnapshot(HealthState.OK, "", self.clock())
+
+    def failed(self, exc: AzureError) -> float:
+        """Record a failed call; returns the seconds to wait before calling again."""
+        now = self.clock()
+        self._error_streak += 1
+        if isinstance(exc, AzureRateLimitError):
+            state, delay = HealthState.RATE_LIMITED, max(exc.retry_after, 1.0)
+        elif isinstance(exc, AzureAuthError | AzureScopeError):
+            state, delay = HealthState.AUTH_FAILED, MAX_ERROR_BACKOFF
+        elif isinstance(exc, AzureUnreachableError):
+            state = HealthState.UNREACHABLE
+            delay = min(2.0 * 2 ** (self._error_streak - 1), MAX_ERROR_BACKOFF)
+        else:
+            state = HealthState.ERROR
+            delay = min(2.0 * 2 ** (self._error_streak - 1), MAX_ERROR_BACKOFF)
+        message = f"{exc} (local slots are still replenished; next try in {delay:.0f} s)"
+        if self.health.state != state or self.health.message != message:
+            self._report("azure_error", str(exc))
+        self.health = HealthSnapshot(state, message, now, now + delay)
+        return delay
+
+    def _count_requests(self, requests: list[JobRequest]) -> None:
+        self._queued = sum(1 for r in requests if r.assign_time is None and r.result is None)
+        self._running = sum(1 for r in requests if r.assign_time is not None and r.result is None)

@@ -1,0 +1,205 @@
+"""From the engine state to the frozen snapshots the console, the CLI and the socket speak.
+
+Pure functions: the slot's displayed `SlotState` is derived here, in one place,
+from its intent, its lanes' phases and its failure record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .lifecycle import EngineState, Intent, LanePhase, LaneRecord, SlotRecord
+from .models import (
+    AgentSnapshot,
+    HealthSnapshot,
+    PoolSummary,
+    SlotSnapshot,
+    SlotState,
+    SupervisorSnapshot,
+)
+
+_PHASE_RANK = {
+    LanePhase.BUSY: 0,
+    LanePhase.READY: 1,
+    LanePhase.BOOTING: 2,
+    LanePhase.STARTING: 3,
+    LanePhase.STOPPING: 4,
+}
+
+
+@dataclass(frozen=True)
+class SnapshotMeta:
+    """What a snapshot says about the supervisor itself (fixed for its lifetime)."""
+
+    org_url: str
+    pool: str
+    instance: str
+    mode: str
+    pid: int | None
+    started_at: float | None
+
+
+def leaving(slot: SlotRecord, lane: LaneRecord, state: EngineState) -> bool:
+    """The lane's container is being replaced (restart) or retired (standby turned off)."""
+    if lane.container_id is not None and lane.container_id in slot.restart_ids:
+        return True
+    return lane.live and lane.lane not in state.used_lanes
+
+
+def role(slot: SlotRecord, lane: LaneRecord, state: EngineState) -> str:
+    """``active``, ``standby``, ``leaving`` or empty (see `AgentSnapshot.role`)."""
+    if not lane.live:
+        return ""
+    if leaving(slot, lane, state) or slot.intent in (Intent.DRAIN, Intent.RETIRE):
+        return "leaving"
+    if lane.capable:
+        return "active"
+    return "standby"
+
+
+def primary(slot: SlotRecord) -> LaneRecord:
+    """The lane the slot's row describes: the one that runs or may take a job."""
+    capable = [lane for lane in slot.lanes if lane.capable]
+    if capable:
+        return min(capable, key=lambda lane: (lane.job is None, lane.enabled is not True))
+    live = [lane for lane in slot.lanes if lane.live]
+    if live:
+        return min(live, key=lambda lane: (_PHASE_RANK.get(lane.phase, 9), lane.lane.value))
+    return slot.lanes[0]
+
+
+def slot_state(slot: SlotRecord, now: float) -> SlotState:
+    """The slot's state as shown to operators."""
+    if not slot.live:
+        if slot.parked:
+            return SlotState.PARKED
+        if slot.intent in (Intent.DRAIN, Intent.RETIRE):
+            dying = any(lane.dying_id for lane in slot.lanes)
+            return SlotState.DRAINING if dying else SlotState.DRAINED
+        if slot.backoff_until is not None and slot.backoff_until > now:
+            return SlotState.BACKOFF
+        return SlotState.EMPTY
+    if slot.intent in (Intent.DRAIN, Intent.RETIRE):
+        return SlotState.DRAINING
+    if any(lane.job is not None for lane in slot.lanes if lane.live):
+        return SlotState.BUSY
+    # Idle means "would take a job now": a ready standby alone does not count.
+    if any(lane.phase is LanePhase.READY and lane.capable for lane in slot.lanes):
+        return SlotState.IDLE
+    return SlotState.STARTING
+
+
+def standby_label(slot: SlotRecord, state: EngineState) -> str:
+    """The hot standby of a slot, in one word (see `SlotSnapshot.standby`)."""
+    if not state.standby:
+        return "off"
+    if slot.intent in (Intent.DRAIN, Intent.RETIRE) or not slot.live:
+        return ""
+    for lane in slot.lanes:
+        if lane.live and not lane.capable and not leaving(slot, lane, state):
+            return "ready" if lane.phase is LanePhase.READY else "booting"
+    return "pending"
+
+
+def agent_snapshot(slot: SlotRecord, lane: LaneRecord, state: EngineState) -> AgentSnapshot:
+    """One lane, frozen."""
+    return AgentSnapshot(
+        lane=lane.lane.value,
+        name=lane.name,
+        phase=lane.phase.value,
+        role=role(slot, lane, state),
+        container_id=lane.container_id,
+        started_at=lane.started_at,
+        agent_id=lane.agent_id,
+        agent_status=lane.status,
+        agent_enabled=lane.enabled,
+        job=lane.job,
+    )
+
+
+def slot_snapshot(
+    slot: SlotRecord, state: EngineState, now: float, gpus: tuple[str, ...], group: str = ""
+) -> SlotSnapshot:
+    """One slot, frozen."""
+    main = primary(slot)
+    job = main.job or next((lane.job for lane in slot.lanes if lane.job), None)
+    pending_restart = slot.intent is Intent.RESTART and any(
+        lane.job is not None and lane.container_id in slot.restart_ids for lane in slot.lanes
+    )
+    shown = [lane for lane in slot.lanes if lane.lane in state.used_lanes or lane.live]
+    return SlotSnapshot(
+        slot=slot.number,
+        name=main.name,
+        state=slot_state(slot, now),
+        container_id=main.container_id,
+        started_at=main.started_at,
+        agent_id=main.agent_id,
+        agent_status=main.status,
+        agent_enabled=main.enabled,
+        job=job,
+        gpus=gpus,
+        last_exit=slot.last_exit,
+        failures=slot.failures,
+        backoff_until=slot.backoff_until,
+        restart_pending=pending_restart,
+        message=slot.message,
+        jobs_done=slot.jobs_done,
+        intent=slot.intent.value,
+        lane=main.lane.value,
+        standby=standby_label(slot, state),
+        agents=tuple(agent_snapshot(slot, lane, state) for lane in shown),
+        group=group,
+    )
+
+
+def pool_summary(state: EngineState, pool_name: str) -> PoolSummary:
+    """The pool as last read, with how many disabled agents are our standbys."""
+    view = state.pool
+    standby = sum(1 for slot, lane in state.lanes() if role(slot, lane, state) == "standby")
+    if view is None:
+        return PoolSummary(name=pool_name, standby=standby)
+    agents = view.agents
+    return PoolSummary(
+        pool_id=view.pool_id,
+        name=pool_name,
+        online=sum(1 for a in agents if a.status == "online"),
+        offline=sum(1 for a in agents if a.status != "online"),
+        disabled=sum(1 for a in agents if not a.enabled),
+        queued_jobs=view.queued_jobs,
+        running_jobs=max(view.running_jobs, sum(1 for a in agents if a.assigned_request)),
+        standby=standby,
+    )
+
+
+def supervisor_snapshot(
+    state: EngineState,
+    meta: SnapshotMeta,
+    now: float,
+    *,
+    azure: HealthSnapshot,
+    azure_requests: int,
+    gpus_of: Callable[[int], tuple[str, ...]],
+    group: str = "",
+) -> SupervisorSnapshot:
+    """The whole supervisor, frozen."""
+    return SupervisorSnapshot(
+        taken_at=now,
+        org_url=meta.org_url,
+        pool=meta.pool,
+        instance=meta.instance,
+        desired_count=state.desired,
+        paused=state.paused,
+        stopping=state.stopping,
+        mode=meta.mode,
+        pid=meta.pid,
+        slots=tuple(
+            slot_snapshot(slot, state, now, gpus_of(slot.number), group) for slot in state.slots
+        ),
+        pool_summary=pool_summary(state, meta.pool),
+        azure=azure,
+        docker=state.docker,
+        azure_requests=azure_requests,
+        started_at=meta.started_at,
+        standby=state.standby,
+    )

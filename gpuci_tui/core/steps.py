@@ -1,0 +1,289 @@
+"""What flows through the engine loop: observations in, actions out, notes on the side.
+
+* An *observation* is a fact the engine learns: a Docker event, a listing, a
+  read of the pool, the result of one of its own actions. `transitions.apply`
+  folds it into the `EngineState`.
+* An *action* is one I/O step the planner (`planner.decide`) wants done. The
+  executor carries it out and answers with an observation.
+* A *note* is what a transition tells the outside world: an operator-facing
+  event, or a finished job for the history.
+
+All plain frozen dataclasses, so tests can write them in tables.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .lifecycle import Lane, PoolView
+from .models import ExitInfo, JobInfo
+from .protocols import Agent, ContainerInfo
+
+# =========================================================================== observations
+
+
+@dataclass(frozen=True)
+class Listed:
+    """The engine's containers with our labels (at start and after the event stream came back)."""
+
+    containers: tuple[ContainerInfo, ...]
+    at: float
+
+
+@dataclass(frozen=True)
+class Started:
+    """Our start of a lane's container succeeded."""
+
+    slot: int
+    lane: Lane
+    container_id: str
+    at: float
+
+
+@dataclass(frozen=True)
+class StartFailed:
+    """Our start of a lane's container failed; ``kind`` says whose fault it was.
+
+    ``conflict``: the name is still taken (retry soon); ``engine``: Docker is
+    unreachable (all starts pause); ``token``: the PAT could not be read (all
+    starts pause); ``start``: the slot's own problem (counts towards parking).
+    """
+
+    slot: int
+    lane: Lane
+    kind: str
+    reason: str
+    at: float
+
+
+@dataclass(frozen=True)
+class Appeared:
+    """A container with our labels started that we did not start (adopt it)."""
+
+    slot: int
+    lane: Lane
+    container_id: str
+    at: float
+
+
+@dataclass(frozen=True)
+class Died:
+    """A container of ours exited (``code`` None: unknown, e.g. gone during an outage)."""
+
+    slot: int
+    lane: Lane
+    container_id: str
+    code: int | None
+    at: float
+
+
+@dataclass(frozen=True)
+class OutOfMemory:
+    """The kernel's OOM killer hit a container of ours."""
+
+    slot: int
+    lane: Lane
+    container_id: str
+
+
+@dataclass(frozen=True)
+class Destroyed:
+    """A container of ours was removed: its name is free."""
+
+    slot: int
+    lane: Lane
+    container_id: str
+    at: float
+
+
+@dataclass(frozen=True)
+class Stopped:
+    """Our stop call returned (the ``die`` event says how the container ended)."""
+
+    slot: int
+    lane: Lane
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Removed:
+    """Our force-remove of a container returned."""
+
+    slot: int
+    lane: Lane
+    container_id: str
+
+
+@dataclass(frozen=True)
+class LogTail:
+    """The last lines of a failed container."""
+
+    slot: int
+    container_id: str
+    lines: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class EngineLost:
+    """The Docker engine stopped answering (event stream lost, or a call failed)."""
+
+    message: str
+    at: float
+
+
+@dataclass(frozen=True)
+class EngineAnswered:
+    """The Docker engine answered (a ping, a listing, an event stream back)."""
+
+    at: float
+    restored: bool = False
+    """The event stream came back after an outage (a listing follows)."""
+
+
+@dataclass(frozen=True)
+class PoolRead:
+    """A successful read of the whole pool."""
+
+    view: PoolView
+
+
+@dataclass(frozen=True)
+class AgentWritten:
+    """Our PATCH of a lane's ``enabled`` flag returned ``agent``."""
+
+    slot: int
+    lane: Lane
+    agent: Agent
+    at: float
+
+
+@dataclass(frozen=True)
+class AgentChecked:
+    """Our re-read of one lane's agent (None: the registration does not exist)."""
+
+    slot: int
+    lane: Lane
+    agent: Agent | None
+    began_at: float
+
+
+@dataclass(frozen=True)
+class ServerFailed:
+    """A server write or re-read for a lane failed; writes wait until ``retry_at``.
+
+    ``gone`` is True when the server said the agent (or the pool) does not exist.
+    """
+
+    slot: int
+    lane: Lane
+    message: str
+    retry_at: float
+    gone: bool = False
+
+
+Observation = (
+    Listed
+    | Started
+    | StartFailed
+    | Appeared
+    | Died
+    | OutOfMemory
+    | Destroyed
+    | Stopped
+    | Removed
+    | LogTail
+    | EngineLost
+    | EngineAnswered
+    | PoolRead
+    | AgentWritten
+    | AgentChecked
+    | ServerFailed
+)
+
+# =========================================================================== actions
+
+
+@dataclass(frozen=True)
+class StartAgent:
+    """Create the lane's container (token file copied in), then start it."""
+
+    slot: int
+    lane: Lane
+
+
+@dataclass(frozen=True)
+class StopAgent:
+    """SIGTERM the lane's container: only planned after a confirmed 'disabled, no job'."""
+
+    slot: int
+    lane: Lane
+    container_id: str
+
+
+@dataclass(frozen=True)
+class RemoveContainer:
+    """Force-remove a dead or leftover container that still holds the lane's name."""
+
+    slot: int
+    lane: Lane
+    container_id: str
+
+
+@dataclass(frozen=True)
+class SetEnabled:
+    """PATCH the lane's agent ``enabled`` flag."""
+
+    slot: int
+    lane: Lane
+    agent_id: int
+    enabled: bool
+
+
+@dataclass(frozen=True)
+class CheckAgent:
+    """Re-read the lane's agent (after disabling it: does it hold a job?)."""
+
+    slot: int
+    lane: Lane
+    agent_id: int
+
+
+@dataclass(frozen=True)
+class FetchLogs:
+    """Read the log tail of a container that failed (best effort)."""
+
+    slot: int
+    container_id: str
+
+
+Action = StartAgent | StopAgent | RemoveContainer | SetEnabled | CheckAgent | FetchLogs
+
+# =========================================================================== notes
+
+
+@dataclass(frozen=True)
+class Note:
+    """An operator-facing event (becomes a `SupervisorEvent`)."""
+
+    kind: str
+    message: str
+    slot: int | None = None
+
+
+@dataclass(frozen=True)
+class JobEnded:
+    """A container that took a job has exited: one row of the job history."""
+
+    slot: int
+    lane: Lane
+    agent: str
+    container_id: str
+    job: JobInfo | None
+    """The job as last read while it ran (None: it started and ended between two reads)."""
+    started_at: float | None
+    exit: ExitInfo
+    agent_id: int | None = None
+    """The registration's id: its last finished job request says the rest."""
+
+
+Output = Note | JobEnded

@@ -1,0 +1,381 @@
+"""Transitions: fold one observation into the engine state (pure).
+
+`apply(state, observation, rules)` returns the next `EngineState` and the
+notes it produced (operator events, finished jobs). Container facts are
+handled here; what the server said is in `transitions_server`. Nothing here
+does I/O or reads the clock: every time comes with the observation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from .agentspec import lane_of, slot_of
+from .config import SupervisorConfig
+from .exits import count_failure, forgive, judge_exit
+from .lifecycle import (
+    EngineState,
+    Intent,
+    Lane,
+    LanePhase,
+    LaneRecord,
+    Op,
+    SlotRecord,
+    new_slot,
+)
+from .models import ExitInfo, HealthSnapshot, HealthState
+from .protocols import ContainerInfo
+from .steps import (
+    AgentChecked,
+    AgentWritten,
+    Appeared,
+    Destroyed,
+    Died,
+    EngineAnswered,
+    EngineLost,
+    JobEnded,
+    Listed,
+    LogTail,
+    Note,
+    Observation,
+    OutOfMemory,
+    Output,
+    PoolRead,
+    Removed,
+    ServerFailed,
+    Started,
+    StartFailed,
+    Stopped,
+)
+from .transitions_server import agent_checked, agent_written, pool_read, server_failed
+
+#: Pause of every start after the PAT could not be read.
+TOKEN_RETRY = 30.0
+#: Pause of every start after the engine could not be reached (not counted against a slot).
+ENGINE_RETRY = 2.0
+
+_LIVE_STATUSES = frozenset({"running", "restarting", "paused"})
+
+
+@dataclass(frozen=True)
+class Step:
+    """The state after an observation, and what it told the outside world."""
+
+    state: EngineState
+    outputs: tuple[Output, ...] = ()
+
+
+def apply(state: EngineState, obs: Observation, rules: SupervisorConfig) -> Step:
+    """Fold ``obs`` into ``state``."""
+    match obs:
+        case PoolRead():
+            new, notes = pool_read(state, obs)
+            return Step(new, notes)
+        case AgentWritten():
+            new, notes = agent_written(state, obs)
+            return Step(new, notes)
+        case AgentChecked():
+            new, notes = agent_checked(state, obs)
+            return Step(new, notes)
+        case ServerFailed():
+            return Step(server_failed(state, obs))
+        case Listed():
+            return _listed(state, obs, rules)
+        case EngineLost():
+            health = HealthSnapshot(HealthState.UNREACHABLE, obs.message, obs.at)
+            note = Note("docker_error", f"Docker engine lost: {obs.message}")
+            return Step(replace(state, docker=health), (note,))
+        case EngineAnswered():
+            new = replace(state, docker=HealthSnapshot(HealthState.OK, "", obs.at))
+            if obs.restored:
+                note = Note("docker_restored", "Docker engine back; re-adopting containers")
+                return Step(new, (note,))
+            return Step(new)
+    slot = state.slot(obs.slot)
+    if slot is None:
+        return Step(state)
+    match obs:
+        case Started():
+            return _started(state, slot, obs, rules)
+        case StartFailed():
+            return _start_failed(state, slot, obs, rules)
+        case Appeared():
+            return _appeared(state, slot, obs)
+        case Died():
+            return _died(state, slot, obs, rules)
+        case OutOfMemory():
+            lane = slot.lane(obs.lane)
+            if lane.container_id == obs.container_id:
+                return Step(state.with_slot(slot.with_lane(replace(lane, oom=True))))
+        case Destroyed():
+            return _destroyed(state, slot, obs, rules)
+        case Stopped():
+            return Step(state.with_slot(_stopped(slot, obs)))
+        case Removed():
+            lane = _forget_container(slot.lane(obs.lane), obs.container_id)
+            return Step(state.with_slot(slot.with_lane(replace(lane, op=None))))
+        case LogTail():
+            last = slot.last_exit
+            if last is not None and not last.log_tail and obs.lines:
+                slot = replace(slot, last_exit=replace(last, log_tail=obs.lines))
+                return Step(state.with_slot(slot))
+    return Step(state)
+
+
+# --------------------------------------------------------------------------- our own starts
+
+
+def container_started(lane: LaneRecord, container_id: str, at: float, by_us: bool) -> LaneRecord:
+    """A container now occupies the lane; the registration facts are kept."""
+    return replace(
+        lane,
+        phase=LanePhase.BOOTING,
+        container_id=container_id,
+        started_at=at,
+        by_us=by_us,
+        op=None,
+        retry_at=None,
+        conflict_retries=0,
+        oom=False,
+        took_job=False,
+        job=None,
+        stop_requested=False,
+        online=False,
+    )
+
+
+def _started(state: EngineState, slot: SlotRecord, obs: Started, rules: SupervisorConfig) -> Step:
+    lane = slot.lane(obs.lane)
+    early, gone = lane.early_exit, lane.early_destroyed
+    lane = replace(
+        container_started(lane, obs.container_id, obs.at, by_us=True),
+        early_exit=None,
+        early_destroyed=None,
+    )
+    slot = replace(slot.with_lane(lane), message="")
+    note = Note("container_started", f"{lane.name} started ({obs.container_id[:12]})", slot.number)
+    step = Step(state.with_slot(slot), (note,))
+    if early is not None and early[0] == obs.container_id:
+        # It exited before start() returned: its die event was kept for now.
+        died = Died(slot.number, obs.lane, early[0], early[1], early[2])
+        after = _died(step.state, slot, died, rules)
+        step = Step(after.state, step.outputs + after.outputs)
+        if gone == obs.container_id:
+            slot = step.state.slot(slot.number) or slot
+            cleared = _forget_container(slot.lane(obs.lane), obs.container_id)
+            step = Step(step.state.with_slot(slot.with_lane(cleared)), step.outputs)
+    return step
+
+
+def _start_failed(
+    state: EngineState, slot: SlotRecord, obs: StartFailed, rules: SupervisorConfig
+) -> Step:
+    lane = replace(slot.lane(obs.lane), op=None, phase=LanePhase.EMPTY)
+    slot = slot.with_lane(lane)
+    if obs.kind == "conflict":
+        retries = lane.conflict_retries + 1
+        lane = replace(lane, conflict_retries=retries, retry_at=obs.at + min(0.1 * retries, 2.0))
+        slot = replace(
+            slot.with_lane(lane),
+            message="waiting for the previous container's name to be released",
+        )
+        return Step(state.with_slot(slot))
+    if obs.kind == "engine":
+        # The engine is down (e.g. dockerd restarting), not the slot's image: counting
+        # it as a failed start would park every slot within seconds. Pause all starts.
+        slot = replace(slot, message=f"waiting for the Docker engine: {obs.reason}")
+        new = replace(
+            state.with_slot(slot),
+            start_retry_at=obs.at + ENGINE_RETRY,
+            docker=HealthSnapshot(HealthState.UNREACHABLE, obs.reason, obs.at),
+        )
+        return Step(new, (Note("docker_error", f"{lane.name}: {obs.reason}", slot.number),))
+    if obs.kind == "token":
+        slot = replace(slot, message=f"cannot start: {obs.reason}")
+        new = replace(state.with_slot(slot), start_retry_at=obs.at + TOKEN_RETRY)
+        return Step(new, (Note("token_error", obs.reason, slot.number),))
+    slot = replace(
+        slot, last_exit=ExitInfo(code=None, at=obs.at, reason=f"start failed: {obs.reason}")
+    )
+    slot = count_failure(slot, f"start failed ({obs.reason})", obs.reason, obs.at, rules)
+    notes = [Note("start_failed", f"{lane.name}: {obs.reason}", slot.number)]
+    if slot.parked:
+        notes.append(Note("slot_parked", f"{lane.name}: {slot.message}", slot.number))
+    return Step(state.with_slot(slot), tuple(notes))
+
+
+# --------------------------------------------------------------------------- Docker's view
+
+
+def _appeared(state: EngineState, slot: SlotRecord, obs: Appeared) -> Step:
+    lane = slot.lane(obs.lane)
+    if lane.container_id is not None or lane.live or obs.container_id == lane.dying_id:
+        return Step(state)
+    # Started by someone else with our labels: adopt rather than duplicate.
+    lane = container_started(lane, obs.container_id, obs.at, by_us=False)
+    note = Note("container_adopted", f"{lane.name} adopted ({obs.container_id[:12]})", slot.number)
+    return Step(state.with_slot(slot.with_lane(lane)), (note,))
+
+
+def _died(state: EngineState, slot: SlotRecord, obs: Died, rules: SupervisorConfig) -> Step:
+    lane = slot.lane(obs.lane)
+    if obs.container_id in lane.extra_ids:
+        lane = replace(lane, extra_ids=lane.extra_ids - {obs.container_id})
+        return Step(state.with_slot(slot.with_lane(lane)))
+    if obs.container_id != lane.container_id:
+        if lane.op is Op.START and lane.container_id is None:
+            lane = replace(lane, early_exit=(obs.container_id, obs.code, obs.at))
+            return Step(state.with_slot(slot.with_lane(lane)))
+        return Step(state)
+    info, failure = judge_exit(lane, obs.code, obs.at, rules)
+    outputs: list[Output] = []
+    if lane.took_job or info.took_job:
+        outputs.append(
+            JobEnded(
+                slot.number,
+                lane.lane,
+                lane.name,
+                obs.container_id,
+                lane.job,
+                lane.started_at,
+                info,
+                lane.agent_id,
+            )
+        )
+    ended = replace(
+        lane,
+        phase=LanePhase.EXITED,
+        container_id=None,
+        started_at=None,
+        dying_id=obs.container_id,
+        died_at=obs.at,
+        ended_at=obs.at,
+        job=None,
+        took_job=False,
+        online=False,
+        oom=False,
+        stop_requested=False,
+        logs_of=obs.container_id if failure else lane.logs_of,
+        # A registration disabled before its container ended can take no job any more.
+        idle_verified=lane.enabled is False,
+    )
+    slot = replace(
+        slot.with_lane(ended),
+        last_exit=info,
+        jobs_done=slot.jobs_done + (1 if lane.took_job else 0),
+        restart_ids=slot.restart_ids - {obs.container_id},
+    )
+    slot = (
+        count_failure(slot, f"failed ({info.reason})", info.reason, obs.at, rules)
+        if (failure)
+        else forgive(slot)
+    )
+    if slot.intent in (Intent.DRAIN, Intent.RETIRE) and not slot.live:
+        slot = replace(slot, message="drained")
+    kind = "slot_parked" if slot.parked else "container_exited"
+    outputs.insert(0, Note(kind, f"{lane.name} exited: {info.reason}", slot.number))
+    if lane.took_job or info.took_job:
+        outputs.insert(1, Note("job_finished", f"{lane.name} finished its job", slot.number))
+    return Step(state.with_slot(slot), tuple(outputs))
+
+
+def _destroyed(
+    state: EngineState, slot: SlotRecord, obs: Destroyed, rules: SupervisorConfig
+) -> Step:
+    lane = slot.lane(obs.lane)
+    known = (lane.dying_id, *lane.extra_ids, *lane.stale_ids)
+    if lane.container_id is None and lane.op is Op.START and obs.container_id not in known:
+        # Its start has not returned yet: keep the destroy for when it does.
+        lane = replace(lane, early_destroyed=obs.container_id)
+        return Step(state.with_slot(slot.with_lane(lane)))
+    if obs.container_id == lane.container_id:
+        # Removed without a die we saw (stream gap): an exit of unknown code first.
+        died = Died(slot.number, obs.lane, obs.container_id, None, obs.at)
+        step = _died(state, slot, died, rules)
+        state, outputs = step.state, step.outputs
+        slot = state.slot(obs.slot) or slot
+        lane = slot.lane(obs.lane)
+    else:
+        outputs = ()
+    lane = _forget_container(lane, obs.container_id)
+    return Step(state.with_slot(slot.with_lane(lane)), outputs)
+
+
+def _forget_container(lane: LaneRecord, container_id: str) -> LaneRecord:
+    if lane.dying_id == container_id:
+        lane = replace(lane, dying_id=None, died_at=None)
+    lane = replace(
+        lane, extra_ids=lane.extra_ids - {container_id}, stale_ids=lane.stale_ids - {container_id}
+    )
+    if not lane.live and lane.dying_id is None and lane.phase is LanePhase.EXITED:
+        lane = replace(lane, phase=LanePhase.EMPTY)
+    return lane
+
+
+def _stopped(slot: SlotRecord, obs: Stopped) -> SlotRecord:
+    lane = replace(slot.lane(obs.lane), op=None)
+    if obs.error is None:
+        return slot.with_lane(lane)
+    # The container may still run: it is no longer "ours to stop" until re-checked.
+    phase = lane.phase
+    if lane.live and phase is LanePhase.STOPPING:
+        phase = LanePhase.READY if lane.online else LanePhase.BOOTING
+    lane = replace(lane, stop_requested=False, phase=phase)
+    return replace(slot.with_lane(lane), message=f"stop failed: {obs.error}")
+
+
+def _listed(state: EngineState, obs: Listed, rules: SupervisorConfig) -> Step:
+    """Rebuild the container side from a listing: adopt, never duplicate."""
+    live: dict[tuple[int, Lane], list[ContainerInfo]] = {}
+    dead: dict[tuple[int, Lane], set[str]] = {}
+    for info in obs.containers:
+        number = slot_of(info.labels)
+        if number is None:
+            continue
+        key = (number, lane_of(info.labels))
+        if info.status in _LIVE_STATUSES:
+            live.setdefault(key, []).append(info)
+        elif info.status in ("created", "exited", "dead"):
+            # Half-made (crash between create and start) or left over: clear the name.
+            dead.setdefault(key, set()).add(info.id)
+    outputs: list[Output] = []
+    for number, _ in sorted(set(live) | set(dead)):
+        if state.slot(number) is None and (
+            number < state.desired or (number, Lane.A) in live or (number, Lane.B) in live
+        ):
+            intent = Intent.RUN if number < state.desired else Intent.RETIRE
+            state = state.with_slot(new_slot(state.prefix, number, intent))
+    for slot in state.slots:
+        for lane in slot.lanes:
+            key = (slot.number, lane.lane)
+            infos = live.get(key, [])
+            current = next((i for i in infos if i.id == lane.container_id), None)
+            if current is None and infos and lane.op is None and not lane.live:
+                current = infos[0]
+                lane = container_started(lane, current.id, current.started_at or obs.at, False)
+                outputs.append(
+                    Note(
+                        "container_adopted", f"{lane.name} adopted ({current.id[:12]})", slot.number
+                    )
+                )
+            extra = frozenset(i.id for i in infos if current is None or i.id != current.id)
+            stale = frozenset(dead.get(key, set()) - {lane.dying_id})
+            lane = replace(lane, extra_ids=extra, stale_ids=stale)
+            if lane.dying_id is not None and lane.dying_id not in dead.get(key, set()):
+                lane = replace(lane, dying_id=None, died_at=None)
+            slot = slot.with_lane(lane)
+            gone = lane.container_id is not None and current is None and lane.op is not Op.START
+            state = state.with_slot(slot)
+            if gone:
+                # Gone while we were not looking (stream gap): count it as an exit.
+                assert lane.container_id is not None
+                step = _died(
+                    state,
+                    slot,
+                    Died(slot.number, lane.lane, lane.container_id, None, obs.at),
+                    rules,
+                )
+                state, outputs = step.state, outputs + list(step.outputs)
+                slot = state.slot(slot.number) or slot
+    docker = HealthSnapshot(HealthState.OK, "", obs.at)
+    return Step(replace(state, docker=docker), tuple(outputs))

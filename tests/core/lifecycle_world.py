@@ -1,0 +1,314 @@
+"""A small discrete-event world for the pure engine: Docker, the agents and Azure DevOps.
+
+It runs `transitions.apply` and `planner.decide` against a model of the
+outside systems with random (seeded) timings: container starts, the two
+start-up steps of an agent (registration, then session), job dispatch to
+enabled online agents, job lengths, crashes, late reads of the pool and
+failing writes. It asserts the engine's promises while it runs:
+
+* never two jobs on one slot's agents at the same time;
+* never a stop of a container whose agent has a job.
+
+Everything is virtual time: a run of ten simulated minutes takes milliseconds.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from gpuci_tui.core.commands import apply_command
+from gpuci_tui.core.config import SupervisorConfig
+from gpuci_tui.core.lifecycle import EngineState, Lane, PoolView, lane_name, new_slot
+from gpuci_tui.core.models import Command
+from gpuci_tui.core.planner import FAST_POLL, decide
+from gpuci_tui.core.protocols import Agent, JobRequest
+from gpuci_tui.core.steps import (
+    Action,
+    AgentChecked,
+    AgentWritten,
+    CheckAgent,
+    Destroyed,
+    Died,
+    FetchLogs,
+    Observation,
+    PoolRead,
+    RemoveContainer,
+    Removed,
+    ServerFailed,
+    SetEnabled,
+    StartAgent,
+    Started,
+    StopAgent,
+    Stopped,
+)
+from gpuci_tui.core.transitions import apply
+
+RULES = SupervisorConfig(backoff_base=1.0, backoff_max=4.0, park_after=50)
+
+
+@dataclass
+class Registration:
+    """One agent registration on the server."""
+
+    id: int
+    name: str
+    enabled: bool = True
+    online: bool = False
+    session: int | None = None
+    """The container whose session is open."""
+    job: int | None = None
+
+
+@dataclass
+class Box:
+    """One container."""
+
+    id: str
+    slot: int
+    lane: Lane
+    name: str
+    alive: bool = True
+    job: int | None = None
+    took_job: bool = False
+    crash: bool = False
+
+
+@dataclass
+class World:
+    """The outside systems, plus the engine driven against them."""
+
+    seed: int
+    slots: int = 2
+    standby: bool = True
+    register_delay: tuple[float, float] = (0.5, 6.0)
+    session_delay: tuple[float, float] = (0.5, 3.0)
+    job_length: tuple[float, float] = (1.0, 8.0)
+    crash_rate: float = 0.05
+    write_failure_rate: float = 0.05
+    poll_interval: float = 10.0
+    rng: random.Random = field(init=False)
+    now: float = 0.0
+    state: EngineState = field(init=False)
+    regs: dict[str, Registration] = field(default_factory=dict)
+    boxes: dict[str, Box] = field(default_factory=dict)
+    queue: list[int] = field(default_factory=list)
+    done: list[int] = field(default_factory=list)
+    running: dict[int, dict[int, Lane]] = field(default_factory=dict)
+    """Per slot: request id → the lane whose container runs it."""
+    fast: bool = False
+    _events: list[tuple[float, int, Callable[[], None]]] = field(default_factory=list)
+    _seq: itertools.count[int] = field(default_factory=itertools.count)
+    _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    _jobs: itertools.count[int] = field(default_factory=lambda: itertools.count(1000))
+    _next_read: float = 0.0
+    _feed_until: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.rng = random.Random(self.seed)
+        slots = tuple(new_slot("h", n) for n in range(self.slots))
+        self.state = EngineState("h", self.slots, slots, standby=self.standby)
+        self.running = {n: {} for n in range(self.slots)}
+
+    # ------------------------------------------------------------------ the clock
+
+    def at(self, delay: float, fn: Callable[[], None]) -> None:
+        heapq.heappush(self._events, (self.now + delay, next(self._seq), fn))
+
+    def run(self, until: float, *, jobs_every: float = 2.0, commands: bool = True) -> None:
+        """Feed jobs and (optionally) random operator commands until ``until``."""
+        self.at(0.0, self._read)
+        self._feed(jobs_every, until)
+        if commands:
+            self._operator(until)
+        self._plan()
+        while self._events and self._events[0][0] <= until:
+            self.now, _, fn = heapq.heappop(self._events)
+            fn()
+            self._dispatch()
+
+    def settle(self, seconds: float) -> None:
+        """Run on without new jobs (those queued are dropped) or commands."""
+        self.queue.clear()
+        self._feed_until = 0.0
+        until = self.now + seconds
+        while self._events and self._events[0][0] <= until:
+            self.now, _, fn = heapq.heappop(self._events)
+            fn()
+            self._dispatch()
+
+    def steady(self) -> list[str]:
+        """Slots not in the steady state: one active lane (and a ready standby)."""
+        problems = []
+        for slot in self.state.slots:
+            capable = [lane for lane in slot.lanes if lane.capable]
+            standby = [lane for lane in slot.lanes if lane.live and not lane.capable]
+            if len(capable) != 1 or (self.standby and len(standby) != 1):
+                problems.append(f"slot {slot.number}: {slot}")
+        return problems
+
+    # ------------------------------------------------------------------ the engine
+
+    def observe(self, obs: Observation) -> None:
+        self.state = apply(self.state, obs, RULES).state
+        self._plan()
+
+    def _plan(self) -> None:
+        self.state, plan = decide(self.state, self.now)
+        for action in plan.actions:
+            self._carry_out(action)
+        if plan.poll_fast and not self.fast and self._next_read > self.now + FAST_POLL:
+            self.at(FAST_POLL, self._read)
+        self.fast = plan.poll_fast
+        if plan.wake_at is not None:
+            self.at(max(0.0, plan.wake_at - self.now), self._plan)
+
+    def command(self, command: Command) -> None:
+        self.state, _ = apply_command(self.state, command)
+        self._plan()
+
+    # ------------------------------------------------------------------ actions
+
+    def _carry_out(self, action: Action) -> None:
+        latency = self.rng.uniform(0.01, 0.3)
+        if isinstance(action, StartAgent):
+            self.at(latency, lambda: self._start(action))
+        elif isinstance(action, StopAgent):
+            box = self.boxes[action.container_id]
+            assert box.job is None, f"stop of {box.name} while it runs job {box.job}"
+            self.at(latency, lambda: self._stopped(action, box))
+        elif isinstance(action, RemoveContainer):
+            self.at(latency, lambda: self.observe(
+                Removed(action.slot, action.lane, action.container_id)))  # fmt: skip
+        elif isinstance(action, SetEnabled | CheckAgent):
+            self.at(latency, lambda: self._server(action))
+        elif not isinstance(action, FetchLogs):
+            raise AssertionError(action)
+
+    def _start(self, action: StartAgent) -> None:
+        name = lane_name("h", action.slot, action.lane)
+        assert not any(b.alive and b.name == name for b in self.boxes.values()), name
+        box = Box(f"c{next(self._ids)}", action.slot, action.lane, name)
+        box.crash = self.rng.random() < self.crash_rate
+        self.boxes[box.id] = box
+        self.observe(Started(action.slot, action.lane, box.id, self.now))
+        if box.crash:
+            self.at(self.rng.uniform(0.1, 2.0), lambda: self._exit(box, 1))
+            return
+        self.at(self.rng.uniform(*self.register_delay), lambda: self._register(box))
+
+    def _register(self, box: Box) -> None:
+        if not box.alive:
+            return
+        reg = self.regs.get(box.name)
+        if reg is None:  # a new name registers enabled
+            reg = self.regs[box.name] = Registration(next(self._ids), box.name)
+        else:  # --replace keeps the id and the enabled flag, ends the old session
+            assert reg.job is None or reg.session == box.id, "replace of a busy registration"
+            reg.online, reg.session = False, None
+        self.at(self.rng.uniform(*self.session_delay), lambda: self._session(box, reg))
+
+    def _session(self, box: Box, reg: Registration) -> None:
+        if box.alive and reg.session is None:
+            reg.online, reg.session = True, box.id  # type: ignore[assignment]
+
+    def _stopped(self, action: StopAgent, box: Box) -> None:
+        self.observe(Stopped(action.slot, action.lane))
+        if box.alive:
+            assert box.job is None, f"SIGTERM reached {box.name} during job {box.job}"
+            self.at(0.05, lambda: self._exit(box, 143))
+
+    def _exit(self, box: Box, code: int) -> None:
+        if not box.alive:
+            return
+        box.alive = False
+        reg = self.regs.get(box.name)
+        if reg is not None and reg.session == box.id:
+            reg.online, reg.session, reg.job = False, None, None
+        if box.job is not None:
+            self.running[box.slot].pop(box.job, None)
+            self.done.append(box.job)
+            box.job = None
+        self.at(0.03, lambda: self.observe(Died(box.slot, box.lane, box.id, code, self.now)))
+        self.at(0.15, lambda: self.observe(Destroyed(box.slot, box.lane, box.id, self.now)))
+
+    def _server(self, action: SetEnabled | CheckAgent) -> None:
+        reg = next((r for r in self.regs.values() if r.id == action.agent_id), None)
+        if self.rng.random() < self.write_failure_rate or reg is None:
+            self.observe(ServerFailed(action.slot, action.lane, "HTTP 500", self.now + 2.0,
+                                      gone=reg is None))  # fmt: skip
+            return
+        if isinstance(action, SetEnabled):
+            reg.enabled = action.enabled
+            self.observe(AgentWritten(action.slot, action.lane, self._agent(reg, False), self.now))
+        else:
+            self.observe(AgentChecked(action.slot, action.lane, self._agent(reg, True), self.now))
+
+    # ------------------------------------------------------------------ the server
+
+    def _agent(self, reg: Registration, with_job: bool) -> Agent:
+        request = JobRequest(request_id=reg.job) if with_job and reg.job else None
+        status = "online" if reg.online else "offline"
+        return Agent(reg.id, reg.name, enabled=reg.enabled, status=status, assigned_request=request)
+
+    def _read(self) -> None:
+        began = self.now
+        agents = tuple(self._agent(reg, True) for reg in self.regs.values())
+        view = PoolView(pool_id=42, began_at=began, agents=agents)
+        # The answer arrives a little later: the world may have moved on meanwhile.
+        self.at(self.rng.uniform(0.05, 0.5), lambda: self.observe(PoolRead(view)))
+        interval = FAST_POLL if self.fast else self.poll_interval
+        self._next_read = self.now + interval
+        self.at(interval, self._read)
+
+    def _dispatch(self) -> None:
+        for reg in self.regs.values():
+            if not self.queue:
+                return
+            if not (reg.enabled and reg.online and reg.job is None and reg.session):
+                continue
+            box = self.boxes[str(reg.session)]
+            if box.took_job or not box.alive:
+                continue
+            job = self.queue.pop(0)
+            others = self.running[box.slot]
+            assert not others, (
+                f"t={self.now:.2f}: job {job} to {box.name} while slot {box.slot} runs {others}"
+            )
+            reg.job = box.job = job
+            box.took_job = True
+            others[job] = box.lane
+            self.at(self.rng.uniform(*self.job_length), lambda b=box: self._exit(b, 0))
+
+    # ------------------------------------------------------------------ load and operator
+
+    def _feed(self, every: float, until: float) -> None:
+        self._feed_until = until
+        t = 0.0
+        while t < until:
+            t += self.rng.expovariate(1 / every)
+            self.at(t, self._new_job)
+
+    def _new_job(self) -> None:
+        if self.now <= self._feed_until:
+            self.queue.append(next(self._jobs))
+
+    def _operator(self, until: float) -> None:
+        from gpuci_tui.core.models import Drain, Restart, Resume, Scale
+
+        t = 30.0
+        while (t := t + self.rng.uniform(20.0, 80.0)) < until - 60:
+            slot = self.rng.randrange(self.slots)
+            pick = self.rng.choice(
+                [Drain((slot,)), Resume((slot,)), Restart((slot,)), Restart(None),
+                 Resume(None), Scale(self.slots), Scale(max(1, self.slots - 1))]
+            )  # fmt: skip
+            self.at(t, lambda c=pick: self.command(c))
+        self.at(until - 60, lambda: self.command(Resume(None)))
+        self.at(until - 60, lambda: self.command(Scale(self.slots)))
+
+    def with_state(self, **changes: object) -> None:
+        self.state = replace(self.state, **changes)  # type: ignore[arg-type]
