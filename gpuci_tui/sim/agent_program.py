@@ -232,8 +232,14 @@ def _main(c: SimContainer, org: SimOrg, timing: AgentTiming) -> int:
         c.token = None
         return 1
     caps = {k: v for k, v in env.items() if k not in IGNORED_ENV}
+    # config.sh's own work (process start, connection test, keys) before the registration.
+    if _interrupted(c, org.startup.register):
+        c.token = None
+        return 143
     try:
-        agent_id, key = c.call(org.register, pool, name, token, c.hostname, capabilities=caps)
+        agent_id, key = c.call(
+            org.register, pool, name, token, c.hostname, capabilities=caps, open_session=False
+        )
     except SimAuthError:
         c.log(
             f"error: {url} rejected the PAT (401). Check the token and that it has the "
@@ -247,10 +253,31 @@ def _main(c: SimContainer, org: SimOrg, timing: AgentTiming) -> int:
         c.token = None  # start.sh deletes the token file right after registering
     c.agent_id = agent_id
     c.log(f"registered as {name} (id {agent_id})")
+    # run.sh starting: the agent is offline until its session is open.
+    if _interrupted(c, org.startup.session):
+        c.log("SIGTERM before the session was opened: registered, offline")
+        return 143
+    try:
+        c.call(org.open_session, agent_id, key)
+    except SimSessionError as exc:
+        c.log(f"error: {exc}")
+        return 1
+    c.log("session open: online")
     ticket = _wait_for_job(c, org, timing, agent_id, key)
     if isinstance(ticket, int):
         return ticket
     return _run_job(c, org, timing, agent_id, key, ticket)
+
+
+def _interrupted(c: SimContainer, seconds: float) -> bool:
+    """Wait ``seconds`` of agent start-up; True when SIGTERM came first (SIGKILL raises)."""
+    if seconds <= 0:
+        return c.term.is_set()
+    if c.signal.wait(seconds):
+        if c.kill_event.is_set():
+            raise Killed
+        return True
+    return False
 
 
 def _private_fault(c: SimContainer, org: SimOrg, token: str, url: str) -> str | None:

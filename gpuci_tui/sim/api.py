@@ -170,6 +170,17 @@ class SimPoolApi:
         )
         return [job_request(j) for j in jobs]
 
+    def last_job(self, pool_id: int, agent_id: int) -> JobRequest | None:
+        """The agent's most recent finished request (``agentId=…&completedRequestCount=1``)."""
+        jobs = self._call(
+            "GET",
+            JOBREQUESTS,
+            READ_SCOPE,
+            lambda: self.org.job_requests(pool_id, agent_id=agent_id, completed_request_count=1),
+        )
+        finished = [job_request(j) for j in jobs if j.result is not None]
+        return max(finished, key=lambda r: (r.finish_time or "", r.request_id), default=None)
+
     def _agent(self, a: AgentRecord) -> Agent:
         assigned = None
         if a.assigned_request is not None:

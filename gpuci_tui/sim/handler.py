@@ -113,7 +113,9 @@ class SimRequestHandler(BaseHTTPRequestHandler):
                 reply = self._public(method, route, params)
         except _Reply as early:
             reply = early
-        self.sim.org.stats.record(method, route, reply.status, private=private)
+        # The query tells a pool poll from a per-agent read (benchmarks count them apart).
+        query = "" if private else parts.query
+        self.sim.org.stats.record(method, route, reply.status, private=private, detail=query)
         self.sim.log(
             f'{self.client_address[0]} "{method} {self.path}" {reply.status} '
             f"{(time.monotonic() - started) * 1000:.1f}ms"

@@ -9,7 +9,12 @@ emulator (through the server) and `SimulatedRuntime` (directly) all drive it.
 Assumptions where the real service is undocumented (see azure-devops-api.md §8):
 
 * A replaced registration (``config.sh --replace``) keeps the agent's id and its
-  ``enabled`` flag; the old session stops working and a job it ran is abandoned.
+  ``enabled`` flag (the agent updates the existing registration, azure-devops-api.md
+  §5.2); a new name is created enabled. The old session stops working and a job
+  it ran is abandoned.
+* Registration and session are two steps, as with ``config.sh`` then ``run.sh``:
+  a registered agent is offline until it opens its session. `startup` says how
+  long an agent takes before each step (see `AgentStartup`).
 * A disabled agent keeps running its current job; it only gets no new one.
 * Deleting an agent that runs a job abandons the job at once.
 * Heartbeat loss is detected lazily: every read or agent call first sweeps
@@ -30,6 +35,7 @@ from gpuci_tui.sim.metrics import RequestStats
 from gpuci_tui.sim.org_agents import AgentSideMixin, satisfies
 from gpuci_tui.sim.records import (
     AgentRecord,
+    AgentStartup,
     JobKind,
     JobRecord,
     PatRecord,
@@ -55,6 +61,7 @@ class SimOrg(AgentSideMixin):
             is offline and its job abandoned.
         agent_version: Version reported by agents that do not give one.
         clock: Time source for every timestamp (waits always use real time).
+        startup: How long simulated agents take to register and to open a session.
     """
 
     def __init__(
@@ -64,8 +71,10 @@ class SimOrg(AgentSideMixin):
         heartbeat_timeout: float = 6.0,
         agent_version: str = "4.264.2",
         clock: Callable[[], float] = time.time,
+        startup: AgentStartup | None = None,
     ) -> None:
         self.name = name
+        self.startup = startup or AgentStartup()
         self.heartbeat_timeout = heartbeat_timeout
         self.agent_version = agent_version
         self.clock = clock

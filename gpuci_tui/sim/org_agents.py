@@ -62,12 +62,14 @@ class AgentSideMixin:
         version: str | None = None,
         os_description: str = "Linux 6.1.0 #1 SMP Debian (busybox emulator)",
         max_jobs: int | None = 1,
+        open_session: bool = True,
     ) -> tuple[int, str]:
-        """Register an agent the way ``config.sh --replace`` + ``run.sh --once`` do.
+        """Register an agent the way ``config.sh --replace`` (+ ``run.sh --once``) do.
 
         An existing agent of the same name in the pool is replaced: it keeps its
         id and ``enabled`` flag, gets new capabilities and a new session; its old
-        session stops working and a job it was running is abandoned.
+        session stops working and a job it was running is abandoned. A new name
+        is created enabled.
 
         Args:
             pool_name: Pool name (the first pool of that name is used).
@@ -78,9 +80,12 @@ class AgentSideMixin:
             version: Agent version (default: the organisation's).
             os_description: ``osDescription``.
             max_jobs: Jobs per session; 1 models ``--once``, None unlimited.
+            open_session: Also open the session at once (``run.sh`` started); when
+                False the agent stays offline until `open_session` is called.
 
         Returns:
-            ``(agent_id, session_key)``; the session key authenticates later calls.
+            ``(agent_id, key)``; the key opens the session (or, with ``open_session``,
+            authenticates later calls).
 
         Raises:
             SimAuthError / SimScopeError: bad PAT.
@@ -132,14 +137,37 @@ class AgentSideMixin:
             agent.hostname = hostname
             agent.registrations += 1
             key = secrets.token_hex(16)
-            agent.session_key = key
             agent.session_jobs = 0
             agent.session_max_jobs = max_jobs
-            self._sessions[key] = agent.id
-            self._set_online(agent, True, now)
-            agent.last_seen = now
+            agent.pending_key = key
+            if open_session:
+                self._open(agent, key, now)
             self._cond.notify_all()
             return agent.id, key
+
+    def open_session(self, agent_id: int, key: str) -> str:
+        """``run.sh`` starts: the registered agent opens its session and shows online.
+
+        Returns:
+            The session key (the key `register` returned).
+
+        Raises:
+            SimSessionError: the registration was replaced or deleted meanwhile.
+        """
+        with self._cond:
+            agent = self._agents.get(agent_id)
+            if agent is None or agent.pending_key != key:
+                raise SimSessionError("The agent registration was replaced or deleted.")
+            self._open(agent, key, self.clock())
+            self._cond.notify_all()
+            return key
+
+    def _open(self, agent: AgentRecord, key: str, now: float) -> None:
+        agent.pending_key = None
+        agent.session_key = key
+        self._sessions[key] = agent.id
+        self._set_online(agent, True, now)
+        agent.last_seen = now
 
     def poll(
         self,
@@ -265,6 +293,7 @@ class AgentSideMixin:
             agent.status_changed_on = now
 
     def _end_session(self, agent: AgentRecord) -> None:
+        agent.pending_key = None
         if agent.session_key is not None:
             self._sessions.pop(agent.session_key, None)
             agent.session_key = None

@@ -8,6 +8,9 @@ per line (``sed -n 's/^key=//p'`` reads them). Only ``register`` needs the PAT
 endpoint   request lines                               answer lines
 =========  ==========================================  ===================================
 register   pool, name, hostname, [version], cap.X=Y    agent_id, session, name
+           (``config.sh``: the agent exists, offline)
+session    agent_id, session                           ok=1
+           (``run.sh`` starts: the agent is online)
 poll       agent_id, session, [timeout] (≤ 20 s)       job=none | job, kind, duration_ms,
                                                         result, pipeline, run
 heartbeat  agent_id, session, [request_id]             cancel=0|1
@@ -17,6 +20,9 @@ offline    agent_id, session                           ok=1
 
 Failures answer ``error=<plain reason>`` with 401 (PAT), 404 (pool), 409
 (session replaced/ended/deleted) or 400 (bad request).
+
+``register`` and ``session`` take the organisation's `AgentStartup` times
+before they answer: the time the real ``config.sh`` and ``run.sh`` need.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from gpuci_tui.sim.org import SimOrg
 from gpuci_tui.sim.records import SimAuthError, SimError, SimNotFoundError, SimSessionError
 
 MAX_POLL_SECONDS = 20.0
-ROUTES = ("register", "poll", "heartbeat", "finish", "offline")
+ROUTES = ("register", "session", "poll", "heartbeat", "finish", "offline")
 
 
 def parse_lines(body: bytes) -> dict[str, str]:
@@ -51,9 +57,16 @@ def handle(
     """Serve one private request; returns (HTTP status, answer fields)."""
     try:
         if route == "register":
+            if stopping.wait(org.startup.register):
+                return 503, {"error": "the organisation is shutting down"}
             return 200, _register(org, fields, pat)
         agent_id = _int(fields, "agent_id")
         session = fields.get("session", "")
+        if route == "session":
+            if stopping.wait(org.startup.session):
+                return 503, {"error": "the organisation is shutting down"}
+            org.open_session(agent_id, session)
+            return 200, {"ok": 1}
         if route == "poll":
             timeout = min(float(fields.get("timeout", MAX_POLL_SECONDS)), MAX_POLL_SECONDS)
             ticket = org.poll(agent_id, session, timeout, cancel=stopping)
@@ -111,5 +124,6 @@ def _register(org: SimOrg, fields: dict[str, str], pat: str | None) -> dict[str,
         fields.get("hostname", ""),
         capabilities=caps,
         version=fields.get("version") or None,
+        open_session=False,
     )
     return {"agent_id": agent_id, "session": key, "name": name}

@@ -95,6 +95,30 @@ class SimUnavailableError(SimError):
 # --------------------------------------------------------------------------- records
 
 
+@dataclass(frozen=True)
+class AgentStartup:
+    """How long a simulated agent takes to come up, like the real one (seconds).
+
+    The real agent spends seconds in ``config.sh`` (process start, connection
+    test, key generation) before its registration exists, then more in
+    ``run.sh`` before it has a session and shows as online. Both simulated
+    agents (the busybox emulator and the in-process one) wait these times at
+    the same two points. Tests default to 0; benchmarks and the demo use
+    `REALISTIC`.
+
+    Attributes:
+        register: From the agent's start to its registration existing (offline).
+        session: From the registration to the session (online, can take jobs).
+    """
+
+    register: float = 0.0
+    session: float = 0.0
+
+
+#: Measured orders of magnitude of the real agent (azure-devops-api.md §5.2): ~6 s, ~3 s.
+REALISTIC_STARTUP = AgentStartup(register=6.0, session=3.0)
+
+
 @dataclass
 class PatRecord:
     """A personal access token known to the organisation."""
@@ -121,8 +145,9 @@ class PoolRecord:
 class AgentRecord:
     """One agent registration.
 
-    ``online`` follows the agent's session: it turns on at registration and off
-    at ``offline()`` (a ``--once`` agent calls it after its job or on SIGTERM),
+    ``online`` follows the agent's session: it turns on when the agent opens a
+    session (``run.sh`` starting, after ``config.sh`` registered it) and off at
+    ``offline()`` (a ``--once`` agent calls it after its job or on SIGTERM),
     when the registration is replaced or deleted, or when the agent stops
     polling/heartbeating for ``heartbeat_timeout``.
     """
@@ -139,6 +164,8 @@ class AgentRecord:
     capabilities: dict[str, str] = field(default_factory=dict)
     hostname: str = ""
     session_key: str | None = None
+    pending_key: str | None = None
+    """Registered (``config.sh`` done) but ``run.sh`` has not opened its session yet."""
     session_jobs: int = 0
     """Jobs handed out in the current session (a ``--once`` agent takes at most one)."""
     session_max_jobs: int | None = 1

@@ -264,3 +264,27 @@ def test_request_stats(org: SimOrg) -> None:
     assert org.request_counts() == {("GET", "/_apis/distributedtask/pools/{poolId}/agents"): 3}
     assert org.request_counts(private=True) == {("POST", "/_sim/poll"): 1}
     assert org.requests_per_minute(since=start - 60) == pytest.approx(3.0, rel=0.05)
+
+
+def test_registration_and_session_are_two_steps_like_config_sh_then_run_sh(org: SimOrg) -> None:
+    aid, key = org.register("gpu", "gpu-1", PAT, open_session=False)
+    agent = org.find_agent("gpu-1")
+    assert agent is not None and agent.enabled and not agent.online, "registered, offline"
+    rid = org.queue_job(POOL)
+    assert org.job(rid).state == "queued", "an offline agent is never handed a job"
+    with pytest.raises(SimSessionError):
+        org.poll(aid, key, timeout=0.01)  # no session yet
+    assert org.open_session(aid, key) == key
+    assert org.poll(aid, key, timeout=1) is not None
+
+
+def test_a_replace_before_the_session_invalidates_the_first_registration(org: SimOrg) -> None:
+    aid, first = org.register("gpu", "gpu-1", PAT, open_session=False)
+    org.set_agent_enabled(POOL, aid, False)
+    aid2, second = org.register("gpu", "gpu-1", PAT, open_session=False)
+    assert aid2 == aid
+    with pytest.raises(SimSessionError):
+        org.open_session(aid, first)
+    org.open_session(aid, second)
+    agent = org.find_agent("gpu-1")
+    assert agent is not None and agent.online and not agent.enabled, "replace keeps enabled=False"

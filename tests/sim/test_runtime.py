@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -313,3 +314,42 @@ def test_32_slots_refilled_on_destroy_run_300_short_jobs(org: SimOrg) -> None:
     assert all(j.result == "succeeded" and j.assign_count == 1 for j in jobs)
     assert all(len(c.jobs) <= 1 for c in runtime.history())
     assert {c.exit_code for c in runtime.history() if c.jobs} == {0}
+
+
+def test_agents_take_the_organisations_start_up_time_at_two_points() -> None:
+    from gpuci_tui.sim.records import AgentStartup
+
+    org = SimOrg(startup=AgentStartup(register=0.4, session=0.4))
+    org.add_pat(PAT)
+    org.add_pool("gpu")
+    runtime = SimulatedRuntime(org, destroy_delay=0.02)
+    started = time.monotonic()
+    runtime.start(spec(), PAT)
+    wait_until(lambda: org.find_agent("gpu-1") is not None, what="the registration")
+    registered = time.monotonic() - started
+    agent = org.find_agent("gpu-1")
+    assert agent is not None and agent.status == "offline", "registered before the session"
+    wait_until(lambda: agent_online(org, "gpu-1"), what="the session")
+    online = time.monotonic() - started
+    assert 0.35 <= registered < 0.75 and online >= 0.75, (registered, online)
+    runtime.close()
+
+
+def test_sigterm_during_registration_exits_143_without_a_session(org: SimOrg) -> None:
+    from gpuci_tui.sim.records import AgentStartup
+
+    slow = SimOrg(startup=AgentStartup(register=0.2, session=5.0))
+    slow.add_pat(PAT)
+    slow.add_pool("gpu")
+    runtime = SimulatedRuntime(slow, destroy_delay=0.02)
+    rec = Recorder(runtime)
+    try:
+        info = runtime.start(spec(), PAT)
+        wait_until(lambda: slow.find_agent("gpu-1") is not None, what="the registration")
+        runtime.stop(info.id, timeout=5)
+        rec.wait_for("die")
+        assert rec.events[-1].exit_code == 143
+        agent = slow.find_agent("gpu-1")
+        assert agent is not None and agent.status == "offline"
+    finally:
+        rec.close()

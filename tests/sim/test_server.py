@@ -53,9 +53,13 @@ def sim_post(
 
 
 def register(server: SimServer, name: str) -> tuple[int, str]:
+    """Register like config.sh, then open the session like run.sh (as the emulator does)."""
     status, answer = sim_post(server, "register", PAT, pool="gpu", name=name, hostname="h")
     assert status == 200, answer
-    return int(answer["agent_id"]), answer["session"]
+    aid, key = int(answer["agent_id"]), answer["session"]
+    status, opened = sim_post(server, "session", None, agent_id=aid, session=key)
+    assert status == 200, opened
+    return aid, key
 
 
 def no_nulls(value: Any, where: str = "$") -> None:

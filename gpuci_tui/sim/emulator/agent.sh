@@ -3,8 +3,11 @@
 #
 # Honours the env contract of Microsoft's Docker agent start.sh: AZP_URL, AZP_POOL,
 # AZP_AGENT_NAME, AZP_TOKEN_FILE (AZP_TOKEN as a fallback), AZP_WORK. It registers with
-# replace semantics, deletes the token file, long-polls for exactly ONE job, runs it
-# while heartbeating, reports the result and exits 0 (like `run.sh --once`).
+# replace semantics (like `config.sh --replace`: the registration exists, offline),
+# deletes the token file, opens its session (like `run.sh` starting: online), long-polls
+# for exactly ONE job, runs it while heartbeating, reports the result and exits 0 (like
+# `run.sh --once`). The organisation makes each of the two start-up steps take as long
+# as the real agent's (its AgentStartup), so a slot's start-up is realistic.
 #
 # The PAT never appears on a command line: HTTP requests are written with the shell's
 # builtin printf and piped into `nc HOST PORT`; base64 reads the PAT from stdin.
@@ -111,6 +114,22 @@ go_offline() {
 session=$SESSION
 "
 }
+
+# ------------------------------------------------------------------ open the session (run.sh)
+if [ "$TERMED" = 1 ]; then
+  rm -f "$RESP"
+  log "SIGTERM before the session was opened: registered, offline"
+  exit 143
+fi
+post "$RESP" session "agent_id=$AGENT_ID
+session=$SESSION
+"
+case $CODE in
+  200) ;;
+  000) rm -f "$RESP"; fail "cannot reach $AZP_URL to open the session" ;;
+  *) reason=$(field error); rm -f "$RESP"; fail "could not open the session: HTTP $CODE $reason" ;;
+esac
+log "session open: online"
 
 # ------------------------------------------------------------------ wait for ONE job
 lost=0
