@@ -12,6 +12,9 @@ Design rules, all taken from what breaks on real GPU hosts:
   older driver, transient error) becomes None ("N/A") for that field only.
 - A GPU that fell off the bus (``GPU_IS_LOST``) or needs a reset is still
   listed, with every metric None and its name marked (`LOST_MARK`).
+- Per sample, one pass over the GPUs also reads each compute process's memory
+  and SM/memory utilisation since the previous sample (`gpu_procs`) and the
+  GPU's energy counter, for per-job accounting (`accounting`).
 - Processes are NVML's *host* PIDs, mapped to Docker containers through
   `gpuci_tui.core.cgroups` and, optionally, to container names through a
   callable the caller passes in (the sampler never talks to Docker itself).
@@ -33,6 +36,7 @@ from typing import Any, TypeVar
 import pynvml
 
 from gpuci_tui.core.cgroups import PROC_ROOT, container_id_of_pid, process_name
+from gpuci_tui.core.gpu_procs import ProcessUtil, ProcessUtilization, running_processes
 from gpuci_tui.core.protocols import GpuFrame, GpuHostInfo, GpuProcess, GpuSample
 
 log = logging.getLogger(__name__)
@@ -129,6 +133,7 @@ class NvmlSampler:
         self._cname_hit: dict[str, str] = {}
         self._cname_miss: dict[str, float] = {}
         self._logged: set[tuple[str, int]] = set()
+        self._util = ProcessUtilization()
 
     # ------------------------------------------------------------------ GpuSampler
 
@@ -261,6 +266,9 @@ class NvmlSampler:
             memory = self._device(pynvml.nvmlDeviceGetMemoryInfo, handle)
             power = self._device(pynvml.nvmlDeviceGetPowerUsage, handle)
             limit = self._power_limit(handle)
+            energy = self._device(pynvml.nvmlDeviceGetTotalEnergyConsumption, handle)
+            procs = running_processes(handle, self._device_or_missing)
+            utils = self._util.read(handle, uuid_s or str(index), self._device_or_missing)
             return GpuSample(
                 index=index,
                 name=name_s,
@@ -271,7 +279,8 @@ class NvmlSampler:
                 temperature_c=self._temperature(handle),
                 power_w=int(power) / 1000.0 if power is not None else None,
                 power_limit_w=int(limit) / 1000.0 if limit is not None else None,
-                processes=self._processes(handle),
+                processes=self._map_processes(procs, utils),
+                energy_mj=int(energy) if energy is not None else None,
             )
         except _GpuLost:
             return GpuSample(index=index, name=known_name + LOST_MARK, uuid=known_uuid)
@@ -293,26 +302,14 @@ class NvmlSampler:
             value = self._device(pynvml.nvmlDeviceGetPowerManagementLimit, handle)
         return int(value) if value is not None else None
 
-    def _processes(self, handle: Any) -> tuple[GpuProcess, ...]:
-        for name in (
-            "nvmlDeviceGetComputeRunningProcesses_v3",
-            "nvmlDeviceGetComputeRunningProcesses_v2",
-        ):
-            fn = getattr(pynvml, name, None)
-            if fn is None:
-                continue
-            procs, missing = self._device_or_missing(fn, handle)
-            if not missing:
-                return self._map_processes(procs or [])
-        procs = self._device(_compute_processes_v1, handle)
-        return self._map_processes(procs or [])
-
-    def _map_processes(self, procs: list[Any]) -> tuple[GpuProcess, ...]:
+    def _map_processes(self, procs: list[Any], utils: ProcessUtil | None) -> tuple[GpuProcess, ...]:
         out = []
         for proc in procs:
             pid = int(proc.pid)
             used = getattr(proc, "usedGpuMemory", None)
             cid = container_id_of_pid(pid, self._proc_root)
+            # Absent from a successful utilisation read = idle in the interval.
+            sm, mem = (None, None) if utils is None else utils.get(pid, (0.0, 0.0))
             out.append(
                 GpuProcess(
                     pid=pid,
@@ -320,6 +317,8 @@ class NvmlSampler:
                     name=process_name(pid, self._proc_root),
                     container_id=cid,
                     container_name=self._lookup_container_name(cid) if cid else None,
+                    sm_util_pct=sm,
+                    mem_util_pct=mem,
                 )
             )
         return tuple(out)
@@ -383,42 +382,3 @@ class NvmlSampler:
             # FunctionNotFound means nvidia-ml-py is newer than the driver: the
             # field shows N/A, which is the intended outcome, so this is debug.
             log.debug("%s: %s (shown as N/A)", name, exc)
-
-
-class _ProcessInfoV1(ctypes.Structure):
-    """``nvmlProcessInfo_v1_t``: drivers before r470 only know this layout."""
-
-    _fields_ = (("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong))
-
-
-class _Proc:
-    """A process entry shaped like pynvml's friendly objects."""
-
-    def __init__(self, pid: int, used: int | None) -> None:
-        self.pid = pid
-        self.usedGpuMemory = used
-
-
-def _compute_processes_v1(handle: Any) -> list[_Proc]:
-    """``nvmlDeviceGetComputeRunningProcesses`` (v1 layout) for old drivers.
-
-    nvidia-ml-py ≥ 12 maps the unversioned name to v3 and has no v1 wrapper,
-    so this calls the C symbol directly with the v1 struct.
-    """
-    fn = pynvml._nvmlGetFunctionPointer("nvmlDeviceGetComputeRunningProcesses")
-    count = ctypes.c_uint(0)
-    ret = fn(handle, ctypes.byref(count), None)
-    if ret == pynvml.NVML_SUCCESS:
-        return []
-    if ret != pynvml.NVML_ERROR_INSUFFICIENT_SIZE:
-        raise pynvml.NVMLError(ret)
-    count.value = count.value * 2 + 5
-    array = (_ProcessInfoV1 * count.value)()
-    ret = fn(handle, ctypes.byref(count), array)
-    if ret != pynvml.NVML_SUCCESS:
-        raise pynvml.NVMLError(ret)
-    not_available = 0xFFFFFFFFFFFFFFFF
-    return [
-        _Proc(int(item.pid), None if item.usedGpuMemory == not_available else item.usedGpuMemory)
-        for item in array[: count.value]
-    ]

@@ -1,44 +1,45 @@
 """Local history of finished jobs and operator intent, kept across restarts.
 
 `JobHistory` is a small SQLite table (one row per finished job: slot, agent,
-pipeline/run, times, exit code, OOM flag) for the console and post-mortems.
-`IntentStore` keeps what the operator asked for (slot count, paused, drained
-slots) so a restarted daemon does not silently undo a drain.
+pipeline/run, times, Azure result, exit code, OOM flag and the job's GPU
+accounting) for the console, ``gpuci-tui history`` and post-mortems; the file
+format and its migrations are in `history_schema`. `read_history` reads it
+without a daemon. `IntentStore` keeps what the operator asked for (slot
+count, paused, drained slots) so a restarted daemon does not silently undo a
+drain.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sqlite3
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS jobs (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    instance TEXT NOT NULL,
-    slot INTEGER NOT NULL,
-    agent TEXT NOT NULL,
-    request_id INTEGER,
-    pipeline TEXT,
-    run TEXT,
-    started_at REAL,
-    ended_at REAL NOT NULL,
-    exit_code INTEGER,
-    oom INTEGER NOT NULL DEFAULT 0,
-    reason TEXT
-)
-"""
+from gpuci_tui.core import history_schema as schema
+from gpuci_tui.core.protocols import GpuciError
+
+if TYPE_CHECKING:
+    from gpuci_tui.core.accounting import JobGpuStats
+
+FAILED_RESULTS = ("failed", "canceled", "abandoned")
+"""Azure DevOps job results that count as failed (besides an OOM kill or a non-zero exit)."""
+PRUNE_EVERY = 1000
+"""Retention runs when the history is opened, then after this many inserts..."""
+PRUNE_AFTER_S = 24 * 3600.0
+"""...or on the first insert this long after the previous run, whichever comes first."""
 
 
 @dataclass(frozen=True)
 class JobRecord:
-    """One finished job."""
+    """One finished job. None means "not known" (e.g. no GPU process was seen)."""
 
     instance: str
     slot: int
@@ -47,64 +48,247 @@ class JobRecord:
     pipeline: str | None
     run: str | None
     started_at: float | None
+    """Unix time the agent container started."""
     ended_at: float
     exit_code: int | None
     oom: bool
     reason: str
+    result: str | None = None
+    """Azure DevOps job result: succeeded, succeededWithIssues, failed, canceled, …"""
+    queue_wait_s: float | None = None
+    """Seconds from queueing to assignment to an agent."""
+    duration_s: float | None = None
+    """Seconds the job ran; when not given, the container's life (``ended_at - started_at``)."""
+    gpus: tuple[int, ...] = ()
+    """Indexes of the GPUs the job's processes used."""
+    gpu_samples: int = 0
+    peak_gpu_memory_mib: float | None = None
+    mean_util_pct: float | None = None
+    peak_util_pct: float | None = None
+    energy_j: float | None = None
+    energy_note: str = ""
+    """Why ``energy_j`` is None (e.g. the GPU was shared); empty when measured."""
+    id: int | None = None
+    """The row id, set on records read back from the history."""
+
+    @property
+    def failed(self) -> bool:
+        """OOM-killed, a failed/canceled/abandoned result, or no result and a non-zero exit."""
+        if self.oom or (self.result or "").lower() in FAILED_RESULTS:
+            return True
+        return self.result is None and self.exit_code not in (None, 0)
+
+    def with_gpu(self, stats: JobGpuStats) -> JobRecord:
+        """This record with the GPU fields taken from `JobAccountant.finish`'s statistics."""
+        return dataclasses.replace(
+            self,
+            gpus=stats.gpu_indexes,
+            gpu_samples=stats.samples,
+            peak_gpu_memory_mib=stats.peak_memory_mib,
+            mean_util_pct=stats.mean_util_pct,
+            peak_util_pct=stats.peak_util_pct,
+            energy_j=stats.energy_j,
+            energy_note=stats.energy_note,
+        )
+
+
+@dataclass(frozen=True)
+class JobQuery:
+    """Filters for `JobHistory.query` / `read_history`; results are newest first."""
+
+    instance: str | None = None
+    pipeline: str | None = None
+    """Exact pipeline (definition) name."""
+    since: float | None = None
+    """Only jobs that ended at or after this Unix time."""
+    slot: int | None = None
+    failed_only: bool = False
+    """See `JobRecord.failed`."""
+    limit: int | None = 50
+    """At most this many rows; None for all."""
+
+
+class HistoryError(GpuciError):
+    """The history file exists but cannot be read (not a database, no permission, …)."""
+
+
+_INSERT_COLUMNS = tuple(c for c in schema.COLUMNS if c != "id")
+_INSERT = (
+    f"INSERT INTO jobs ({', '.join(_INSERT_COLUMNS)}) "
+    f"VALUES ({', '.join('?' for _ in _INSERT_COLUMNS)})"
+)
+_FAILED_SQL = (
+    "(oom = 1 OR lower(result) IN ({}) OR (result IS NULL AND exit_code IS NOT NULL "
+    "AND exit_code != 0))".format(", ".join(f"'{r}'" for r in FAILED_RESULTS))
+)
 
 
 class JobHistory:
-    """Append-only job log in SQLite (thread-safe; one connection guarded by a lock)."""
+    """The job history for writing and querying (thread-safe; one connection guarded by a lock)."""
 
-    def __init__(self, path: Path | str) -> None:
-        """Open (and create) the database at ``path`` (``":memory:"`` for tests)."""
+    def __init__(
+        self,
+        path: Path | str,
+        *,
+        keep_days: int = 90,
+        max_rows: int = 100_000,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        """Open (create, migrate) the history at ``path`` and apply the retention once.
+
+        Args:
+            path: The SQLite file (``":memory:"`` for tests).
+            keep_days: Jobs that ended longer ago are deleted (``[history] keep_days``).
+            max_rows: Only the newest this many rows are kept (``[history] max_rows``).
+            clock: Wall clock for the retention by age.
+
+        Raises:
+            sqlite3.Error: the file cannot be opened or is not a database.
+        """
         if str(path) != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self._db = sqlite3.connect(str(path), check_same_thread=False)
+        self._db = schema.open_writer(path)
         self._lock = threading.Lock()
-        with self._lock:
-            self._db.execute(SCHEMA)
-            self._db.commit()
+        self._keep_days = keep_days
+        self._max_rows = max_rows
+        self._clock = clock
+        self._inserts = 0
+        self._pruned_at = 0.0
+        self.prune()
 
     def add(self, record: JobRecord) -> None:
-        """Store one finished job."""
+        """Store one finished job (and, now and then, apply the retention).
+
+        Raises:
+            sqlite3.Error: the disk is full or the file became unusable.
+        """
+        duration = record.duration_s
+        if duration is None and record.started_at is not None:
+            duration = max(0.0, record.ended_at - record.started_at)
+        row = dataclasses.replace(record, duration_s=duration, oom=bool(record.oom))
+        values = [_to_sql(name, getattr(row, name)) for name in _INSERT_COLUMNS]
         with self._lock:
-            self._db.execute(
-                "INSERT INTO jobs (instance, slot, agent, request_id, pipeline, run, started_at,"
-                " ended_at, exit_code, oom, reason) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                (
-                    record.instance,
-                    record.slot,
-                    record.agent,
-                    record.request_id,
-                    record.pipeline,
-                    record.run,
-                    record.started_at,
-                    record.ended_at,
-                    record.exit_code,
-                    int(record.oom),
-                    record.reason,
-                ),
-            )
-            self._db.commit()
+            self._db.execute(_INSERT, values)
+            self._inserts += 1
+            due = self._inserts >= PRUNE_EVERY or self._clock() - self._pruned_at >= PRUNE_AFTER_S
+        if due:
+            self.prune()
+
+    def prune(self) -> int:
+        """Delete jobs older than ``keep_days`` and all but the newest ``max_rows``; returns how many."""
+        cutoff = self._clock() - self._keep_days * 86400.0
+        with self._lock:
+            deleted = self._db.execute("DELETE FROM jobs WHERE ended_at < ?", (cutoff,)).rowcount
+            # The id of the newest row beyond max_rows; nothing when there are fewer.
+            deleted += self._db.execute(
+                "DELETE FROM jobs WHERE id <= "
+                "(SELECT id FROM jobs ORDER BY id DESC LIMIT 1 OFFSET ?)",
+                (self._max_rows,),
+            ).rowcount
+            self._inserts = 0
+            self._pruned_at = self._clock()
+        return max(deleted, 0)
+
+    def query(self, query: JobQuery = JobQuery()) -> list[JobRecord]:
+        """The jobs matching ``query``, newest first."""
+        with self._lock:
+            return _select(self._db, query)
 
     def recent(self, instance: str, limit: int = 50) -> list[JobRecord]:
         """The newest ``limit`` jobs of ``instance``, newest first."""
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT instance, slot, agent, request_id, pipeline, run, started_at, ended_at,"
-                " exit_code, oom, reason FROM jobs WHERE instance = ? ORDER BY id DESC LIMIT ?",
-                (instance, limit),
-            ).fetchall()
-        return [
-            JobRecord(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], bool(r[9]), r[10])
-            for r in rows
-        ]
+        return self.query(JobQuery(instance=instance, limit=limit))
 
     def close(self) -> None:
         """Close the database."""
         with self._lock:
             self._db.close()
+
+
+def read_history(path: Path, query: JobQuery = JobQuery()) -> list[JobRecord] | None:
+    """Query a history file read-only, with no daemon needed; None when there is no file yet.
+
+    Works on files of every schema version (columns an older file lacks read as None).
+
+    Raises:
+        HistoryError: the file exists but cannot be read, with what to do.
+    """
+    if not path.exists():
+        return None
+    try:
+        db = schema.open_reader(path)
+    except sqlite3.Error as exc:
+        raise HistoryError(f"cannot open the job history {path}: {exc}") from None
+    try:
+        return _select(db, query)
+    except sqlite3.DatabaseError as exc:
+        raise HistoryError(
+            f"cannot read the job history {path}: {exc}. If the file is damaged, move it "
+            "away; the daemon starts a new one."
+        ) from None
+    finally:
+        db.close()
+
+
+def _select(db: sqlite3.Connection, query: JobQuery) -> list[JobRecord]:
+    have = schema.table_columns(db)
+    if not have:
+        return []
+    source = "jobs"
+    missing = [c for c in schema.COLUMNS if c not in have]
+    if missing:
+        # An older file that no daemon of this release has migrated yet.
+        source = f"(SELECT *, {', '.join(f'NULL AS {c}' for c in missing)} FROM jobs)"
+    sql, args = query_sql(query, source)
+    return [_record(row) for row in db.execute(sql, args)]
+
+
+def query_sql(query: JobQuery, source: str = "jobs") -> tuple[str, list[Any]]:
+    """The SELECT (and its parameters) that `JobHistory.query` runs for ``query``.
+
+    Public so the benchmark can show SQLite's plan for exactly this statement.
+    """
+    where: list[str] = []
+    args: list[Any] = []
+    for column, value in (
+        ("instance", query.instance),
+        ("pipeline", query.pipeline),
+        ("slot", query.slot),
+    ):
+        if value is not None:
+            where.append(f"{column} = ?")
+            args.append(value)
+    if query.since is not None:
+        where.append("ended_at >= ?")
+        args.append(query.since)
+    if query.failed_only:
+        where.append(_FAILED_SQL)
+    sql = f"SELECT {', '.join(schema.COLUMNS)} FROM {source}"
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    sql += " ORDER BY ended_at DESC, id DESC"
+    if query.limit is not None:
+        sql += " LIMIT ?"
+        args.append(query.limit)
+    return sql, args
+
+
+def _to_sql(name: str, value: Any) -> Any:
+    if name == "gpus":
+        return ",".join(str(i) for i in value) if value else None
+    if name == "oom":
+        return int(value)
+    return value
+
+
+def _record(row: Sequence[Any]) -> JobRecord:
+    values = dict(zip(schema.COLUMNS, row, strict=True))
+    gpus = values.pop("gpus") or ""
+    values["gpus"] = tuple(int(i) for i in str(gpus).split(",") if i.strip().isdigit())
+    values["oom"] = bool(values["oom"])
+    values["reason"] = values["reason"] or ""
+    values["gpu_samples"] = int(values["gpu_samples"] or 0)
+    values["energy_note"] = values["energy_note"] or ""
+    return JobRecord(**values)
 
 
 class IntentStore:

@@ -17,7 +17,8 @@ from pathlib import Path
 import pynvml
 import pytest
 
-from gpuci_tui.core.gpu import LOST_MARK, NvmlSampler, cuda_version_tuple, is_lost
+from gpuci_tui.core.gpu import LOST_MARK, cuda_version_tuple, is_lost
+from tests.core.nvml_helpers import NvmlState
 
 pytestmark = pytest.mark.nvml
 
@@ -35,39 +36,11 @@ proc 0 4343 E3
 """
 
 
-class State:
-    """The fake library's state file."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def write(self, text: str) -> None:
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(text)
-        tmp.replace(self.path)  # atomic: the library never reads half a file
-
-
-@pytest.fixture
-def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> State:
-    s = State(tmp_path / "nvml-state")
-    s.write(DEFAULT_STATE)
-    monkeypatch.setenv("FAKE_NVML_STATE", str(s.path))
-    return s
-
-
-@pytest.fixture
-def make_sampler(fake_nvml_lib: Path, state: State):
-    made: list[NvmlSampler] = []
-
-    def make(**kwargs) -> NvmlSampler:
-        kwargs.setdefault("library_path", fake_nvml_lib)
-        sampler = NvmlSampler(**kwargs)
-        made.append(sampler)
-        return sampler
-
-    yield make
-    for sampler in made:
-        sampler.close()
+@pytest.fixture(autouse=True)
+def state(nvml_state: NvmlState) -> NvmlState:
+    """Every test starts from DEFAULT_STATE."""
+    nvml_state.write(DEFAULT_STATE)
+    return nvml_state
 
 
 def test_reads_driver_cuda_and_every_metric(make_sampler) -> None:
@@ -102,7 +75,7 @@ def test_reads_driver_cuda_and_every_metric(make_sampler) -> None:
     assert not is_lost(a6000)
 
 
-def test_sees_live_changes_between_samples(make_sampler, state: State) -> None:
+def test_sees_live_changes_between_samples(make_sampler, state: NvmlState) -> None:
     sampler = make_sampler()
     assert sampler.sample().gpus[0].utilization_pct == 87.0
     state.write(DEFAULT_STATE.replace(f"{A6000} 87 40 20480", f"{A6000} 3 1 512"))
@@ -111,7 +84,7 @@ def test_sees_live_changes_between_samples(make_sampler, state: State) -> None:
     assert gpu.memory_used_mib == 512.0
 
 
-def test_unsupported_field_is_none_for_that_field_only(make_sampler, state: State) -> None:
+def test_unsupported_field_is_none_for_that_field_only(make_sampler, state: NvmlState) -> None:
     state.write(f"{A6000} E3 E3 100 49140 E3 E3 300000 0\n")
     gpu = make_sampler().sample().gpus[0]
     assert gpu.utilization_pct is None
@@ -122,7 +95,7 @@ def test_unsupported_field_is_none_for_that_field_only(make_sampler, state: Stat
     assert gpu.name == "NVIDIA RTX A6000"
 
 
-def test_any_other_field_error_is_none_too(make_sampler, state: State) -> None:
+def test_any_other_field_error_is_none_too(make_sampler, state: NvmlState) -> None:
     # 999 = NVML_ERROR_UNKNOWN, 4 = NO_PERMISSION: neither may break the frame.
     state.write(f"{A6000} 50 1 100 49140 40 1000 E4 0\nfail nvmlDeviceGetMemoryInfo 999\n")
     gpu = make_sampler().sample().gpus[0]
@@ -140,14 +113,14 @@ def test_any_other_field_error_is_none_too(make_sampler, state: State) -> None:
     ],
     ids=["v3", "v2", "v1"],
 )
-def test_process_list_falls_back_v3_v2_v1(make_sampler, state: State, missing) -> None:
+def test_process_list_falls_back_v3_v2_v1(make_sampler, state: NvmlState, missing) -> None:
     # 13 = FUNCTION_NOT_FOUND: what pynvml raises when an older driver lacks the symbol.
     state.write(DEFAULT_STATE + "".join(f"fail {name} 13\n" for name in missing))
     procs = make_sampler().sample().gpus[0].processes
     assert [(p.pid, p.used_memory_mib) for p in procs] == [(4242, 18000.0), (4343, None)]
 
 
-def test_no_process_list_at_all_gives_empty_processes(make_sampler, state: State) -> None:
+def test_no_process_list_at_all_gives_empty_processes(make_sampler, state: NvmlState) -> None:
     state.write(
         DEFAULT_STATE
         + "fail nvmlDeviceGetComputeRunningProcesses_v3 13\n"
@@ -159,13 +132,13 @@ def test_no_process_list_at_all_gives_empty_processes(make_sampler, state: State
     assert gpu.utilization_pct == 87.0
 
 
-def test_not_supported_process_list_does_not_fall_back(make_sampler, state: State) -> None:
+def test_not_supported_process_list_does_not_fall_back(make_sampler, state: NvmlState) -> None:
     # NOT_SUPPORTED (e.g. some vGPU setups) is an answer, not a missing function.
     state.write(DEFAULT_STATE + "fail nvmlDeviceGetComputeRunningProcesses_v3 3\n")
     assert make_sampler().sample().gpus[0].processes == ()
 
 
-def test_temperature_falls_back_to_legacy_call(make_sampler, state: State) -> None:
+def test_temperature_falls_back_to_legacy_call(make_sampler, state: NvmlState) -> None:
     state.write(DEFAULT_STATE + "fail nvmlDeviceGetTemperatureV 13\n")
     assert make_sampler().sample().gpus[0].temperature_c == 71.0
     state.write(
@@ -174,7 +147,9 @@ def test_temperature_falls_back_to_legacy_call(make_sampler, state: State) -> No
     assert make_sampler().sample().gpus[0].temperature_c is None
 
 
-def test_power_limit_fallback_to_symbol_missing_from_library(make_sampler, state: State) -> None:
+def test_power_limit_fallback_to_symbol_missing_from_library(
+    make_sampler, state: NvmlState
+) -> None:
     # The fake library really lacks nvmlDeviceGetPowerManagementLimit, so the
     # fallback meets pynvml's own FunctionNotFound: the field is N/A, no crash.
     state.write(DEFAULT_STATE + "fail nvmlDeviceGetEnforcedPowerLimit 13\n")
@@ -183,7 +158,7 @@ def test_power_limit_fallback_to_symbol_missing_from_library(make_sampler, state
     assert gpu.power_w == 212.0
 
 
-def test_cuda_version_falls_back_to_v1_then_none(make_sampler, state: State) -> None:
+def test_cuda_version_falls_back_to_v1_then_none(make_sampler, state: NvmlState) -> None:
     # _v2 fails with LIBRARY_NOT_FOUND when libcuda is missing; v1 still answers.
     state.write(
         DEFAULT_STATE.replace("cuda_v2 13000", "cuda_v2 E12").replace("cuda 13000", "cuda 12040")
@@ -197,7 +172,7 @@ def test_cuda_version_falls_back_to_v1_then_none(make_sampler, state: State) -> 
     assert host.cuda_driver_version is None
 
 
-def test_lost_gpu_is_listed_and_marked(make_sampler, state: State) -> None:
+def test_lost_gpu_is_listed_and_marked(make_sampler, state: NvmlState) -> None:
     sampler = make_sampler()
     assert not is_lost(sampler.sample().gpus[1])
     lost_l4 = "gpu NVIDIA_L4 GPU-66666666-7777-8888-9999-000000000000 0 0 0 23034 34 16000 72000 1"
@@ -219,7 +194,7 @@ def test_lost_gpu_is_listed_and_marked(make_sampler, state: State) -> None:
     assert healthy.utilization_pct == 87.0
 
 
-def test_gpu_lost_before_first_sample_still_listed(make_sampler, state: State) -> None:
+def test_gpu_lost_before_first_sample_still_listed(make_sampler, state: NvmlState) -> None:
     state.write(f"{A6000} 1 1 1 49140 1 1 1 1\n")
     (gpu,) = make_sampler().sample().gpus
     assert gpu.name == "GPU 0" + LOST_MARK
@@ -246,7 +221,7 @@ def test_init_failure_is_a_plain_reason_not_a_crash(make_sampler, state, code, w
     assert sampler.host_info() == frame.host
 
 
-def test_init_is_retried_after_the_interval(make_sampler, state: State) -> None:
+def test_init_is_retried_after_the_interval(make_sampler, state: NvmlState) -> None:
     state.write(DEFAULT_STATE + "init 9\n")
     cached = make_sampler(retry_interval=3600)
     retrying = make_sampler(retry_interval=0)
@@ -258,7 +233,7 @@ def test_init_is_retried_after_the_interval(make_sampler, state: State) -> None:
     assert len(retrying.sample().gpus) == 2
 
 
-def test_zero_gpus_is_unavailable_with_driver_facts(make_sampler, state: State) -> None:
+def test_zero_gpus_is_unavailable_with_driver_facts(make_sampler, state: NvmlState) -> None:
     state.write("driver 550.54.15\ncuda 12040\ncuda_v2 12040\n")
     host = make_sampler().host_info()
     assert not host.available
@@ -393,7 +368,7 @@ print(json.dumps({"lazy": lazy, "available": frame.host.available,
     assert "Install the NVIDIA driver" in result["reason"]
 
 
-def test_library_found_through_linker_path(fake_nvml_lib: Path, state: State) -> None:
+def test_library_found_through_linker_path(fake_nvml_lib: Path, state: NvmlState) -> None:
     # Without library_path, pynvml's own soname lookup (LD_LIBRARY_PATH) is used.
     env = dict(os.environ, LD_LIBRARY_PATH=str(fake_nvml_lib.parent))
     code = """

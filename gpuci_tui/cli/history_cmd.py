@@ -1,0 +1,198 @@
+"""``gpuci-tui history``: finished jobs from the local SQLite history, no daemon needed.
+
+The file is opened read-only (`read_history`), so this works beside a running
+daemon, with none, and on a history written by an older release.
+
+``--json`` prints a list of objects, newest first, with these keys (stable;
+new keys may be added): id, instance, slot, agent, request_id, pipeline, run,
+started_at, ended_at (ISO-8601 UTC or null), duration_s, queue_wait_s, result,
+exit_code, oom, failed, reason, gpus (list of indexes), gpu_samples,
+peak_gpu_memory_mib, mean_util_pct, peak_util_pct, energy_j, energy_note.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import time
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from . import exitcodes
+from .common import CliExit, fail
+
+if TYPE_CHECKING:
+    from gpuci_tui.core.history import JobRecord
+
+SINCE_FORMS = (
+    "a duration back from now like 30m, 12h, 2d or 1w, "
+    "or a local date or time like 2026-09-28 or 2026-09-28T14:00"
+)
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])", re.IGNORECASE)
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+HEADER = (
+    "ENDED", "PIPELINE", "RUN", "SLOT", "GPU", "DURATION", "WAIT", "PEAK MEM", "UTIL", "RESULT",
+)  # fmt: skip
+
+
+def add_history_parser(sub: Any) -> None:
+    """Declare ``history`` on the ``gpuci-tui`` subcommand parsers."""
+    parser = sub.add_parser(
+        "history",
+        help="list finished jobs from the local history (works without a daemon)",
+        description="List finished jobs, newest first, from the local job history "
+        "(one line per job: end time, pipeline, run, slot, GPUs, duration, queue wait, "
+        "peak GPU memory, mean GPU utilisation, result).",
+    )
+    parser.add_argument("--json", action="store_true", help="print a JSON list of objects")
+    parser.add_argument("--pipeline", metavar="NAME", help="only jobs of this pipeline")
+    parser.add_argument("--since", metavar="WHEN", help=f"only jobs that ended since {SINCE_FORMS}")
+    parser.add_argument("--slot", metavar="N", help="only jobs of this slot")
+    parser.add_argument(
+        "--failed",
+        action="store_true",
+        help="only failed jobs (failed/canceled/abandoned, OOM-killed, or a non-zero exit)",
+    )
+    parser.add_argument(
+        "--limit", metavar="N", default="50", help="at most N jobs (default 50, 0 for all)"
+    )
+
+
+def parse_since(text: str, now: float) -> float:
+    """``--since`` as a Unix time: a duration back from ``now`` or a local date/time.
+
+    Raises:
+        ValueError: with a message naming the accepted forms.
+    """
+    value = text.strip()
+    match = _DURATION.fullmatch(value)
+    if match:
+        return now - float(match[1]) * _UNIT_S[match[2].lower()]
+    try:
+        # A naive date or time is local time, as the table shows it.
+        return datetime.fromisoformat(value).timestamp()
+    except ValueError:
+        raise ValueError(f"--since must be {SINCE_FORMS}; got {text!r}") from None
+
+
+def _count(text: str, option: str, what: str) -> int:
+    if not text.strip().isdigit():
+        raise CliExit(exitcodes.USAGE, f"{option} must be {what}; got {text!r}")
+    return int(text)
+
+
+def run_history(args: argparse.Namespace, now: float | None = None) -> int:
+    """Print the history matching the options; see the module docstring for ``--json``."""
+    from gpuci_tui.core.history import JobQuery, read_history
+    from gpuci_tui.core.paths import history_db_path
+    from gpuci_tui.core.protocols import GpuciError
+
+    now = time.time() if now is None else now
+    try:
+        try:
+            since = parse_since(args.since, now) if args.since is not None else None
+        except ValueError as exc:
+            raise CliExit(exitcodes.USAGE, str(exc)) from None
+        slot = (
+            _count(args.slot, "--slot", "a slot number (0, 1, …)")
+            if args.slot is not None
+            else None
+        )
+        limit = _count(args.limit, "--limit", "a whole number of jobs (0 for all)")
+        query = JobQuery(
+            pipeline=args.pipeline,
+            since=since,
+            slot=slot,
+            failed_only=args.failed,
+            limit=limit or None,
+        )
+        try:
+            path = history_db_path()
+            rows = read_history(path, query)
+        except GpuciError as exc:  # HistoryError, PathError
+            raise CliExit(exitcodes.FAILED, str(exc)) from None
+    except CliExit as exc:
+        return fail(exc)
+    if args.json:
+        print(json.dumps([_json(r) for r in rows or []], indent=2))
+    elif rows is None:
+        print(f"no jobs recorded yet (no history file at {path})")
+    elif not rows:
+        print("no jobs match")
+    else:
+        print(render_history(rows))
+    return exitcodes.OK
+
+
+def render_history(rows: list[JobRecord]) -> str:
+    """The plain aligned table, one line per `JobRecord`."""
+    from .render import duration
+
+    table = [HEADER]
+    for r in rows:
+        table.append(
+            (
+                time.strftime("%Y-%m-%d %H:%M", time.localtime(r.ended_at)),
+                r.pipeline or "-",
+                r.run or "-",
+                str(r.slot),
+                ",".join(str(i) for i in r.gpus) or "-",
+                duration(r.duration_s),
+                duration(r.queue_wait_s),
+                _memory(r.peak_gpu_memory_mib),
+                "-" if r.mean_util_pct is None else f"{r.mean_util_pct:.0f}%",
+                _result(r),
+            )
+        )
+    widths = [max(len(row[i]) for row in table) for i in range(len(HEADER) - 1)]
+    lines = []
+    for row in table:
+        cells = [cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])]
+        lines.append("  ".join([*cells, row[-1]]).rstrip())
+    return "\n".join(lines)
+
+
+def _memory(mib: float | None) -> str:
+    if mib is None:
+        return "-"
+    return f"{mib:.0f} MiB" if mib < 1024 else f"{mib / 1024:.1f} GiB"
+
+
+def _result(r: JobRecord) -> str:
+    text = r.result or (f"exit {r.exit_code}" if r.exit_code is not None else "-")
+    return f"{text} (OOM)" if r.oom else text
+
+
+def _iso(t: float | None) -> str | None:
+    if t is None:
+        return None
+    return datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _json(r: JobRecord) -> dict[str, Any]:
+    return {
+        "id": r.id,
+        "instance": r.instance,
+        "slot": r.slot,
+        "agent": r.agent,
+        "request_id": r.request_id,
+        "pipeline": r.pipeline,
+        "run": r.run,
+        "started_at": _iso(r.started_at),
+        "ended_at": _iso(r.ended_at),
+        "duration_s": r.duration_s,
+        "queue_wait_s": r.queue_wait_s,
+        "result": r.result,
+        "exit_code": r.exit_code,
+        "oom": r.oom,
+        "failed": r.failed,
+        "reason": r.reason,
+        "gpus": list(r.gpus),
+        "gpu_samples": r.gpu_samples,
+        "peak_gpu_memory_mib": r.peak_gpu_memory_mib,
+        "mean_util_pct": r.mean_util_pct,
+        "peak_util_pct": r.peak_util_pct,
+        "energy_j": r.energy_j,
+        "energy_note": r.energy_note,
+    }

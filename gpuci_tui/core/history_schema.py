@@ -1,0 +1,143 @@
+"""The job history's SQLite file: schema versions, migration, and how it is opened.
+
+One file (``$XDG_STATE_HOME/gpuci-tui/history.sqlite3``) is shared by every
+daemon on the host (the ``instance`` column tells them apart) and read by
+``gpuci-tui history`` and the console while a daemon writes. Hence:
+
+- WAL journal: readers never block the writer and never see half a commit.
+- ``synchronous=NORMAL``: in WAL mode a commit is not fsynced; a power cut can
+  lose the last few jobs but never corrupts the file. A history row is not
+  worth an fsync per job.
+- A busy timeout instead of "database is locked" when two writers (two
+  daemons, or a migration) meet.
+- The version is ``PRAGMA user_version``. Version 1 is the table of the
+  first release (which never set it: 0 with a ``jobs`` table means 1);
+  migrations only ever add columns and indexes, so no row is lost and an
+  older reader still finds the columns it knows.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+SCHEMA_VERSION = 2
+BUSY_TIMEOUT_S = 5.0
+
+_V1_TABLE = """
+CREATE TABLE IF NOT EXISTS jobs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    instance TEXT NOT NULL,
+    slot INTEGER NOT NULL,
+    agent TEXT NOT NULL,
+    request_id INTEGER,
+    pipeline TEXT,
+    run TEXT,
+    started_at REAL,
+    ended_at REAL NOT NULL,
+    exit_code INTEGER,
+    oom INTEGER NOT NULL DEFAULT 0,
+    reason TEXT
+)
+"""
+
+V1_COLUMNS = (
+    "id", "instance", "slot", "agent", "request_id", "pipeline", "run",
+    "started_at", "ended_at", "exit_code", "oom", "reason",
+)  # fmt: skip
+
+V2_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("result", "TEXT"),
+    ("queue_wait_s", "REAL"),
+    ("duration_s", "REAL"),
+    ("gpus", "TEXT"),
+    ("gpu_samples", "INTEGER NOT NULL DEFAULT 0"),
+    ("peak_gpu_memory_mib", "REAL"),
+    ("mean_util_pct", "REAL"),
+    ("peak_util_pct", "REAL"),
+    ("energy_j", "REAL"),
+    ("energy_note", "TEXT NOT NULL DEFAULT ''"),
+)
+"""Added by version 2: the Azure job result, timings and the job's GPU accounting."""
+
+COLUMNS = V1_COLUMNS + tuple(name for name, _ in V2_COLUMNS)
+
+_V2_INDEXES = (
+    # "the last N jobs", "since 2d" and retention by age all walk ended_at.
+    "CREATE INDEX IF NOT EXISTS jobs_ended ON jobs (ended_at)",
+    "CREATE INDEX IF NOT EXISTS jobs_pipeline_ended ON jobs (pipeline, ended_at)",
+)
+
+
+def open_writer(path: Path | str) -> sqlite3.Connection:
+    """Open (create, migrate) the history for writing.
+
+    ``":memory:"`` gives a private in-memory database (tests).
+
+    Raises:
+        sqlite3.Error: the file cannot be opened or is not a database.
+    """
+    db = sqlite3.connect(
+        str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+    )
+    try:
+        if str(path) != ":memory:":
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+        migrate(db)
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def open_reader(path: Path) -> sqlite3.Connection:
+    """Open an existing history read-only; never creates, migrates or writes it.
+
+    Raises:
+        sqlite3.Error: the file cannot be opened or is not a database.
+    """
+    uri = f"{path.resolve().as_uri()}?mode=ro"
+    return sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, check_same_thread=False)
+
+
+def migrate(db: sqlite3.Connection) -> int:
+    """Bring the schema to `SCHEMA_VERSION`, keeping every row; returns the version found.
+
+    Runs in one IMMEDIATE transaction, so two daemons opening an old file at
+    the same time migrate it once (the second sees the new version). A file
+    from a newer release (higher version) is left alone: it only added columns.
+    """
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        found = int(db.execute("PRAGMA user_version").fetchone()[0])
+        version = found
+        if version == 0:
+            db.execute(_V1_TABLE)
+            version = 1
+        if version == 1:
+            have = table_columns(db)
+            for name, decl in V2_COLUMNS:
+                if name not in have:  # robust against a hand-repaired file
+                    db.execute(f"ALTER TABLE jobs ADD COLUMN {name} {decl}")
+            # Version 1 knew only the container's life; it is the best
+            # duration there is for the old rows.
+            db.execute(
+                "UPDATE jobs SET duration_s = ended_at - started_at "
+                "WHERE duration_s IS NULL AND started_at IS NOT NULL AND ended_at >= started_at"
+            )
+            for ddl in _V2_INDEXES:
+                db.execute(ddl)
+            version = 2
+        if version != found:
+            db.execute(f"PRAGMA user_version = {version}")
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    return found
+
+
+def table_columns(db: sqlite3.Connection) -> set[str]:
+    """The columns of the ``jobs`` table (empty when there is no such table)."""
+    return {str(row[1]) for row in db.execute("PRAGMA table_info(jobs)")}
