@@ -7,10 +7,21 @@ import shutil
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import keyring
 import pytest
 from keyring.backend import KeyringBackend
+
+from gpuci_tui.core.gpu import NvmlSampler
+from tests.core.nvml_helpers import NvmlState
+from tests.core.supervisor_env import Env, make_env
+
+
+@pytest.fixture
+def env() -> Env:
+    """The simulated organisation, runtime and configuration of the supervisor tests."""
+    return make_env()
 
 
 @pytest.fixture
@@ -34,15 +45,16 @@ def no_prompt(monkeypatch: pytest.MonkeyPatch) -> None:
 FAKE_NVML_SRC = Path(__file__).resolve().parents[1] / "fixtures" / "fake_nvml.c"
 
 
-@pytest.fixture(scope="session")
-def fake_nvml_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def build_fake_nvml(out_dir: Path, *defines: str) -> Path:
+    """Compile the fake libnvidia-ml.so.1 into ``out_dir`` (``defines``: e.g. FAKE_NVML_OLD_DRIVER)."""
     gcc = shutil.which("gcc")
     if gcc is None:
         pytest.fail("gcc is required to build the fake libnvidia-ml.so.1 (apt-get install gcc)")
-    out = tmp_path_factory.mktemp("fake-nvml") / "libnvidia-ml.so.1"
+    out = out_dir / "libnvidia-ml.so.1"
     subprocess.run(
         [
             gcc,
+            *(f"-D{name}" for name in defines),
             "-shared",
             "-fPIC",
             "-O2",
@@ -57,3 +69,44 @@ def fake_nvml_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
         check=True,
     )
     return out
+
+
+@pytest.fixture(scope="session")
+def fake_nvml_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_fake_nvml(tmp_path_factory.mktemp("fake-nvml"))
+
+
+@pytest.fixture(scope="session")
+def fake_nvml_old_driver_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fake that really lacks per-process utilisation and energy (an older driver).
+
+    It has the same soname, so it can only be used in a fresh interpreter.
+    """
+    return build_fake_nvml(tmp_path_factory.mktemp("fake-nvml-old"), "FAKE_NVML_OLD_DRIVER")
+
+
+@pytest.fixture
+def nvml_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> NvmlState:
+    """An empty state file the fake library reads (write the hardware into it)."""
+    s = NvmlState(tmp_path / "nvml-state")
+    s.write("")
+    monkeypatch.setenv("FAKE_NVML_STATE", str(s.path))
+    return s
+
+
+@pytest.fixture
+def make_sampler(
+    fake_nvml_lib: Path, nvml_state: NvmlState
+) -> Iterator[Callable[..., NvmlSampler]]:
+    """Build `NvmlSampler`s on the fake library; all are closed afterwards."""
+    made: list[NvmlSampler] = []
+
+    def make(**kwargs: Any) -> NvmlSampler:
+        kwargs.setdefault("library_path", fake_nvml_lib)
+        sampler = NvmlSampler(**kwargs)
+        made.append(sampler)
+        return sampler
+
+    yield make
+    for sampler in made:
+        sampler.close()

@@ -1,0 +1,249 @@
+"""Hot standby benchmark: job-to-job gap per slot with realistic agent start-up, on vs off.
+
+The real `gpuci-tui run` on the real Docker engine, agent containers from the busybox
+emulator image, and a simulated organisation whose agents take the real agent's time to
+start (~6 s of registration, ~3 s until the session; `REALISTIC_STARTUP`). For each slot
+count, job length and mode (standby on, standby off), in one invocation:
+
+* gap: a job's end (its finish time) to the start (assignment) of the next queued job on
+  the same slot, p50/p95/max;
+* makespan vs the ideal ceil(jobs/slots) × job length;
+* jobs that overlapped on one slot's agents (must be 0);
+* Azure DevOps requests per minute while busy (public API; reads and writes);
+* daemon CPU (% of one core, while busy) and RSS.
+
+Usage: python bench/bench_standby.py [--slots 2 4] [--job-seconds 3 12] [--jobs-per-slot 6]
+Writes bench/results/standby.json and prints a Markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import docker
+import psutil
+from bench_engine import machine, percentile
+
+from gpuci_tui.core.agentspec import LABEL_INSTANCE, instance_id
+from gpuci_tui.core.config import AgentsConfig, AzureConfig, Config, SupervisorConfig, save_config
+from gpuci_tui.sim.image import build_emulator_image
+from gpuci_tui.sim.org import SimOrg
+from gpuci_tui.sim.records import REALISTIC_STARTUP
+from gpuci_tui.sim.server import SimServer
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def slot_of(agent: str) -> int:
+    """``prefix-3`` and ``prefix-3-b`` are slot 3."""
+    return int(agent.removesuffix("-b").rsplit("-", 1)[1])
+
+
+def one_run(
+    client: Any, image: str, *, slots: int, job_seconds: float, jobs_per_slot: int, standby: bool
+) -> dict[str, Any]:
+    """One mode on one scenario, with a fresh organisation and daemon."""
+    pat = "bench-" + uuid.uuid4().hex * 2
+    org = SimOrg("bench-org", heartbeat_timeout=15.0, startup=REALISTIC_STARTUP)
+    org.add_pat(pat)
+    pool_id = org.add_pool("gpu")
+    server = SimServer(org)
+    server.start()
+    work = Path(tempfile.mkdtemp(prefix="gpuci-standby-"))
+    config = Config(
+        azure=AzureConfig(url=server.url, pool="gpu"),
+        agents=AgentsConfig(
+            count=slots,
+            image=image,
+            name_prefix=f"sb{uuid.uuid4().hex[:4]}",
+            network="host",
+            gpus="none",
+            standby=standby,
+        ),
+        supervisor=SupervisorConfig(poll_interval=10.0),
+    )
+    config_path = work / "config.toml"
+    save_config(config, config_path)
+    (work / "pat").write_text(pat)
+    (work / "pat").chmod(0o600)
+    env = dict(os.environ, GPUCI_PAT_FILE=str(work / "pat"))
+    for var, sub in (("XDG_STATE_HOME", "state"), ("XDG_RUNTIME_DIR", "run"),
+                     ("XDG_DATA_HOME", "data")):  # fmt: skip
+        (work / sub).mkdir(mode=0o700)
+        env[var] = str(work / sub)
+    log = open(work / "daemon.log", "wb")  # noqa: SIM115
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "gpuci_tui.cli.main", "--config", str(config_path), "run"],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+    )
+    per_slot = 2 if standby else 1
+    try:
+        started = time.monotonic()
+        # Steady state: every slot's agent online and enabled (and its standby online).
+        while True:
+            agents = org.agents(pool_id)
+            online = [a for a in agents if a.online]
+            enabled = [a for a in online if a.enabled]
+            if len(online) >= slots * per_slot and len(enabled) >= slots:
+                break
+            if time.monotonic() - started > 120 or daemon.poll() is not None:
+                raise SystemExit(f"agents did not come up; see {work / 'daemon.log'}")
+            time.sleep(0.05)
+        steady_after = time.monotonic() - started
+        proc = psutil.Process(daemon.pid)
+        cpu0 = proc.cpu_times()
+        busy_since = time.time()
+        ids = [org.queue_job(pool_id, duration=job_seconds) for _ in range(slots * jobs_per_slot)]
+        while any(org.job(i).result is None for i in ids):
+            if daemon.poll() is not None:
+                raise SystemExit("daemon died")
+            time.sleep(0.05)
+        busy = time.time() - busy_since
+        cpu1 = proc.cpu_times()
+        rss_mib = proc.memory_info().rss / 2**20
+        jobs = [org.job(i) for i in ids]
+        requests = [e for e in org.request_log(since=busy_since) if not e.private]
+        writes = [e for e in requests if e.method != "GET"]
+        # Per job: the history's read of the agent's last job; the rest is the pool poll.
+        per_job_reads = [e for e in requests if e.method == "GET" and "agentId=" in e.detail]
+        rereads = [e for e in requests if e.method == "GET" and e.route.endswith("{agentId}")]
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        try:
+            daemon.wait(15)
+        except subprocess.TimeoutExpired:
+            daemon.kill()
+        for c in client.containers.list(
+            all=True, sparse=True, filters={"label": f"{LABEL_INSTANCE}={instance_id(config)}"}
+        ):
+            with contextlib.suppress(docker.errors.APIError):
+                c.remove(force=True)
+        server.stop()
+    by_slot: dict[int, list[Any]] = {}
+    for job in jobs:
+        assert job.agent_name is not None
+        by_slot.setdefault(slot_of(job.agent_name), []).append(job)
+    gaps: list[float] = []
+    overlaps = 0
+    for slot_jobs in by_slot.values():
+        slot_jobs.sort(key=lambda j: j.assign_time)
+        for done, nxt in zip(slot_jobs, slot_jobs[1:], strict=False):
+            gaps.append(nxt.assign_time - done.finish_time)
+            overlaps += nxt.assign_time < done.finish_time
+    makespan = max(j.finish_time for j in jobs) - busy_since
+    ideal = math.ceil(len(ids) / slots) * job_seconds
+    minutes = busy / 60
+    return {
+        "standby": standby,
+        "slots": slots,
+        "job_seconds": job_seconds,
+        "jobs": len(ids),
+        "steady_after_s": round(steady_after, 1),
+        "gap_s": {
+            "n": len(gaps),
+            "p50": round(statistics.median(gaps), 2),
+            "p95": round(percentile(gaps, 95), 2),
+            "max": round(max(gaps), 2),
+        },
+        "makespan_s": round(makespan, 1),
+        "ideal_makespan_s": round(ideal, 1),
+        "makespan_over_ideal": round(makespan / ideal, 2),
+        "jobs_overlapping_on_a_slot": overlaps,
+        "jobs_not_succeeded": sum(1 for j in jobs if j.result != "succeeded"),
+        "azure_requests_per_min": round(len(requests) / minutes, 1),
+        "azure_reads_per_min": round((len(requests) - len(writes)) / minutes, 1),
+        "azure_poll_reads_per_min": round(
+            (len(requests) - len(writes) - len(per_job_reads) - len(rereads)) / minutes, 1
+        ),
+        "azure_history_reads_per_job": round(len(per_job_reads) / len(ids), 2),
+        "azure_rereads_per_job": round(len(rereads) / len(ids), 2),
+        "azure_writes_per_job": round(len(writes) / len(ids), 2),
+        "daemon_cpu_pct_busy": round(
+            (cpu1.user + cpu1.system - cpu0.user - cpu0.system) / busy * 100, 2
+        ),
+        "daemon_rss_mib": round(rss_mib, 1),
+    }
+
+
+def table(runs: list[dict[str, Any]]) -> str:
+    """The Markdown table of BENCHMARKS.md."""
+    head = (
+        "| slots | job | standby | gap p50 / p95 / max | makespan (ideal) | overlaps "
+        "| Azure req/min | poll reads/min | per job: writes + reads | CPU busy | RSS |\n"
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n"
+    )
+    rows = []
+    for r in runs:
+        g = r["gap_s"]
+        rows.append(
+            f"| {r['slots']} | {r['job_seconds']:g} s | {'on' if r['standby'] else 'off'} "
+            f"| {g['p50']} / {g['p95']} / {g['max']} s "
+            f"| {r['makespan_s']} s ({r['ideal_makespan_s']} s, {r['makespan_over_ideal']}×) "
+            f"| {r['jobs_overlapping_on_a_slot']} "
+            f"| {r['azure_requests_per_min']} | {r['azure_poll_reads_per_min']} "
+            f"| {r['azure_writes_per_job']} + "
+            f"{r['azure_history_reads_per_job'] + r['azure_rereads_per_job']:.2f} "
+            f"| {r['daemon_cpu_pct_busy']} % "
+            f"| {r['daemon_rss_mib']} MiB |"
+        )
+    return head + "\n".join(rows) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--slots", type=int, nargs="+", default=[2, 4])
+    parser.add_argument("--job-seconds", type=float, nargs="+", default=[3.0, 12.0])
+    parser.add_argument("--jobs-per-slot", type=int, default=6)
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "standby.json")
+    args = parser.parse_args()
+    client = docker.from_env()
+    image = build_emulator_image(client)
+    runs = []
+    began = time.time()
+    for job_seconds in args.job_seconds:
+        for slots in args.slots:
+            for standby in (True, False):
+                result = one_run(
+                    client,
+                    image,
+                    slots=slots,
+                    job_seconds=job_seconds,
+                    jobs_per_slot=args.jobs_per_slot,
+                    standby=standby,
+                )
+                print(json.dumps(result), flush=True)
+                runs.append(result)
+    out = {
+        "machine": machine(),
+        "agent_startup_s": {
+            "register": REALISTIC_STARTUP.register,
+            "session": REALISTIC_STARTUP.session,
+        },
+        "wall_time_s": round(time.time() - began),
+        "runs": runs,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(out, indent=2) + "\n")
+    print(table(runs))
+
+
+if __name__ == "__main__":
+    main()

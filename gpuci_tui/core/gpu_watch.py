@@ -1,0 +1,84 @@
+"""The daemon's GPU sampling loop: one NVML sweep per interval, folded into per-job accounting.
+
+Every agent container of the supervisor is a candidate owner (an agent runs
+at most one job, so a container *is* a job); the key of a container's job is
+its lane's agent name, so the job is found again when its container exits
+(`key_of`). The latest frame is kept for the metrics endpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+
+from .accounting import JobAccountant, JobKey
+from .models import SupervisorSnapshot
+from .protocols import GpuFrame, GpuSampler
+
+log = logging.getLogger("gpuci_tui.gpu")
+
+
+def key_of(instance: str, slot: int, agent: str) -> JobKey:
+    """The accounting key of the job of ``agent``'s current container."""
+    return JobKey(instance, slot, agent)
+
+
+def agent_owners(snapshot: SupervisorSnapshot) -> dict[str, JobKey]:
+    """Container id → job key for every agent container (both lanes) of a snapshot."""
+    owners: dict[str, JobKey] = {}
+    for slot in snapshot.slots:
+        for agent in slot.agents:
+            if agent.container_id:
+                owners[agent.container_id] = key_of(snapshot.instance, slot.slot, agent.name)
+        if slot.container_id and slot.container_id not in owners:
+            owners[slot.container_id] = key_of(snapshot.instance, slot.slot, slot.name)
+    return owners
+
+
+class GpuWatch:
+    """Samples the GPUs every ``interval`` seconds and feeds the accountant."""
+
+    def __init__(
+        self,
+        sampler: GpuSampler,
+        accountant: JobAccountant,
+        owners: Callable[[], Mapping[str, JobKey]],
+        *,
+        interval: float,
+    ) -> None:
+        """Watch with ``sampler``; ``owners`` gives the current container → job map."""
+        self.sampler = sampler
+        self.accountant = accountant
+        self.owners = owners
+        self.interval = interval
+        self.latest: GpuFrame | None = None
+        self._absent: dict[JobKey, int] = {}
+
+    async def run(self) -> None:
+        """Sample until cancelled."""
+        while True:
+            await self.sample_once()
+            await asyncio.sleep(self.interval)
+
+    async def sample_once(self) -> None:
+        """One sweep: sample, fold, forget jobs whose container is gone."""
+        try:
+            frame = await asyncio.to_thread(self.sampler.sample)
+        except Exception:  # noqa: BLE001 - a sampler bug must not stop the daemon
+            log.exception("GPU sampling failed")
+            return
+        self.latest = frame
+        owners = self.owners()
+        self.accountant.observe(frame, owners)
+        live = set(owners.values())
+        for key in self.accountant.jobs():
+            if key in live:
+                self._absent.pop(key, None)
+                continue
+            # A job whose container exited is finished by the recorder at once; one
+            # still here two sweeps later exited without a job: nothing to record.
+            self._absent[key] = self._absent.get(key, 0) + 1
+            if self._absent[key] >= 2:
+                self.accountant.discard(key)
+                del self._absent[key]

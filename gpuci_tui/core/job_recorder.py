@@ -1,0 +1,122 @@
+"""One history row per finished job: what the server says of it and what its GPUs saw.
+
+Called by the supervisor when a container that took a job exits. The GPU
+figures are taken from the accountant at once (before the next sweep can
+forget the job); the job's result, pipeline and times come from one read of
+the agent's last finished job request, because a short job may start and end
+between two reads of the pool. A failed read or write is logged, never fatal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+from collections.abc import Callable
+from datetime import datetime
+
+from .accounting import JobAccountant, JobGpuStats
+from .gpu_watch import key_of
+from .history import JobHistory, JobRecord
+from .protocols import AgentPoolApi, GpuciError, JobRequest
+from .steps import JobEnded
+
+log = logging.getLogger("gpuci_tui.history")
+
+
+def seconds_between(start: str | None, end: str | None) -> float | None:
+    """Seconds between two Azure DevOps timestamps (None when either is missing or bad)."""
+    if not start or not end:
+        return None
+    try:
+        delta = datetime.fromisoformat(end) - datetime.fromisoformat(start)
+    except ValueError:
+        return None
+    return max(0.0, delta.total_seconds())
+
+
+def job_record(
+    instance: str, ended: JobEnded, request: JobRequest | None, gpu: JobGpuStats | None
+) -> JobRecord:
+    """The history row of ``ended`` (``request``: its job request as the server has it)."""
+    job, info = ended.job, ended.exit
+    if request is not None and job is not None and request.request_id != job.request_id:
+        request = None  # the agent's last job is not this one: trust what we saw
+    record = JobRecord(
+        instance=instance,
+        slot=ended.slot,
+        agent=ended.agent,
+        request_id=request.request_id if request else job.request_id if job else None,
+        pipeline=(request.definition_name if request else None) or (job.pipeline if job else None),
+        run=(request.owner_name if request else None) or (job.run if job else None),
+        started_at=ended.started_at,
+        ended_at=info.at,
+        exit_code=info.code,
+        oom=info.oom,
+        reason=info.reason,
+        result=request.result if request else None,
+        queue_wait_s=seconds_between(request.queue_time, request.assign_time) if request else None,
+        duration_s=(
+            seconds_between(request.receive_time or request.assign_time, request.finish_time)
+            if request
+            else None
+        ),
+    )
+    return record.with_gpu(gpu) if gpu is not None else record
+
+
+class JobRecorder:
+    """The supervisor's ``on_job_finished``: writes the history row in the background."""
+
+    def __init__(
+        self,
+        history: JobHistory,
+        api: AgentPoolApi,
+        instance: str,
+        *,
+        pool_id: Callable[[], int | None],
+        accountant: JobAccountant | None = None,
+        on_record: Callable[[JobRecord], None] | None = None,
+    ) -> None:
+        """Record into ``history``; ``pool_id`` gives the resolved pool (None: not yet)."""
+        self.history = history
+        self.api = api
+        self.instance = instance
+        self.pool_id = pool_id
+        self.accountant = accountant
+        self.on_record = on_record
+        self._tasks: set[asyncio.Task[JobRecord]] = set()
+
+    def __call__(self, ended: JobEnded) -> None:
+        """Take the GPU figures now; read the job and write the row in a task."""
+        gpu = None
+        if self.accountant is not None:
+            key = key_of(self.instance, ended.slot, ended.agent)
+            if key in self.accountant.jobs():
+                gpu = self.accountant.finish(key)
+        task = asyncio.get_running_loop().create_task(self.record(ended, gpu))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def record(self, ended: JobEnded, gpu: JobGpuStats | None) -> JobRecord:
+        """Read the job's request, write the row; returns what was written."""
+        request = None
+        pool_id = self.pool_id()
+        if pool_id is not None and ended.agent_id is not None:
+            try:
+                request = await asyncio.to_thread(self.api.last_job, pool_id, ended.agent_id)
+            except GpuciError as exc:
+                log.info("job of %s: no result from Azure DevOps (%s)", ended.agent, exc)
+        record = job_record(self.instance, ended, request, gpu)
+        try:
+            await asyncio.to_thread(self.history.add, record)
+        except (sqlite3.Error, OSError) as exc:
+            log.error("could not write the job of %s to the history: %s", ended.agent, exc)
+        if self.on_record is not None:
+            self.on_record(record)
+        return record
+
+    async def drain(self) -> None:
+        """Wait for the rows being written (at shutdown)."""
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=10.0)

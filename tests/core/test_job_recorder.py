@@ -1,0 +1,143 @@
+"""The finished-job history row: result and times from Azure DevOps, GPU use from the accountant."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+
+from gpuci_tui.core.accounting import JobAccountant
+from gpuci_tui.core.gpu_synthetic import FixtureSampler
+from gpuci_tui.core.gpu_watch import GpuWatch, agent_owners, key_of
+from gpuci_tui.core.history import JobHistory, JobQuery
+from gpuci_tui.core.job_recorder import JobRecorder, job_record, seconds_between
+from gpuci_tui.core.lifecycle import Lane
+from gpuci_tui.core.models import (
+    AgentSnapshot,
+    ExitInfo,
+    JobInfo,
+    SlotSnapshot,
+    SlotState,
+    SupervisorSnapshot,
+)
+from gpuci_tui.core.protocols import (
+    GpuFrame,
+    GpuHostInfo,
+    GpuProcess,
+    GpuSample,
+    JobRequest,
+)
+from gpuci_tui.core.steps import JobEnded
+from gpuci_tui.core.supervisor import Supervisor
+from gpuci_tui.sim.api import SimPoolApi
+from gpuci_tui.sim.org import SimOrg
+from tests.core.supervisor_env import PAT, Env, StaticTokens, wait_until
+
+ENDED = JobEnded(
+    slot=1,
+    lane=Lane.B,
+    agent="h-1-b",
+    container_id="c" * 64,
+    job=JobInfo(request_id=890001, pipeline="train - main", run="20261123.1"),
+    started_at=100.0,
+    exit=ExitInfo(code=0, at=160.0, reason="job finished", took_job=True),
+    agent_id=7,
+)
+
+
+def test_times_between_azure_timestamps() -> None:
+    assert seconds_between("2026-11-23T10:00:00.5Z", "2026-11-23T10:00:12.75Z") == 12.25
+    assert seconds_between(None, "2026-11-23T10:00:12Z") is None
+    assert seconds_between("garbage", "2026-11-23T10:00:12Z") is None
+
+
+def test_the_row_prefers_what_the_server_says_of_the_same_job() -> None:
+    request = JobRequest(
+        request_id=890001,
+        queue_time="2026-11-23T10:00:00Z",
+        assign_time="2026-11-23T10:00:04Z",
+        receive_time="2026-11-23T10:00:05Z",
+        finish_time="2026-11-23T10:00:50Z",
+        result="failed",
+        definition_name="train - main",
+        owner_name="20261123.1",
+    )
+    row = job_record("inst", ENDED, request, None)
+    assert (row.result, row.queue_wait_s, row.duration_s) == ("failed", 4.0, 45.0)
+    assert row.failed and row.agent == "h-1-b" and row.slot == 1
+    other = replace(request, request_id=5)  # the agent's last job is an older one
+    row = job_record("inst", ENDED, other, None)
+    assert row.result is None and row.request_id == 890001 and row.pipeline == "train - main"
+    unseen = replace(ENDED, job=None)  # started and ended between two reads of the pool
+    assert job_record("inst", unseen, request, None).request_id == 890001
+
+
+async def test_a_finished_job_is_written_with_its_result_and_queue_wait(env: Env) -> None:
+    history = JobHistory(":memory:")
+    sup: Supervisor | None = None
+    recorder = JobRecorder(history, env.api, "inst", pool_id=lambda: env.pool_id)
+    sup = Supervisor(
+        env.config,
+        api=env.api,
+        runtime=env.runtime,
+        tokens=StaticTokens(),
+        on_job_finished=recorder,
+    )
+    task = asyncio.create_task(sup.run())
+    try:
+        await wait_until(lambda: all(s.state == SlotState.IDLE for s in sup.snapshot().slots))
+        job = env.org.queue_job(env.pool_id, pipeline="eval - nightly", duration=0.2)
+        fail = env.org.queue_job(env.pool_id, pipeline="eval - nightly", duration=0.1, kind="fail")
+        await wait_until(lambda: len(history.query(JobQuery())) == 2, what="two history rows")
+    finally:
+        sup.request_stop()
+        await asyncio.wait_for(task, 10)
+    rows = {r.request_id: r for r in history.query(JobQuery())}
+    assert rows[job].result == "succeeded" and rows[fail].result == "failed"
+    assert rows[job].pipeline == "eval - nightly" and rows[job].queue_wait_s is not None
+    assert rows[fail].failed and not rows[job].failed
+
+
+def frame(at: float, container: str, memory: float, util: float) -> GpuFrame:
+    process = GpuProcess(pid=4242, used_memory_mib=memory, container_id=container, sm_util_pct=util)
+    gpu = GpuSample(
+        index=0, name="A100", uuid="GPU-0", utilization_pct=util, memory_used_mib=memory,
+        memory_total_mib=81920, processes=(process,),
+    )  # fmt: skip
+    return GpuFrame(taken_at=at, host=GpuHostInfo(True, gpu_count=1), gpus=(gpu,))
+
+
+async def test_gpu_use_of_a_container_is_the_job_of_its_agent() -> None:
+    container = "d" * 64
+    snapshot = SupervisorSnapshot(
+        taken_at=0.0,
+        org_url="u",
+        pool="p",
+        instance="inst",
+        desired_count=2,
+        slots=(
+            SlotSnapshot(
+                slot=1,
+                name="h-1-b",
+                state=SlotState.BUSY,
+                container_id=container,
+                agents=(
+                    AgentSnapshot(lane="a", name="h-1", phase="ready", container_id="e" * 64),
+                    AgentSnapshot(lane="b", name="h-1-b", phase="busy", container_id=container),
+                ),
+            ),
+        ),
+    )
+    owners = agent_owners(snapshot)
+    assert owners[container] == key_of("inst", 1, "h-1-b") and len(owners) == 2
+    accountant = JobAccountant(min_interval=1.0)
+    sampler = FixtureSampler([frame(10.0, container, 1000, 50), frame(11.0, container, 3000, 90)])
+    watch = GpuWatch(sampler, accountant, lambda: owners, interval=1.0)
+    await watch.sample_once()
+    await watch.sample_once()
+    recorder = JobRecorder(JobHistory(":memory:"), SimPoolApi(SimOrg(), PAT), "inst",
+                           pool_id=lambda: None, accountant=accountant)  # fmt: skip
+    recorder(replace(ENDED, agent="h-1-b", agent_id=None))
+    await recorder.drain()
+    (row,) = recorder.history.query(JobQuery())
+    assert row.peak_gpu_memory_mib == 3000 and row.peak_util_pct == 90 and row.gpus == (0,)
+    assert accountant.jobs() == ()
