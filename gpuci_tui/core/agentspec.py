@@ -9,11 +9,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from .config import Config, config_hash, instance_id
+from .lifecycle import Lane, lane_name
 from .protocols import ContainerSpec, VolumeMount
 
 LABEL_PROJECT = "io.gpuci-tui.project"
 LABEL_INSTANCE = "io.gpuci-tui.instance"
 LABEL_SLOT = "io.gpuci-tui.slot"
+LABEL_GROUP = "io.gpuci-tui.group"
+"""The agent group of a container, in a configuration with ``[groups.NAME]`` tables."""
+LABEL_LANE = "io.gpuci-tui.lane"
+"""Which of the slot's two registrations a container is (``a`` or ``b``; absent means ``a``)."""
 LABEL_POOL = "io.gpuci-tui.pool"
 LABEL_ORG = "io.gpuci-tui.org"
 LABEL_CONFIG = "io.gpuci-tui.config"
@@ -23,12 +28,14 @@ PROJECT = "gpuci-tui"
 TOKEN_PATH = "/run/azp/token"
 DOCKER_SOCKET = "/var/run/docker.sock"
 
-__all__ = ["build_spec", "config_hash", "instance_id", "instance_labels", "slot_gpus", "slot_of"]
+__all__ = [
+    "build_spec", "config_hash", "instance_id", "instance_labels", "lane_of", "slot_gpus", "slot_of",
+]  # fmt: skip
 
 
-def agent_name(config: Config, slot: int) -> str:
-    """Agent and container name of ``slot``."""
-    return f"{config.agents.name_prefix}-{slot}"
+def agent_name(config: Config, slot: int, lane: Lane = Lane.A) -> str:
+    """Agent and container name of ``lane`` of ``slot`` (see `lifecycle.lane_name`)."""
+    return lane_name(config.agents.name_prefix, slot, lane)
 
 
 def instance_labels(config: Config, extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -39,11 +46,19 @@ def instance_labels(config: Config, extra: Mapping[str, str] | None = None) -> d
 
 
 def slot_gpus(config: Config, slot: int) -> str | tuple[str, ...]:
-    """GPUs for ``slot`` under the configured policy (``per-agent``: slot i gets GPU i)."""
-    policy = config.agents.gpus
-    if policy == "per-agent":
+    """GPUs for ``slot`` under the configured policy.
+
+    ``per-agent``: slot i gets GPU i, or the i-th of ``gpu_ids``; ``list``: every
+    slot gets ``gpu_ids``; ``all``/``none`` as said.
+    """
+    agents = config.agents
+    if agents.gpus == "per-agent":
+        if agents.gpu_ids:
+            return (agents.gpu_ids[slot],) if slot < len(agents.gpu_ids) else "none"
         return (str(slot),)
-    if policy == "all":
+    if agents.gpus == "list":
+        return agents.gpu_ids
+    if agents.gpus == "all":
         return "all"
     return "none"
 
@@ -51,6 +66,7 @@ def slot_gpus(config: Config, slot: int) -> str | tuple[str, ...]:
 def build_spec(
     config: Config,
     slot: int,
+    lane: Lane = Lane.A,
     *,
     extra_labels: Mapping[str, str] | None = None,
     command: tuple[str, ...] | None = None,
@@ -64,11 +80,12 @@ def build_spec(
     directories into the job container by their (host) paths.
     """
     agents = config.agents
-    name = agent_name(config, slot)
+    name = agent_name(config, slot, lane)
     labels = instance_labels(config, extra_labels)
     labels.update(
         {
             LABEL_SLOT: str(slot),
+            LABEL_LANE: lane.value,
             LABEL_POOL: config.azure.pool,
             LABEL_ORG: config.azure.url,
             LABEL_CONFIG: config_hash(config),
@@ -108,6 +125,14 @@ def build_spec(
         command=command,
         extra_mounts=extra_mounts,
     )
+
+
+def lane_of(labels: Mapping[str, str]) -> Lane:
+    """The lane a container's labels name (containers from before hot standby are lane a)."""
+    try:
+        return Lane(labels.get(LABEL_LANE, Lane.A.value))
+    except ValueError:
+        return Lane.A
 
 
 def slot_of(labels: Mapping[str, str]) -> int | None:

@@ -11,7 +11,6 @@ import dataclasses
 import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,20 @@ from gpuci_tui.core.config_file import (
     show,
     write_config_text,
 )
+from gpuci_tui.core.config_file import gpus_to_toml
+from gpuci_tui.core.config_groups import parse_gpus, parse_groups
+from gpuci_tui.core.config_model import (
+    DEFAULT_GROUP,
+    AgentGroup,
+    AgentsConfig,
+    AzureConfig,
+    Config,
+    SupervisorConfig,
+    VolumeConfig,
+    agent_groups,
+    for_group,
+)
+from gpuci_tui.core.config_observe import GpuConfig, HistoryConfig, validate_gpu, validate_history
 from gpuci_tui.core.config_validate import (
     GPU_POLICIES,
     NETWORK_MODES,
@@ -35,87 +48,17 @@ from gpuci_tui.core.config_validate import (
     validate_name_prefix,
     validate_org_url,
 )
+from gpuci_tui.core.fleet import FleetConfig, check_fleet_table
 
 # Re-exported so that callers need only this module; the wizard may use any
 # other `config_validate.validate_*` for a single field.
 __all__ = [
+    "DEFAULT_GROUP", "AgentGroup", "agent_groups", "for_group",
     "GPU_POLICIES", "NETWORK_MODES", "AgentsConfig", "AzureConfig", "Config", "ConfigError",
-    "ConfigErrors", "SupervisorConfig", "VolumeConfig", "config_hash", "config_to_toml",
-    "default_name_prefix", "instance_id", "load_config", "save_config", "validate_config",
+    "ConfigErrors", "GpuConfig", "HistoryConfig", "SupervisorConfig", "VolumeConfig", "config_hash", "config_to_toml",
+    "daemon_instance", "default_name_prefix", "instance_id", "load_config", "save_config", "validate_config",
     "validate_count", "validate_name_prefix", "validate_org_url", "validate_volume",
 ]  # fmt: skip
-
-
-@dataclass(frozen=True)
-class VolumeConfig:
-    """A read-only dataset mount (``[[agents.volumes]]``)."""
-
-    host: str
-    """Absolute host directory."""
-    container: str
-    """Absolute path inside the agent container."""
-    env: str | None = None
-    """Env var inside the agent that names ``container``."""
-
-
-@dataclass(frozen=True)
-class AzureConfig:
-    """``[azure]``."""
-
-    url: str
-    """Organisation URL, e.g. ``https://dev.azure.com/ORG``."""
-    pool: str
-    """Agent pool name."""
-
-
-@dataclass(frozen=True)
-class AgentsConfig:
-    """``[agents]``."""
-
-    count: int
-    image: str
-    name_prefix: str
-    """Agent and container names are ``{name_prefix}-{slot}``; default: host name."""
-    network: str = "bridge"
-    gpus: str = "all"
-    """``all`` | ``none`` | ``per-agent`` (slot i gets GPU i)."""
-    volumes: tuple[VolumeConfig, ...] = ()
-    oom_score_adj: int = 1000
-    """Makes the kernel kill the job, not the host's own services, under memory pressure."""
-    mem_limit: str | None = None
-    """Optional Docker memory limit per agent, e.g. ``"64g"``."""
-    docker_socket: bool = False
-    """Opt-in: mount /var/run/docker.sock for container jobs (root-equivalent on the host)."""
-
-
-@dataclass(frozen=True)
-class SupervisorConfig:
-    """``[supervisor]`` (optional; the defaults suit most hosts)."""
-
-    poll_interval: float = 10.0
-    """Seconds between agent-list calls to Azure DevOps (one call per cycle, never per slot)."""
-    backoff_base: float = 2.0
-    """First delay after an early failure; doubles per consecutive failure."""
-    backoff_max: float = 60.0
-    park_after: int = 5
-    """Consecutive early failures after which a slot is parked."""
-    healthy_after: float = 30.0
-    """A container that lived this long (or took a job) did not fail early."""
-    stop_timeout: float = 30.0
-    """Seconds between SIGTERM and SIGKILL when stopping an idle agent."""
-
-
-@dataclass(frozen=True)
-class Config:
-    """The whole configuration file."""
-
-    azure: AzureConfig
-    agents: AgentsConfig
-    supervisor: SupervisorConfig = field(default_factory=SupervisorConfig)
-    keys: dict[str, str] = field(default_factory=dict)
-    """``[keys]``: binding id -> key(s), e.g. ``drain = "x"``."""
-    path: Path | None = None
-    """The file this was loaded from (not written to the file)."""
 
 
 # --------------------------------------------------------------------------- volumes
@@ -143,11 +86,14 @@ def validate_volume(
 
 # --------------------------------------------------------------------------- the whole file
 
-_SECTIONS = ("azure", "agents", "supervisor", "keys")
+_SECTIONS = ("azure", "agents", "groups", "supervisor", "gpu", "history", "keys", "fleet")
 _TABLES: dict[str, tuple[str, ...]] = {
     "azure": tuple(f.name for f in dataclasses.fields(AzureConfig)),
-    "agents": tuple(f.name for f in dataclasses.fields(AgentsConfig)),
+    # gpu_ids is written as part of gpus (a list, or { per_agent = [...] }).
+    "agents": tuple(f.name for f in dataclasses.fields(AgentsConfig) if f.name != "gpu_ids"),
     "supervisor": tuple(f.name for f in dataclasses.fields(SupervisorConfig)),
+    "gpu": tuple(f.name for f in dataclasses.fields(GpuConfig)),
+    "history": tuple(f.name for f in dataclasses.fields(HistoryConfig)),
 }
 _DEFAULTS: dict[str, dict[str, Any]] = {
     "agents": {"gpus": AgentsConfig.gpus},
@@ -161,14 +107,17 @@ _FIELDS: dict[str, Callable[[object], object]] = {
     "agents.image": rules.validate_image,
     "agents.name_prefix": validate_name_prefix,
     "agents.network": rules.validate_network,
-    "agents.gpus": rules.validate_gpus,
+    "agents.gpus": partial(parse_gpus, key="agents.gpus"),
     "agents.oom_score_adj": rules.validate_oom_score_adj,
     "agents.mem_limit": rules.validate_mem_limit,
     "agents.docker_socket": rules.validate_docker_socket,
+    "agents.standby": rules.validate_standby,
     **{
         f"supervisor.{name}": partial(rules.validate_supervisor, name)
         for name in _TABLES["supervisor"]
     },
+    **{f"gpu.{name}": partial(validate_gpu, name) for name in _TABLES["gpu"]},
+    **{f"history.{name}": partial(validate_history, name) for name in _TABLES["history"]},
 }
 _REQUIRED = {
     "azure.url": '"https://dev.azure.com/ORG"',
@@ -193,7 +142,11 @@ def _from_tables(
         if table is not None and not isinstance(table, Mapping):
             errors.append(ConfigError(f"must be a table ([{name}]), got {show(table)}", key=name))
             table = {}
-        elif table is None and name in ("azure", "agents"):
+        elif (
+            table is None
+            and name in ("azure", "agents")
+            and not (name == "agents" and "groups" in tables)
+        ):
             errors.append(ConfigError(f"is missing; add a [{name}] section", key=name))
         elif table is not None and name in _TABLES:
             errors.extend(rules.check_keys(table, name, _TABLES[name]))
@@ -205,7 +158,8 @@ def _from_tables(
         if table is None:
             continue
         if name not in table:
-            if dotted in _REQUIRED:
+            # With [groups.NAME] tables, [agents] holds defaults: a group may give these.
+            if dotted in _REQUIRED and not (section == "agents" and "groups" in tables):
                 errors.append(
                     ConfigError(f"is missing; add {name} = {_REQUIRED[dotted]}", key=dotted)
                 )
@@ -215,22 +169,54 @@ def _from_tables(
         except ConfigError as exc:
             errors.extend(exc.errors)
     agents = sections["agents"] or {}
+    if "gpus" in values["agents"]:
+        values["agents"]["gpus"], values["agents"]["gpu_ids"] = values["agents"]["gpus"]
     values["agents"].setdefault("name_prefix", default_name_prefix())
     values["agents"]["volumes"] = _volumes(agents.get("volumes", ()), errors)
+    groups = []
+    if sections["groups"] is not None:
+        groups = parse_groups(
+            sections["groups"],
+            defaults=values["agents"],
+            default_pool=values["azure"].get("pool", ""),
+            base_prefix=values["agents"]["name_prefix"],
+            checks={
+                k: v
+                for k, v in _FIELDS.items()
+                if k.startswith("agents.") and k not in ("agents.gpus", "agents.volumes")
+            },
+            volumes=_volumes,
+            errors=errors,
+        )
     for binding, value in (sections["keys"] or {}).items():
         try:
             values["keys"][binding] = rules.validate_key_binding(binding, value)
         except ConfigError as exc:
             errors.append(exc)
+    fleet: FleetConfig | None = FleetConfig()
+    if sections["fleet"] is not None:
+        fleet, fleet_errors = check_fleet_table(sections["fleet"])
+        errors.extend(fleet_errors)
     errors.extend(_cross_checks(values, sections, gpu_count))
     errors.sort(key=_section_order)  # stable: within a section, the order they were found
     if errors:  # a missing section or required key is an error too, so all are set here
         return None, errors
+    agents_values = dict(values["agents"])
+    if groups:  # [agents] is then only the groups' defaults
+        agents_values.setdefault("count", groups[0][2]["count"])
+        agents_values.setdefault("image", groups[0][2]["image"])
     config = Config(
         azure=AzureConfig(**values["azure"]),
-        agents=AgentsConfig(**values["agents"]),
+        agents=AgentsConfig(**agents_values),
+        groups=tuple(
+            AgentGroup(name, pool, AgentsConfig(**group_values))
+            for name, pool, group_values in groups
+        ),
         supervisor=SupervisorConfig(**values["supervisor"]),
         keys=values["keys"],
+        gpu=GpuConfig(**values["gpu"]),
+        history=HistoryConfig(**values["history"]),
+        fleet=fleet or FleetConfig(),
     )
     return config, errors
 
@@ -240,14 +226,16 @@ def _section_order(error: ConfigError) -> int:
     return _SECTIONS.index(top) if top in _SECTIONS else -1
 
 
-def _volumes(raw: object, errors: list[ConfigError]) -> tuple[VolumeConfig, ...]:
+def _volumes(
+    raw: object, errors: list[ConfigError], where: str = "agents.volumes"
+) -> tuple[VolumeConfig, ...]:
     if not isinstance(raw, list | tuple):
-        problem = f"must be a list of [[agents.volumes]] tables, got {show(raw)}"
-        errors.append(ConfigError(problem, key="agents.volumes"))
+        problem = f"must be a list of [[{where}]] tables, got {show(raw)}"
+        errors.append(ConfigError(problem, key=where))
         return ()
     accepted: list[VolumeConfig] = []
     for i, item in enumerate(raw):
-        at = f"agents.volumes[{i}]"
+        at = f"{where}[{i}]"
         if isinstance(item, VolumeConfig):
             item = dataclasses.asdict(item)
         if not isinstance(item, Mapping):
@@ -263,7 +251,14 @@ def _volumes(raw: object, errors: list[ConfigError]) -> tuple[VolumeConfig, ...]
             host, container, env = item["host"], item["container"], item.get("env")
             accepted.append(validate_volume(host, container, env, accepted, index=i))
         except ConfigError as exc:
-            errors.extend(exc.errors)
+            errors.extend(
+                ConfigError(
+                    e.problem,
+                    key=(e.key or "").replace("agents.volumes", where, 1),
+                    allowed=e.allowed,
+                )  # fmt: skip
+                for e in exc.errors
+            )
     return tuple(accepted)
 
 
@@ -287,23 +282,42 @@ def _cross_checks(
         got = f"must be at least backoff_base ({sup['backoff_base']:g}), got {sup['backoff_max']:g}"
         errors.append(ConfigError(got, key="supervisor.backoff_max"))
     agents = settled("agents", "count", "gpus")
-    if agents and agents["count"] is not None:
+    if agents and agents["count"] is not None and not values["agents"].get("gpu_ids"):
         try:
             rules.check_gpu_count(agents["count"], agents["gpus"], gpu_count)
         except ConfigError as exc:
             errors.append(exc)
+    ids = values["agents"].get("gpu_ids", ())
+    count = values["agents"].get("count")
+    if values["agents"].get("gpus") == "per-agent" and ids and count and len(ids) < count:
+        problem = f"is {count}, but gpus per_agent lists {len(ids)} GPUs (one per slot)"
+        errors.append(ConfigError(problem, key="agents.count"))
     return errors
 
 
 def _tables_of(config: Config) -> dict[str, Any]:
     """A `Config` as the tables `_from_tables` reads (volumes stay dataclasses)."""
-    agents = {f.name: getattr(config.agents, f.name) for f in dataclasses.fields(config.agents)}
-    return {
+    tables: dict[str, Any] = {
         "azure": dataclasses.asdict(config.azure),
-        "agents": agents,
+        "agents": _agents_table(config.agents),
         "supervisor": dataclasses.asdict(config.supervisor),
+        "gpu": dataclasses.asdict(config.gpu),
+        "history": dataclasses.asdict(config.history),
         "keys": dict(config.keys),
+        "fleet": config.fleet.to_table(),
     }
+    if config.groups:
+        tables["groups"] = {
+            group.name: {**_agents_table(group.agents), "pool": group.pool}
+            for group in config.groups
+        }
+    return tables
+
+
+def _agents_table(agents: AgentsConfig) -> dict[str, Any]:
+    table = {f.name: getattr(agents, f.name) for f in dataclasses.fields(agents)}
+    table["gpus"] = gpus_to_toml(table["gpus"], table.pop("gpu_ids"))
+    return table
 
 
 def validate_config(config: Config, *, gpu_count: int | None = None) -> list[ConfigError]:
@@ -374,6 +388,21 @@ def instance_id(config: Config) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:12]
 
 
+def daemon_instance(config: Config) -> str:
+    """The id of a daemon: its only group's instance, or one for the set of groups."""
+    groups = agent_groups(config)
+    if len(groups) == 1:
+        return instance_id(for_group(config, groups[0]))
+    ids = sorted(instance_id(for_group(config, g)) for g in groups)
+    return instance_id(
+        dataclasses.replace(
+            config,
+            azure=dataclasses.replace(config.azure, pool="+".join(ids)),
+            agents=dataclasses.replace(config.agents, name_prefix="groups"),
+        )
+    )
+
+
 def config_hash(config: Config) -> str:
     """12 hex digits of everything that shapes an agent container.
 
@@ -388,6 +417,7 @@ def config_hash(config: Config) -> str:
         "image": agents.image,
         "network": agents.network,
         "gpus": agents.gpus,
+        **({"gpu_ids": list(agents.gpu_ids)} if agents.gpu_ids else {}),
         "volumes": [[v.host, v.container, v.env] for v in agents.volumes],
         "oom": agents.oom_score_adj,
         "mem": agents.mem_limit,

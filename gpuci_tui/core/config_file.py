@@ -20,14 +20,41 @@ import tempfile
 import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import tomli_w
 
 from gpuci_tui.core.protocols import GpuciError
 
-if TYPE_CHECKING:
-    from gpuci_tui.core.config import Config
+
+class Document(Protocol):
+    """What `config_to_toml` renders: a `config.Config` (named here without importing it,
+    so that ``config`` can import this module and not the other way round)."""
+
+    @property
+    def azure(self) -> Any:
+        """``[azure]``."""
+
+    @property
+    def agents(self) -> Any:
+        """``[agents]`` with its volumes."""
+
+    @property
+    def supervisor(self) -> Any:
+        """``[supervisor]``."""
+
+    @property
+    def keys(self) -> Mapping[str, str]:
+        """``[keys]``."""
+
+    @property
+    def groups(self) -> Sequence[Any]:
+        """``[groups.NAME]`` tables (`config_model.AgentGroup`)."""
+
+    @property
+    def fleet(self) -> Any:
+        """``[fleet]`` (its ``to_table()`` is written when not empty)."""
+
 
 HEADER = (
     "# gpuci-tui configuration, written by gpuci-tui; edit freely (see README, Configuration).\n"
@@ -162,26 +189,70 @@ def read_toml(path: Path) -> dict[str, Any]:
         ) from None
 
 
-def config_to_toml(config: Config) -> str:
+def config_to_toml(config: Document) -> str:
     """Render a configuration as the TOML text `save_config` writes.
 
     Optional values equal to their defaults are left out, so a later release's
     better defaults reach files written by this one; ``name_prefix`` is always
     written so that renaming the host never renames the agents.
     """
-    agents = _changed(config.agents, always=("count", "image", "name_prefix", "network", "gpus"))
-    agents.pop("volumes", None)
+    agents = _agents_toml(config.agents, always=("count", "image", "name_prefix", "network"))
     chunks = [HEADER, "\n", tomli_w.dumps({"azure": _changed(config.azure)})]
     chunks += ["\n", tomli_w.dumps({"agents": agents})]
-    for volume in config.agents.volumes:
-        # tomli_w would inline short tables; the documented format uses [[agents.volumes]].
-        chunks += ["\n[[agents.volumes]]\n", tomli_w.dumps(_changed(volume, always=("env",)))]
-    supervisor = _changed(config.supervisor, skip_defaults=True)
-    if supervisor:
-        chunks += ["\n", tomli_w.dumps({"supervisor": supervisor})]
+    chunks += _volumes_toml("agents", config.agents.volumes)
+    for group in config.groups:
+        # A group writes what differs from [agents] (its defaults), and always its count
+        # and name prefix, so that a later change of [agents] never renames its agents.
+        table = _agents_toml(group.agents, always=("count", "name_prefix"), base=config.agents)
+        if group.pool != config.azure.pool:
+            table = {"pool": group.pool, **table}
+        chunks += ["\n", tomli_w.dumps({"groups": {group.name: table}})]
+        if group.agents.volumes != config.agents.volumes:
+            chunks += _volumes_toml(f"groups.{group.name}", group.agents.volumes)
+    for name in ("supervisor", "gpu", "history"):
+        table = _changed(getattr(config, name), skip_defaults=True)
+        if table:
+            chunks += ["\n", tomli_w.dumps({name: table})]
     if config.keys:
         chunks += ["\n", tomli_w.dumps({"keys": dict(config.keys)})]
+    fleet = config.fleet.to_table()
+    if fleet:
+        chunks += ["\n", tomli_w.dumps({"fleet": fleet})]
     return "".join(chunks)
+
+
+def _agents_toml(agents: Any, *, always: tuple[str, ...], base: Any = None) -> dict[str, Any]:
+    """An agents table: ``gpu_ids`` folded into ``gpus``, volumes written apart."""
+    out = _changed(agents, always=always)
+    if base is not None:
+        out = {
+            k: v for k, v in out.items() if k in always or getattr(agents, k) != getattr(base, k)
+        }
+        for k in ("gpus", "gpu_ids"):
+            if getattr(agents, k) != getattr(base, k):
+                out[k] = getattr(agents, k)
+    out.pop("volumes", None)
+    ids = out.pop("gpu_ids", agents.gpu_ids)
+    if "gpus" in out or base is None:
+        out["gpus"] = gpus_to_toml(agents.gpus, ids)
+    return out
+
+
+def gpus_to_toml(policy: str, ids: Sequence[str]) -> object:
+    """The TOML value of a GPU setting (the inverse of `parse_gpus`)."""
+    if policy == "list":
+        return list(ids)
+    if policy == "per-agent" and ids:
+        return {"per_agent": list(ids)}
+    return policy
+
+
+def _volumes_toml(where: str, volumes: Any) -> list[str]:
+    # tomli_w would inline short tables; the documented format uses [[agents.volumes]].
+    return [
+        f"\n[[{where}.volumes]]\n{tomli_w.dumps(_changed(volume, always=('env',)))}"
+        for volume in volumes
+    ]
 
 
 def _changed(

@@ -301,6 +301,13 @@ def validate_docker_socket(value: object) -> bool:
     return value
 
 
+def validate_standby(value: object) -> bool:
+    """Check the hot standby switch: true or false."""
+    if not isinstance(value, bool):
+        raise ConfigError(f"must be true or false, got {show(value)}", key="agents.standby")
+    return value
+
+
 # --------------------------------------------------------------------------- [[agents.volumes]]
 
 

@@ -129,7 +129,7 @@ CONFIG_CASES = [
         "gpus-bad-policy",
         setv("agents", "gpus", "per_agent"),
         "agents.gpus",
-        'must be one of "all", "none", "per-agent", got "per_agent"; did you mean "per-agent"?',
+        'must be one of "all", "none", "per-agent", a list of GPU ids like ["0", "1"] or { per_agent = ["0", "1"] }, got "per_agent"; did you mean "per-agent"?',
     ),
     ConfigCase(
         "gpu-index-beyond-host-gpus",
@@ -201,7 +201,8 @@ CONFIG_CASES = [
         "unknown-section-with-suggestion",
         setv("agent", "count", 3),
         "agent",
-        'unknown section; did you mean "agents"? allowed: [azure], [agents], [supervisor], [keys]',
+        'unknown section; did you mean "agents"? allowed: [azure], [agents], [groups], [supervisor], '
+        "[gpu], [history], [keys], [fleet]",
         in_memory=False,
     ),
     ConfigCase(

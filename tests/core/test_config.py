@@ -100,9 +100,9 @@ def test_unknown_section_and_keys_suggest_the_closest(tmp_path: Path) -> None:
     doc["agents"]["volumes"] = [{"host": str(tmp_path), "contianer": "/data"}]
     assert problems(tmp_path, doc) == [
         'agnets: unknown section; did you mean "agents"? allowed: [azure], [agents], '
-        "[supervisor], [keys]",
+        "[groups], [supervisor], [gpu], [history], [keys], [fleet]",
         'agents.imgae: unknown key; did you mean "image"? allowed: count, image, name_prefix, '
-        "network, gpus, volumes, oom_score_adj, mem_limit, docker_socket",
+        "network, gpus, volumes, oom_score_adj, mem_limit, docker_socket, standby",
         'agents.volumes[0].contianer: unknown key; did you mean "container"? allowed: host, '
         "container, env",
         "agents.volumes[0]: is missing container",
@@ -313,9 +313,9 @@ def test_default_name_prefix_is_the_sanitised_host_name(hostname: str, prefix: s
     [
         ("network", "hots", 'must be one of "bridge", "host", got "hots"; did you mean "host"?'),
         ("network", "none", 'must be one of "bridge", "host", got "none"'),
-        ("gpus", "per_agent", 'must be one of "all", "none", "per-agent", got "per_agent"; did '
+        ("gpus", "per_agent", 'must be one of "all", "none", "per-agent", a list of GPU ids like ["0", "1"] or { per_agent = ["0", "1"] }, got "per_agent"; did '
          'you mean "per-agent"?'),
-        ("gpus", 2, 'must be one of "all", "none", "per-agent", got 2'),
+        ("gpus", 2, 'must be one of "all", "none", "per-agent", a list of GPU ids like ["0", "1"] or { per_agent = ["0", "1"] }, got 2'),
         ("oom_score_adj", 1001, "must be a whole number from -1000 to 1000, got 1001"),
         ("mem_limit", "64x", 'must be a size like "64g" (unit k, m or g), got "64x"'),
         ("mem_limit", "1k", 'must be at least "6m" (Docker\'s minimum), got "1k"'),

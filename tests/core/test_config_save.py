@@ -18,6 +18,8 @@ from gpuci_tui.core.config import (
     Config,
     ConfigError,
     ConfigErrors,
+    GpuConfig,
+    HistoryConfig,
     SupervisorConfig,
     VolumeConfig,
     config_hash,
@@ -397,9 +399,15 @@ def test_identity_matches_the_agent_spec_labels(tmp_path: Path) -> None:
 
 def test_every_agents_field_has_a_rule() -> None:
     # A new dataclass field without a rule would be silently accepted unchecked.
-    fields = {f"agents.{f.name}" for f in dataclasses.fields(AgentsConfig)} - {"agents.volumes"}
+    # gpu_ids is not a key of its own: it is written inside gpus (see config_groups).
+    fields = {f"agents.{f.name}" for f in dataclasses.fields(AgentsConfig)} - {
+        "agents.volumes",
+        "agents.gpu_ids",
+    }
     fields |= {f"azure.{f.name}" for f in dataclasses.fields(AzureConfig)}
     fields |= {f"supervisor.{f.name}" for f in dataclasses.fields(SupervisorConfig)}
+    fields |= {f"gpu.{f.name}" for f in dataclasses.fields(GpuConfig)}
+    fields |= {f"history.{f.name}" for f in dataclasses.fields(HistoryConfig)}
     from gpuci_tui.core import config as config_module
 
     assert set(config_module._FIELDS) == fields

@@ -1,0 +1,130 @@
+"""The configuration's data: what `config.load_config` builds and `config.save_config` writes.
+
+Plain frozen dataclasses with no rules (the rules are in `config_validate`,
+`config_groups` and `config`). A configuration runs one or more *agent groups*:
+the ``[agents]`` table alone is one group (``default``); ``[groups.NAME]``
+tables make several, each taking ``[agents]`` values as its defaults.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpuci_tui.core.config_observe import GpuConfig, HistoryConfig
+from gpuci_tui.core.fleet import FleetConfig
+
+#: Name of the one group an ``[agents]``-only configuration runs.
+DEFAULT_GROUP = "default"
+
+
+@dataclass(frozen=True)
+class VolumeConfig:
+    """A read-only dataset mount (``[[agents.volumes]]``)."""
+
+    host: str
+    """Absolute host directory."""
+    container: str
+    """Absolute path inside the agent container."""
+    env: str | None = None
+    """Env var inside the agent that names ``container``."""
+
+
+@dataclass(frozen=True)
+class AzureConfig:
+    """``[azure]``."""
+
+    url: str
+    """Organisation URL, e.g. ``https://dev.azure.com/ORG``."""
+    pool: str
+    """Agent pool name."""
+
+
+@dataclass(frozen=True)
+class AgentsConfig:
+    """``[agents]``."""
+
+    count: int
+    image: str
+    name_prefix: str
+    """Agent and container names are ``{name_prefix}-{slot}``; default: host name."""
+    network: str = "bridge"
+    gpus: str = "all"
+    """``all`` | ``none`` | ``per-agent`` (slot i gets GPU i, or the i-th of ``gpu_ids``) |
+    ``list`` (every agent gets ``gpu_ids``)."""
+    gpu_ids: tuple[str, ...] = ()
+    """GPU indexes or UUIDs for ``per-agent`` and ``list`` (TOML ``gpus = [...]`` or
+    ``gpus = { per_agent = [...] }``)."""
+    volumes: tuple[VolumeConfig, ...] = ()
+    oom_score_adj: int = 1000
+    """Makes the kernel kill the job, not the host's own services, under memory pressure."""
+    mem_limit: str | None = None
+    """Optional Docker memory limit per agent, e.g. ``"64g"``."""
+    docker_socket: bool = False
+    """Opt-in: mount /var/run/docker.sock for container jobs (root-equivalent on the host)."""
+    standby: bool = True
+    """Hot standby: keep a second agent per slot registered, online and disabled, and
+    enable it the moment the active agent's container exits (two registrations per slot)."""
+
+
+@dataclass(frozen=True)
+class SupervisorConfig:
+    """``[supervisor]`` (optional; the defaults suit most hosts)."""
+
+    poll_interval: float = 10.0
+    """Seconds between agent-list calls to Azure DevOps (one call per cycle, never per slot)."""
+    backoff_base: float = 2.0
+    """First delay after an early failure; doubles per consecutive failure."""
+    backoff_max: float = 60.0
+    park_after: int = 5
+    """Consecutive early failures after which a slot is parked."""
+    healthy_after: float = 30.0
+    """A container that lived this long (or took a job) did not fail early."""
+    stop_timeout: float = 30.0
+    """Seconds between SIGTERM and SIGKILL when stopping an idle agent."""
+
+
+@dataclass(frozen=True)
+class Config:
+    """The whole configuration file."""
+
+    azure: AzureConfig
+    agents: AgentsConfig
+    supervisor: SupervisorConfig = field(default_factory=SupervisorConfig)
+    keys: dict[str, str] = field(default_factory=dict)
+    """``[keys]``: binding id -> key(s), e.g. ``drain = "x"``."""
+    path: Path | None = None
+    """The file this was loaded from (not written to the file)."""
+    gpu: GpuConfig = field(default_factory=GpuConfig)
+    """``[gpu]``: sampling for per-job GPU accounting."""
+    history: HistoryConfig = field(default_factory=HistoryConfig)
+    """``[history]``: retention of the local job history."""
+    groups: tuple[AgentGroup, ...] = ()
+    """``[groups.NAME]``: several agent groups (empty: ``agents`` is the only group)."""
+    fleet: FleetConfig = field(default_factory=FleetConfig)
+    """``[fleet]``: the hosts the console watches over ssh (see `fleet`)."""
+
+
+@dataclass(frozen=True)
+class AgentGroup:
+    """One group of identical agents: its own pool, image, count, GPUs, names."""
+
+    name: str
+    pool: str
+    agents: AgentsConfig
+    implicit: bool = False
+    """The ``[agents]``-only configuration's single group (no group label, plain slot numbers)."""
+
+
+def agent_groups(config: Config) -> tuple[AgentGroup, ...]:
+    """The groups a configuration runs (the ``[agents]`` group when there are no others)."""
+    if config.groups:
+        return config.groups
+    return (AgentGroup(DEFAULT_GROUP, config.azure.pool, config.agents, implicit=True),)
+
+
+def for_group(config: Config, group: AgentGroup) -> Config:
+    """The configuration of one group, as a single-group configuration."""
+    azure = dataclasses.replace(config.azure, pool=group.pool)
+    return dataclasses.replace(config, azure=azure, agents=group.agents, groups=())
