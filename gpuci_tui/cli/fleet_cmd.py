@@ -1,0 +1,132 @@
+"""``gpuci-tui --host …`` (or ``[fleet] hosts``): one console over the daemons of several hosts.
+
+Each host is reached with the operator's own ``ssh`` running ``gpuci-tui
+bridge`` there (see `gpuci_tui.core.ssh_handle`): no port is opened and
+nothing new listens. The connection masters live in a private directory made
+for this console and are closed when it exits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from gpuci_tui.core.config_file import ConfigError, read_toml
+from gpuci_tui.core.fleet import FleetConfig, load_fleet, parse_cli_hosts
+from gpuci_tui.core.fleet_link import Fleet, FleetMember, RemoteGpus
+from gpuci_tui.core.paths import SHORT_SOCKET_BASE
+from gpuci_tui.core.protocols import GpuciError
+from gpuci_tui.core.ssh_command import SshSettings
+from gpuci_tui.core.ssh_handle import SshHandle
+
+from . import exitcodes
+from .common import CliExit, config_path, fail
+
+
+def fleet_requested(args: argparse.Namespace) -> bool:
+    """Whether the console is the fleet's: ``--host`` given, or hosts listed in ``[fleet]``."""
+    if args.host:
+        return True
+    if args.command == "setup":
+        return False
+    try:
+        tables = read_toml(config_path(args))
+    except GpuciError:
+        return False  # the ordinary console reports a missing or broken file
+    fleet = tables.get("fleet")
+    return isinstance(fleet, dict) and bool(fleet.get("hosts"))
+
+
+def fleet_config(args: argparse.Namespace) -> tuple[FleetConfig, dict[str, str], Path]:
+    """``[fleet]`` and ``[keys]`` of the configuration, with ``--host`` replacing the hosts.
+
+    Raises:
+        CliExit: a bad ``--host`` (code 2) or configuration (code 4), or no host at all.
+    """
+    try:
+        path = config_path(args)
+        fleet, keys = load_fleet(path) if path.exists() else (FleetConfig(), {})
+    except GpuciError as exc:
+        raise CliExit(exitcodes.CONFIG, str(exc)) from None
+    if args.host:
+        try:
+            fleet = dataclasses.replace(fleet, hosts=parse_cli_hosts(args.host))
+        except ConfigError as exc:
+            raise CliExit(exitcodes.USAGE, str(exc)) from None
+    if not fleet.hosts:
+        raise CliExit(exitcodes.USAGE, "no host to watch: give --host USER@HOST or [fleet] hosts")
+    if fleet.ssh_config is not None and not Path(fleet.ssh_config).expanduser().is_file():
+        raise CliExit(
+            exitcodes.CONFIG,
+            f"{path}: fleet.ssh_config: {fleet.ssh_config} is not a file; give an ssh "
+            "configuration file (ssh -F), or leave ssh_config out to use ~/.ssh/config",
+        )
+    return fleet, keys, path
+
+
+def members(fleet: FleetConfig, settings: SshSettings) -> tuple[FleetMember, ...]:
+    """One `SshHandle` per host, labelled."""
+    return tuple(
+        FleetMember(label, host, SshHandle(host, fleet.command_of(host), settings))
+        for host, label in zip(fleet.hosts, fleet.labels(), strict=True)
+    )
+
+
+def run_fleet_console(args: argparse.Namespace) -> int:
+    """Open the fleet console; close every ssh connection it made on the way out."""
+    from gpuci_tui.app import make_app
+    from gpuci_tui.services import Services
+
+    if args.foreground:
+        return fail(CliExit(exitcodes.USAGE, "--foreground does not apply to the fleet console"))
+    try:
+        fleet, keys, path = fleet_config(args)
+    except CliExit as exc:
+        return fail(exc)
+    if not sys.stdin.isatty() or not sys.stdout.isatty():
+        print(
+            "gpuci-tui: the console needs a terminal; for one host in a script use "
+            "`ssh HOST gpuci-tui status`",
+            file=sys.stderr,
+        )
+        return exitcodes.USAGE
+    if shutil.which("ssh") is None:
+        return fail(
+            CliExit(exitcodes.FAILED, "ssh is not installed (apt-get install openssh-client)")
+        )
+    control_dir = Path(tempfile.mkdtemp(prefix="gpuci-ssh-", dir=SHORT_SOCKET_BASE))
+    settings = SshSettings(
+        control_dir=control_dir,
+        ssh_config=fleet.ssh_config,
+        connect_timeout=fleet.connect_timeout,
+    )
+    hosts = members(fleet, settings)
+    services = Services(
+        config=None,
+        config_path=path,
+        gpu=RemoteGpus("each host", time.time),
+        readonly=bool(args.readonly),
+        fleet=Fleet(hosts, keys=keys),
+    )
+
+    async def console() -> None:
+        app = make_app(services)
+        # The terminal went away (SSH session closed): end cleanly, closing the connections.
+        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, app.exit)
+        try:
+            await app.run_async()
+        finally:
+            await asyncio.gather(*(m.handle.close() for m in hosts), return_exceptions=True)
+
+    try:
+        asyncio.run(console())
+    finally:
+        shutil.rmtree(control_dir, ignore_errors=True)
+    return exitcodes.OK

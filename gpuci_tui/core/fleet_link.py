@@ -1,0 +1,194 @@
+"""Following each host of a fleet: one `HostLink` per host, reconnected with jittered backoff.
+
+A link follows its handle's update stream and keeps the host's last snapshot
+and whether it is reachable. When the stream breaks (ssh cannot connect, the
+daemon is gone, the host stops answering) the link says so at once and tries
+again after 1 s, 2 s, 4 s … up to 30 s, each delay jittered so that a console
+watching many hosts does not reconnect to all of them in the same instant.
+Links are independent: a dead host never holds up the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+
+from .fleet import FleetHost
+from .handle import SupervisorHandle
+from .models import SupervisorEvent, SupervisorSnapshot
+from .protocols import GpuFrame, GpuHostInfo
+
+
+class LinkState(StrEnum):
+    """Whether the console reaches a host's daemon."""
+
+    CONNECTING = "connecting"
+    """Not reached yet (first attempt under way)."""
+    UP = "up"
+    """The update stream runs."""
+    DOWN = "down"
+    """The last attempt failed or the stream broke; retrying with backoff."""
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Delays between reconnection attempts: ``base`` doubling up to ``cap``, ± ``jitter``."""
+
+    base: float = 1.0
+    cap: float = 30.0
+    jitter: float = 0.2
+    """Fraction of the delay added or taken away at random."""
+
+    def delay(self, failures: int, rand: Callable[[], float] = random.random) -> float:
+        """The wait after ``failures`` consecutive failures (1 for the first)."""
+        raw = min(self.cap, self.base * 2.0 ** max(0, failures - 1))
+        spread = 1.0 + self.jitter * (2.0 * rand() - 1.0)
+        return max(0.0, min(self.cap, raw * spread))
+
+
+@dataclass(frozen=True)
+class HostStatus:
+    """What the console knows about one host right now."""
+
+    state: LinkState = LinkState.CONNECTING
+    problem: str = ""
+    """Why the host is down (ssh's, the bridge's or the daemon's words)."""
+    since: float | None = None
+    """When the host went up or down."""
+    retry_at: float | None = None
+    """When the next attempt starts (None: one is under way, or the host is up)."""
+    failures: int = 0
+    """Consecutive failed attempts."""
+    snapshot: SupervisorSnapshot | None = None
+    """The last snapshot received (kept while down, then stale)."""
+    updated_at: float | None = None
+    """When that snapshot arrived."""
+
+
+@dataclass(frozen=True)
+class FleetMember:
+    """One host of the console's fleet and the handle on its daemon."""
+
+    label: str
+    host: FleetHost
+    handle: SupervisorHandle
+
+
+@dataclass
+class Fleet:
+    """What the fleet console is given: its hosts, key bindings and reconnection delays."""
+
+    members: tuple[FleetMember, ...]
+    keys: Mapping[str, str] = field(default_factory=dict)
+    """``[keys]`` of the configuration (binding id → keys)."""
+    backoff: Backoff = field(default_factory=Backoff)
+
+
+class HostLink:
+    """Follows one host's daemon; reports every change of its `HostStatus`."""
+
+    def __init__(
+        self,
+        member: FleetMember,
+        on_change: Callable[[HostStatus], None],
+        *,
+        clock: Callable[[], float],
+        backoff: Backoff | None = None,
+        on_event: Callable[[SupervisorEvent], None] | None = None,
+        rand: Callable[[], float] = random.random,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        """Prepare to follow ``member`` (see `run`).
+
+        Args:
+            member: The host and its handle.
+            on_change: Called with the new status after every change (in the loop).
+            clock: Wall clock (Unix seconds) for ``since`` and ``retry_at``.
+            backoff: Reconnection delays (default: 1 s doubling to 30 s, ±20 %).
+            on_event: Called with each supervisor event of the host.
+            rand: Random numbers in [0, 1) for the jitter.
+            sleep: How to wait (tests may replace it).
+        """
+        self.member = member
+        self.status = HostStatus()
+        self._on_change = on_change
+        self._on_event = on_event
+        self._clock = clock
+        self._backoff = backoff or Backoff()
+        self._rand = rand
+        self._sleep = sleep
+
+    def _set(self, **changes: object) -> None:
+        self.status = replace(self.status, **changes)  # type: ignore[arg-type]
+        self._on_change(self.status)
+
+    async def run(self) -> None:
+        """Follow the host until cancelled, reconnecting after every failure."""
+        while True:
+            problem = await self._follow()
+            failures = self.status.failures + 1
+            delay = self._backoff.delay(failures, self._rand)
+            now = self._clock()
+            since = self.status.since if self.status.state is LinkState.DOWN else now
+            self._set(
+                state=LinkState.DOWN,
+                problem=problem,
+                since=since,
+                retry_at=now + delay,
+                failures=failures,
+            )
+            await self._sleep(delay)
+            self._set(retry_at=None)
+
+    async def _follow(self) -> str:
+        """Follow one update stream; return why it ended."""
+        try:
+            async for update in self.member.handle.updates():
+                if isinstance(update, SupervisorSnapshot):
+                    now = self._clock()
+                    if self.status.state is LinkState.UP:
+                        self._set(snapshot=update, updated_at=now)
+                    else:
+                        self._set(
+                            state=LinkState.UP,
+                            problem="",
+                            since=now,
+                            retry_at=None,
+                            failures=0,
+                            snapshot=update,
+                            updated_at=now,
+                        )
+                elif self._on_event is not None:
+                    self._on_event(update)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any failure of one host is that host's state
+            return str(exc) or type(exc).__name__
+        return "the update stream ended"
+
+
+class RemoteGpus:
+    """A `GpuSampler` for a host seen through the fleet: its GPUs are not sampled from here."""
+
+    def __init__(self, label: str, clock: Callable[[], float]) -> None:
+        """Explain, for host ``label``, why no GPU cards are shown."""
+        self._info = GpuHostInfo(
+            available=False,
+            reason=f"GPU cards are sampled on {label} itself, not over ssh "
+            f"(open the console there to see them)",
+        )
+        self._clock = clock
+
+    def host_info(self) -> GpuHostInfo:
+        """Never available from here."""
+        return self._info
+
+    def sample(self) -> GpuFrame:
+        """An empty frame that says why."""
+        return GpuFrame(taken_at=self._clock(), host=self._info)
+
+    def close(self) -> None:
+        """Nothing to release."""

@@ -1,0 +1,188 @@
+"""The fleet overview's rows: pure functions from each host's status and snapshot.
+
+One `HostRow` per host says whether it is reachable, how its agents are
+(busy, idle, hot standby, parked, drained), the pool's queue, which GPUs
+busy agents hold and how Azure DevOps and Docker are. `fleet_rows` orders
+them for an operator: hosts with problems first (unreachable, then errors,
+then warnings), then by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+
+from .fleet_link import HostStatus, LinkState
+from .models import HealthState, SlotState, SupervisorSnapshot
+from .preview import busy
+
+_BAD_HEALTH = frozenset({HealthState.AUTH_FAILED, HealthState.UNREACHABLE, HealthState.ERROR})
+_AZURE_WORDS = {
+    HealthState.AUTH_FAILED: "the PAT was rejected",
+    HealthState.UNREACHABLE: "Azure DevOps is unreachable",
+    HealthState.ERROR: "Azure DevOps answers with errors",
+    HealthState.RATE_LIMITED: "Azure DevOps rate-limits the host",
+}
+
+
+class Severity(IntEnum):
+    """How much a host needs the operator; lower sorts first."""
+
+    DOWN = 0
+    ERROR = 1
+    WARNING = 2
+    OK = 3
+
+
+@dataclass(frozen=True)
+class HostRow:
+    """One line of the fleet overview."""
+
+    label: str
+    target: str
+    link: LinkState
+    severity: Severity
+    problems: tuple[str, ...] = ()
+    """Plain words, worst first (empty when all is well)."""
+    seen: bool = False
+    """A snapshot of the host was received (else every count below is unknown)."""
+    stale: bool = False
+    """The counts come from the last snapshot before the host went down."""
+    since: float | None = None
+    """When the host went up or down."""
+    retry_at: float | None = None
+    """When the next connection attempt starts (down hosts)."""
+    slots: int = 0
+    desired: int = 0
+    busy: int = 0
+    idle: int = 0
+    standby: int = 0
+    """Hot standby agents ready to take over."""
+    parked: int = 0
+    drained: int = 0
+    """Draining or drained slots."""
+    queued: int | None = None
+    """Jobs waiting in the pool (the pool's figure: shared by hosts of one pool)."""
+    gpus_busy: str = ""
+    """GPUs held by busy agents: a count, ``all``, or empty when not known."""
+    azure: HealthState = HealthState.UNKNOWN
+    docker: HealthState = HealthState.UNKNOWN
+    pid: int | None = None
+    paused: bool = False
+
+
+def gpus_busy(snapshot: SupervisorSnapshot) -> str:
+    """GPUs that busy agents hold, as the snapshot says: ``"2"``, ``"all"`` or ``"0"``."""
+    held: set[str] = set()
+    for slot in snapshot.slots:
+        if busy(slot):
+            held.update(slot.gpus)
+    if "all" in held:
+        return "all"
+    return str(len(held))
+
+
+def host_problems(snapshot: SupervisorSnapshot) -> list[tuple[Severity, str]]:
+    """What needs attention on a reachable host, most severe first."""
+    found: list[tuple[Severity, str]] = []
+    azure = snapshot.azure
+    if azure.state in _AZURE_WORDS:
+        level = Severity.ERROR if azure.state in _BAD_HEALTH else Severity.WARNING
+        detail = f": {azure.message}" if azure.message else ""
+        found.append((level, _AZURE_WORDS[azure.state] + detail))
+    if snapshot.docker.state in _BAD_HEALTH:
+        detail = f": {snapshot.docker.message}" if snapshot.docker.message else ""
+        found.append((Severity.ERROR, "Docker is not usable" + detail))
+    parked = [s.name for s in snapshot.slots if s.state is SlotState.PARKED]
+    if parked:
+        found.append((Severity.ERROR, f"parked after repeated failures: {', '.join(parked)}"))
+    backoff = [s.name for s in snapshot.slots if s.state is SlotState.BACKOFF]
+    if backoff:
+        found.append((Severity.WARNING, f"failing and backing off: {', '.join(backoff)}"))
+    if snapshot.stopping:
+        found.append((Severity.WARNING, "the daemon is stopping"))
+    if snapshot.paused:
+        found.append((Severity.WARNING, "paused: exited agents are not replaced"))
+    found.sort(key=lambda item: item[0])
+    return found
+
+
+def host_row(label: str, target: str, status: HostStatus) -> HostRow:
+    """The overview row of one host."""
+    snapshot = status.snapshot
+    problems: list[tuple[Severity, str]] = []
+    if status.state is LinkState.DOWN:
+        problems.append((Severity.DOWN, f"unreachable: {status.problem}"))
+    elif status.state is LinkState.CONNECTING:
+        problems.append((Severity.WARNING, "connecting…"))
+    if snapshot is None:
+        severity = problems[0][0] if problems else Severity.OK
+        return HostRow(
+            label,
+            target,
+            status.state,
+            severity,
+            tuple(text for _, text in problems),
+            since=status.since,
+            retry_at=status.retry_at,
+        )
+    if status.state is LinkState.UP:
+        problems += host_problems(snapshot)
+    slots = snapshot.slots
+    return HostRow(
+        label=label,
+        target=target,
+        link=status.state,
+        severity=problems[0][0] if problems else Severity.OK,
+        problems=tuple(text for _, text in problems),
+        seen=True,
+        stale=status.state is not LinkState.UP,
+        since=status.since,
+        retry_at=status.retry_at,
+        slots=len(slots),
+        desired=snapshot.desired_count,
+        busy=sum(1 for s in slots if busy(s)),
+        idle=sum(1 for s in slots if s.state is SlotState.IDLE and not busy(s)),
+        standby=sum(1 for s in slots if s.standby == "ready"),
+        parked=sum(1 for s in slots if s.state is SlotState.PARKED),
+        drained=sum(1 for s in slots if s.state in (SlotState.DRAINING, SlotState.DRAINED)),
+        queued=snapshot.pool_summary.queued_jobs,
+        gpus_busy=gpus_busy(snapshot),
+        azure=snapshot.azure.state,
+        docker=snapshot.docker.state,
+        pid=snapshot.pid,
+        paused=snapshot.paused,
+    )
+
+
+def fleet_rows(hosts: Sequence[tuple[str, str, HostStatus]]) -> list[HostRow]:
+    """Rows for ``(label, target, status)`` of every host: problems first, then by name."""
+    rows = [host_row(label, target, status) for label, target, status in hosts]
+    rows.sort(key=lambda row: (row.severity, row.label.lower(), row.label))
+    return rows
+
+
+@dataclass(frozen=True)
+class FleetTotals:
+    """The whole fleet in one line."""
+
+    hosts: int
+    up: int
+    busy: int
+    idle: int
+    standby: int
+    parked: int
+
+
+def fleet_totals(rows: Sequence[HostRow]) -> FleetTotals:
+    """Sum the reachable hosts' agents (a down host's stale counts are left out)."""
+    live = [row for row in rows if row.link is LinkState.UP]
+    return FleetTotals(
+        hosts=len(rows),
+        up=len(live),
+        busy=sum(row.busy for row in live),
+        idle=sum(row.idle for row in live),
+        standby=sum(row.standby for row in live),
+        parked=sum(row.parked for row in live),
+    )

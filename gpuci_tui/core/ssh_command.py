@@ -1,0 +1,127 @@
+"""The ssh command line of a fleet channel, and plain words for why one ended.
+
+ssh runs with its own options on top of the operator's configuration, which
+stays in charge of keys, agent, user names, jump hosts and known hosts:
+
+* ``BatchMode=yes``: a password or passphrase prompt would hang the console, so
+  a key (or ssh-agent) is required and a refused login is reported instead;
+* a private connection master (``ControlMaster=auto`` with ``ControlPath`` in a
+  directory of this console and ``ControlPersist``), so the stream, the requests
+  and the dashboard share one SSH connection per host instead of a handshake each;
+* ``ConnectTimeout`` and ``ServerAliveInterval``/``ServerAliveCountMax``, so a
+  host that goes away is noticed within seconds even when nothing is sent;
+* no forwarding, no local command, no terminal, no escape character.
+
+The destination always follows ``--``: it can never be read as an option.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from .fleet import FleetHost
+
+NO_DAEMON_EXIT = 3
+"""The bridge's exit code when no daemon answers (`gpuci_tui.cli.exitcodes.NO_DAEMON`)."""
+_NOISE = ("Warning: Permanently added", "Shared connection to", "mux_client_")
+
+
+@dataclass(frozen=True)
+class SshSettings:
+    """How this console runs ssh (the same for every host)."""
+
+    control_dir: Path | None
+    """Private directory (0700) for the connection masters' sockets; None: no sharing."""
+    ssh: str = "ssh"
+    ssh_config: str | None = None
+    """``ssh -F`` file instead of ``~/.ssh/config``."""
+    connect_timeout: float = 10.0
+    request_timeout: float = 10.0
+    """Seconds a request may wait for its answer."""
+    persist: int = 60
+    """Seconds an unused connection master stays up (``ControlPersist``)."""
+    alive_interval: int = 5
+    alive_count: int = 3
+
+
+def ssh_options(settings: SshSettings) -> list[str]:
+    """ssh's options for a bridge channel (before the destination)."""
+    options = ["-T", "-e", "none"]
+    if settings.ssh_config is not None:
+        options += ["-F", os.path.expanduser(settings.ssh_config)]
+    for option in (
+        "BatchMode=yes",
+        f"ConnectTimeout={max(1, math.ceil(settings.connect_timeout))}",
+        f"ServerAliveInterval={settings.alive_interval}",
+        f"ServerAliveCountMax={settings.alive_count}",
+        "ClearAllForwardings=yes",
+        "ForwardAgent=no",
+        "ForwardX11=no",
+        "PermitLocalCommand=no",
+    ):
+        options += ["-o", option]
+    if settings.control_dir is not None:
+        options += [
+            "-o", "ControlMaster=auto",
+            "-o", f"ControlPath={settings.control_dir / '%C'}",
+            "-o", f"ControlPersist={settings.persist}",
+        ]  # fmt: skip
+    return options
+
+
+def destination(host: FleetHost) -> list[str]:
+    """``-l USER -p PORT -- HOST``: the destination can never be taken for an option."""
+    args = ["-l", host.user] if host.user else []
+    if host.port is not None:
+        args += ["-p", str(host.port)]
+    return [*args, "--", host.hostname]
+
+
+def _remote_word(word: str) -> str:
+    # "~/x" must reach the remote shell unquoted to be expanded there.
+    if word.startswith("~/"):
+        return "~/" + shlex.quote(word[2:])
+    return shlex.quote(word)
+
+
+def remote_command(host: FleetHost, command: str) -> str:
+    """The command line the host's shell runs: ``exec gpuci-tui bridge [--config PATH]``."""
+    words = [_remote_word(command), "bridge"]
+    if host.config is not None:
+        words += ["--config", _remote_word(host.config)]
+    return "exec " + " ".join(words)
+
+
+def bridge_argv(host: FleetHost, command: str, settings: SshSettings) -> list[str]:
+    """The whole ``ssh … gpuci-tui bridge`` command line for ``host``."""
+    return [settings.ssh, *ssh_options(settings), *destination(host), remote_command(host, command)]
+
+
+def explain_exit(code: int | None, stderr: str, command: str) -> str:
+    """Plain words for a channel that ended: ssh's, the shell's or the bridge's reason."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    lines = [line for line in lines if not line.startswith(_NOISE)]
+    last = lines[-1] if lines else ""
+    if code == 255:
+        if "Permission denied" in last:
+            return (
+                f"{last}: ssh runs with BatchMode=yes and never asks for a password; "
+                "use a key or ssh-agent"
+            )
+        if "Host key verification failed" in last:
+            return f"{last} Connect once with plain ssh to check and accept the host key."
+        return last or "ssh failed (exit 255)"
+    if code == 127:
+        return (
+            f"{command} was not found on the host ({last or 'exit 127'}): install gpuci-tui "
+            'there, or set command = "/path/to/gpuci-tui" in [fleet]'
+        )
+    if code == NO_DAEMON_EXIT and last:
+        return last.removeprefix("gpuci-tui: ")
+    if code == 0 or code is None:
+        return last or "the daemon closed the connection (it stopped or restarted)"
+    return f"the bridge exited with code {code}: {last}" if last else f"the bridge exited ({code})"

@@ -1,0 +1,364 @@
+"""The fleet overview: every host's daemon in one table, its keys, and the way into each host.
+
+One `HostLink` per host follows that host's updates in its own worker and
+reconnects with backoff when the host drops, so a dead host shows as
+unreachable while the others keep updating and taking commands. Enter opens
+a host's own dashboard (`HostDashboardScreen`); ``d``/``r``/``u`` drain,
+restart or resume every agent of the selected host and ``D``/``R``/``U`` of
+every reachable host, after a confirmation built from each daemon's own
+preview of the command. ``--readonly`` refuses them all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Awaitable, Iterable
+from functools import partial
+from typing import TYPE_CHECKING, ClassVar
+
+from rich.text import Text
+from textual import on
+from textual.binding import Binding, BindingType
+from textual.message import Message
+from textual.notifications import SeverityLevel
+from textual.screen import Screen
+from textual.widget import Widget
+from textual.widgets import DataTable, Footer
+
+from gpuci_tui.core.fleet_link import FleetMember, HostLink, HostStatus, LinkState, RemoteGpus
+from gpuci_tui.core.fleet_rows import HostRow, fleet_rows, fleet_totals
+from gpuci_tui.core.models import Command, CommandResult, Drain, Restart, Resume, SupervisorEvent
+from gpuci_tui.core.preview import CommandPreview
+from gpuci_tui.screens.confirm import ConfirmScreen
+from gpuci_tui.screens.fleet_host import HostDashboardScreen
+from gpuci_tui.screens.fleet_prompts import effects_phrase, fleet_prompt, host_prompt
+from gpuci_tui.screens.help import HelpScreen, KeyHelp
+from gpuci_tui.widgets.event_log import EventLog, event_line
+from gpuci_tui.widgets.fleet_table import FleetDetail, FleetSummary, FleetTable, middle
+
+if TYPE_CHECKING:
+    from gpuci_tui.core.fleet_link import Fleet
+    from gpuci_tui.services import Services
+
+REQUEST_TIMEOUT = 30.0
+"""Longest wait for one host's preview or command result (the handle has its own, shorter)."""
+
+FLEET_BINDINGS = [
+    Binding("enter", "open", "Open", id="open_host", key_display="⏎", priority=True,
+            tooltip="Open the selected host's dashboard (q or Escape comes back)"),
+    Binding("d", "drain", "Drain", id="drain",
+            tooltip="Drain every agent of the selected host: busy ones finish their job"),
+    Binding("D", "drain_all", "Drain fleet", id="drain_all", show=False,
+            tooltip="Drain every agent of every reachable host"),
+    Binding("r", "restart", "Restart", id="restart",
+            tooltip="Replace every agent of the selected host (busy ones after their job)"),
+    Binding("R", "restart_all", "Restart fleet", id="restart_all", show=False,
+            tooltip="Replace every agent of every reachable host"),
+    Binding("u", "resume", "Resume", id="resume",
+            tooltip="Undo drain/park on the selected host: its slots start again"),
+    Binding("U", "resume_all", "Resume fleet", id="resume_all", show=False,
+            tooltip="Undo drain/park on every reachable host"),
+    Binding("question_mark", "help", "Help", id="help", tooltip="Keys and what the columns mean"),
+]  # fmt: skip
+
+_COMMANDS: dict[str, Command] = {
+    "drain": Drain(slots=None),
+    "restart": Restart(slots=None),
+    "resume": Resume(slots=None),
+}
+_WORDS = {"drain": "draining", "restart": "restarting", "resume": "resuming"}
+COLUMN_HELP = [
+    KeyHelp("Link", "Reachability", "up; wait: connecting; down: retried with backoff"),
+    KeyHelp("Busy/Idle", "Agents", "running a job / online and waiting"),
+    KeyHelp("Stby", "Hot standby", "second agents ready to take over a slot"),
+    KeyHelp("Park/Drain", "Stopped", "parked after failures / draining or drained"),
+    KeyHelp("Queue", "Pool queue", "jobs waiting in the pool (shared by its hosts)"),
+    KeyHelp("GPU", "GPUs in use", "GPUs held by busy agents, as the daemon reports"),
+]
+
+
+@dataclasses.dataclass
+class HostStatusChanged(Message):
+    """A host's link or snapshot changed; only the newest per host matters."""
+
+    index: int
+    status: HostStatus
+
+    def can_replace(self, message: Message) -> bool:
+        """A queued older status of the same host is superseded."""
+        return isinstance(message, HostStatusChanged) and message.index == self.index
+
+
+@dataclasses.dataclass
+class HostEventReceived(Message):
+    """One supervisor event of one host, for the fleet's event log."""
+
+    index: int
+    event: SupervisorEvent
+
+
+class FleetScreen(Screen[None]):
+    """The overview of every host; the base screen of the fleet console."""
+
+    BINDINGS: ClassVar[list[BindingType]] = list(FLEET_BINDINGS)
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (40, "-tall")]
+
+    def __init__(self, services: Services) -> None:
+        """Create the overview of ``services.fleet`` (links start on mount)."""
+        super().__init__(id="fleet")
+        assert services.fleet is not None
+        self.services = services
+        self.fleet: Fleet = services.fleet
+        self.members = self.fleet.members
+        self.statuses: list[HostStatus] = [HostStatus() for _ in self.members]
+        self.rows: dict[int, HostRow] = {}
+
+    def compose(self) -> Iterable[Widget]:
+        """Fleet line, hosts, selected host, events of every host, keys."""
+        yield FleetSummary(readonly=self.services.readonly, id="fleet-summary")
+        yield FleetTable(id="fleet-table")
+        yield FleetDetail(clock=self.services.clock, id="fleet-detail")
+        yield EventLog(id="fleet-events")
+        yield Footer(compact=True, show_command_palette=False)
+
+    @property
+    def table(self) -> FleetTable:
+        """The hosts table (its cursor row is the selected host)."""
+        return self.query_one("#fleet-table", FleetTable)
+
+    @property
+    def event_log(self) -> EventLog:
+        """Events of every host, each line starting with the host's label."""
+        return self.query_one("#fleet-events", EventLog)
+
+    def on_mount(self) -> None:
+        """Start one link per host and draw the first rows."""
+        self.table.focus()
+        for index, member in enumerate(self.members):
+            link = HostLink(
+                member,
+                partial(self._post_status, index),
+                clock=self.services.clock,
+                backoff=self.fleet.backoff,
+                on_event=partial(self._post_event, index),
+            )
+            self.run_worker(link.run(), group=f"fleet-host-{index}", exit_on_error=False)
+        self._render_rows()
+        self.set_interval(1.0, self._tick)
+
+    def _post_status(self, index: int, status: HostStatus) -> None:
+        self.post_message(HostStatusChanged(index, status))
+
+    def _post_event(self, index: int, event: SupervisorEvent) -> None:
+        self.post_message(HostEventReceived(index, event))
+
+    @on(HostStatusChanged)
+    def _on_status(self, message: HostStatusChanged) -> None:
+        self.statuses[message.index] = message.status
+        self._render_rows()
+
+    @on(HostEventReceived)
+    def _on_event(self, message: HostEventReceived) -> None:
+        status = self.statuses[message.index]
+        names = {} if status.snapshot is None else {s.slot: s.name for s in status.snapshot.slots}
+        label = self.members[message.index].label
+        line = Text.assemble(
+            (f"{middle(label, 12):<12} ", "cyan"), event_line(message.event, names)
+        )
+        self.event_log.count += 1
+        self.event_log.write(line)
+
+    def _render_rows(self) -> None:
+        entries = [
+            (member.label, member.host.target, self.statuses[index])
+            for index, member in enumerate(self.members)
+        ]
+        index_of = {member.label: index for index, member in enumerate(self.members)}
+        rows = fleet_rows(entries)
+        self.rows = {index_of[row.label]: row for row in rows}
+        self.table.show_rows([(index_of[row.label], row) for row in rows])
+        self.query_one(FleetSummary).show(fleet_totals(rows))
+        self._show_selected()
+
+    def _tick(self) -> None:
+        self.query_one(FleetDetail).refresh()
+
+    def _show_selected(self) -> None:
+        index = self.table.selected
+        self.query_one(FleetDetail).show(None if index is None else self.rows.get(index))
+
+    @on(DataTable.RowHighlighted, "#fleet-table")
+    def _on_highlighted(self) -> None:
+        self._show_selected()
+
+    @on(DataTable.RowSelected, "#fleet-table")
+    def _on_selected(self) -> None:
+        self.action_open()
+
+    # ------------------------------------------------------------------ helpers
+
+    def _say(self, message: str, *, severity: SeverityLevel = "information") -> None:
+        self.notify(message, severity=severity, markup=False)
+
+    def _selected(self) -> tuple[int, FleetMember] | None:
+        index = self.table.selected
+        if index is None:
+            self._say("No host is selected.")
+            return None
+        return index, self.members[index]
+
+    def _refused(self, kind: str) -> bool:
+        if self.services.readonly:
+            self.notify(
+                f"read-only: {_WORDS[kind]} is disabled (the console was started with --readonly).",
+                title="Read-only",
+                severity="warning",
+                markup=False,
+            )
+            return True
+        return False
+
+    def _unreachable(self, index: int) -> str | None:
+        status = self.statuses[index]
+        if status.state is LinkState.UP:
+            return None
+        return status.problem or "not connected yet"
+
+    # ------------------------------------------------------------------ actions
+
+    def action_open(self) -> None:
+        """Open the selected host's dashboard (allowed in read-only mode)."""
+        selected = self._selected()
+        if selected is None:
+            return
+        index, member = selected
+        services = dataclasses.replace(
+            self.services,
+            handle=member.handle,
+            gpu=RemoteGpus(member.label, self.services.clock),
+            runtime=None,
+            fleet=None,
+        )
+        self.app.push_screen(HostDashboardScreen(services, member, index + 1, len(self.members)))
+
+    def action_drain(self) -> None:
+        """Drain every agent of the selected host (asks first)."""
+        self._on_host("drain")
+
+    def action_restart(self) -> None:
+        """Restart every agent of the selected host (asks first)."""
+        self._on_host("restart")
+
+    def action_resume(self) -> None:
+        """Resume the selected host's drained and parked slots."""
+        self._on_host("resume")
+
+    def action_drain_all(self) -> None:
+        """Drain every reachable host (asks first)."""
+        self._on_fleet("drain")
+
+    def action_restart_all(self) -> None:
+        """Restart every reachable host (asks first)."""
+        self._on_fleet("restart")
+
+    def action_resume_all(self) -> None:
+        """Resume every reachable host (asks first)."""
+        self._on_fleet("resume")
+
+    def action_help(self) -> None:
+        """Keys as bound now, and what the columns mean."""
+        keys = []
+        for key, active in self.app.active_bindings.items():
+            binding = active.binding
+            if binding.description and binding.id and "." not in binding.id:
+                keys.append(KeyHelp(self.app.get_key_display(binding) or key, binding.description,
+                                    binding.tooltip))  # fmt: skip
+        self.app.push_screen(HelpScreen(keys + COLUMN_HELP, readonly=self.services.readonly))
+
+    def _on_host(self, kind: str) -> None:
+        if self._refused(kind) or (selected := self._selected()) is None:
+            return
+        index, member = selected
+        problem = self._unreachable(index)
+        if problem is not None:
+            self._say(
+                f"{member.label} is unreachable ({problem}): nothing was sent.", severity="warning"
+            )
+            return
+        self.run_worker(
+            self._host_command(kind, member), group="fleet-commands", exit_on_error=False
+        )
+
+    def _on_fleet(self, kind: str) -> None:
+        if self._refused(kind):
+            return
+        self.run_worker(self._fleet_command(kind), group="fleet-commands", exit_on_error=False)
+
+    async def _host_command(self, kind: str, member: FleetMember) -> None:
+        command = _COMMANDS[kind]
+        try:
+            preview = await _timed(member.handle.preview(command))
+        except Exception as exc:  # noqa: BLE001 - reported; the console goes on
+            self._say(f"{member.label} did not answer: {_reason(exc)}", severity="error")
+            return
+        prompt = host_prompt(kind, member.label, preview)
+        if isinstance(prompt, str):
+            self._say(prompt)
+            return
+        if kind != "resume" and not await self.app.push_screen_wait(ConfirmScreen(prompt)):
+            return
+        result = await _send(member, command)
+        self._say(
+            f"{member.label}: {result.message}", severity="information" if result.ok else "error"
+        )
+
+    async def _fleet_command(self, kind: str) -> None:
+        command = _COMMANDS[kind]
+        reachable = [(i, m) for i, m in enumerate(self.members) if self._unreachable(i) is None]
+        left_out = [
+            (m.label, f"unreachable ({self._unreachable(i)})")
+            for i, m in enumerate(self.members)
+            if self._unreachable(i) is not None
+        ]
+        if not reachable:
+            self._say("No host is reachable: nothing was sent.", severity="warning")
+            return
+        answers = await asyncio.gather(
+            *(_timed(m.handle.preview(command)) for _, m in reachable), return_exceptions=True
+        )
+        previews: list[tuple[FleetMember, CommandPreview]] = []
+        for (_, member), answer in zip(reachable, answers, strict=True):
+            if isinstance(answer, BaseException):
+                left_out.append((member.label, f"no answer ({_reason(answer)})"))
+            else:
+                previews.append((member, answer))
+        prompt = fleet_prompt(kind, [(m.label, p) for m, p in previews], left_out)
+        if isinstance(prompt, str):
+            self._say(prompt)
+            return
+        if not await self.app.push_screen_wait(ConfirmScreen(prompt)):
+            return
+        targets = [m for m, p in previews if p.ok and effects_phrase(kind, p)]
+        results = await asyncio.gather(*(_send(m, command) for m in targets))
+        lines = [f"{m.label}: {r.message}" for m, r in zip(targets, results, strict=True)]
+        failed = any(not r.ok for r in results)
+        self._say("\n".join(lines), severity="error" if failed else "information")
+
+
+async def _timed(call: Awaitable[CommandPreview]) -> CommandPreview:
+    return await asyncio.wait_for(call, REQUEST_TIMEOUT)
+
+
+async def _send(member: FleetMember, command: Command) -> CommandResult:
+    """Send ``command``; a failure becomes a failed result (the others still go)."""
+    try:
+        return await asyncio.wait_for(member.handle.send(command), REQUEST_TIMEOUT)
+    except Exception as exc:  # noqa: BLE001 - one host's failure is reported with its name
+        return CommandResult(False, f"not sent or not answered: {_reason(exc)}")
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, TimeoutError):
+        return f"no answer within {REQUEST_TIMEOUT:.0f} s"
+    return str(exc) or type(exc).__name__

@@ -1,0 +1,59 @@
+"""One host of the fleet, opened from the overview: its own dashboard, unchanged, plus a way back.
+
+`HostDashboardScreen` is the `DashboardScreen` every single-host console
+shows, following that host's handle (over ssh), with one line on top naming
+the host and ``q``/Escape to go back to the overview. GPU cards are not
+carried over ssh, and container logs are not either: the panel and the log
+key say so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, ClassVar
+
+from rich.text import Text
+from textual.binding import Binding, BindingType
+from textual.widget import Widget
+from textual.widgets import Static
+
+from gpuci_tui.screens.dashboard import DashboardScreen
+
+if TYPE_CHECKING:
+    from gpuci_tui.core.fleet_link import FleetMember
+    from gpuci_tui.services import Services
+
+
+class HostDashboardScreen(DashboardScreen):
+    """The dashboard of one fleet host; ``q`` or Escape returns to the overview."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        *DashboardScreen.BINDINGS,
+        Binding("q,escape", "back", "Fleet", id="fleet_back",
+                tooltip="Back to the fleet overview (the host keeps running)"),
+    ]  # fmt: skip
+
+    def __init__(self, services: Services, member: FleetMember, number: int, total: int) -> None:
+        """Show ``member``'s daemon (``services.handle`` is its handle); host ``number`` of ``total``."""
+        super().__init__(services)
+        self.member = member
+        self.number = number
+        self.total = total
+
+    def compose(self) -> Iterable[Widget]:
+        """The host line, then the dashboard as everywhere else."""
+        line = Text.assemble(
+            ("⇄ ", "cyan"),
+            (self.member.label, "bold"),
+            (f"  {self.member.host.target} over ssh", "bright_black"),
+            (f" · host {self.number} of {self.total}", "bright_black"),
+            ("  q/Esc: back to the fleet", "cyan"),
+            no_wrap=True,
+            overflow="ellipsis",
+        )
+        yield Static(line, id="fleet-host-bar")
+        yield from super().compose()
+
+    def action_back(self) -> None:
+        """Back to the overview; this screen's update stream closes with it."""
+        self.dismiss(None)

@@ -1,0 +1,239 @@
+"""The fleet overview's widgets: one row per host, the whole fleet in a line, the selected host in full.
+
+Rows come from `gpuci_tui.core.fleet_rows` (problems first, then by name).
+Rows are keyed by the host's position in the fleet. Until the operator moves
+the cursor it stays on the top row (the host that most needs attention);
+after that it stays on the host they chose when the order changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from rich.text import Text
+from textual import events
+from textual.widget import Widget
+from textual.widgets import DataTable
+from textual.widgets.data_table import RowDoesNotExist, RowKey
+
+from gpuci_tui.core.fleet_link import LinkState
+from gpuci_tui.core.fleet_rows import FleetTotals, HostRow, Severity
+from gpuci_tui.core.models import HealthState
+from gpuci_tui.widgets.format import ago, truncate, until
+
+#: (key, label, width); the last column takes what is left (and scrolls off at 80 columns,
+#: where the detail line under the table shows the selected host's problems in full).
+COLUMNS: tuple[tuple[str, str, int | None], ...] = (
+    ("host", "Host", 12),
+    ("link", "Link", 7),
+    ("busy", "Busy", 4),
+    ("idle", "Idle", 4),
+    ("standby", "Stby", 4),
+    ("parked", "Park", 4),
+    ("drained", "Drain", 5),
+    ("queued", "Queue", 5),
+    ("gpus", "GPU", 3),
+    ("azure", "Azure", 8),
+    ("problems", "Problems", None),
+)
+
+_AZURE_CELLS: dict[HealthState, tuple[str, str]] = {
+    HealthState.OK: ("✓ ok", "green"),
+    HealthState.AUTH_FAILED: ("✗ PAT", "bold red"),
+    HealthState.UNREACHABLE: ("✗ down", "bold red"),
+    HealthState.ERROR: ("✗ error", "bold red"),
+    HealthState.RATE_LIMITED: ("⏳ limit", "yellow"),
+    HealthState.UNKNOWN: ("…", "bright_black"),
+}
+_LINK_CELLS: dict[LinkState, tuple[str, str]] = {
+    LinkState.UP: ("● up", "green"),
+    LinkState.CONNECTING: ("… wait", "cyan"),
+    LinkState.DOWN: ("✗ down", "bold red"),
+}
+_SEVERITY_STYLES = {Severity.DOWN: "red", Severity.ERROR: "red", Severity.WARNING: "yellow"}
+
+
+def middle(text: str, width: int) -> str:
+    """Cut ``text`` to ``width`` in the middle: ``127.0…:40123`` keeps both ends apart."""
+    if len(text) <= width:
+        return text
+    head = (width - 1) // 2
+    return text[:head] + "…" + text[len(text) - (width - 1 - head) :]
+
+
+def _count(value: int, row: HostRow, style: str = "") -> Text:
+    if not row.seen:
+        return Text("-", style="bright_black", justify="right")
+    shown = style if value and not row.stale else ""
+    return Text(str(value), style="bright_black" if row.stale else shown, justify="right")
+
+
+def row_cells(row: HostRow) -> dict[str, Text]:
+    """The cells of one host's row (pure; used by the table and the tests)."""
+    link, link_style = _LINK_CELLS[row.link]
+    azure, azure_style = _AZURE_CELLS.get(row.azure, ("?", ""))
+    if not row.seen or row.stale:
+        azure, azure_style = "-", "bright_black"
+    problems = "; ".join(row.problems) or "-"
+    queued = "-" if row.queued is None or not row.seen else str(row.queued)
+    dim = "bright_black" if row.stale else ""
+    return {
+        "host": Text(middle(row.label, 12), style="bold"),
+        "link": Text(link, style=link_style),
+        "busy": _count(row.busy, row, "bold yellow"),
+        "idle": _count(row.idle, row, "green"),
+        "standby": _count(row.standby, row, "cyan"),
+        "parked": _count(row.parked, row, "bold red"),
+        "drained": _count(row.drained, row, "magenta"),
+        "queued": Text(queued, justify="right", style=dim),
+        "gpus": Text(row.gpus_busy or "-", justify="right", style=dim),
+        "azure": Text(azure, style=azure_style),
+        "problems": Text(
+            truncate(problems, 80), style=_SEVERITY_STYLES.get(row.severity, "bright_black")
+        ),
+    }
+
+
+class FleetTable(DataTable[Text]):
+    """DataTable of hosts; the cursor row is the selected host."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        """Create the table (columns are added on mount)."""
+        super().__init__(id=id, cursor_type="row", zebra_stripes=False)
+        self.border_title = "Hosts"
+        self._order: list[int] = []
+        self._cells: dict[int, dict[str, Text]] = {}
+        self.chosen = False
+        """The operator moved the cursor (keys or mouse): it follows their host from now on."""
+
+    def on_mount(self) -> None:
+        """Create the columns once."""
+        for key, label, width in COLUMNS:
+            self.add_column(label, key=key, width=width)
+
+    def on_key(self, event: events.Key) -> None:
+        """Any key that reaches the table (arrows, page keys) means a host was chosen."""
+        self.chosen = True
+
+    def on_click(self, event: events.Click) -> None:
+        """A click chooses a host too."""
+        self.chosen = True
+
+    @property
+    def selected(self) -> int | None:
+        """The fleet index of the host under the cursor (None when there is none)."""
+        if self.row_count == 0:
+            return None
+        try:
+            key = self.coordinate_to_cell_key(self.cursor_coordinate).row_key
+        except Exception:  # noqa: BLE001 - the cursor is outside the rows
+            return None
+        return None if key.value is None else int(key.value)
+
+    def show_rows(self, rows: Sequence[tuple[int, HostRow]]) -> None:
+        """Show ``(fleet index, row)`` in this order, keeping the cursor on its host."""
+        selected = self.selected
+        order = [index for index, _ in rows]
+        cells = {index: row_cells(row) for index, row in rows}
+        if order != self._order:
+            self.clear()
+            for index in order:
+                self.add_row(*(cells[index][key] for key, _, _ in COLUMNS), key=str(index))
+            self._order = order
+            keep = selected if self.chosen and selected is not None else None
+            self._move_to(keep if keep is not None else (order[0] if order else None))
+        else:
+            for index in order:
+                old = self._cells.get(index, {})
+                for key, _, width in COLUMNS:
+                    if old.get(key) != cells[index][key]:
+                        value = cells[index][key]
+                        self.update_cell(str(index), key, value, update_width=width is None)
+        self._cells = cells
+
+    def _move_to(self, index: int | None) -> None:
+        if index is None:
+            return
+        try:
+            row = self.get_row_index(RowKey(str(index)))
+        except RowDoesNotExist:
+            return
+        self.move_cursor(row=row, animate=False)
+
+
+def totals_line(totals: FleetTotals, *, readonly: bool, width: int) -> Text:
+    """``gpuci-tui fleet · 2/3 hosts up · 5 busy · 3 idle · 2 standby · 1 parked``."""
+    left = Text.assemble(("gpuci-tui fleet", "bold"), "  ", no_wrap=True)
+    down = totals.hosts - totals.up
+    left.append(f"{totals.up}/{totals.hosts} hosts up", style="bold red" if down else "bold")
+    for value, word, style in (
+        (totals.busy, "busy", "yellow"),
+        (totals.idle, "idle", "green"),
+        (totals.standby, "standby", "cyan"),
+        (totals.parked, "parked", "bold red"),
+    ):
+        left.append(" · ", style="bright_black")
+        left.append(f"{value} {word}", style=style if value else "")
+    badge = Text(" READ-ONLY ", style="bold black on yellow") if readonly else Text()
+    left.truncate(max(0, width - badge.cell_len - 1), overflow="ellipsis")
+    gap = max(1, width - left.cell_len - badge.cell_len)
+    return Text.assemble(left, " " * gap, badge, no_wrap=True)
+
+
+def host_detail(row: HostRow, now: float) -> Text:
+    """The selected host in full: target, daemon, since when, every problem."""
+    text = Text.assemble((row.label, "bold"), " ", (row.target, "bright_black"))
+    if row.link is LinkState.DOWN:
+        text.append(f" · down since {ago(row.since, now)}", style="red")
+        text.append(f", retry {until(row.retry_at, now)}" if row.retry_at else ", retrying…")
+    elif row.link is LinkState.UP and row.pid is not None:
+        text.append(f" · daemon pid {row.pid}, up {ago(row.since, now)}", style="bright_black")
+    if row.seen:
+        text.append(f" · agents {row.slots}/{row.desired}")
+        if row.stale:
+            text.append(" (last known)", style="bright_black")
+    for problem in row.problems or ("all well",):
+        style = _SEVERITY_STYLES.get(row.severity, "green")
+        text.append(" · ")
+        text.append(problem, style=style)
+    return text
+
+
+class FleetSummary(Widget):
+    """The header line: the whole fleet at a glance."""
+
+    def __init__(self, *, readonly: bool, id: str | None = None) -> None:
+        """Create an empty header."""
+        super().__init__(id=id)
+        self._readonly = readonly
+        self.totals = FleetTotals(0, 0, 0, 0, 0, 0)
+
+    def show(self, totals: FleetTotals) -> None:
+        """Render new totals."""
+        self.totals = totals
+        self.refresh()
+
+    def render(self) -> Text:
+        """One line sized to the width; the badge never gets cut."""
+        return totals_line(self.totals, readonly=self._readonly, width=max(20, self.size.width))
+
+
+class FleetDetail(Widget):
+    """One line under the table: the selected host in full."""
+
+    def __init__(self, *, clock: Callable[[], float], id: str | None = None) -> None:
+        """Create an empty detail line."""
+        super().__init__(id=id)
+        self._clock = clock
+        self.row: HostRow | None = None
+
+    def show(self, row: HostRow | None) -> None:
+        """Describe ``row`` (None: no host)."""
+        self.row = row
+        self.refresh()
+
+    def render(self) -> Text:
+        """The detail line, wrapped to the width (two lines at most)."""
+        if self.row is None:
+            return Text("no host selected", style="bright_black")
+        return host_detail(self.row, self._clock())

@@ -1,0 +1,171 @@
+"""``gpuci-tui bridge``: bytes both ways unchanged, a clear refusal without a daemon, a clean end."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from gpuci_tui.core.agentspec import instance_id
+from gpuci_tui.core.config import save_config
+from gpuci_tui.core.paths import socket_path
+from tests.ui.scenarios import sample_config
+
+BRIDGE = [sys.executable, "-m", "gpuci_tui.cli.main", "bridge"]
+
+
+class FakeDaemon:
+    """A Unix socket server that runs ``serve(conn)`` for each connection, in a thread."""
+
+    def __init__(self, path: Path, serve: Callable[[socket.socket], None]) -> None:
+        self.path = path
+        self.serve = serve
+        self.received = bytearray()
+        self.accepted = threading.Event()
+        self.closed = threading.Event()
+        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.server.bind(str(path))
+        self.server.listen(4)
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self) -> None:
+        try:
+            conn, _ = self.server.accept()
+        except OSError:
+            return
+        self.accepted.set()
+        with conn:
+            self.serve(conn)
+        self.closed.set()
+
+    def stop(self) -> None:
+        self.server.close()
+
+
+@pytest.fixture
+def sock_dir() -> Iterator[Path]:
+    """A short directory for sockets (a Unix socket path must stay under 108 bytes)."""
+    path = Path(tempfile.mkdtemp(prefix="gpuci-br-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def echo_until_eof_then_bye(daemon: list[FakeDaemon]) -> Callable[[socket.socket], None]:
+    def serve(conn: socket.socket) -> None:
+        while data := conn.recv(4096):
+            daemon[0].received += data
+            conn.sendall(data)
+        conn.sendall(b'{"bye":true}\n')  # the answer still gets out after the client's EOF
+
+    return serve
+
+
+def test_bytes_pass_unchanged_both_ways_and_eof_is_a_half_close(sock_dir: Path) -> None:
+    holder: list[FakeDaemon] = []
+    daemon = FakeDaemon(sock_dir / "d.sock", echo_until_eof_then_bye(holder))
+    holder.append(daemon)
+    # Not only today's ops: anything, even bytes that are not JSON, passes through.
+    payload = b'{"op":"hello"}\n{"op":"some-future-op","x":[1,2]}\n\x00\xff\xfe raw \r\n' * 200
+    try:
+        out = subprocess.run(
+            [*BRIDGE, "--socket", str(daemon.path)],
+            input=payload,
+            capture_output=True,
+            timeout=30,
+        )
+    finally:
+        daemon.stop()
+    assert out.returncode == 0, out.stderr
+    assert bytes(daemon.received) == payload
+    assert out.stdout == payload + b'{"bye":true}\n'
+    assert out.stderr == b""
+
+
+def test_it_refuses_clearly_when_no_daemon_runs(sock_dir: Path) -> None:
+    missing = sock_dir / "none.sock"
+    out = subprocess.run(
+        [*BRIDGE, "--socket", str(missing)], capture_output=True, text=True, timeout=30
+    )
+    assert out.returncode == 3
+    assert out.stdout == ""
+    assert out.stderr == (
+        f"gpuci-tui: no gpuci-tui daemon is running on this host (no socket at {missing}); "
+        "start one there with: gpuci-tui run\n"
+    )
+
+
+def test_a_stale_socket_is_named_as_such(sock_dir: Path) -> None:
+    stale = sock_dir / "stale.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(stale))
+    server.close()  # the file stays, nobody listens: a daemon that was killed
+    out = subprocess.run(
+        [*BRIDGE, "--socket", str(stale)], capture_output=True, text=True, timeout=30
+    )
+    assert out.returncode == 3
+    assert "(a stale socket at" in out.stderr
+
+
+def test_it_finds_the_daemon_of_its_configuration(sock_dir: Path, tmp_path: Path) -> None:
+    config = sample_config()
+    path = tmp_path / "config.toml"
+    save_config(config, path)
+    target = socket_path(instance_id(config))
+    holder: list[FakeDaemon] = []
+    daemon = FakeDaemon(target, echo_until_eof_then_bye(holder))
+    holder.append(daemon)
+    try:
+        out = subprocess.run(
+            [sys.executable, "-m", "gpuci_tui.cli.main", "bridge", "--config", str(path)],
+            input=b'{"op":"status"}\n',
+            capture_output=True,
+            timeout=30,
+        )
+    finally:
+        daemon.stop()
+        target.unlink(missing_ok=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == b'{"op":"status"}\n{"bye":true}\n'
+
+
+def test_a_broken_configuration_is_reported(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text("[agents]\ncount = 0\n")
+    out = subprocess.run(
+        [*BRIDGE[:-1], "--config", str(path), "bridge"], capture_output=True, text=True, timeout=30
+    )
+    assert out.returncode == 4
+    assert out.stdout == ""
+    assert "agents.count: must be a whole number from 1 to 64, got 0" in out.stderr
+
+
+def test_it_ends_when_nobody_reads_its_output_even_if_the_daemon_is_quiet(sock_dir: Path) -> None:
+    """The ssh channel closed: the bridge must not linger until the daemon next speaks."""
+    release = threading.Event()
+    daemon = FakeDaemon(sock_dir / "quiet.sock", lambda conn: release.wait(60))
+    proc = subprocess.Popen(
+        [*BRIDGE, "--socket", str(daemon.path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert daemon.accepted.wait(10), "the bridge never connected"
+        assert proc.stdout is not None
+        proc.stdout.close()  # the reader goes away; stdin stays open
+        assert proc.wait(10) == 0
+    finally:
+        release.set()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        daemon.stop()
+    assert daemon.closed.wait(10), "the bridge left its daemon connection open"

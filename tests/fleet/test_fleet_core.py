@@ -1,0 +1,194 @@
+"""The fleet's pure parts: reconnection delays, a host's link through drops, the overview rows."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+
+import pytest
+
+from gpuci_tui.core.fleet_link import Backoff, HostLink, HostStatus, LinkState
+from gpuci_tui.core.fleet_rows import Severity, fleet_rows, fleet_totals, gpus_busy, host_row
+from gpuci_tui.core.models import (
+    HealthSnapshot,
+    HealthState,
+    SlotState,
+    SupervisorEvent,
+    SupervisorSnapshot,
+)
+from tests.fleet.fakes import SwitchHandle, auth_failed_snapshot, healthy_snapshot, member
+from tests.ui.scenarios import NOW, loaded_snapshot
+
+# --------------------------------------------------------------------------- backoff
+
+
+def test_delays_double_from_one_second_to_thirty() -> None:
+    backoff = Backoff()
+    middle = [backoff.delay(n, lambda: 0.5) for n in range(1, 9)]
+    assert middle == [1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0, 30.0]
+
+
+def test_delays_are_jittered_within_twenty_percent_and_never_past_the_cap() -> None:
+    backoff = Backoff()
+    assert backoff.delay(1, lambda: 0.0) == pytest.approx(0.8)
+    assert backoff.delay(1, lambda: 0.999999) == pytest.approx(1.2, abs=1e-5)
+    assert backoff.delay(3, lambda: 0.0) == pytest.approx(3.2)
+    assert backoff.delay(10, lambda: 0.999999) == 30.0
+    assert backoff.delay(10, lambda: 0.0) == pytest.approx(24.0)
+
+
+# --------------------------------------------------------------------------- the link
+
+
+class Recorder:
+    """Collects a link's statuses and stands in for its sleep (returns at once, records)."""
+
+    def __init__(self) -> None:
+        self.statuses: list[HostStatus] = []
+        self.sleeps: list[float] = []
+        self.events: list[SupervisorEvent] = []
+        self.resume = asyncio.Event()
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        await self.resume.wait()
+        self.resume.clear()
+
+    async def until(self, predicate: object, what: str) -> HostStatus:
+        for _ in range(500):
+            if self.statuses and predicate(self.statuses[-1]):  # type: ignore[operator]
+                return self.statuses[-1]
+            await asyncio.sleep(0.01)
+        raise AssertionError(f"timed out waiting for {what}; last: {self.statuses[-1:]}")
+
+
+async def test_a_link_goes_down_backs_off_and_comes_back() -> None:
+    handle = SwitchHandle(healthy_snapshot())
+    rec = Recorder()
+    clock = iter(range(1000, 2000)).__next__
+    link = HostLink(
+        member("gpu3", "ci@gpu3", handle),
+        rec.statuses.append,
+        clock=lambda: float(clock()),
+        on_event=rec.events.append,
+        rand=lambda: 0.5,
+        sleep=rec.sleep,
+    )
+    task = asyncio.get_running_loop().create_task(link.run())
+    try:
+        up = await rec.until(lambda s: s.state is LinkState.UP, "up")
+        assert up.snapshot == healthy_snapshot() and up.failures == 0
+        handle.push(SupervisorEvent(at=NOW, kind="job_assigned", message="x", slot=0))
+        await rec.until(lambda s: bool(rec.events), "the event")
+
+        handle.drop()
+        down = await rec.until(lambda s: s.state is LinkState.DOWN, "down")
+        assert down.problem == "the daemon closed the connection (it stopped or restarted)"
+        assert down.failures == 1 and down.snapshot == healthy_snapshot()
+        assert down.retry_at == down.since + 1.0
+        for expected in (2.0, 4.0):  # still down: each attempt waits twice as long
+            rec.resume.set()
+            await rec.until(lambda s, n=expected: rec.sleeps[-1:] == [n], f"a {expected} s wait")
+        assert rec.statuses[-1].since == down.since, "down since the first failure"
+
+        handle.restore()
+        rec.resume.set()
+        back = await rec.until(lambda s: s.state is LinkState.UP, "back up")
+        assert back.failures == 0 and back.problem == "" and back.retry_at is None
+        handle.drop()
+        await rec.until(lambda s: s.state is LinkState.DOWN, "down again")
+        assert rec.sleeps[-1] == 1.0, "a host that was up starts again from 1 s"
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert rec.sleeps == [1.0, 2.0, 4.0, 1.0]
+
+
+# --------------------------------------------------------------------------- rows
+
+
+def up(snapshot: SupervisorSnapshot) -> HostStatus:
+    return HostStatus(state=LinkState.UP, since=NOW - 60, snapshot=snapshot, updated_at=NOW)
+
+
+def test_a_healthy_host_row_counts_its_agents() -> None:
+    row = host_row("gpu3", "ci@gpu3", up(healthy_snapshot()))
+    assert (row.severity, row.problems, row.stale, row.seen) == (Severity.OK, (), False, True)
+    assert (row.slots, row.desired, row.busy, row.idle, row.standby, row.parked) == (
+        4, 4, 2, 2, 4, 0
+    )  # fmt: skip
+    assert (row.queued, row.gpus_busy, row.azure, row.pid) == (3, "2", HealthState.OK, 4321)
+
+
+def test_a_loaded_host_shows_parked_and_backoff_as_problems() -> None:
+    row = host_row("gpu2", "ci@gpu2", up(loaded_snapshot()))
+    assert row.severity is Severity.ERROR
+    assert row.problems == (
+        "parked after repeated failures: gpuhost-6",
+        "failing and backing off: gpuhost-5",
+    )
+    # The draining agent still runs its job: busy, and counted as draining.
+    assert (row.busy, row.idle, row.parked, row.drained) == (3, 1, 1, 1)
+    assert row.gpus_busy == "3"
+
+
+def test_health_problems_come_first_and_say_why() -> None:
+    row = host_row("gpu2", "ci@gpu2", up(auth_failed_snapshot()))
+    assert row.problems[0] == "the PAT was rejected: HTTP 401"
+    limited = loaded_snapshot(
+        slots=(),
+        azure=HealthSnapshot(HealthState.RATE_LIMITED),
+        docker=HealthSnapshot(HealthState.UNREACHABLE, "no socket"),
+        paused=True,
+    )
+    row = host_row("gpu5", "gpu5", up(limited))
+    assert row.problems == (
+        "Docker is not usable: no socket",
+        "Azure DevOps rate-limits the host",
+        "paused: exited agents are not replaced",
+    )
+    assert row.severity is Severity.ERROR
+
+
+def test_gpus_held_by_busy_agents() -> None:
+    snapshot = healthy_snapshot()
+    assert gpus_busy(snapshot) == "2"
+    all_gpus = replace(snapshot.slots[0], gpus=("all",))
+    assert gpus_busy(replace(snapshot, slots=(all_gpus, *snapshot.slots[1:]))) == "all"
+    idle = tuple(replace(s, state=SlotState.IDLE, job=None) for s in snapshot.slots)
+    assert gpus_busy(replace(snapshot, slots=idle)) == "0"
+
+
+def test_a_down_host_keeps_its_last_counts_as_stale() -> None:
+    status = HostStatus(
+        state=LinkState.DOWN,
+        problem="ssh: connect to host gpu3 port 22: Connection refused",
+        since=NOW - 30,
+        retry_at=NOW + 4,
+        failures=3,
+        snapshot=healthy_snapshot(),
+    )
+    row = host_row("gpu3", "ci@gpu3", status)
+    assert row.severity is Severity.DOWN and row.stale and row.busy == 2
+    assert row.problems == ("unreachable: ssh: connect to host gpu3 port 22: Connection refused",)
+    assert (row.since, row.retry_at) == (NOW - 30, NOW + 4)
+    never = host_row("gpu4", "gpu4", HostStatus(LinkState.DOWN, "refused"))
+    assert not never.seen and never.severity is Severity.DOWN
+
+
+def test_problems_first_then_by_name_and_totals_of_live_hosts() -> None:
+    rows = fleet_rows(
+        [
+            ("gpu9", "gpu9", up(healthy_snapshot())),
+            ("gpu2", "gpu2", up(loaded_snapshot())),
+            ("Gpu3", "gpu3", up(healthy_snapshot())),
+            ("gpu7", "gpu7", HostStatus()),
+            ("gpu8", "gpu8", HostStatus(LinkState.DOWN, "x", snapshot=healthy_snapshot())),
+        ]
+    )
+    assert [r.label for r in rows] == ["gpu8", "gpu2", "gpu7", "Gpu3", "gpu9"]
+    assert rows[2].problems == ("connecting…",)
+    totals = fleet_totals(rows)
+    assert (totals.hosts, totals.up, totals.busy, totals.idle, totals.standby, totals.parked) == (
+        5, 3, 7, 5, 10, 1
+    )  # fmt: skip
