@@ -115,17 +115,29 @@ class DemoEnvironment:
 
 
 def build_demo(
-    *, agents: int = 4, jobs_per_minute: float = 20.0, docker: bool = False, seed: int | None = None
+    *,
+    agents: int = 4,
+    jobs_per_minute: float = 20.0,
+    docker: bool = False,
+    seed: int | None = None,
+    startup: tuple[float, float] | None = None,
 ) -> DemoEnvironment:
-    """Start the simulated organisation and everything around it."""
+    """Start the simulated organisation and everything around it.
+
+    ``startup`` is how long the simulated agents take to register and to open
+    their session (default: the real agent's ~6 s and ~3 s), so the demo shows
+    what hot standby hides.
+    """
     from gpuci_tui.core.azure import AzureDevOpsClient
     from gpuci_tui.core.gpu_synthetic import SyntheticSampler
     from gpuci_tui.sim.jobs import JobFeeder
     from gpuci_tui.sim.org import SimOrg
+    from gpuci_tui.sim.records import REALISTIC_STARTUP, AgentStartup
     from gpuci_tui.sim.server import SimServer
 
     token = secrets.token_urlsafe(39)
-    org = SimOrg("demo-org")
+    pace = AgentStartup(*startup) if startup is not None else REALISTIC_STARTUP
+    org = SimOrg("demo-org", startup=pace)
     org.add_pat(token)
     pool_id = org.add_pool(DEMO_POOL)
     server = SimServer(org)

@@ -6,8 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from gpuci_tui.core.agentspec import instance_id
-from gpuci_tui.core.config import Config
+from gpuci_tui.core.config import Config, daemon_instance
+from gpuci_tui.core.protocols import GpuFrame
 
 from . import exitcodes
 
@@ -28,32 +28,62 @@ def config_path(args: argparse.Namespace) -> Path:
     return resolve_config_path(getattr(args, "config", None))
 
 
-def host_gpu_count() -> int | None:
-    """How many GPUs NVML sees, or None when NVML is not available (then not checked)."""
+def host_gpus() -> GpuFrame | None:
+    """One NVML sample of the host, or None when NVML is not available (then not checked)."""
     from gpuci_tui.core.gpu import NvmlSampler
 
     sampler = NvmlSampler()
     try:
-        info = sampler.host_info()
-        return info.gpu_count if info.available else None
+        frame = sampler.sample()
+        return frame if frame.host.available else None
     finally:
         sampler.close()
+
+
+def host_gpu_count() -> int | None:
+    """How many GPUs NVML sees, or None when NVML is not available (then not checked)."""
+    frame = host_gpus()
+    return None if frame is None else frame.host.gpu_count
 
 
 def load(args: argparse.Namespace, *, check_gpus: bool = False) -> Config:
     """Load and validate the configuration or raise `CliExit` (code 4) with the problems.
 
-    ``check_gpus`` also checks ``gpus = "per-agent"`` against the GPUs NVML sees
-    (``run`` and ``check-config``; the control commands need no NVML).
+    ``check_gpus`` also checks the configuration's GPUs against those NVML sees
+    (``run`` and ``check-config``; the control commands need no NVML): counts,
+    GPU ids that do not exist (errors) and GPUs other processes hold (warnings,
+    printed to stderr).
     """
     from gpuci_tui.core.config import load_config
+    from gpuci_tui.core.config_file import raise_if_any
+    from gpuci_tui.core.gpu_check import check_host_gpus
     from gpuci_tui.core.protocols import GpuciError
 
     try:
-        gpu_count = host_gpu_count() if check_gpus else None
-        return load_config(config_path(args), gpu_count=gpu_count)
+        path = config_path(args)
+        frame = host_gpus() if check_gpus else None
+        config = load_config(path, gpu_count=frame.host.gpu_count if frame else None)
+        if frame is not None:
+            errors, warnings = check_host_gpus(config, frame, ours=own_containers(config))
+            raise_if_any(errors, path)
+            for warning in warnings:
+                print(f"gpuci-tui: warning: {warning}", file=sys.stderr)
+        return config
     except GpuciError as exc:  # ConfigError, PathError
         raise CliExit(exitcodes.CONFIG, str(exc)) from None
+
+
+def own_containers(config: Config) -> set[str]:
+    """Ids of the agent containers of this configuration (empty when Docker is unusable)."""
+    from gpuci_tui.core.agentspec import LABEL_PROJECT, PROJECT
+    from gpuci_tui.core.protocols import GpuciError
+    from gpuci_tui.core.runtime import DockerRuntime
+
+    try:
+        listed = DockerRuntime().list_containers({LABEL_PROJECT: PROJECT})
+    except GpuciError:
+        return set()
+    return {c.id for c in listed}
 
 
 def socket_for(config: Config) -> Path:
@@ -62,7 +92,7 @@ def socket_for(config: Config) -> Path:
     from gpuci_tui.core.protocols import GpuciError
 
     try:
-        return socket_path(instance_id(config))
+        return socket_path(daemon_instance(config))
     except GpuciError as exc:  # an unusable runtime directory
         raise CliExit(exitcodes.CONFIG, str(exc)) from None
 

@@ -17,8 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from gpuci_tui.core.agentspec import instance_id
-from gpuci_tui.core.config import Config
+from gpuci_tui.core.config import Config, daemon_instance
 from gpuci_tui.core.control import ControlError, SocketHandle, request
 from gpuci_tui.core.handle import InProcessHandle, SupervisorHandle
 from gpuci_tui.core.protocols import GpuciError, TokenSource
@@ -46,7 +45,7 @@ def start_detached_daemon(config_file: Path, config: Config) -> SocketHandle:
     from gpuci_tui.core.paths import log_dir
 
     sock = socket_for(config)
-    log_path = log_dir() / f"daemon-{instance_id(config)}.log"
+    log_path = log_dir() / f"daemon-{daemon_instance(config)}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     with open(log_path, "ab") as log_file:
         os.chmod(log_path, 0o600)

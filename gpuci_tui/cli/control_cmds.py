@@ -29,34 +29,61 @@ from .common import CliExit, fail, load, socket_for
 from .render import render_status
 
 
-def _slots(args: argparse.Namespace) -> tuple[int, ...] | None:
+def parse_slot(text: str, command: str) -> tuple[str | None, int]:
+    """``"3"`` → (None, 3); ``"cuda12/3"`` → ("cuda12", 3)."""
+    group, _, number = text.rpartition("/")
+    if number.isdigit() and (not group or "/" not in group):
+        return (group or None), int(number)
+    raise CliExit(
+        exitcodes.USAGE,
+        f"{command}: {text!r} is not a slot; give SLOT or GROUP/SLOT, e.g. 0 or cuda12/0",
+    )
+
+
+def _targets(args: argparse.Namespace) -> list[tuple[str | None, tuple[int, ...] | None]]:
+    """(group, slots) per command to send; slots None means every slot (of the group)."""
     if args.all and args.slots:
         raise CliExit(exitcodes.USAGE, f"{args.command}: give slot numbers or --all, not both")
     if args.all:
-        return None
+        return [(args.group, None)]
     if not args.slots:
-        raise CliExit(exitcodes.USAGE, f"{args.command}: which slots? Give SLOT numbers or --all")
-    return tuple(args.slots)
+        raise CliExit(
+            exitcodes.USAGE, f"{args.command}: which slots? Give SLOT, GROUP/SLOT or --all"
+        )
+    if args.group:
+        raise CliExit(
+            exitcodes.USAGE, f"{args.command}: --group goes with --all; name slots as GROUP/SLOT"
+        )
+    by_group: dict[str | None, list[int]] = {}
+    for text in args.slots:
+        group, number = parse_slot(text, args.command)
+        by_group.setdefault(group, []).append(number)
+    return [(group, tuple(numbers)) for group, numbers in by_group.items()]
+
+
+def build_commands(args: argparse.Namespace) -> list[Command]:
+    """The command dataclasses for the parsed arguments (one per agent group named)."""
+    name = args.command
+    kinds = {"drain": Drain, "resume": Resume, "restart": Restart}
+    if name in kinds:
+        return [kinds[name](slots, group) for group, slots in _targets(args)]
+    if name == "scale":
+        return [Scale(args.count, getattr(args, "group", None))]
+    if name == "pause":
+        return [Pause()]
+    if name == "unpause":
+        return [Unpause()]
+    if name == "stop":
+        return [Stop(drain=args.drain)]
+    raise CliExit(exitcodes.USAGE, f"unknown command {name}")
 
 
 def build_command(args: argparse.Namespace) -> Command:
-    """The command dataclass for the parsed arguments."""
-    name = args.command
-    if name == "drain":
-        return Drain(_slots(args))
-    if name == "resume":
-        return Resume(_slots(args))
-    if name == "restart":
-        return Restart(_slots(args))
-    if name == "scale":
-        return Scale(args.count)
-    if name == "pause":
-        return Pause()
-    if name == "unpause":
-        return Unpause()
-    if name == "stop":
-        return Stop(drain=args.drain)
-    raise CliExit(exitcodes.USAGE, f"unknown command {name}")
+    """The one command for the parsed arguments (see `build_commands`)."""
+    commands = build_commands(args)
+    if len(commands) != 1:
+        raise CliExit(exitcodes.USAGE, f"{args.command}: name slots of one group at a time")
+    return commands[0]
 
 
 def run_control_command(args: argparse.Namespace) -> int:
@@ -66,16 +93,17 @@ def run_control_command(args: argparse.Namespace) -> int:
         path = socket_for(config)
         if args.command == "status":
             return _status(path, args.json)
-        command = build_command(args)
-        reply = request(path, {"op": "command", "command": to_dict(command)})
-        result = reply.get("result") or {}
-        message = result.get("message") or reply.get("error") or "no answer"
-        if not reply.get("ok"):
-            print(f"gpuci-tui: {message}", file=sys.stderr)
-            return exitcodes.FAILED
-        print(message)
+        commands = build_commands(args)
+        for command in commands:
+            reply = request(path, {"op": "command", "command": to_dict(command)})
+            result = reply.get("result") or {}
+            message = result.get("message") or reply.get("error") or "no answer"
+            if not reply.get("ok"):
+                print(f"gpuci-tui: {message}", file=sys.stderr)
+                return exitcodes.FAILED
+            print(message)
         if args.command == "drain" and args.wait:
-            return _wait_drained(path, command, args.timeout)
+            return _wait_drained(path, commands, args.timeout)
         return exitcodes.OK
     except CliExit as exc:
         return fail(exc)
@@ -96,7 +124,16 @@ def _status(path: Any, as_json: bool) -> int:
     return exitcodes.OK
 
 
-def _wait_drained(path: Any, command: Drain, timeout: float) -> int:
+def _wanted(slot: Any, commands: list[Command]) -> bool:
+    return any(
+        isinstance(c, Drain)
+        and (c.group is None or c.group == slot.group)
+        and (c.slots is None or slot.slot in c.slots)
+        for c in commands
+    )
+
+
+def _wait_drained(path: Any, commands: list[Command], timeout: float) -> int:
     """Follow the daemon's stream until every targeted slot is drained."""
     deadline = time.monotonic() + timeout if timeout > 0 else None
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -125,7 +162,7 @@ def _wait_drained(path: Any, command: Drain, timeout: float) -> int:
                 if message.get("type") != "snapshot":
                     continue
                 snap = snapshot_from_dict(message["data"])
-                wanted = [s for s in snap.slots if command.slots is None or s.slot in command.slots]
+                wanted = [s for s in snap.slots if _wanted(s, commands)]
                 if all(s.state == SlotState.DRAINED for s in wanted):
                     print("drained: " + (", ".join(s.name for s in wanted) or "no slots"))
                     return exitcodes.OK

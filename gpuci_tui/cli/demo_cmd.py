@@ -18,9 +18,20 @@ def run_demo(args: argparse.Namespace) -> int:
     if not 1 <= args.agents <= 32:
         print("gpuci-tui demo: --agents must be from 1 to 32", file=sys.stderr)
         return exitcodes.USAGE
+    startup = parse_startup(args.agent_startup)
+    if startup is None:
+        print(
+            "gpuci-tui demo: --agent-startup must be two numbers of seconds from 0 to 60, "
+            f"like 6,3 (got {args.agent_startup!r})",
+            file=sys.stderr,
+        )
+        return exitcodes.USAGE
     try:
         env = build_demo(
-            agents=args.agents, jobs_per_minute=args.jobs_per_minute, docker=args.docker
+            agents=args.agents,
+            jobs_per_minute=args.jobs_per_minute,
+            docker=args.docker,
+            startup=startup,
         )
     except GpuciError as exc:
         print(f"gpuci-tui demo: {exc}", file=sys.stderr)
@@ -30,3 +41,17 @@ def run_demo(args: argparse.Namespace) -> int:
     finally:
         env.close()
     return exitcodes.OK
+
+
+def parse_startup(text: str) -> tuple[float, float] | None:
+    """``"6,3"`` → (6.0, 3.0); None when it is not two numbers from 0 to 60."""
+    parts = text.split(",")
+    if len(parts) != 2:
+        return None
+    try:
+        register, session = (float(part) for part in parts)
+    except ValueError:
+        return None
+    if not (0 <= register <= 60 and 0 <= session <= 60):
+        return None
+    return register, session

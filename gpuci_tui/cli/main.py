@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from gpuci_tui import __version__
 
 from . import exitcodes
+from .export_cmd import add_export_parser
+from .history_cmd import add_history_parser
 
 DESCRIPTION = """\
 Admin console and supervisor for single-job Azure Pipelines GPU agent containers.
@@ -29,9 +31,15 @@ exit codes: 0 ok, 1 refused/failed, 2 usage, 3 no daemon, 4 configuration,
 
 def _slots_args(parser: argparse.ArgumentParser, verb: str) -> None:
     parser.add_argument(
-        "slots", nargs="*", type=int, metavar="SLOT", help=f"slot numbers to {verb}"
+        "slots",
+        nargs="*",
+        metavar="SLOT",
+        help=f"slots to {verb}: numbers, or GROUP/NUMBER with agent groups (e.g. cuda12/0)",
     )
-    parser.add_argument("--all", action="store_true", help=f"{verb} every slot")
+    parser.add_argument(
+        "--all", action="store_true", help=f"{verb} every slot (of --group, when given)"
+    )
+    parser.add_argument("--group", help="with --all: only this agent group")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,6 +61,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--foreground",
         action="store_true",
         help="console: run the supervisor inside the console instead of a detached daemon",
+    )
+    parser.add_argument(
+        "--host",
+        action="append",
+        default=[],
+        metavar="[USER@]HOST[:PORT]",
+        help="console: watch the daemons of these hosts over ssh (repeat the option; "
+        "replaces [fleet] hosts)",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -86,6 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     _slots_args(restart, "restart")
     scale = sub.add_parser("scale", help="change the number of slots (scaling down drains)")
     scale.add_argument("count", type=int, help="new number of slots (1-64)")
+    scale.add_argument("--group", help="the agent group to scale (needed with several)")
     sub.add_parser("pause", help="stop replenishing (running agents stay)")
     sub.add_parser("unpause", help="replenish again")
     stop = sub.add_parser("stop", help="stop the daemon; agents stay running unless --drain")
@@ -102,6 +119,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--agents", type=int, default=4, help="number of slots (default 4)")
     demo.add_argument("--jobs-per-minute", type=float, default=20.0, help="job arrival rate")
+    demo.add_argument(
+        "--agent-startup",
+        default="6,3",
+        metavar="REGISTER,SESSION",
+        help="seconds a simulated agent takes to register, then to get its session "
+        "(default 6,3: like the real agent)",
+    )
 
     token = sub.add_parser("token", help="store, check or delete the PAT (keyring)")
     token.add_argument("action", choices=("set", "check", "delete"))
@@ -111,6 +135,18 @@ def build_parser() -> argparse.ArgumentParser:
         "check-config", help="validate the configuration file and say what is wrong"
     )
     check.add_argument("--quiet", action="store_true")
+    bridge = sub.add_parser(
+        "bridge",
+        help="join stdin/stdout to the local daemon's control socket (run by the fleet console over ssh)",
+    )
+    bridge.add_argument(  # also after the subcommand: ssh HOST gpuci-tui bridge --config PATH
+        "--config", metavar="PATH", default=argparse.SUPPRESS, help="that daemon's configuration"
+    )
+    bridge.add_argument(
+        "--socket", metavar="PATH", help="this socket instead of the config's daemon's"
+    )
+    add_export_parser(sub)
+    add_history_parser(sub)
     return parser
 
 
@@ -133,6 +169,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _dispatch(args: argparse.Namespace) -> int:
     command = args.command
+    if args.host and command is not None:
+        print(
+            f"gpuci-tui: --host opens the fleet console; it does not go with {command!r} "
+            f"(for one host: ssh HOST gpuci-tui {command})",
+            file=sys.stderr,
+        )
+        return exitcodes.USAGE
     if command in ("status", "drain", "resume", "restart", "scale", "pause", "unpause", "stop"):
         from .control_cmds import run_control_command
 
@@ -149,10 +192,26 @@ def _dispatch(args: argparse.Namespace) -> int:
         from .token_cmd import run_token
 
         return run_token(args)
+    if command == "history":
+        from .history_cmd import run_history
+
+        return run_history(args)
     if command == "check-config":
         from .config_cmds import check_config
 
         return check_config(args)
+    if command == "export":
+        from .export_cmd import run_export
+
+        return run_export(args)
+    if command == "bridge":
+        from .bridge_cmd import run_bridge
+
+        return run_bridge(args)
+    from .fleet_cmd import fleet_requested, run_fleet_console
+
+    if fleet_requested(args):
+        return run_fleet_console(args)
     from .console_cmd import run_console
 
     return run_console(args, setup=command == "setup")

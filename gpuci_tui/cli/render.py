@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from gpuci_tui.core.models import SlotSnapshot, SupervisorSnapshot
+from gpuci_tui.core.models import PoolSummary, SlotSnapshot, SupervisorSnapshot
 
 
 def duration(seconds: float | None) -> str:
@@ -41,17 +41,27 @@ def render_status(snap: SupervisorSnapshot, now: float | None = None) -> str:
     now = time.time() if now is None else now
     mode = f"daemon pid {snap.pid}" if snap.mode == "daemon" else snap.mode
     flags = [f for f, on in (("PAUSED", snap.paused), ("STOPPING", snap.stopping)) if on]
+    standby = "hot standby on" if snap.standby else "hot standby off"
     lines = [
         f"gpuci-tui {mode}{' ' + ' '.join(flags) if flags else ''} — {snap.org_url} pool "
-        f"'{snap.pool}' — {snap.desired_count} slot(s)",
+        f"'{snap.pool}' — {snap.desired_count} slot(s), {standby}",
         f"azure: {_health(snap.azure.state, snap.azure.message, snap.azure.checked_at, now)}",
         f"docker: {_health(snap.docker.state, snap.docker.message, snap.docker.checked_at, now)}",
-        f"pool: {snap.pool_summary.online} online, {snap.pool_summary.offline} offline, "
-        f"{snap.pool_summary.disabled} disabled; jobs {snap.pool_summary.queued_jobs} queued, "
-        f"{snap.pool_summary.running_jobs} running",
+        *(_pool_line(p, snap) for p in (snap.pools or (snap.pool_summary,))),
+        *_group_lines(snap),
         "",
     ]
-    header = ("SLOT", "NAME", "STATE", "CONTAINER", "AGENT", "JOB", "UPTIME", "LAST EXIT")
+    header = (
+        "SLOT",
+        "NAME",
+        "STATE",
+        "STANDBY",
+        "CONTAINER",
+        "AGENT",
+        "JOB",
+        "UPTIME",
+        "LAST EXIT",
+    )
     rows = [header]
     for slot in snap.slots:
         agent = "-"
@@ -61,9 +71,10 @@ def render_status(snap: SupervisorSnapshot, now: float | None = None) -> str:
         uptime = duration(now - slot.started_at) if slot.started_at else "-"
         rows.append(
             (
-                str(slot.slot),
+                slot.key,
                 slot.name,
                 slot.state.value,
+                slot.standby or "-",
                 (slot.container_id or "-")[:12],
                 agent,
                 _job(slot),
@@ -82,6 +93,26 @@ def render_status(snap: SupervisorSnapshot, now: float | None = None) -> str:
             lines.append(f"  {slot.name} last log lines:")
             lines.extend(f"    | {line}" for line in slot.last_exit.log_tail[-10:])
     return "\n".join(lines)
+
+
+def _pool_line(pool: PoolSummary, snap: SupervisorSnapshot) -> str:
+    name = f" '{pool.name}'" if snap.pools else ""
+    standby = f" ({pool.standby} of them hot standbys, disabled on purpose)" if pool.standby else ""
+    return (
+        f"pool{name}: {pool.online} online, {pool.offline} offline, {pool.disabled} disabled"
+        f"{standby}; jobs {pool.queued_jobs} queued, {pool.running_jobs} running"
+    )
+
+
+def _group_lines(snap: SupervisorSnapshot) -> list[str]:
+    if not snap.groups:
+        return []
+    described = ", ".join(
+        f"{g.name} (pool '{g.pool}', {g.desired_count} slot(s), agents {g.name_prefix}-*"
+        f"{'' if g.standby else ', no standby'})"
+        for g in snap.groups
+    )
+    return [f"groups: {described}"]
 
 
 def _health(state: str, message: str, checked: float | None, now: float) -> str:

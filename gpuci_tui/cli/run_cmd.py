@@ -9,8 +9,7 @@ import sys
 import threading
 import time
 
-from gpuci_tui.core.agentspec import instance_id
-from gpuci_tui.core.config import Config
+from gpuci_tui.core.config import Config, daemon_instance
 from gpuci_tui.core.protocols import GpuciError, RuntimeUnavailableError, TokenSource
 
 from . import exitcodes
@@ -96,9 +95,13 @@ def run_daemon(args: argparse.Namespace) -> int:
         setup_logging(args.log_level)
         config = load(args, check_gpus=True)
         api, runtime, tokens = real_services(config)
-        paths = DaemonPaths.for_instance(instance_id(config))
+        paths = DaemonPaths.for_instance(daemon_instance(config))
+        from gpuci_tui.core.gpu import NvmlSampler
+
+        # No NVIDIA driver is "no GPU", not an error: the sampler then reports none.
+        gpu = NvmlSampler()
         return asyncio.run(
-            serve(config, api=api, runtime=runtime, tokens=tokens, paths=paths)  # type: ignore[arg-type]
+            serve(config, api=api, runtime=runtime, tokens=tokens, paths=paths, gpu=gpu)  # type: ignore[arg-type]
         )
     except CliExit as exc:
         return fail(exc)

@@ -326,6 +326,22 @@ class AzureDevOpsClient:
 
     # ------------------------------------------------------------------ job requests
 
+    def last_job(self, pool_id: int, agent_id: int) -> JobRequest | None:
+        """The agent's most recent finished job request (its result, times, pipeline).
+
+        One call: ``jobrequests?agentId=…&completedRequestCount=1`` (the documented
+        way to read one agent's history, azure-devops-api.md §2.8).
+        """
+        params = {"agentId": str(int(agent_id)), "completedRequestCount": "1"}
+        try:
+            answer = self._http.request(
+                "GET", f"{POOLS}/{int(pool_id)}/jobrequests", params=params, pool_endpoint=True
+            )
+        except AzureNotFoundError:
+            raise self._pool_gone(pool_id) from None
+        finished = [r for r in self._items(answer, parse_job_request, "job request") if r.result]
+        return max(finished, key=lambda r: (r.finish_time or "", r.request_id), default=None)
+
     def list_job_requests(self, pool_id: int) -> list[JobRequest]:
         """The pool's unfinished job requests (queued and running).
 

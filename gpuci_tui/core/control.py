@@ -6,6 +6,8 @@ Wire format: one JSON object per line (UTF-8). Requests carry ``op``:
 * ``{"op": "status"}`` → ``{"ok": true, "snapshot": {…SupervisorSnapshot…}}``
 * ``{"op": "command", "command": {"type": "drain", "slots": [1]}}`` →
   ``{"ok": …, "result": {…CommandResult…}}``
+* ``{"op": "preview", "command": {…}}`` → ``{"ok": true, "preview": {…CommandPreview…}}``
+  (what the command would do, slot by slot; nothing changes)
 * ``{"op": "subscribe"}`` → a stream of ``{"type": "event"|"snapshot", "data": {…}}``
   (recent events first, then the current snapshot, then changes as they happen)
 
@@ -23,11 +25,11 @@ import logging
 import os
 import socket
 import struct
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from .handle import Update
+from .handle import Supervised, Update
 from .models import (
     PROTOCOL_VERSION,
     Command,
@@ -39,8 +41,8 @@ from .models import (
     snapshot_from_dict,
     to_dict,
 )
+from .preview import CommandPreview
 from .protocols import GpuciError
-from .supervisor import Supervisor
 
 log = logging.getLogger("gpuci_tui.control")
 
@@ -64,7 +66,7 @@ def peer_uid(sock: socket.socket) -> int | None:
 class ControlServer:
     """Serves one supervisor on a Unix socket."""
 
-    def __init__(self, supervisor: Supervisor, path: Path) -> None:
+    def __init__(self, supervisor: Supervised, path: Path) -> None:
         """Prepare to serve ``supervisor`` at ``path`` (see `start`)."""
         self.supervisor = supervisor
         self.path = path
@@ -149,12 +151,18 @@ class ControlServer:
                 return {"ok": False, "error": str(exc)}
             result = await sup.execute(command)
             return {"ok": result.ok, "result": to_dict(result)}
+        if op == "preview":
+            try:
+                command = command_from_dict(request.get("command") or {})
+            except ValueError as exc:
+                return {"ok": False, "error": str(exc)}
+            return {"ok": True, "preview": to_dict(sup.preview(command))}
         if op == "subscribe":
             await self._stream(writer)
             return None
         return {
             "ok": False,
-            "error": f"unknown op {op!r}; expected hello, status, command or subscribe",
+            "error": f"unknown op {op!r}; expected hello, status, command, preview or subscribe",
         }
 
     async def _stream(self, writer: asyncio.StreamWriter) -> None:
@@ -190,6 +198,56 @@ def _socket_alive(path: Path) -> bool:
 
 
 # ====================================================================== clients
+
+
+def snapshot_reply(reply: dict[str, Any]) -> SupervisorSnapshot:
+    """The snapshot in a ``status`` answer.
+
+    Raises:
+        ControlError: the daemon refused, or the answer is malformed.
+    """
+    if "snapshot" not in reply:
+        raise ControlError(str(reply.get("error", "no snapshot in the answer")))
+    return _parsed(snapshot_from_dict, reply["snapshot"])
+
+
+def result_reply(reply: dict[str, Any]) -> CommandResult:
+    """The result in a ``command`` answer (a refusal is a failed result)."""
+    if "result" not in reply:
+        return CommandResult(False, str(reply.get("error", "the daemon refused the command")))
+    return _parsed(lambda data: from_dict(CommandResult, data), reply["result"])
+
+
+def preview_reply(reply: dict[str, Any]) -> CommandPreview:
+    """The preview in a ``preview`` answer (`ControlError` when there is none)."""
+    if "preview" not in reply:
+        raise ControlError(str(reply.get("error", "the daemon gave no preview")))
+    return _parsed(lambda data: from_dict(CommandPreview, data), reply["preview"])
+
+
+def update_of(message: dict[str, Any]) -> Update | None:
+    """The snapshot or event in one line of a ``subscribe`` stream (None: something else).
+
+    Raises:
+        ControlError: the daemon refused the subscription, or the line is malformed.
+    """
+    if message.get("type") == "snapshot":
+        return _parsed(snapshot_from_dict, message.get("data"))
+    if message.get("type") == "event":
+        return _parsed(lambda data: from_dict(SupervisorEvent, data), message.get("data"))
+    if message.get("ok") is False:
+        raise ControlError(str(message.get("error")))
+    return None
+
+
+T = TypeVar("T")
+
+
+def _parsed(build: Callable[[Any], T], data: Any) -> T:
+    try:
+        return build(data)
+    except ValueError as exc:
+        raise ControlError(f"malformed answer from the daemon: {exc}") from None
 
 
 def request(path: Path, message: dict[str, Any], timeout: float = 10.0) -> dict[str, Any]:
@@ -257,17 +315,15 @@ class SocketHandle:
 
     async def snapshot(self) -> SupervisorSnapshot:
         """The daemon's current state."""
-        reply = await self._call({"op": "status"})
-        if "snapshot" not in reply:
-            raise ControlError(str(reply.get("error", "no snapshot in the answer")))
-        return snapshot_from_dict(reply["snapshot"])
+        return snapshot_reply(await self._call({"op": "status"}))
 
     async def send(self, command: Command) -> CommandResult:
         """Send ``command`` and return the daemon's result."""
-        reply = await self._call({"op": "command", "command": to_dict(command)})
-        if "result" not in reply:
-            return CommandResult(False, str(reply.get("error", "the daemon refused the command")))
-        return from_dict(CommandResult, reply["result"])
+        return result_reply(await self._call({"op": "command", "command": to_dict(command)}))
+
+    async def preview(self, command: Command) -> CommandPreview:
+        """What ``command`` would do on the daemon now."""
+        return preview_reply(await self._call({"op": "preview", "command": to_dict(command)}))
 
     async def updates(self) -> AsyncIterator[Update]:
         """Events and snapshots streamed by the daemon until it goes away."""
@@ -282,13 +338,9 @@ class SocketHandle:
             writer.write(b'{"op":"subscribe"}\n')
             await writer.drain()
             while line := await reader.readline():
-                message = json.loads(line)
-                if message.get("type") == "snapshot":
-                    yield snapshot_from_dict(message["data"])
-                elif message.get("type") == "event":
-                    yield from_dict(SupervisorEvent, message["data"])
-                elif message.get("ok") is False:
-                    raise ControlError(str(message.get("error")))
+                update = update_of(json.loads(line))
+                if update is not None:
+                    yield update
         finally:
             writer.close()
 

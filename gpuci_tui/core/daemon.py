@@ -20,13 +20,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from .agentspec import instance_id
-from .config import Config
+from .accounting import JobAccountant
+from .config import Config, agent_groups, for_group, instance_id
 from .control import ControlServer
-from .history import IntentStore, JobHistory, JobRecord
-from .models import ExitInfo
-from .protocols import AgentPoolApi, ContainerRuntime, GpuciError, TokenSource
-from .slots import SlotRecord
+from .gpu_watch import GpuWatch, agent_owners
+from .group_supervisor import GroupSupervisor
+from .handle import Supervised
+from .history import IntentStore, JobHistory
+from .job_recorder import JobRecorder
+from .protocols import AgentPoolApi, ContainerRuntime, GpuciError, GpuSampler, TokenSource
 from .supervisor import Supervisor
 
 log = logging.getLogger("gpuci_tui.daemon")
@@ -99,30 +101,6 @@ class InstanceLock:
             self._file = None
 
 
-def history_recorder(history: JobHistory, instance: str) -> Callable[[SlotRecord, ExitInfo], None]:
-    """A supervisor ``on_job_finished`` callback that writes to ``history``."""
-
-    def record(rec: SlotRecord, info: ExitInfo) -> None:
-        job = rec.last_job
-        history.add(
-            JobRecord(
-                instance=instance,
-                slot=rec.slot,
-                agent=rec.name,
-                request_id=job.request_id if job else None,
-                pipeline=job.pipeline if job else None,
-                run=job.run if job else None,
-                started_at=rec.last_started_at,
-                ended_at=info.at,
-                exit_code=info.code,
-                oom=info.oom,
-                reason=info.reason,
-            )
-        )
-
-    return record
-
-
 async def serve(
     config: Config,
     *,
@@ -132,33 +110,63 @@ async def serve(
     paths: DaemonPaths,
     extra_labels: dict[str, str] | None = None,
     command: tuple[str, ...] | None = None,
-    ready: Callable[[Supervisor, ControlServer], None] | None = None,
+    ready: Callable[[Supervised, ControlServer], None] | None = None,
+    gpu: GpuSampler | None = None,
 ) -> int:
     """Run a supervisor with its control socket until stopped; returns an exit code.
 
+    A configuration with ``[groups.NAME]`` tables runs a `GroupSupervisor` (one
+    supervisor per group; a lock per group too, so no other daemon runs one of
+    them). With a ``gpu`` sampler, the GPUs are sampled every
+    ``[gpu] sample_interval`` and each finished job's GPU use is written to the
+    history with it.
+
     Raises:
-        AlreadyRunningError: another daemon holds the instance lock.
+        AlreadyRunningError: another daemon holds the instance lock (or a group's).
     """
-    instance = instance_id(config)
-    what = f"{config.azure.url} pool '{config.azure.pool}' agents '{config.agents.name_prefix}-*'"
-    lock = InstanceLock(paths.lock)
-    lock.acquire(what)
-    history = JobHistory(paths.history)
+    groups = agent_groups(config)
+    what = ", ".join(f"pool '{g.pool}' agents '{g.agents.name_prefix}-*'" for g in groups)
+    what = f"{config.azure.url} {what}"
+    locks = [InstanceLock(paths.lock)]
+    if config.groups:
+        locks += [
+            InstanceLock(DaemonPaths.for_instance(instance_id(for_group(config, g))).lock)
+            for g in groups
+        ]
+    taken: list[InstanceLock] = []
     try:
-        supervisor = Supervisor(
-            config,
-            api=api,
-            runtime=runtime,
-            tokens=tokens,
-            mode="daemon",
-            extra_labels=extra_labels,
-            command=command,
-            intent_store=IntentStore(paths.intent),
-            on_job_finished=history_recorder(history, instance),
-            agent_dir_root=str(paths.agents) if config.agents.docker_socket else None,
-        )
+        for lock in locks:
+            lock.acquire(what)
+            taken.append(lock)
+    except AlreadyRunningError:
+        for lock in taken:
+            lock.release()
+        raise
+    history = JobHistory(
+        paths.history,
+        keep_days=config.history.keep_days,
+        max_rows=config.history.max_rows,
+    )
+    accountant = JobAccountant(min_interval=config.gpu.sample_interval) if gpu else None
+    watch_task: asyncio.Task[None] | None = None
+    recorders: list[JobRecorder] = []
+    try:
+        supervisor, children = _supervisors(
+            config, api=api, runtime=runtime, tokens=tokens, paths=paths, history=history,
+            accountant=accountant, extra_labels=extra_labels, command=command,
+            recorders=recorders,
+        )  # fmt: skip
         server = ControlServer(supervisor, paths.socket)
         await server.start()
+        if gpu is not None and accountant is not None:
+            watch = GpuWatch(
+                gpu,
+                accountant,
+                lambda: {k: v for c in children for k, v in agent_owners(c.snapshot()).items()},
+                interval=config.gpu.sample_interval,
+            )
+            supervisor.gpu_watch = watch
+            watch_task = asyncio.get_running_loop().create_task(watch.run())
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             # Default: leave the agents running, so a restart of the daemon
@@ -174,11 +182,91 @@ async def serve(
                 with contextlib.suppress(Exception):
                     loop.remove_signal_handler(sig)
             await server.close()
+            if watch_task is not None:
+                watch_task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watch_task
+            for recorder in recorders:
+                await recorder.drain()
             calls = getattr(runtime, "api_call_count", None)
             if isinstance(calls, int):
                 # bench/bench_load.py reads this line: Docker API cost per job.
                 log.info("docker api calls: %d", calls)
     finally:
         history.close()
-        lock.release()
+        for lock in reversed(taken):
+            lock.release()
     return 0
+
+
+def _supervisors(
+    config: Config,
+    *,
+    api: AgentPoolApi,
+    runtime: ContainerRuntime,
+    tokens: TokenSource,
+    paths: DaemonPaths,
+    history: JobHistory,
+    accountant: JobAccountant | None,
+    extra_labels: dict[str, str] | None,
+    command: tuple[str, ...] | None,
+    recorders: list[JobRecorder],
+) -> tuple[Supervised, list[Supervisor]]:
+    """The daemon's supervisor (one, or one per group) and the per-group supervisors."""
+
+    def recorder_for(group_config: Config) -> JobRecorder:
+        recorder = JobRecorder(
+            history, api, instance_id(group_config), pool_id=lambda: None, accountant=accountant
+        )
+        recorders.append(recorder)
+        return recorder
+
+    def agent_dir(group_config: Config) -> str | None:
+        return str(paths.agents) if group_config.agents.docker_socket else None
+
+    if not config.groups:
+        recorder = recorder_for(config)
+        single = Supervisor(
+            config,
+            api=api,
+            runtime=runtime,
+            tokens=tokens,
+            mode="daemon",
+            extra_labels=extra_labels,
+            command=command,
+            intent_store=IntentStore(paths.intent),
+            on_job_finished=recorder,
+            agent_dir_root=agent_dir(config),
+        )
+        recorder.pool_id = lambda: single.pool.pool_id
+        return single, [single]
+    by_group = {g.name: for_group(config, g) for g in agent_groups(config)}
+    made: dict[str, JobRecorder] = {}
+
+    def on_job(name: str) -> JobRecorder:
+        made[name] = recorder_for(by_group[name])
+        return made[name]
+
+    group = GroupSupervisor(
+        config,
+        api=api,
+        runtime=runtime,
+        tokens=tokens,
+        mode="daemon",
+        extra_labels=extra_labels,
+        command=command,
+        intent_store=lambda name: IntentStore(
+            DaemonPaths.for_instance(instance_id(by_group[name])).intent
+        ),
+        on_job_finished=on_job,
+        agent_dir_root=str(paths.agents)
+        if any(c.agents.docker_socket for c in by_group.values())
+        else None,
+    )
+    for name, child in group.children.items():
+        made[name].pool_id = _pool_of(child)
+    return group, list(group.children.values())
+
+
+def _pool_of(child: Supervisor) -> Callable[[], int | None]:
+    return lambda: child.pool.pool_id

@@ -9,15 +9,53 @@ of `models`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import AsyncIterator, Iterable
+from typing import Any, Protocol
 
 from .models import Command, CommandResult, SupervisorEvent, SupervisorSnapshot
-
-if TYPE_CHECKING:
-    from .supervisor import Supervisor
+from .preview import CommandPreview
 
 Update = SupervisorSnapshot | SupervisorEvent
+
+
+class Supervised(Protocol):
+    """What serves a console: a `Supervisor`, or a `GroupSupervisor` over several groups."""
+
+    instance: str
+    gpu_watch: Any
+
+    @property
+    def events(self) -> Iterable[SupervisorEvent]:
+        """The recent events."""
+        ...
+
+    def snapshot(self) -> SupervisorSnapshot:
+        """The current state."""
+        ...
+
+    async def execute(self, command: Command) -> CommandResult:
+        """Carry out a command."""
+        ...
+
+    def preview(self, command: Command) -> CommandPreview:
+        """What a command would do."""
+        ...
+
+    def subscribe(self) -> asyncio.Queue[Update]:
+        """Events and snapshots as they happen."""
+        ...
+
+    def unsubscribe(self, queue: asyncio.Queue[Update]) -> None:
+        """Stop feeding ``queue``."""
+        ...
+
+    def request_stop(self, drain: bool = False) -> None:
+        """Stop (agents stay running unless ``drain``)."""
+        ...
+
+    async def run(self) -> None:
+        """Supervise until stopped."""
+        ...
 
 
 class SupervisorHandle(Protocol):
@@ -36,6 +74,10 @@ class SupervisorHandle(Protocol):
         """Send one command and wait for its result."""
         ...
 
+    async def preview(self, command: Command) -> CommandPreview:
+        """What ``command`` would do now, slot by slot (the supervisor's own rules)."""
+        ...
+
     def updates(self) -> AsyncIterator[Update]:
         """Snapshots (on every change, coalesced) and events, until closed."""
         ...
@@ -50,7 +92,7 @@ class InProcessHandle:
 
     mode = "in-process"
 
-    def __init__(self, supervisor: Supervisor) -> None:
+    def __init__(self, supervisor: Supervised) -> None:
         """Wrap ``supervisor`` (its `run` is driven by whoever created it)."""
         self._supervisor = supervisor
         self._queues: list[asyncio.Queue[Update]] = []
@@ -62,6 +104,10 @@ class InProcessHandle:
     async def send(self, command: Command) -> CommandResult:
         """Execute ``command`` on the supervisor."""
         return await self._supervisor.execute(command)
+
+    async def preview(self, command: Command) -> CommandPreview:
+        """What ``command`` would do now."""
+        return self._supervisor.preview(command)
 
     async def updates(self) -> AsyncIterator[Update]:
         """Snapshots and events as they happen (starting with the current snapshot)."""

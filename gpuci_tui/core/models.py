@@ -85,6 +85,25 @@ class ExitInfo:
 
 
 @dataclass(frozen=True)
+class AgentSnapshot:
+    """One of a slot's two agent registrations (lane ``a`` or ``b``) and its container."""
+
+    lane: str
+    name: str
+    phase: str
+    """``empty``, ``starting``, ``booting``, ``ready``, ``busy``, ``stopping``, ``exited``."""
+    role: str = ""
+    """``active`` (may take a job), ``standby`` (ready but disabled on the server),
+    ``leaving`` (being replaced or retired), or empty when it runs nothing."""
+    container_id: str | None = None
+    started_at: float | None = None
+    agent_id: int | None = None
+    agent_status: str | None = None
+    agent_enabled: bool | None = None
+    job: JobInfo | None = None
+
+
+@dataclass(frozen=True)
 class SlotSnapshot:
     """One slot of the supervisor, as of `SupervisorSnapshot.taken_at`."""
 
@@ -111,6 +130,22 @@ class SlotSnapshot:
     message: str = ""
     """What the supervisor is doing with this slot, in plain words."""
     jobs_done: int = 0
+    intent: str = "run"
+    """What the operator asked for: ``run``, ``drain``, ``restart`` or ``retire``."""
+    lane: str = "a"
+    """Which of the slot's registrations the fields above describe (the active one)."""
+    standby: str = ""
+    """The hot standby of this slot: ``ready``, ``booting``, ``pending`` (not there
+    yet), ``off`` (standby disabled in the configuration) or empty (slot not running)."""
+    agents: tuple[AgentSnapshot, ...] = ()
+    """Both registrations of the slot, with their containers."""
+    group: str = ""
+    """The agent group (empty in a configuration with only ``[agents]``)."""
+
+    @property
+    def key(self) -> str:
+        """How operators name the slot: ``GROUP/SLOT``, or ``SLOT`` with one group."""
+        return f"{self.group}/{self.slot}" if self.group else str(self.slot)
 
 
 @dataclass(frozen=True)
@@ -120,6 +155,7 @@ class HealthSnapshot:
     state: HealthState = HealthState.UNKNOWN
     message: str = ""
     checked_at: float | None = None
+    """When the system last answered (or, when it fails, when it was last tried)."""
     retry_at: float | None = None
     """When the supervisor will call again after a failure or a rate-limit delay."""
 
@@ -135,6 +171,19 @@ class PoolSummary:
     disabled: int = 0
     queued_jobs: int = 0
     running_jobs: int = 0
+    standby: int = 0
+    """How many of the disabled agents are this host's hot standbys (disabled on purpose)."""
+
+
+@dataclass(frozen=True)
+class GroupSummary:
+    """One agent group of the supervisor."""
+
+    name: str
+    pool: str
+    name_prefix: str
+    desired_count: int
+    standby: bool = True
 
 
 @dataclass(frozen=True)
@@ -160,13 +209,23 @@ class SupervisorSnapshot:
     """Azure DevOps calls made since start (for the rate budget)."""
     started_at: float | None = None
     protocol: int = PROTOCOL_VERSION
+    standby: bool = False
+    """Hot standby is on: each running slot keeps a second, disabled agent ready."""
+    groups: tuple[GroupSummary, ...] = ()
+    """The agent groups, when the configuration has ``[groups.NAME]`` tables."""
+    pools: tuple[PoolSummary, ...] = ()
+    """Every pool the groups use (``pool_summary`` adds them up)."""
 
-    def slot(self, number: int) -> SlotSnapshot | None:
-        """Return the snapshot of slot ``number`` or None."""
+    def slot(self, number: int, group: str = "") -> SlotSnapshot | None:
+        """Return the snapshot of slot ``number`` (of ``group``) or None."""
         for item in self.slots:
-            if item.slot == number:
+            if item.slot == number and item.group == group:
                 return item
         return None
+
+    def slot_by_key(self, key: str) -> SlotSnapshot | None:
+        """The slot named ``GROUP/SLOT`` (or ``SLOT``), or None."""
+        return next((item for item in self.slots if item.key == key), None)
 
 
 @dataclass(frozen=True)
@@ -179,6 +238,7 @@ class SupervisorEvent:
     ``job_finished``, ``slot_parked``, ``drained``, ``azure_error``, ``command``."""
     message: str
     slot: int | None = None
+    group: str = ""
 
 
 # --------------------------------------------------------------------------- commands
@@ -190,6 +250,8 @@ class Drain:
 
     slots: tuple[int, ...] | None = None
     """None means every slot."""
+    group: str | None = None
+    """The agent group of ``slots`` (None: the only group, or every group with no slots)."""
 
 
 @dataclass(frozen=True)
@@ -197,6 +259,8 @@ class Resume:
     """Undo drain/park: re-enable and replenish the slots."""
 
     slots: tuple[int, ...] | None = None
+    group: str | None = None
+    """The agent group of ``slots`` (None: the only group, or every group with no slots)."""
 
 
 @dataclass(frozen=True)
@@ -204,6 +268,8 @@ class Restart:
     """Replace idle agents now and busy ones after their job."""
 
     slots: tuple[int, ...] | None = None
+    group: str | None = None
+    """The agent group of ``slots`` (None: the only group, or every group with no slots)."""
 
 
 @dataclass(frozen=True)
@@ -211,6 +277,8 @@ class Scale:
     """Change the number of slots. Scaling down drains the highest slots."""
 
     count: int
+    group: str | None = None
+    """The agent group to scale (needed when there are several)."""
 
 
 @dataclass(frozen=True)

@@ -159,6 +159,10 @@ class AgentPoolApi(Protocol):
         """Unfinished job requests of the pool (queued and running)."""
         ...
 
+    def last_job(self, pool_id: int, agent_id: int) -> JobRequest | None:
+        """The most recent finished job request of one agent (None: it ran none)."""
+        ...
+
     @property
     def request_count(self) -> int:
         """How many HTTP requests this client has sent."""
@@ -290,6 +294,11 @@ class GpuProcess:
     name: str | None = None
     container_id: str | None = None
     container_name: str | None = None
+    sm_util_pct: float | None = None
+    """SM (compute) utilisation of this process since the previous sample; None when the
+    driver cannot say. 0 when the driver reports no activity for it in that interval."""
+    mem_util_pct: float | None = None
+    """Memory-controller utilisation of this process, same rules as `sm_util_pct`."""
 
 
 @dataclass(frozen=True)
@@ -306,6 +315,8 @@ class GpuSample:
     power_w: float | None = None
     power_limit_w: float | None = None
     processes: tuple[GpuProcess, ...] = ()
+    energy_mj: int | None = None
+    """Energy used since the driver was loaded, in millijoules (a counter; Volta and newer)."""
 
 
 @dataclass(frozen=True)

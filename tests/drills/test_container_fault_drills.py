@@ -14,30 +14,22 @@ from typing import Any
 import pytest
 
 from gpuci_tui.core.config import SupervisorConfig
-from gpuci_tui.core.slots import SlotRecord
-from tests.real.rig import EventRecorder, Rig, SlotSampler, assert_jobs_clean, make_rig, wait_for
+from tests.core.lifecycle_helpers import starts_per_minute_with
+from tests.real.rig import (
+    EventRecorder,
+    Rig,
+    SlotSampler,
+    assert_jobs_clean,
+    make_rig,
+    slot_of_agent,
+    wait_for,
+)
 
 pytestmark = pytest.mark.docker
 
 SCALE = 4.0
 """Drill 7 runs the default backoff rules four times faster: 15 s stand for a minute."""
 DEFAULTS = SupervisorConfig()
-
-
-def starts_per_minute_with(rules: SupervisorConfig, minute: float = 60.0) -> int:
-    """Starts of a crash-looping slot in its first ``minute``, by the real `SlotRecord` rules.
-
-    Each container is taken to die 0.1 s after its start with exit code 1.
-    """
-    rec = SlotRecord(slot=0, name="x")
-    at, starts = 0.0, 0
-    while at < minute and not rec.parked:
-        starts += 1
-        rec.container_started("c", at, by_us=True)
-        rec.exited(1, at + 0.1, rules)
-        if rec.backoff_until is not None:
-            at = rec.backoff_until
-    return starts
 
 
 CRASH_RULES = {
@@ -126,7 +118,7 @@ def test_drill8_oom_killed_agent_is_reported_and_refilled(oom_rig: Rig) -> None:
     with SlotSampler(rig.client, rig.instance) as sampler:
         job = rig.org.queue_job(rig.pool_id, kind="oom", duration=5.0)
         wait_for(lambda: rig.org.job(job).agent_name, 20, "the oom job taken")
-        slot = int((rig.org.job(job).agent_name or "").rsplit("-", 1)[1])
+        slot = slot_of_agent(rig.org.job(job).agent_name or "-x-0")
 
         def oom_reported() -> bool:
             last = rig.slot(slot).get("last_exit") or {}

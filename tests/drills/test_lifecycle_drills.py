@@ -18,7 +18,14 @@ from typing import Any
 
 import pytest
 
-from tests.real.rig import Rig, SlotSampler, assert_jobs_clean, make_rig, wait_for
+from tests.real.rig import (
+    Rig,
+    SlotSampler,
+    assert_jobs_clean,
+    make_rig,
+    slot_of_agent,
+    wait_for,
+)
 
 pytestmark = pytest.mark.docker
 
@@ -33,7 +40,7 @@ def rig(tmp_path: Path, docker_client: Any, emulator_image: str) -> Iterator[Rig
 def _slot_of_job(rig: Rig, job_id: int) -> int:
     name = rig.org.job(job_id).agent_name
     assert name is not None, f"job {job_id} has no agent"
-    return int(name.rsplit("-", 1)[1])
+    return slot_of_agent(name)
 
 
 def _container_of(rig: Rig, slot: int) -> str | None:
@@ -112,13 +119,15 @@ def test_drill3_sigkill_daemon_while_busy_then_adopt(rig: Rig) -> None:
         jobs = [rig.org.queue_job(rig.pool_id, duration=7.0) for _ in range(SLOTS)]
         wait_for(lambda: len(rig.busy_slots()) == SLOTS, 20, "every agent busy")
         before = {s: _container_of(rig, s) for s in range(SLOTS)}
+        everything = rig.container_ids()  # the busy agents and their standbys
+        assert len(everything) == SLOTS * rig.lanes
         os.kill(daemon.pid, signal.SIGKILL)
         daemon.wait(10)
-        assert rig.container_ids() == set(before.values()), "SIGKILL must not touch agents"
+        assert rig.container_ids() == everything, "SIGKILL must not touch agents"
         rig.start_daemon()
         wait_for(lambda: rig.busy_slots() == list(range(SLOTS)), 20, "busy agents adopted as busy")
         assert {s: _container_of(rig, s) for s in range(SLOTS)} == before
-        assert rig.container_ids() == set(before.values()), "adoption must not start containers"
+        assert rig.container_ids() == everything, "adoption must not start containers"
         wait_for(lambda: all(rig.org.job(j).result for j in jobs), 30, "the jobs")
         assert_jobs_clean(rig.org, jobs)
         _serves_again(rig, jobs)

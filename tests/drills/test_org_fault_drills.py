@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from gpuci_tui.core import azure_http
-from gpuci_tui.core.azure_sync import MAX_ERROR_BACKOFF
-from tests.real.rig import Rig, SlotSampler, assert_jobs_clean, make_rig, wait_for
+from gpuci_tui.core.pool_observer import MAX_ERROR_BACKOFF
+from tests.real.rig import Rig, SlotSampler, assert_jobs_clean, make_rig, slot_of_agent, wait_for
 
 pytestmark = pytest.mark.docker
 
@@ -86,7 +86,7 @@ def _refill_checks(rig: Rig, jobs: list[int], kill_slot: int) -> None:
     job = rig.org.queue_job(rig.pool_id, duration=1.0)
     jobs.append(job)
     wait_for(lambda: rig.org.job(job).result is not None, 20, "a job during the fault")
-    slot = int((rig.org.job(job).agent_name or "-x").rsplit("-", 1)[1])
+    slot = slot_of_agent(rig.org.job(job).agent_name or "-x-0")
     wait_for(lambda: _replaced(rig, slot, ids[slot]), 15, "refill after the job")
     victim = rig.slot(kill_slot)["container_id"]
     assert victim is not None

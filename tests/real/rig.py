@@ -23,12 +23,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpuci_tui.core.agentspec import LABEL_INSTANCE, LABEL_SLOT, instance_id
+from gpuci_tui.core.agentspec import LABEL_INSTANCE, LABEL_LANE, LABEL_SLOT, instance_id
 from gpuci_tui.core.config import AgentsConfig, AzureConfig, Config, SupervisorConfig, save_config
 from gpuci_tui.core.control import ControlError, request
 from gpuci_tui.core.paths import socket_path
 
 PAT = "it-pat-" + uuid.uuid4().hex + uuid.uuid4().hex[:12]
+
+#: The rig's agents take time to start, like the real one (registration, then session),
+#: scaled down so the drills stay short; the benchmarks use the full ~6 s + ~3 s.
+STARTUP = (1.0, 0.5)
 
 #: Container states that occupy a slot (an exited one waits for auto-remove, harmlessly).
 LIVE_STATES = frozenset({"created", "running", "restarting", "paused"})
@@ -130,11 +134,26 @@ class Rig:
         snap = self.snap() or {}
         return [s["state"] for s in snap.get("slots", [])]
 
+    @property
+    def standby(self) -> bool:
+        """Hot standby is on: two agents (containers) per slot."""
+        return self.config.agents.standby
+
+    @property
+    def lanes(self) -> int:
+        """Agent containers per running slot."""
+        return 2 if self.standby else 1
+
     def all_idle(self, count: int | None = None) -> bool:
-        """Every slot holds a registered, idle agent (and Docker agrees on the count)."""
-        states = self.states()
+        """Every slot holds an idle agent (and its ready standby), and Docker agrees."""
+        snap = self.snap() or {}
+        slots = snap.get("slots", [])
         want = count if count is not None else self.config.agents.count
-        return states == ["idle"] * want and len(self.containers()) == want
+        if [s["state"] for s in slots] != ["idle"] * want:
+            return False
+        if self.standby and any(s["standby"] != "ready" for s in slots):
+            return False
+        return len(self.containers()) == want * (2 if self.standby else 1)
 
     def busy_slots(self) -> list[int]:
         """Slots the supervisor shows as busy."""
@@ -158,9 +177,10 @@ def make_rig(
     and the server stopped.
     """
     from gpuci_tui.sim.org import SimOrg
+    from gpuci_tui.sim.records import AgentStartup
     from gpuci_tui.sim.server import SimServer
 
-    org = SimOrg("it-org", heartbeat_timeout=heartbeat_timeout)
+    org = SimOrg("it-org", heartbeat_timeout=heartbeat_timeout, startup=AgentStartup(*STARTUP))
     org.add_pat(PAT)
     pool_id = org.add_pool("gpu")
     server = SimServer(org)
@@ -231,11 +251,12 @@ def build_broken_image(docker_client: Any, busybox_image: str) -> str:
 
 @dataclass
 class SlotSampler:
-    """Samples the engine's container list in the background: never two live per slot.
+    """Samples the engine's container list in the background: never two live per lane.
 
     Every ``interval`` it lists the instance's containers (one sparse API call)
-    and records, per slot label, the ids in a live state. A slot with two live
-    containers at once is a violation; `assert_no_duplicates` reports them.
+    and records, per slot label, the ids in a live state. Two live containers
+    for one lane of a slot (its agent name) at once is a violation;
+    `assert_no_duplicates` reports them. With hot standby a slot has two lanes.
     Listing errors (e.g. while dockerd restarts) are counted, not raised.
     """
 
@@ -271,10 +292,11 @@ class SlotSampler:
             else:
                 per_slot: dict[str, list[str]] = defaultdict(list)
                 for c in listed:
-                    slot = (c.get("Labels") or {}).get(LABEL_SLOT, "?")
+                    labels = c.get("Labels") or {}
+                    slot = labels.get(LABEL_SLOT, "?")
                     self.seen[slot].add(c["Id"])
                     if c.get("State") in LIVE_STATES:
-                        per_slot[slot].append(c["Id"][:12])
+                        per_slot[f"{slot}/{labels.get(LABEL_LANE, 'a')}"].append(c["Id"][:12])
                 for slot, ids in per_slot.items():
                     if len(ids) > 1:
                         self.violations.append((time.time(), slot, ids))
@@ -284,7 +306,7 @@ class SlotSampler:
     def assert_no_duplicates(self, min_samples: int = 20) -> None:
         """Fail if any sample saw two live containers for one slot (or too few samples)."""
         assert self.samples >= min_samples, f"only {self.samples} samples taken"
-        assert not self.violations, f"two live containers for one slot: {self.violations[:5]}"
+        assert not self.violations, f"two live containers for one lane: {self.violations[:5]}"
 
 
 def assert_jobs_clean(
@@ -304,6 +326,26 @@ def assert_jobs_clean(
         assert job.result == "succeeded", f"job {job_id}: {job.result} ({job.note})"
         assert job.assign_count == 1, f"job {job_id} handed out {job.assign_count} times"
         assert "abandon" not in job.note, f"job {job_id}: {job.note}"
+    assert_one_job_per_slot_at_a_time(org, job_ids)
+
+
+def slot_of_agent(name: str) -> int:
+    """The slot number in an agent name: ``{prefix}-{slot}`` or ``{prefix}-{slot}-b``."""
+    return int(name.removesuffix("-b").rsplit("-", 1)[1])
+
+
+def assert_one_job_per_slot_at_a_time(org: Any, job_ids: list[int]) -> None:
+    """No two of the jobs ran at once on the agents (both lanes) of one slot."""
+    spans: dict[int, list[tuple[float, float, int]]] = defaultdict(list)
+    for job_id in job_ids:
+        job = org.job(job_id)
+        if job.agent_name and job.assign_time:
+            end = job.finish_time if job.finish_time is not None else float("inf")
+            spans[slot_of_agent(job.agent_name)].append((job.assign_time, end, job_id))
+    for slot, items in spans.items():
+        items.sort()
+        for (_, end, first), (start, _, second) in zip(items, items[1:], strict=False):
+            assert start >= end, f"slot {slot}: job {second} started while {first} ran"
 
 
 @dataclass

@@ -44,13 +44,15 @@ def rig(tmp_path: Path, docker_client: Any, emulator_image: str) -> Iterator[Rig
 
 def test_fills_slots_and_refills_after_a_job(rig: Rig) -> None:
     rig.start_daemon()
-    wait_for(lambda: rig.states() == ["idle", "idle"], what="two idle agents")
+    wait_for(rig.all_idle, what="two idle agents")
     before = {c.id for c in rig.containers()}
-    assert len(before) == 2
+    assert len(before) == 2 * rig.lanes
     job = rig.org.queue_job(rig.pool_id, duration=0.5)
     wait_for(lambda: rig.org.job(job).result == "succeeded", what="the job")
     wait_for(
-        lambda: len(rig.containers()) == 2 and {c.id for c in rig.containers()} != before,
+        lambda: (
+            len(rig.containers()) == 2 * rig.lanes and {c.id for c in rig.containers()} != before
+        ),
         what="refill",
     )
     assert rig.org.job(job).assign_count == 1
@@ -58,13 +60,13 @@ def test_fills_slots_and_refills_after_a_job(rig: Rig) -> None:
 
 def test_sigkill_mid_job_then_restart_adopts_without_duplicates(rig: Rig) -> None:
     daemon = rig.start_daemon()
-    wait_for(lambda: rig.states() == ["idle", "idle"])
+    wait_for(rig.all_idle)
     job = rig.org.queue_job(rig.pool_id, duration=8.0)
     wait_for(lambda: "busy" in rig.states(), what="a busy agent")
     busy = next(s for s in rig.status()["slots"] if s["state"] == "busy")  # type: ignore[index]
     os.kill(daemon.pid, signal.SIGKILL)
     daemon.wait(10)
-    assert len(rig.containers()) == 2, "SIGKILL of the daemon must not touch agents"
+    assert len(rig.containers()) == 2 * rig.lanes, "SIGKILL of the daemon must not touch agents"
     ids_before = {c.id for c in rig.containers()}
     rig.start_daemon()
     wait_for(lambda: rig.slot(busy["slot"])["state"] == "busy", what="busy agent adopted")
@@ -77,15 +79,15 @@ def test_sigkill_mid_job_then_restart_adopts_without_duplicates(rig: Rig) -> Non
     # a moment after its job succeeded, and a second listing could miss it.
     def listing() -> list[str] | None:
         names = sorted(c.attrs["Names"][0] for c in rig.containers())
-        return names if len(names) == 2 else None
+        return names if len(names) == 2 * rig.lanes else None
 
     names = wait_for(listing, what="refill after the job")
-    assert len(set(names)) == 2, f"duplicate slot containers: {names}"
+    assert len(set(names)) == 2 * rig.lanes, f"duplicate slot containers: {names}"
 
 
 def test_drain_with_busy_agent_lets_job_succeed_and_starts_nothing(rig: Rig) -> None:
     rig.start_daemon()
-    wait_for(lambda: rig.states() == ["idle", "idle"])
+    wait_for(rig.all_idle)
     job = rig.org.queue_job(rig.pool_id, duration=3.0)
     wait_for(lambda: "busy" in rig.states())
     seen = {c.id for c in rig.containers()}
@@ -114,10 +116,10 @@ def test_second_run_refuses_and_socket_is_private(rig: Rig) -> None:
 
 def test_pat_is_absent_from_inspect_argv_and_status(rig: Rig) -> None:
     daemon = rig.start_daemon()
-    wait_for(lambda: rig.states() == ["idle", "idle"])
+    wait_for(rig.all_idle)
     job = rig.org.queue_job(rig.pool_id, duration=0.3)
     wait_for(lambda: rig.org.job(job).result == "succeeded")
-    wait_for(lambda: len(rig.containers()) == 2)
+    wait_for(lambda: len(rig.containers()) == 2 * rig.lanes)
     for c in rig.containers():
         assert PAT not in json.dumps(rig.client.api.inspect_container(c.id))
     for proc in Path("/proc").glob("[0-9]*"):
@@ -212,12 +214,12 @@ def test_console_starts_a_detached_daemon_that_outlives_it(
     try:
         assert os.getsid(pid) == pid, "the daemon must lead its own session"
         assert os.getsid(pid) != os.getsid(0)
-        wait_for(lambda: rig.states() == ["idle", "idle"], what="agents from the detached daemon")
+        wait_for(rig.all_idle, what="agents from the detached daemon")
     finally:
         out = rig.cli("stop")
         assert out.returncode == 0, out.stderr
         wait_for(lambda: not Path(f"/proc/{pid}").exists() or _zombie(pid), 20, "daemon exit")
-    assert len(rig.containers()) == 2, "stopping the daemon leaves agents running"
+    assert len(rig.containers()) == 2 * rig.lanes, "stopping the daemon leaves agents running"
 
 
 def _zombie(pid: int) -> bool:
@@ -229,11 +231,13 @@ def _zombie(pid: int) -> bool:
 
 def test_sigterm_stops_daemon_promptly_and_leaves_agents(rig: Rig) -> None:
     daemon = rig.start_daemon()
-    wait_for(lambda: rig.states() == ["idle", "idle"])
+    wait_for(rig.all_idle)
     job = rig.org.queue_job(rig.pool_id, duration=3.0)
     wait_for(lambda: "busy" in rig.states())
     daemon.send_signal(signal.SIGTERM)
     assert daemon.wait(15) == 0
-    assert len(rig.containers()) == 2, "SIGTERM must leave agents (and the running job) alone"
+    assert len(rig.containers()) == 2 * rig.lanes, (
+        "SIGTERM must leave agents (and the running job) alone"
+    )
     wait_for(lambda: rig.org.job(job).result == "succeeded", what="the job, unsupervised")
     assert not socket_path(rig.instance).exists(), "the socket is removed on exit"
