@@ -16,19 +16,25 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 
 from gpuci_tui.core.config import Config
+from gpuci_tui.core.fleet_link import Fleet
 from gpuci_tui.core.handle import SupervisorHandle
 from gpuci_tui.core.models import Drain, Stop
+from gpuci_tui.core.preview import preview
 from gpuci_tui.screens.confirm import ConfirmScreen, QuitChoice, QuitScreen
 from gpuci_tui.screens.dashboard import DashboardScreen
 from gpuci_tui.screens.dashboard_actions import DASHBOARD_BINDINGS, PALETTE_TITLES
+from gpuci_tui.screens.fleet import FLEET_BINDINGS, FleetScreen
+from gpuci_tui.screens.fleet_host import HostDashboardScreen
+from gpuci_tui.screens.fleet_prompts import fleet_quit_prompt
 from gpuci_tui.screens.prompts import Prompt, quit_body
 from gpuci_tui.services import Services
 from gpuci_tui.ui_messages import SetupSaved
 
 #: Binding ids a ``[keys]`` table may rebind (anything else is reported).
 KNOWN_BINDING_IDS = frozenset(
-    {b.id for b in DASHBOARD_BINDINGS if isinstance(b, Binding) and b.id} | {"quit"}
-)
+    {b.id for b in [*DASHBOARD_BINDINGS, *FLEET_BINDINGS, *HostDashboardScreen.BINDINGS]
+     if isinstance(b, Binding) and b.id and "." not in b.id} | {"quit"}
+)  # fmt: skip
 
 
 class GpuciApp(App[QuitChoice | None]):
@@ -61,12 +67,17 @@ class GpuciApp(App[QuitChoice | None]):
         The wizard is pushed on top of the base (not made the base itself) so it can be
         replaced by the dashboard with `switch_screen` once it has saved.
         """
+        if self.services.fleet is not None:
+            return FleetScreen(self.services)
         if self.services.config is None or self.services.force_setup:
             return Screen(id="base")
         return DashboardScreen(self.services)
 
     def on_mount(self) -> None:
         """Open the wizard, or apply the keymap and start the supervisor when none came."""
+        if self.services.fleet is not None:
+            self.apply_keymap(self.services.fleet)
+            return
         config = self.services.config
         if config is None or self.services.force_setup:
             from gpuci_tui.screens.wizard import WizardScreen
@@ -77,7 +88,7 @@ class GpuciApp(App[QuitChoice | None]):
         if self.services.handle is None:
             self.start_supervisor(config)
 
-    def apply_keymap(self, config: Config) -> None:
+    def apply_keymap(self, config: Config | Fleet) -> None:
         """Rebind keys from ``config.keys``; unknown ids are reported, not fatal."""
         keys = dict(config.keys)
         unknown = sorted(set(keys) - KNOWN_BINDING_IDS)
@@ -146,6 +157,11 @@ class GpuciApp(App[QuitChoice | None]):
         """Ask how to quit (also reached with ctrl+q and the command palette)."""
         if any(isinstance(s, QuitScreen) for s in self.screen_stack):
             return
+        if self.services.fleet is not None:
+            if not isinstance(self.screen, ConfirmScreen):
+                prompt = fleet_quit_prompt(len(self.services.fleet.members))
+                self.push_screen(ConfirmScreen(prompt), self._leave_fleet)
+            return
         dashboard = self._dashboard()
         if dashboard is None:
             self.push_screen(
@@ -166,9 +182,14 @@ class GpuciApp(App[QuitChoice | None]):
         if handle is None:
             body = "No supervisor is running: nothing else is affected."
         else:
-            body = quit_body(snapshot, mode)
+            stop = preview(snapshot, Stop()) if snapshot is not None else None
+            body = quit_body(snapshot, mode, stop)
         allow_drain = handle is not None and not self.services.readonly
         self.push_screen(QuitScreen(body, allow_drain=allow_drain), self._quit_chosen)
+
+    def _leave_fleet(self, leave: bool | None) -> None:
+        if leave:
+            self.exit(QuitChoice.LEAVE_RUNNING)
 
     def _leave_setup(self, leave: bool | None) -> None:
         if leave:

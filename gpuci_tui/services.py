@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from gpuci_tui.core.config import Config
+from gpuci_tui.core.fleet_link import Fleet
 from gpuci_tui.core.handle import SupervisorHandle
 from gpuci_tui.core.protocols import ContainerRuntime, GpuSampler, PatCheck, Pool
 
@@ -104,3 +105,6 @@ class Services:
     ``gpuci_tui.core.secrets.TokenStore(backend=...)``)."""
     hostname: str | None = None
     """Default agent name prefix in the wizard (default: this host's name)."""
+    fleet: Fleet | None = None
+    """The fleet console (``--host`` / ``[fleet]``): the hosts and their handles; the
+    overview replaces the dashboard, and ``handle``/``config`` are not used."""

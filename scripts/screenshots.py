@@ -46,6 +46,8 @@ async def shoot(out: Path, size: tuple[int, int]) -> list[Path]:
             await wait_for(lambda: env.supervisor is not None)
             sup = env.supervisor
             await wait_for(lambda: sum(s.state == "busy" for s in sup.snapshot().slots) >= 4)
+            # Real agents take ~9 s to start: let the hot standbys come up too.
+            await wait_for(lambda: sum(s.standby == "ready" for s in sup.snapshot().slots) >= 3)
             await asyncio.sleep(3)  # let the sparklines gather a few samples
             await pilot.pause()
             written.append(Path(app.save_screenshot("dashboard.svg", path=str(out))))

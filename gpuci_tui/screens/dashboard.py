@@ -129,6 +129,10 @@ class DashboardScreen(DashboardActions):
         """The slot under the table cursor."""
         return self.agents_table.selected_slot
 
+    def selected_slot_key(self) -> str | None:
+        """The ``SLOT`` or ``GROUP/SLOT`` under the table cursor."""
+        return self.agents_table.selected_key
+
     # ------------------------------------------------------------------ life cycle
 
     def on_mount(self) -> None:
@@ -197,8 +201,8 @@ class DashboardScreen(DashboardActions):
         self.slot_detail.refresh()
 
     def _show_selected(self) -> None:
-        number = self.selected_slot_number()
-        slot = None if self.snapshot is None or number is None else self.snapshot.slot(number)
+        key = self.selected_slot_key()
+        slot = None if self.snapshot is None or key is None else self.snapshot.slot_by_key(key)
         self.slot_detail.show(slot)
 
     @on(DataTable.RowHighlighted, "#agents")

@@ -27,6 +27,7 @@ from gpuci_tui.core.models import (
     SupervisorSnapshot,
     Unpause,
 )
+from gpuci_tui.core.preview import CommandPreview, preview, resumable
 from gpuci_tui.screens.confirm import ConfirmScreen
 from gpuci_tui.screens.help import HelpScreen, KeyHelp
 from gpuci_tui.screens.logs import LogScreen
@@ -42,9 +43,6 @@ from gpuci_tui.screens.prompts import (
 if TYPE_CHECKING:
     from gpuci_tui.core.handle import SupervisorHandle
     from gpuci_tui.services import Services
-
-#: States a resume (u) can undo.
-RESUMABLE = frozenset({SlotState.DRAINING, SlotState.DRAINED, SlotState.PARKED, SlotState.BACKOFF})
 
 DASHBOARD_BINDINGS = [
     Binding("d", "drain", "Drain", id="drain",
@@ -91,6 +89,7 @@ class DashboardActions(Screen[None]):
     handle: SupervisorHandle | None
     snapshot: SupervisorSnapshot | None
     selected_slot_number: Callable[[], int | None]
+    selected_slot_key: Callable[[], str | None]
 
     # ------------------------------------------------------------------ helpers
 
@@ -111,8 +110,8 @@ class DashboardActions(Screen[None]):
         return False
 
     def _selected(self) -> SlotSnapshot | None:
-        number = self.selected_slot_number()
-        slot = None if self.snapshot is None or number is None else self.snapshot.slot(number)
+        key = self.selected_slot_key()
+        slot = None if self.snapshot is None or key is None else self.snapshot.slot_by_key(key)
         if slot is None:
             self._say("No agent is selected: the supervisor has not reported any slot yet.")
         return slot
@@ -131,6 +130,23 @@ class DashboardActions(Screen[None]):
                 self.send_command(command)
 
         self.app.push_screen(ConfirmScreen(prompt), answered)
+
+    def _confirm(self, command: Command, words: Callable[[CommandPreview], Prompt]) -> None:
+        """Ask the supervisor what ``command`` would do, put it into words, confirm, send."""
+        self.run_worker(self._ask(command, words), group="commands", exit_on_error=False)
+
+    async def _ask(self, command: Command, words: Callable[[CommandPreview], Prompt]) -> None:
+        handle, snapshot = self.handle, self.snapshot
+        if handle is None or snapshot is None:
+            return
+        try:
+            answer = await handle.preview(command)
+        except Exception:  # noqa: BLE001 - e.g. a daemon from before previews: same rules here
+            answer = preview(snapshot, command)
+        if not answer.ok:
+            self._say(answer.message, severity="error")
+            return
+        self._confirm_then_send(words(answer), command)
 
     def send_command(self, command: Command) -> None:
         """Send ``command`` in a worker and notify its result."""
@@ -177,13 +193,13 @@ class DashboardActions(Screen[None]):
         if slot.state is SlotState.DRAINING:
             self._say(f"{slot.name} is already draining: {slot.message or 'waiting for its job'}.")
             return
-        self._confirm_then_send(drain_prompt(slot), Drain(slots=(slot.slot,)))
+        self._confirm(Drain(slots=(slot.slot,), group=slot.group or None), drain_prompt)
 
     def action_drain_all(self) -> None:
         """Drain every agent (asks first)."""
-        if self._refused("draining") or (snapshot := self._connected()) is None:
+        if self._refused("draining") or self._connected() is None:
             return
-        self._confirm_then_send(drain_all_prompt(snapshot), Drain(slots=None))
+        self._confirm(Drain(slots=None), drain_all_prompt)
 
     def action_restart(self) -> None:
         """Restart the selected agent (asks first)."""
@@ -192,13 +208,13 @@ class DashboardActions(Screen[None]):
         slot = self._selected()
         if slot is None:
             return
-        self._confirm_then_send(restart_prompt(slot), Restart(slots=(slot.slot,)))
+        self._confirm(Restart(slots=(slot.slot,), group=slot.group or None), restart_prompt)
 
     def action_restart_all(self) -> None:
         """Restart every agent (asks first)."""
-        if self._refused("restarting") or (snapshot := self._connected()) is None:
+        if self._refused("restarting") or self._connected() is None:
             return
-        self._confirm_then_send(restart_all_prompt(snapshot), Restart(slots=None))
+        self._confirm(Restart(slots=None), restart_all_prompt)
 
     def action_resume(self) -> None:
         """Undo drain/park of the selected agent."""
@@ -207,10 +223,10 @@ class DashboardActions(Screen[None]):
         slot = self._selected()
         if slot is None:
             return
-        if slot.state not in RESUMABLE and slot.agent_enabled is not False:
+        if not resumable(slot):
             self._say(f"{slot.name} is {slot.state}: there is nothing to resume.")
             return
-        self.send_command(Resume(slots=(slot.slot,)))
+        self.send_command(Resume(slots=(slot.slot,), group=slot.group or None))
 
     def action_scale_up(self) -> None:
         """Run one more agent."""
@@ -226,7 +242,8 @@ class DashboardActions(Screen[None]):
         if desired <= 0:
             self._say("No agent is wanted already (desired count 0).")
             return
-        self._confirm_then_send(scale_down_prompt(snapshot, desired - 1), Scale(count=desired - 1))
+        new = desired - 1
+        self._confirm(Scale(count=new), lambda answer: scale_down_prompt(answer, desired, new))
 
     def action_pause(self) -> None:
         """Pause or resume replenishing."""
@@ -245,10 +262,10 @@ class DashboardActions(Screen[None]):
         slot = self._selected()
         if slot is None:
             return
-        number = slot.slot
+        key = slot.key
 
         def container_of() -> str | None:
-            current = None if self.snapshot is None else self.snapshot.slot(number)
+            current = None if self.snapshot is None else self.snapshot.slot_by_key(key)
             return None if current is None else current.container_id
 
         earlier = slot.last_exit.log_tail if slot.last_exit is not None else ()

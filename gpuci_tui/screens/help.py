@@ -13,7 +13,12 @@ from textual.screen import ModalScreen
 from textual.widget import Widget
 from textual.widgets import Static
 
-from gpuci_tui.widgets.format import STATE_MEANINGS, STATE_STYLES
+from gpuci_tui.widgets.format import (
+    STANDBY_MEANINGS,
+    STANDBY_STYLES,
+    STATE_MEANINGS,
+    STATE_STYLES,
+)
 
 
 @dataclass(frozen=True)
@@ -51,6 +56,11 @@ class HelpScreen(ModalScreen[None]):
         states.add_column()
         for state, meaning in STATE_MEANINGS.items():
             states.add_row(Text(str(state), style=STATE_STYLES[state]), meaning)
+        standby = Table.grid(padding=(0, 2))
+        standby.add_column(no_wrap=True)
+        standby.add_column()
+        for label, meaning in STANDBY_MEANINGS.items():
+            standby.add_row(Text(label, style=STANDBY_STYLES[label]), meaning)
         with VerticalScroll(classes="dialog", id="help-dialog"):
             yield Static("Keys", classes="dialog-title")
             if self.readonly:
@@ -61,6 +71,8 @@ class HelpScreen(ModalScreen[None]):
             yield Static(keys, classes="dialog-body")
             yield Static("Agent states", classes="dialog-title")
             yield Static(states, classes="dialog-body")
+            yield Static("Standby", classes="dialog-title")
+            yield Static(standby, classes="dialog-body")
             yield Static(
                 "Drain, restart and scale-down never kill a running job: busy agents finish first. "
                 "Keys can be changed in the [keys] table of the configuration file.",

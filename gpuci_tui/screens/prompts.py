@@ -1,18 +1,22 @@
 """The exact words of every confirmation: what will happen, to which agent, to which job.
 
-Pure functions of a snapshot, so the wording is unit-tested without a terminal.
-The promise "no job is killed" is only made where it is true: drain, restart
-and scale-down never stop a busy agent's container.
+The console does not work out what a command does: it asks the core
+(`SupervisorHandle.preview`), which answers slot by slot with the engine's
+own rules, and these pure functions only put that answer into words, so the
+wording is unit-tested without a terminal. The promise "no job is killed" is
+only made where it is true: drain, restart and scale-down never stop a busy
+agent's container.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpuci_tui.core.models import SlotSnapshot, SlotState, SupervisorSnapshot
+from gpuci_tui.core.models import SupervisorSnapshot
+from gpuci_tui.core.preview import CommandPreview, Effect, SlotEffect
 from gpuci_tui.widgets.format import job_label
 
-_NO_CONTAINER = frozenset({SlotState.EMPTY, SlotState.DRAINED, SlotState.BACKOFF, SlotState.PARKED})
+_WITH_STANDBY = frozenset({"ready", "booting"})
 
 
 @dataclass(frozen=True)
@@ -24,24 +28,41 @@ class Prompt:
     confirm: str
 
 
-def _busy(slot: SlotSnapshot) -> bool:
-    return slot.job is not None or slot.state is SlotState.BUSY
-
-
 def _plural(count: int, word: str) -> str:
     return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
-def drain_prompt(slot: SlotSnapshot) -> Prompt:
+def _verb(count: int, singular: str, plural: str) -> str:
+    return singular if count == 1 else plural
+
+
+def _standbys(preview: CommandPreview) -> int:
+    return sum(1 for item in preview.effects if item.standby in _WITH_STANDBY)
+
+
+def _one(preview: CommandPreview) -> SlotEffect:
+    if len(preview.effects) != 1:
+        raise ValueError(f"expected the preview of one slot, got {len(preview.effects)}")
+    return preview.effects[0]
+
+
+def drain_prompt(preview: CommandPreview) -> Prompt:
     """Confirm draining one agent."""
+    slot = _one(preview)
     title = f"Drain {slot.name}?"
-    if _busy(slot):
-        body = (
-            f"It is busy with {job_label(slot.job)}: it finishes that job, then stays stopped. "
-            "No job is killed."
-        )
-    elif slot.state in _NO_CONTAINER:
+    standby = slot.standby in _WITH_STANDBY
+    if slot.effect == Effect.AFTER_JOB:
+        body = f"It is busy with {job_label(slot.job)}: it finishes that job, then stays stopped."
+        if standby:
+            body += " Its standby agent is stopped now."
+        body += " No job is killed."
+    elif slot.effect == Effect.NOT_STARTED:
         body = "No container runs in this slot: it will not be started again."
+    elif standby:
+        body = (
+            "It is idle: it and its standby agent are disabled on the server and stopped now, "
+            "so neither takes a new job."
+        )
     else:
         body = (
             "It is idle: it is disabled on the server and its container is stopped now, "
@@ -51,15 +72,11 @@ def drain_prompt(slot: SlotSnapshot) -> Prompt:
     return Prompt(title, body, "Drain")
 
 
-def _verb(count: int, singular: str, plural: str) -> str:
-    return singular if count == 1 else plural
-
-
-def drain_all_prompt(snapshot: SupervisorSnapshot) -> Prompt:
+def drain_all_prompt(preview: CommandPreview) -> Prompt:
     """Confirm draining every agent."""
-    slots = snapshot.slots
-    busy = sum(1 for s in slots if _busy(s))
-    idle = sum(1 for s in slots if not _busy(s) and s.state not in _NO_CONTAINER)
+    total = len(preview.effects)
+    busy = preview.count(Effect.AFTER_JOB)
+    idle = preview.count(Effect.STOP_NOW)
     parts = []
     if busy:
         parts.append(
@@ -68,35 +85,43 @@ def drain_all_prompt(snapshot: SupervisorSnapshot) -> Prompt:
         )
     if idle:
         parts.append(f"{_plural(idle, 'idle agent')} {_verb(idle, 'stops', 'stop')} now")
+    if standbys := _standbys(preview):
+        parts.append(f"{_plural(standbys, 'standby agent')} {_verb(standbys, 'stops', 'stop')} now")
     detail = "; ".join(parts) if parts else "no agent is running"
     body = (
-        f"All {_plural(len(slots), 'agent')} are drained: {detail}. "
+        f"All {_plural(total, 'agent')} are drained: {detail}. "
         "Nothing replaces them until you resume them (u on each agent). No job is killed."
     )
-    return Prompt(f"Drain all {_plural(len(slots), 'agent')}?", body, "Drain all")
+    return Prompt(f"Drain all {_plural(total, 'agent')}?", body, "Drain all")
 
 
-def restart_prompt(slot: SlotSnapshot) -> Prompt:
+def restart_prompt(preview: CommandPreview) -> Prompt:
     """Confirm restarting one agent."""
+    slot = _one(preview)
     title = f"Restart {slot.name}?"
-    if _busy(slot):
+    if slot.effect == Effect.AFTER_JOB:
         body = (
             f"It is busy with {job_label(slot.job)}: a fresh agent replaces it after that job "
             "finishes. No job is killed."
         )
-    elif slot.state in _NO_CONTAINER:
+    elif slot.effect == Effect.START_NOW:
         body = f"No container runs in this slot ({slot.state}): a fresh agent is started now."
+    elif slot.standby in _WITH_STANDBY:
+        body = (
+            "It is idle: a fresh standby agent is started first, then it hands over and is "
+            "replaced, so the slot keeps taking jobs."
+        )
     else:
         body = "It is idle: its container is stopped and a fresh agent replaces it now."
     return Prompt(title, body, "Restart")
 
 
-def restart_all_prompt(snapshot: SupervisorSnapshot) -> Prompt:
+def restart_all_prompt(preview: CommandPreview) -> Prompt:
     """Confirm restarting every agent."""
-    slots = snapshot.slots
-    busy = sum(1 for s in slots if _busy(s))
-    empty = sum(1 for s in slots if not _busy(s) and s.state in _NO_CONTAINER)
-    idle = len(slots) - busy - empty
+    total = len(preview.effects)
+    busy = preview.count(Effect.AFTER_JOB)
+    empty = preview.count(Effect.START_NOW)
+    idle = preview.count(Effect.REPLACE_NOW)
     parts = []
     if idle:
         parts.append(f"{_plural(idle, 'idle agent')} {_verb(idle, 'is', 'are')} replaced now")
@@ -111,20 +136,20 @@ def restart_all_prompt(snapshot: SupervisorSnapshot) -> Prompt:
             "a fresh agent now"
         )
     body = "; ".join(parts) + ". No job is killed." if parts else "There are no agents."
-    return Prompt(f"Restart all {_plural(len(slots), 'agent')}?", body, "Restart all")
+    if parts and _standbys(preview):
+        body += " Slots with a ready standby hand over to a fresh one first and keep taking jobs."
+    return Prompt(f"Restart all {_plural(total, 'agent')}?", body, "Restart all")
 
 
-def scale_down_prompt(snapshot: SupervisorSnapshot, new_count: int) -> Prompt:
+def scale_down_prompt(preview: CommandPreview, desired: int, new_count: int) -> Prompt:
     """Confirm removing the highest slots (they are drained, not killed)."""
-    # The highest slots go, whatever number the first slot has.
-    gone = sorted(snapshot.slots, key=lambda s: s.slot)[max(0, new_count) :]
     title = f"Scale down to {_plural(new_count, 'agent')}?"
-    if not gone:
-        body = f"The desired count goes from {snapshot.desired_count} to {new_count}."
+    if not preview.effects:
+        body = f"The desired count goes from {desired} to {new_count}."
         return Prompt(title, body, "Scale down")
     described = []
-    for slot in gone:
-        if _busy(slot):
+    for slot in preview.effects:
+        if slot.effect == Effect.AFTER_JOB:
             described.append(f"{slot.name} (busy with {job_label(slot.job)}: finishes it first)")
         else:
             described.append(f"{slot.name} ({slot.state})")
@@ -135,16 +160,33 @@ def scale_down_prompt(snapshot: SupervisorSnapshot, new_count: int) -> Prompt:
     return Prompt(title, body, "Scale down")
 
 
-def quit_body(snapshot: SupervisorSnapshot | None, mode: str) -> str:
-    """What quitting means for the agents, depending on where the supervisor runs."""
+def quit_body(
+    snapshot: SupervisorSnapshot | None, mode: str, stop: CommandPreview | None = None
+) -> str:
+    """What quitting means for the agents, depending on where the supervisor runs.
+
+    ``stop`` is the core's preview of stopping the supervisor (agents left running);
+    with it, the busy agents that keep running are counted.
+    """
     if mode == "daemon":
         pid = f" (pid {snapshot.pid})" if snapshot is not None and snapshot.pid else ""
         return (
             f"The supervisor runs as a detached daemon{pid}: quitting the console never stops it. "
             "Agents keep running and are replaced as usual."
         )
+    busy = (
+        0
+        if stop is None
+        else sum(1 for item in stop.of(Effect.LEFT_RUNNING) if item.job is not None)
+    )
+    running = (
+        "Running agents keep running and finish their current job"
+        if not busy
+        else f"Running agents keep running ({_plural(busy, 'busy agent')} "
+        f"{_verb(busy, 'finishes its', 'finish their')} current job)"
+    )
     return (
-        "The supervisor runs inside this console and stops with it. Running agents keep "
-        "running and finish their current job, but nothing replaces them until gpuci-tui "
-        "runs again (run it as a daemon to keep agents replenished without the console)."
+        f"The supervisor runs inside this console and stops with it. {running}, but nothing "
+        "replaces them until gpuci-tui runs again (run it as a daemon to keep agents "
+        "replenished without the console)."
     )

@@ -21,15 +21,17 @@ from gpuci_tui.widgets.format import (
     exit_label,
     gpus_label,
     job_label,
+    standby_text,
     state_text,
     truncate,
 )
 
 #: (key, label, fixed width or None for "fit the content").
 COLUMNS: tuple[tuple[str, str, int | None], ...] = (
-    ("slot", "#", 3),
+    ("slot", "#", None),
     ("agent", "Agent", None),
     ("state", "State", 15),
+    ("standby", "Standby", 8),
     ("job", "Job", 26),
     ("uptime", "Up", 6),
     ("gpus", "GPU", 4),
@@ -46,14 +48,21 @@ def row_cells(slot: SlotSnapshot, now: float) -> dict[str, Text]:
     widths = {key: width for key, _, width in COLUMNS}
     uptime = None if slot.started_at is None else now - slot.started_at
     agent = Text(slot.name)
-    if slot.agent_enabled is False and slot.state not in (SlotState.DRAINING, SlotState.DRAINED):
+    # With hot standby, a busy agent is disabled on purpose (its next container is the
+    # standby); only without it is a disabled agent something to point out.
+    if (
+        slot.agent_enabled is False
+        and slot.state not in (SlotState.DRAINING, SlotState.DRAINED)
+        and slot.standby in ("", "off")
+    ):
         agent.append(" (disabled)", style="magenta")
     exit_text = exit_label(slot.last_exit)
     exit_text.truncate(widths["exit"] or 0, overflow="ellipsis")
     return {
-        "slot": Text(str(slot.slot), justify="right"),
+        "slot": Text(slot.key, justify="right"),
         "agent": agent,
         "state": state_text(slot, now),
+        "standby": standby_text(slot),
         "job": Text(job_label(slot.job, widths["job"])),
         "uptime": Text(duration(uptime) if uptime is not None else "-", justify="right"),
         "gpus": Text(gpus_label(slot.gpus)),
@@ -61,6 +70,12 @@ def row_cells(slot: SlotSnapshot, now: float) -> dict[str, Text]:
         "container": Text((slot.container_id or "-")[:12], style="bright_black"),
         "message": Text(truncate(slot.message, _MESSAGE_WIDTH)),
     }
+
+
+def _order(key: str) -> tuple[str, int]:
+    """Rows by group, then by slot number."""
+    group, _, number = key.rpartition("/")
+    return group, int(number)
 
 
 class AgentsTable(DataTable[Text]):
@@ -75,8 +90,8 @@ class AgentsTable(DataTable[Text]):
         """
         super().__init__(id=id, cursor_type="row", zebra_stripes=False)
         self._clock = clock
-        self._cells: dict[int, dict[str, Text]] = {}
-        self._slots: dict[int, SlotSnapshot] = {}
+        self._cells: dict[str, dict[str, Text]] = {}
+        self._slots: dict[str, SlotSnapshot] = {}
         self.border_title = "Agents"
 
     def on_mount(self) -> None:
@@ -85,65 +100,71 @@ class AgentsTable(DataTable[Text]):
             self.add_column(label, key=key, width=width)
 
     @property
-    def selected_slot(self) -> int | None:
-        """The slot number under the cursor, or None when the table is empty."""
+    def selected_key(self) -> str | None:
+        """The key (``SLOT`` or ``GROUP/SLOT``) of the slot under the cursor, or None."""
         if self.row_count == 0:
             return None
         try:
             key = self.coordinate_to_cell_key(self.cursor_coordinate).row_key
         except Exception:  # noqa: BLE001 - the cursor is outside the rows
             return None
-        return None if key.value is None else int(key.value)
+        return None if key.value is None else str(key.value)
+
+    @property
+    def selected_slot(self) -> int | None:
+        """The slot number under the cursor, or None when the table is empty."""
+        key = self.selected_key
+        return None if key is None else int(key.rpartition("/")[2])
 
     def show_snapshot(self, snapshot: SupervisorSnapshot) -> None:
         """Bring the rows in line with ``snapshot``, touching only what changed."""
         now = self._clock()
-        selected = self.selected_slot
-        wanted = {slot.slot: slot for slot in snapshot.slots}
-        for number in [n for n in self._cells if n not in wanted]:
-            self.remove_row(str(number))
-            del self._cells[number]
-            self._slots.pop(number, None)
+        selected = self.selected_key
+        wanted = {slot.key: slot for slot in snapshot.slots}
+        for key in [k for k in self._cells if k not in wanted]:
+            self.remove_row(key)
+            del self._cells[key]
+            self._slots.pop(key, None)
         appended_out_of_order = False
-        for number in sorted(wanted):
-            slot = wanted[number]
-            self._slots[number] = slot
+        for key in sorted(wanted, key=_order):
+            slot = wanted[key]
+            self._slots[key] = slot
             cells = row_cells(slot, now)
-            old = self._cells.get(number)
+            old = self._cells.get(key)
             if old is None:
-                if self._cells and number < max(self._cells):
+                if self._cells and _order(key) < max(map(_order, self._cells)):
                     appended_out_of_order = True
-                self.add_row(*(cells[key] for key, _, _ in COLUMNS), key=str(number))
+                self.add_row(*(cells[name] for name, _, _ in COLUMNS), key=key)
             else:
-                self._update_changed(number, old, cells)
-            self._cells[number] = cells
+                self._update_changed(key, old, cells)
+            self._cells[key] = cells
         if appended_out_of_order:
-            self.sort("slot", key=lambda text: int(text.plain))
+            self.sort("slot", key=lambda text: _order(text.plain))
             self._move_to(selected)
-        elif selected is not None and selected in wanted and self.selected_slot != selected:
+        elif selected is not None and selected in wanted and self.selected_key != selected:
             self._move_to(selected)
 
     def tick(self) -> None:
         """Re-render the time-dependent cells (uptime, backoff countdown)."""
         now = self._clock()
-        for number, slot in self._slots.items():
-            old = self._cells.get(number)
+        for key, slot in self._slots.items():
+            old = self._cells.get(key)
             if old is None:
                 continue
             cells = row_cells(slot, now)
-            self._update_changed(number, old, cells)
-            self._cells[number] = cells
+            self._update_changed(key, old, cells)
+            self._cells[key] = cells
 
-    def _update_changed(self, number: int, old: dict[str, Text], new: dict[str, Text]) -> None:
+    def _update_changed(self, row: str, old: dict[str, Text], new: dict[str, Text]) -> None:
         for key, _, width in COLUMNS:
             if old.get(key) != new[key]:
-                self.update_cell(str(number), key, new[key], update_width=width is None)
+                self.update_cell(row, key, new[key], update_width=width is None)
 
-    def _move_to(self, slot: int | None) -> None:
-        if slot is None:
+    def _move_to(self, key: str | None) -> None:
+        if key is None:
             return
         try:
-            row = self.get_row_index(RowKey(str(slot)))
+            row = self.get_row_index(RowKey(key))
         except RowDoesNotExist:
             return
         self.move_cursor(row=row, animate=False)
@@ -164,6 +185,9 @@ def slot_detail(slot: SlotSnapshot, now: float) -> Text:
             text.append(f" at {clock_time(slot.last_exit.at)}", style="bright_black")
     if slot.jobs_done:
         text.append(f" · {slot.jobs_done} jobs done", style="bright_black")
+    standby = next((a for a in slot.agents if a.role == "standby"), None)
+    if standby is not None:
+        text.append(f" · standby {standby.name} {standby.phase}", style="bright_black")
     return text
 
 

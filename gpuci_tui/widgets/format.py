@@ -39,6 +39,29 @@ STATE_MEANINGS: dict[SlotState, str] = {
 }
 
 
+#: Rich styles of the standby cell.
+STANDBY_STYLES: dict[str, str] = {
+    "ready": "green",
+    "booting": "cyan",
+    "pending": "yellow",
+    "off": "bright_black",
+}
+
+#: One line per standby state for the help screen's legend.
+STANDBY_MEANINGS: dict[str, str] = {
+    "ready": "a second agent is online but disabled; it takes over the moment this one exits",
+    "booting": "the second agent's container is starting and registering (disabled)",
+    "pending": "no standby yet: it is registered once the active agent is idle or gone",
+    "off": "hot standby is off ([agents] standby = false): one agent per slot",
+}
+
+
+def standby_text(slot: SlotSnapshot) -> Text:
+    """The standby cell: ``ready``, ``booting``, ``pending``, ``off`` or ``-``."""
+    label = slot.standby or "-"
+    return Text(label, style=STANDBY_STYLES.get(slot.standby, "bright_black"))
+
+
 def truncate(text: str, width: int) -> str:
     """Cut ``text`` to ``width`` cells, marking the cut with an ellipsis."""
     if width <= 0:

@@ -55,7 +55,8 @@ class PoolPanel(Widget):
                 ("  offline ", "bright_black"),
                 str(pool.offline),
                 ("  disabled ", "bright_black"),
-                (str(pool.disabled), "magenta" if pool.disabled else ""),
+                # Hot standbys are disabled on purpose: only the others deserve colour.
+                (str(pool.disabled), "magenta" if pool.disabled > pool.standby else ""),
                 no_wrap=True,
             ),
             Text.assemble(
@@ -63,6 +64,8 @@ class PoolPanel(Widget):
                 (str(pool.queued_jobs), "bold yellow" if pool.queued_jobs else ""),
                 ("  running ", "bright_black"),
                 str(pool.running_jobs),
+                ("  standby " if pool.standby else "", "bright_black"),
+                (str(pool.standby) if pool.standby else "", "green"),
                 no_wrap=True,
             ),
         ]
@@ -76,7 +79,8 @@ class PoolPanel(Widget):
         if docker.retry_at is not None and docker.state is not HealthState.OK:
             docker_line.append(f" (retry {until(docker.retry_at, now)})")
         elif docker.checked_at is not None:
-            docker_line.append(f" · {ago(docker.checked_at, now)}", style="bright_black")
+            # When the engine last answered (a ping keeps this fresh while nothing happens).
+            docker_line.append(f" · answered {ago(docker.checked_at, now)}", style="bright_black")
         lines.append(docker_line)
         azure = snap.azure
         if azure.state not in (HealthState.OK, HealthState.UNKNOWN) and azure.message:

@@ -19,6 +19,7 @@ from gpuci_tui.core.config import Config
 from gpuci_tui.core.gpu_synthetic import FixtureSampler
 from gpuci_tui.core.handle import Update
 from gpuci_tui.core.models import Command, CommandResult, SupervisorSnapshot
+from gpuci_tui.core.preview import CommandPreview, preview
 from gpuci_tui.core.protocols import (
     ContainerEvent,
     ContainerInfo,
@@ -77,6 +78,10 @@ class FakeHandle:
         if self.fail_with is not None:
             raise self.fail_with
         return self._respond(command)
+
+    async def preview(self, command: Command) -> CommandPreview:
+        """The core's preview of ``command`` on the current snapshot (as a daemon answers)."""
+        return preview(self.current, command)
 
     def updates(self) -> AsyncIterator[Update]:
         """What the test pushes, in order, until `end_stream` or `close`."""

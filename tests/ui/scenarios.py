@@ -79,9 +79,14 @@ def idle_slot(slot: int, *, minutes: float = 3, gpus: tuple[str, ...] = ()) -> S
 def loaded_snapshot(**changes: Any) -> SupervisorSnapshot:
     """Six slots in the states an operator meets on a busy day."""
     slots = (
-        busy_slot(1, "train - main", "20261122.3", minutes=42, gpus=("0",)),
-        idle_slot(2, gpus=("1",)),
-        busy_slot(3, "eval nightly", "20261121.9", minutes=5, gpus=("2",)),
+        replace(busy_slot(1, "train - main", "20261122.3", minutes=42, gpus=("0",)),
+                standby="ready"),
+        replace(idle_slot(2, gpus=("1",)), standby="ready"),
+        replace(busy_slot(3, "eval nightly", "20261121.9", minutes=5, gpus=("2",)),
+                standby="booting"),
+    )  # fmt: skip
+    slots = (
+        *slots,
         replace(
             busy_slot(4, "bench - pr 4411", "20261122.1", minutes=17, gpus=("3",)),
             state=SlotState.DRAINING,
@@ -127,14 +132,16 @@ def loaded_snapshot(**changes: Any) -> SupervisorSnapshot:
             name="gpu-a100",
             online=5,
             offline=2,
-            disabled=1,
+            disabled=3,
             queued_jobs=3,
             running_jobs=3,
+            standby=2,
         ),
         azure=HealthSnapshot(state=HealthState.OK, checked_at=NOW - 12),
         docker=HealthSnapshot(state=HealthState.OK, checked_at=NOW - 2),
         azure_requests=1234,
         started_at=NOW - 3600,
+        standby=True,
     )
     return replace(base, **changes)
 

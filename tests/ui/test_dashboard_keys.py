@@ -53,15 +53,16 @@ CONFIRMED_ACTIONS = [
         1,
         Drain(slots=(1,)),
         "Drain gpuhost-1? It is busy with 'train - main' 20261122.3: it finishes that job, "
-        "then stays stopped. No job is killed. Nothing replaces it until you resume it (u).",
+        "then stays stopped. Its standby agent is stopped now. No job is killed. Nothing "
+        "replaces it until you resume it (u).",
         id="drain-busy",
     ),
     pytest.param(
         "d",
         2,
         Drain(slots=(2,)),
-        "Drain gpuhost-2? It is idle: it is disabled on the server and its container is stopped "
-        "now, so it takes no new job. Nothing replaces it until you resume it (u).",
+        "Drain gpuhost-2? It is idle: it and its standby agent are disabled on the server and "
+        "stopped now, so neither takes a new job. Nothing replaces it until you resume it (u).",
         id="drain-idle",
     ),
     pytest.param(
@@ -69,8 +70,8 @@ CONFIRMED_ACTIONS = [
         1,
         Drain(slots=None),
         "Drain all 6 agents? All 6 agents are drained: 3 busy agents finish their current job, "
-        "then stay stopped; 1 idle agent stops now. Nothing replaces them until you resume them "
-        "(u on each agent). No job is killed.",
+        "then stay stopped; 1 idle agent stops now; 3 standby agents stop now. Nothing replaces "
+        "them until you resume them (u on each agent). No job is killed.",
         id="drain-all",
     ),
     pytest.param(
@@ -85,7 +86,8 @@ CONFIRMED_ACTIONS = [
         "r",
         2,
         Restart(slots=(2,)),
-        "Restart gpuhost-2? It is idle: its container is stopped and a fresh agent replaces it now.",
+        "Restart gpuhost-2? It is idle: a fresh standby agent is started first, then it hands "
+        "over and is replaced, so the slot keeps taking jobs.",
         id="restart-idle",
     ),
     pytest.param(
@@ -94,15 +96,17 @@ CONFIRMED_ACTIONS = [
         Restart(slots=None),
         "Restart all 6 agents? 1 idle agent is replaced now; 3 busy agents are replaced after "
         "their current job; 2 slots without a container start a fresh agent now. "
-        "No job is killed.",
+        "No job is killed. Slots with a ready standby hand over to a fresh one first and keep "
+        "taking jobs.",
         id="restart-all",
     ),
     pytest.param(
         "minus",
         1,
         Scale(count=5),
-        "Scale down to 5 agents? gpuhost-6 (parked) will be drained and removed. Busy agents "
-        "finish their current job first. No job is killed.",
+        # The engine retires slot numbers >= the new count (this scene numbers slots from 1).
+        "Scale down to 5 agents? gpuhost-5 (backoff), gpuhost-6 (parked) will be drained and "
+        "removed. Busy agents finish their current job first. No job is killed.",
         id="scale-down",
     ),
 ]

@@ -128,9 +128,9 @@ async def test_pool_panel(handle: FakeHandle) -> None:
         text = screen.pool_panel.render().plain
         assert text.split("\n") == [
             "gpu-a100 #12",
-            "online 5  offline 2  disabled 1",
-            "queued 3  running 3",
-            "docker ok · 2 s ago",
+            "online 5  offline 2  disabled 3",
+            "queued 3  running 3  standby 2",
+            "docker ok · answered 2 s ago",
         ]
         assert screen.pool_panel.border_subtitle == "1234 API calls"
 

@@ -87,6 +87,7 @@ def test_row_cells_say_everything_about_a_slot() -> None:
         "slot": "1",
         "agent": "gpuhost-1",
         "state": "busy",
+        "standby": "ready",
         "job": "'train - main' 20261122.3",
         "uptime": "42m20s",
         "gpus": "0",
@@ -98,9 +99,16 @@ def test_row_cells_say_everything_about_a_slot() -> None:
     assert backoff["state"] == "backoff in 12 s"
     assert backoff["exit"] == "137 OOM killed: out o…", "cut to the 22-cell column with an ellipsis"
     assert backoff["gpus"] == "all"
+    assert backoff["standby"] == "-"
     parked = {k: v.plain for k, v in row_cells(slots[6], NOW).items()}
     assert parked["state"] == "parked (5×)"
     assert parked["container"] == "-"
+    # A busy agent with a standby is disabled on purpose: not flagged. Without one, it is.
+    disabled = replace(slots[1], agent_enabled=False)
+    assert row_cells(disabled, NOW)["agent"].plain == "gpuhost-1"
+    alone = replace(disabled, standby="off")
+    assert row_cells(alone, NOW)["agent"].plain == "gpuhost-1 (disabled)"
+    assert row_cells(alone, NOW)["standby"].plain == "off"
     restarting = replace(slots[3], restart_pending=True)
     assert row_cells(restarting, NOW)["state"].plain == "busy ↻"
 
@@ -136,7 +144,7 @@ async def test_table_updates_in_place_and_keeps_the_selected_slot(handle: FakeHa
         await wait_for(pilot, lambda: table.row_count == 6 and "7" in [r.value for r in table.rows])
 
         assert screen.selected_slot_number() == 3, "the cursor stays on its slot"
-        assert row_text(screen, 3)[3] == "'eval nightly' 20261122.4"
+        assert row_text(screen, 3)[4] == "'eval nightly' 20261122.4"
         assert row_text(screen, 1)[2] == "idle"
         assert added == ["7"], "only the new slot got a new row"
         assert [key.value for key in table.rows] == ["1", "2", "3", "4", "6", "7"]
@@ -183,7 +191,7 @@ async def test_clock_ticks_update_ages_without_new_snapshots(handle: FakeHandle)
         now[0] += 5
         screen._tick()
         assert row_text(screen, 5)[2] == "backoff in 7 s"
-        assert row_text(screen, 1)[4] == "42m25s"
+        assert row_text(screen, 1)[5] == "42m25s"
         assert "checked 17 s ago" in screen.status_bar.render().plain
 
 

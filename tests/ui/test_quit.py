@@ -49,7 +49,7 @@ async def test_in_process_leave_running_stops_only_the_supervisor(key: str) -> N
     assert result is QuitChoice.LEAVE_RUNNING
     assert handle.sent == [Stop(drain=False)]
     assert "runs inside this console and stops with it" in body
-    assert "Running agents keep running and finish their current job" in body
+    assert "Running agents keep running (3 busy agents finish their current job)" in body
 
 
 async def test_in_process_drain_then_quit() -> None:

@@ -6,8 +6,24 @@ from dataclasses import replace
 
 import pytest
 
-from gpuci_tui.core.models import ExitInfo, JobInfo, SlotSnapshot, SlotState
-from gpuci_tui.screens.prompts import drain_prompt, quit_body, restart_prompt, scale_down_prompt
+from gpuci_tui.core.models import (
+    Drain,
+    ExitInfo,
+    JobInfo,
+    Restart,
+    Scale,
+    SlotSnapshot,
+    SlotState,
+    Stop,
+)
+from gpuci_tui.core.preview import preview
+from gpuci_tui.screens.prompts import (
+    drain_all_prompt,
+    drain_prompt,
+    quit_body,
+    restart_prompt,
+    scale_down_prompt,
+)
 from gpuci_tui.widgets.format import ago, duration, exit_label, job_label, until
 from gpuci_tui.widgets.gpu_panel import spark
 from gpuci_tui.widgets.status_bar import org_label
@@ -69,19 +85,52 @@ def test_scale_down_names_the_highest_slots_whatever_the_first_number() -> None:
     snapshot = loaded_snapshot()
     zero_based = replace(snapshot, slots=tuple(replace(s, slot=s.slot - 1) for s in snapshot.slots))
     for snap in (snapshot, zero_based):
-        prompt = scale_down_prompt(snap, 4)
+        first = min(s.slot for s in snap.slots)
+        answer = preview(snap, Scale(first + 4))
+        prompt = scale_down_prompt(answer, 6, 4)
         assert prompt.title == "Scale down to 4 agents?"
         assert prompt.body.startswith("gpuhost-5 (backoff), gpuhost-6 (parked) will be drained")
-    busy = scale_down_prompt(snapshot, 0)
+    busy = scale_down_prompt(preview(snapshot, Scale(1)), 6, 0)
     assert "gpuhost-1 (busy with 'train - main' 20261122.3: finishes it first)" in busy.body
 
 
 def test_prompts_for_slots_without_a_container() -> None:
     parked = SlotSnapshot(slot=3, name="gpuhost-3", state=SlotState.PARKED)
-    assert drain_prompt(parked).body.startswith("No container runs in this slot")
+    snap = loaded_snapshot(slots=(parked,))
+    assert drain_prompt(preview(snap, Drain((3,)))).body.startswith(
+        "No container runs in this slot"
+    )
     assert (
-        restart_prompt(parked).body
+        restart_prompt(preview(snap, Restart((3,)))).body
         == "No container runs in this slot (parked): a fresh agent is started now."
+    )
+
+
+def test_prompts_without_standby_speak_of_one_agent() -> None:
+    idle = replace(loaded_snapshot().slots[1], standby="")
+    snap = loaded_snapshot(slots=(idle,))
+    assert drain_prompt(preview(snap, Drain((idle.slot,)))).body == (
+        "It is idle: it is disabled on the server and its container is stopped now, so it takes "
+        "no new job. Nothing replaces it until you resume it (u)."
+    )
+    assert restart_prompt(preview(snap, Restart((idle.slot,)))).body == (
+        "It is idle: its container is stopped and a fresh agent replaces it now."
+    )
+
+
+def test_prompts_mention_the_standby_that_shares_the_slots_fate() -> None:
+    idle = replace(loaded_snapshot().slots[1], standby="ready")
+    busy = replace(loaded_snapshot().slots[0], standby="booting")
+    snap = loaded_snapshot(slots=(busy, idle))
+    assert "it and its standby agent are disabled on the server and stopped now" in (
+        drain_prompt(preview(snap, Drain((idle.slot,)))).body
+    )
+    assert "Its standby agent is stopped now. No job is killed." in (
+        drain_prompt(preview(snap, Drain((busy.slot,)))).body
+    )
+    assert "2 standby agents stop now" in drain_all_prompt(preview(snap, Drain(None))).body
+    assert "hands over and is replaced, so the slot keeps taking jobs" in (
+        restart_prompt(preview(snap, Restart((idle.slot,)))).body
     )
 
 
@@ -89,3 +138,6 @@ def test_quit_body_depends_on_where_the_supervisor_runs() -> None:
     assert "never stops it" in quit_body(loaded_snapshot(pid=99), "daemon")
     assert "(pid 99)" in quit_body(loaded_snapshot(pid=99), "daemon")
     assert "stops with it" in quit_body(None, "in-process")
+    snap = loaded_snapshot()
+    body = quit_body(snap, "in-process", preview(snap, Stop()))
+    assert "busy agents finish their current job" in body
