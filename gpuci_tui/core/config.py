@@ -20,12 +20,12 @@ from gpuci_tui.core.config_file import (
     ConfigError,
     ConfigErrors,
     config_to_toml,
+    gpus_to_toml,
     raise_if_any,
     read_toml,
     show,
     write_config_text,
 )
-from gpuci_tui.core.config_file import gpus_to_toml
 from gpuci_tui.core.config_groups import parse_gpus, parse_groups
 from gpuci_tui.core.config_model import (
     DEFAULT_GROUP,

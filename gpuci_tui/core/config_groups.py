@@ -28,7 +28,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from gpuci_tui.core.config_file import ConfigError, gpus_to_toml, show
+from gpuci_tui.core.config_file import ConfigError, show
 from gpuci_tui.core.config_validate import GPU_POLICIES, check_keys, suggest, validate_pool
 
 _GROUP_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,19}")
