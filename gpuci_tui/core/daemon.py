@@ -239,6 +239,7 @@ def _supervisors(
             agent_dir_root=agent_dir(config),
         )
         recorder.pool_id = lambda: single.pool.pool_id
+        recorder.blocked_until = single.pool.blocked_until
         return single, [single]
     by_group = {g.name: for_group(config, g) for g in agent_groups(config)}
     made: dict[str, JobRecorder] = {}
@@ -265,6 +266,7 @@ def _supervisors(
     )
     for name, child in group.children.items():
         made[name].pool_id = _pool_of(child)
+        made[name].blocked_until = child.pool.blocked_until
     return group, list(group.children.values())
 
 

@@ -136,6 +136,10 @@ class Executor:
         if pool_id is None:
             message = f"the pool '{self.pool.pool_name}' is not resolved yet"
             return ServerFailed(action.slot, action.lane, message, began + 1.0)
+        blocked_until = self.pool.blocked_until()
+        if blocked_until > began:
+            message = f"the organisation is backing off (next try in {blocked_until - began:.0f} s)"
+            return ServerFailed(action.slot, action.lane, message, blocked_until)
         try:
             if isinstance(action, SetEnabled):
                 agent = await asyncio.to_thread(

@@ -10,8 +10,10 @@ between two reads of the pool. A failed read or write is logged, never fatal.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import sqlite3
+import time
 from collections.abc import Callable
 from datetime import datetime
 
@@ -22,6 +24,10 @@ from .protocols import AgentPoolApi, GpuciError, JobRequest
 from .steps import JobEnded
 
 log = logging.getLogger("gpuci_tui.history")
+
+#: How long a row waits for an organisation in backoff before it is written without
+#: the server's view of the job (result, pipeline, queue wait).
+MAX_WAIT_FOR_SERVER = 300.0
 
 
 def seconds_between(start: str | None, end: str | None) -> float | None:
@@ -77,15 +83,24 @@ class JobRecorder:
         pool_id: Callable[[], int | None],
         accountant: JobAccountant | None = None,
         on_record: Callable[[JobRecord], None] | None = None,
+        blocked_until: Callable[[], float] = lambda: 0.0,
+        clock: Callable[[], float] = time.time,
     ) -> None:
-        """Record into ``history``; ``pool_id`` gives the resolved pool (None: not yet)."""
+        """Record into ``history``; ``pool_id`` gives the resolved pool (None: not yet).
+
+        ``blocked_until`` is the organisation's shared backoff (`PoolObserver.blocked_until`):
+        the read of a finished job waits for it rather than adding calls to an outage.
+        """
         self.history = history
         self.api = api
         self.instance = instance
         self.pool_id = pool_id
         self.accountant = accountant
         self.on_record = on_record
+        self.blocked_until = blocked_until
+        self.clock = clock
         self._tasks: set[asyncio.Task[JobRecord]] = set()
+        self._closing = asyncio.Event()
 
     def __call__(self, ended: JobEnded) -> None:
         """Take the GPU figures now; read the job and write the row in a task."""
@@ -101,8 +116,9 @@ class JobRecorder:
     async def record(self, ended: JobEnded, gpu: JobGpuStats | None) -> JobRecord:
         """Read the job's request, write the row; returns what was written."""
         request = None
+        may_call = await self._wait_for_server()
         pool_id = self.pool_id()
-        if pool_id is not None and ended.agent_id is not None:
+        if may_call and pool_id is not None and ended.agent_id is not None:
             try:
                 request = await asyncio.to_thread(self.api.last_job, pool_id, ended.agent_id)
             except GpuciError as exc:
@@ -116,7 +132,22 @@ class JobRecorder:
             self.on_record(record)
         return record
 
+    async def _wait_for_server(self) -> bool:
+        """Wait while the organisation backs off; False: shutting down, still backing off."""
+        deadline = self.clock() + MAX_WAIT_FOR_SERVER
+        while True:
+            now = self.clock()
+            until = min(self.blocked_until(), deadline)
+            if until <= now:
+                return True
+            if self._closing.is_set():
+                return False
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(min(until - now, 5.0)):
+                    await self._closing.wait()
+
     async def drain(self) -> None:
-        """Wait for the rows being written (at shutdown)."""
+        """Wait for the rows being written (at shutdown: rows waiting for a backoff go now)."""
+        self._closing.set()
         if self._tasks:
             await asyncio.wait(list(self._tasks), timeout=10.0)

@@ -93,6 +93,16 @@ class PoolObserver:
         if fast and not was:
             self._wake.set()
 
+    def blocked_until(self) -> float:
+        """Until when every call to the organisation waits (0.0: it may be called now).
+
+        One backoff covers reads, writes and history reads alike: after a failure
+        or a rate limit, nothing is sent before ``health.retry_at``.
+        """
+        if self.health.state is HealthState.OK or self.health.retry_at is None:
+            return 0.0
+        return self.health.retry_at
+
     @property
     def fast(self) -> bool:
         """Whether the fast cycle is on."""
@@ -105,6 +115,12 @@ class PoolObserver:
         while True:
             delay = await self.cycle(deliver)
             self._wake.clear()
+            if self.blocked_until() > self.clock():
+                # A backoff is not cut short by a wake: a command or a lane that wants
+                # the fast cycle during an outage would otherwise hammer a failing
+                # organisation (or ignore its Retry-After).
+                await asyncio.sleep(delay)
+                continue
             # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a
             # cancellation that races with the event being set, and the
             # supervisor's shutdown would then wait for this loop forever.

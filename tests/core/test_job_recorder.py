@@ -141,3 +141,43 @@ async def test_gpu_use_of_a_container_is_the_job_of_its_agent() -> None:
     (row,) = recorder.history.query(JobQuery())
     assert row.peak_gpu_memory_mib == 3000 and row.peak_util_pct == 90 and row.gpus == (0,)
     assert accountant.jobs() == ()
+
+
+class CountingApi:
+    """An AgentPoolApi stand-in that counts `last_job` reads."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+
+    def last_job(self, pool_id: int, agent_id: int) -> JobRequest | None:
+        self.reads += 1
+        return None
+
+
+async def test_the_read_of_a_finished_job_waits_out_the_organisations_backoff() -> None:
+    now = [1000.0]
+    blocked = [1030.0]
+    api = CountingApi()
+    recorder = JobRecorder(
+        JobHistory(":memory:"), api, "inst", pool_id=lambda: 42,  # type: ignore[arg-type]
+        blocked_until=lambda: blocked[0], clock=lambda: now[0],
+    )  # fmt: skip
+    recorder(ENDED)
+    await asyncio.sleep(0)  # the task starts and finds the organisation backing off
+    assert api.reads == 0 and recorder.history.query(JobQuery()) == []
+    blocked[0] = 0.0  # the observer read the pool again: healthy
+    await wait_until(lambda: len(recorder.history.query(JobQuery())) == 1, what="the row")
+    assert api.reads == 1
+
+
+async def test_rows_waiting_for_a_backoff_are_written_at_shutdown_without_the_read() -> None:
+    api = CountingApi()
+    recorder = JobRecorder(
+        JobHistory(":memory:"), api, "inst", pool_id=lambda: 42,  # type: ignore[arg-type]
+        blocked_until=lambda: 10.0**12,
+    )  # fmt: skip
+    recorder(ENDED)
+    await asyncio.sleep(0)
+    await recorder.drain()
+    (row,) = recorder.history.query(JobQuery())
+    assert row.request_id == 890001 and row.result is None and api.reads == 0
