@@ -232,9 +232,10 @@ def _agents_toml(agents: Any, *, always: tuple[str, ...], base: Any = None) -> d
             if getattr(agents, k) != getattr(base, k):
                 out[k] = getattr(agents, k)
     out.pop("volumes", None)
-    ids = out.pop("gpu_ids", agents.gpu_ids)
-    if "gpus" in out or base is None:
-        out["gpus"] = gpus_to_toml(agents.gpus, ids)
+    # The ids are part of the GPU setting: a change of either writes the whole setting.
+    if "gpus" in out or "gpu_ids" in out or base is None:
+        out["gpus"] = gpus_to_toml(agents.gpus, agents.gpu_ids)
+    out.pop("gpu_ids", None)
     return out
 
 

@@ -31,7 +31,7 @@ from typing import Any
 from gpuci_tui.core.config_file import ConfigError, show
 from gpuci_tui.core.config_validate import GPU_POLICIES, check_keys, suggest, validate_pool
 
-_GROUP_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,19}")
+GROUP_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,19}")
 _GPU_ID = re.compile(r"\d{1,3}|(?:GPU|MIG)-[0-9A-Za-z-]{8,}")
 GPUS_FORMS = (
     'one of "all", "none", "per-agent", a list of GPU ids like ["0", "1"] '
@@ -121,7 +121,7 @@ def parse_groups(
     groups: list[tuple[str, str, dict[str, Any]]] = []
     for name, table in raw.items():
         where = f"groups.{name}"
-        if not _GROUP_NAME.fullmatch(str(name)):
+        if not GROUP_NAME.fullmatch(str(name)):
             problem = (
                 "is not a group name: lowercase letters, digits, '-' and '_', at most 20, "
                 f"starting with a letter or digit, got {show(name)}"

@@ -24,7 +24,7 @@ from textual.worker import WorkerFailed
 
 from gpuci_tui.screens.wizard_agents import AgentsStep, ImageStep, VolumesStep
 from gpuci_tui.screens.wizard_azure import PatStep, PoolStep, UrlStep
-from gpuci_tui.screens.wizard_base import Step, WizardDraft
+from gpuci_tui.screens.wizard_base import DraftGroup, Step, WizardDraft
 from gpuci_tui.services import Services, SetupClient
 from gpuci_tui.ui_messages import SetupSaved
 
@@ -37,9 +37,10 @@ class ReviewStep(Step):
     TITLE = "Step 7 of 7 · Review and save"
 
     def fields(self) -> Iterable[Widget]:
-        """The summary and where it is saved."""
+        """The summary, where it is saved, and a way to add another agent group."""
         yield Static("", id="review", markup=False)
         yield Static("", id="review-path", classes="hint", markup=False)
+        yield Button("Add another agent group…", id="add-group")
 
     def entered(self) -> None:
         """Render the summary of the draft; Enter saves."""
@@ -52,11 +53,13 @@ class ReviewStep(Step):
         lines = [
             f"Organisation  {draft.url}",
             f"PAT           valid{who}; {draft.pat_note}",
+            *(group_lines(group) for group in draft.groups),
+            *([f"Group         {draft.group_name}"] if draft.groups else []),
             f"Pool          {draft.pool}",
             f"Image         {draft.image}",
             *(f"              ! {warning}" for warning in draft.image_warnings),
-            f"Agents        {draft.count} ({draft.name_prefix}-1{last}), GPUs: {draft.gpu_policy}, "
-            f"network: {draft.network}",
+            f"Agents        {draft.count} ({draft.name_prefix}-1{last}), GPUs: "
+            f"{gpu_text(draft.gpu_policy, draft.gpu_ids)}, network: {draft.network}",
             f"Volumes       {volumes[0] if volumes else 'none'}",
             *(f"              {v}" for v in volumes[1:]),
         ]
@@ -67,25 +70,49 @@ class ReviewStep(Step):
         )
         self.screen.query_one("#wizard-next", Button).focus()
 
+    def add_group(self) -> None:
+        """Keep the group set up so far and walk through pool, image, agents for another."""
+        draft = self.draft
+        draft.groups.append(draft.current_group())
+        if len(draft.groups) == 1:
+            # The first group shares [agents]' name prefix; a second one gets its own.
+            draft.name_prefix = f"{draft.name_prefix}-g2"
+        draft.group_name = f"group{len(draft.groups) + 1}"
+        draft.gpu_ids = []
+        self.wizard.show_step(PoolStep)
+
     def build(self) -> Any:
         """The `Config` the draft describes (settings the wizard does not ask about are kept)."""
         from gpuci_tui.core.config import AgentsConfig, AzureConfig, Config
+        from gpuci_tui.core.config_model import AgentGroup
 
         draft = self.draft
         base = self.services.config
-        agents = replace(
-            base.agents if base is not None else AgentsConfig(0, "", ""),
-            count=draft.count,
-            image=draft.image,
-            name_prefix=draft.name_prefix,
-            network=draft.network,
-            gpus=draft.gpu_policy,
-            volumes=tuple(draft.volumes),
+        base_agents = base.agents if base is not None else AgentsConfig(0, "", "")
+
+        def agents_of(group: DraftGroup) -> AgentsConfig:
+            return replace(
+                base_agents,
+                count=group.count,
+                image=group.image,
+                name_prefix=group.name_prefix,
+                network=group.network,
+                gpus=group.gpu_policy,
+                gpu_ids=group.gpu_ids,
+                volumes=group.volumes,
+            )
+
+        groups = draft.all_groups()
+        agents = agents_of(groups[0])
+        azure = AzureConfig(url=draft.url, pool=groups[0].pool)
+        made = (
+            tuple(AgentGroup(g.name, g.pool, agents_of(g)) for g in groups) if draft.groups else ()
         )
-        azure = AzureConfig(url=draft.url, pool=draft.pool)
         if base is not None:
-            return replace(base, azure=azure, agents=agents, path=self.services.config_path)
-        return Config(azure=azure, agents=agents, path=self.services.config_path)
+            return replace(
+                base, azure=azure, agents=agents, groups=made, path=self.services.config_path
+            )
+        return Config(azure=azure, agents=agents, groups=made, path=self.services.config_path)
 
     async def validate(self) -> str | None:
         """Write the file atomically (mode 0600)."""
@@ -103,6 +130,20 @@ class ReviewStep(Step):
 
     saved: Any = None
     """The `Config` written by `validate` (None until saved)."""
+
+
+def gpu_text(policy: str, ids: Iterable[str]) -> str:
+    """``per-agent over 2,3`` for the review."""
+    listed = ",".join(ids)
+    return f"{policy} over {listed}" if listed and policy != "list" else listed or policy
+
+
+def group_lines(group: DraftGroup) -> str:
+    """One finished group of the draft, for the review."""
+    return (
+        f"Group         {group.name}: pool {group.pool}, {group.count} × {group.image}, "
+        f"{group.name_prefix}-N, GPUs: {gpu_text(group.gpu_policy, group.gpu_ids)}"
+    )
 
 
 class WizardScreen(Screen[None]):
@@ -150,6 +191,12 @@ class WizardScreen(Screen[None]):
     def step(self) -> Step:
         """The step on screen."""
         return self.steps[self.index]
+
+    def show_step(self, kind: type[Step]) -> None:
+        """Go to the step of class ``kind`` (e.g. back to the pool for another group)."""
+        self._generation += 1
+        self.step.say("", "info")
+        self._show(next(i for i, step in enumerate(self.steps) if isinstance(step, kind)))
 
     def _show(self, index: int) -> None:
         self.index = index
@@ -227,6 +274,12 @@ class WizardScreen(Screen[None]):
     @on(Button.Pressed, "#wizard-next")
     def _next_pressed(self) -> None:
         self.go_next()
+
+    @on(Button.Pressed, "#add-group")
+    def _add_group_pressed(self) -> None:
+        review = self.step
+        if isinstance(review, ReviewStep):
+            review.add_group()
 
     @on(Button.Pressed, "#wizard-back")
     def _back_pressed(self) -> None:

@@ -168,6 +168,13 @@ class AgentsStep(Step):
             classes="field-label",
         )
         yield Input(value=config.agents.name_prefix if config else "", id="prefix")
+        # Shown once the operator adds a second group: groups never share GPUs or names.
+        yield Static("Group name (addresses its slots as NAME/1, NAME/2, …)",
+                     classes="field-label group-only")  # fmt: skip
+        yield Input(value="", id="group-name", classes="group-only")
+        yield Static("GPUs of this group: indices or UUIDs, comma-separated",
+                     classes="field-label group-only")  # fmt: skip
+        yield Input(value="", id="gpu-ids", classes="group-only", placeholder="e.g. 2,3")
         yield Static("GPUs for each agent", classes="field-label")
         policy = config.agents.gpus if config else "all"
         with RadioSet(id="gpu-policy"):
@@ -182,6 +189,13 @@ class AgentsStep(Step):
 
     def entered(self) -> None:
         """Fill defaults from the host once; list the GPUs."""
+        adding = bool(self.draft.groups)
+        for widget in self.query(".group-only"):
+            widget.display = adding
+        if adding:
+            self.query_one("#group-name", Input).value = self.draft.group_name
+            self.query_one("#gpu-ids", Input).value = ",".join(self.draft.gpu_ids)
+            self.query_one("#prefix", Input).value = self.draft.name_prefix
         super().entered()
         self.run_worker(self._host(), group="agents-host", exclusive=True, exit_on_error=False)
 
@@ -244,8 +258,35 @@ class AgentsStep(Step):
             check_gpu_count(count, policy, visible)
         except ConfigError as exc:
             return config_problem("The number of agents", exc)
+        if self.draft.groups:
+            problem = self._group_fields(policy)
+            if problem:
+                return problem
+            policy = "list" if policy == "all" and self.draft.gpu_ids else policy
         self.draft.count, self.draft.name_prefix, self.draft.gpu_policy = count, prefix, policy
         self.draft.network = self._chosen("network", NETWORK_LABELS)
+        return None
+
+    def _group_fields(self, policy: str) -> str | None:
+        """Read the group name and its GPUs (second and later groups only)."""
+        from gpuci_tui.core.config_groups import GROUP_NAME
+
+        name = self.query_one("#group-name", Input).value.strip()
+        if not GROUP_NAME.fullmatch(name):
+            return (
+                f"The group name {name!r} is not valid: use lower-case letters, digits, '-' and '_' "
+                "(at most 20; it names the group's slots, e.g. cuda13/1)."
+            )
+        if name in {group.name for group in self.draft.groups}:
+            return f"A group named {name!r} is already set up: choose another name."
+        typed = self.query_one("#gpu-ids", Input).value
+        ids = [part.strip() for part in typed.split(",") if part.strip()]
+        if policy != "none" and not ids:
+            return (
+                "Name the GPUs of this group (e.g. 2,3): groups on one host never share a GPU, "
+                "and the first group already uses the host's GPUs from 0 up."
+            )
+        self.draft.group_name, self.draft.gpu_ids = name, ids
         return None
 
 

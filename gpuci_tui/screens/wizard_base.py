@@ -26,6 +26,21 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
+@dataclass(frozen=True)
+class DraftGroup:
+    """An agent group finished in the wizard before the operator added another one."""
+
+    name: str
+    pool: str
+    image: str
+    count: int
+    name_prefix: str
+    gpu_policy: str
+    gpu_ids: tuple[str, ...]
+    network: str
+    volumes: tuple[VolumeConfig, ...]
+
+
 @dataclass
 class WizardDraft:
     """What the operator has entered so far (validated values only)."""
@@ -47,6 +62,30 @@ class WizardDraft:
     gpu_policy: str = "all"
     network: str = "bridge"
     volumes: list[VolumeConfig] = field(default_factory=list)
+    gpu_ids: list[str] = field(default_factory=list)
+    """The GPUs (indices or UUIDs) of the group being set up; empty: every GPU of the host."""
+    groups: list[DraftGroup] = field(default_factory=list)
+    """Groups finished before this one ("Add a group" on the review); empty: one group."""
+    group_name: str = ""
+    """The name of the group being set up when ``groups`` is not empty."""
+
+    def current_group(self) -> DraftGroup:
+        """The group the steps describe now."""
+        return DraftGroup(
+            name=self.group_name or "default",
+            pool=self.pool,
+            image=self.image,
+            count=self.count,
+            name_prefix=self.name_prefix,
+            gpu_policy=self.gpu_policy,
+            gpu_ids=tuple(self.gpu_ids),
+            network=self.network,
+            volumes=tuple(self.volumes),
+        )
+
+    def all_groups(self) -> list[DraftGroup]:
+        """Every group of the draft, the one on screen last."""
+        return [*self.groups, self.current_group()]
 
 
 class WizardContext(Protocol):
@@ -65,6 +104,10 @@ class WizardContext(Protocol):
 
     def go_next(self) -> None:
         """Validate the current step and move on (as the Next button does)."""
+        ...
+
+    def show_step(self, kind: type[Step]) -> None:
+        """Go to the step of class ``kind``."""
         ...
 
 

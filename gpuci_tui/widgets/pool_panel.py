@@ -35,6 +35,7 @@ class PoolPanel(Widget):
     def show_snapshot(self, snapshot: SupervisorSnapshot) -> None:
         """Render a new snapshot."""
         self._snapshot = snapshot
+        self.border_title = "Pools" if len(snapshot.pools) > 1 else "Pool"
         self.border_subtitle = f"{snapshot.azure_requests} API calls"
         self.refresh()
 
@@ -44,10 +45,41 @@ class PoolPanel(Widget):
         if snap is None:
             return Text("waiting for the supervisor…", style="bright_black")
         now = self._clock()
+        lines = self._pool_lines(snap) if len(snap.pools) > 1 else self._one_pool(snap)
+        lines.append(self._docker_line(snap, now))
+        azure = snap.azure
+        if azure.state not in (HealthState.OK, HealthState.UNKNOWN) and azure.message:
+            lines.append(Text(f"azure: {azure.message}", style="red"))
+        return Text("\n").join(lines)
+
+    @staticmethod
+    def _pool_lines(snap: SupervisorSnapshot) -> list[Text]:
+        """Agent groups over several pools: one line per pool."""
+        lines = []
+        for pool in snap.pools:
+            lines.append(
+                Text.assemble(
+                    (pool.name or "?", "bold"),
+                    ("  on ", "bright_black"),
+                    (str(pool.online), "green"),
+                    ("  q ", "bright_black"),
+                    (str(pool.queued_jobs), "bold yellow" if pool.queued_jobs else ""),
+                    ("  run ", "bright_black"),
+                    str(pool.running_jobs),
+                    ("  sb ", "bright_black"),
+                    (str(pool.standby), "green" if pool.standby else ""),
+                    no_wrap=True,
+                    overflow="ellipsis",
+                )
+            )
+        return lines
+
+    @staticmethod
+    def _one_pool(snap: SupervisorSnapshot) -> list[Text]:
         pool = snap.pool_summary
         name = pool.name or snap.pool
         ident = f" #{pool.pool_id}" if pool.pool_id is not None else ""
-        lines = [
+        return [
             Text.assemble((name, "bold"), (ident, "bright_black"), no_wrap=True),
             Text.assemble(
                 ("online ", "bright_black"),
@@ -69,6 +101,9 @@ class PoolPanel(Widget):
                 no_wrap=True,
             ),
         ]
+
+    @staticmethod
+    def _docker_line(snap: SupervisorSnapshot, now: float) -> Text:
         docker = snap.docker
         docker_line = Text("docker ", style="bright_black", no_wrap=True)
         docker_line.append(
@@ -81,8 +116,4 @@ class PoolPanel(Widget):
         elif docker.checked_at is not None:
             # When the engine last answered (a ping keeps this fresh while nothing happens).
             docker_line.append(f" · answered {ago(docker.checked_at, now)}", style="bright_black")
-        lines.append(docker_line)
-        azure = snap.azure
-        if azure.state not in (HealthState.OK, HealthState.UNKNOWN) and azure.message:
-            lines.append(Text(f"azure: {azure.message}", style="red"))
-        return Text("\n").join(lines)
+        return docker_line

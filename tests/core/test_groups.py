@@ -92,6 +92,17 @@ def test_groups_take_agents_as_defaults_and_get_their_own_names(tmp_path: Path) 
     assert load_config(tmp_path / "again.toml").groups == config.groups
 
 
+def test_a_group_that_differs_from_agents_only_in_its_gpu_ids_keeps_them(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, TWO_GROUPS))
+    first, second = config.groups
+    # The group's policy equals [agents]' (its defaults); only the ids tell them apart.
+    agents = replace(config.agents, gpus="per-agent", gpu_ids=())
+    same_policy = replace(second.agents, gpus="per-agent", gpu_ids=("4", "5"))
+    config = replace(config, agents=agents, groups=(first, replace(second, agents=same_policy)))
+    save_config(config, tmp_path / "again.toml")
+    assert load_config(tmp_path / "again.toml").groups == config.groups
+
+
 def test_an_agents_only_file_is_one_group_with_the_same_identity(tmp_path: Path) -> None:
     config = load_config(write(tmp_path, BASE.replace("[agents]", "[agents]\ncount = 2")))
     (group,) = agent_groups(config)

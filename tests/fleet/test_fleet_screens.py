@@ -89,7 +89,7 @@ async def test_overview_rows_problems_first_then_by_name() -> None:
             "gpu3", "●", "up", "2", "2", "4", "0", "0", "3", "2", "✓",
         ]  # fmt: skip
         assert lines["gpu2"].split()[1:12] == [
-            "gpu2", "●", "up", "3", "1", "0", "1", "1", "3", "3", "✓",
+            "gpu2", "●", "up", "3", "1", "2", "1", "1", "3", "3", "✓",
         ]  # fmt: skip
         assert lines["gpu4"].split()[1:4] == ["gpu4", "✗", "down"]
         assert "│ gpu2          ● up" in text and "parked after repeated" in text

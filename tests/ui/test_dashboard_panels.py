@@ -10,6 +10,7 @@ from gpuci_tui.app import make_app
 from gpuci_tui.core.models import (
     HealthSnapshot,
     HealthState,
+    PoolSummary,
     SupervisorEvent,
 )
 from gpuci_tui.core.protocols import GpuFrame
@@ -133,6 +134,23 @@ async def test_pool_panel(handle: FakeHandle) -> None:
             "docker ok · answered 2 s ago",
         ]
         assert screen.pool_panel.border_subtitle == "1234 API calls"
+
+
+async def test_pool_panel_shows_each_pool_of_the_agent_groups() -> None:
+    pools = (
+        PoolSummary(pool_id=12, name="cuda12", online=3, queued_jobs=2, running_jobs=2, standby=2),
+        PoolSummary(pool_id=13, name="cuda13-team-b", online=2, running_jobs=1, standby=1),
+    )
+    handle = FakeHandle(loaded_snapshot(pools=pools))
+    app = make_app(make_services(handle=handle))
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await ready(pilot)
+        text = screen.pool_panel.render().plain
+        assert text.split("\n")[:2] == [
+            "cuda12  on 3  q 2  run 2  sb 2",
+            "cuda13-team-b  on 2  q 0  run 1  sb 1",
+        ]
+        assert screen.pool_panel.border_title == "Pools"
 
 
 async def test_docker_trouble_shows_in_the_pool_panel() -> None:

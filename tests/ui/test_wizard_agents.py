@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
-from textual.widgets import OptionList
+from textual.widgets import Button, Input, OptionList, RadioButton
 
 from gpuci_tui.core.config import VolumeConfig, load_config
 from gpuci_tui.core.protocols import GpuFrame, GpuHostInfo
@@ -209,3 +210,61 @@ async def test_a_config_that_cannot_be_written_is_explained(tmp_path: Path) -> N
         assert w.wizard.index == 6
         assert w.message.startswith("The configuration was not saved: "), w.message
         assert w.started == []
+
+
+async def _second_group(w: Any, gpu_ids: str) -> None:
+    """From step 5 of a fresh wizard: 2 agents one GPU each, then a second group on ``gpu_ids``."""
+    await w.at(4)
+    await wait_for(w.pilot, lambda: w.field("#count").value != "", what="the defaults")
+    await w.fill("#count", "2")
+    w.wizard.query_one("#gpus-per-agent", RadioButton).value = True
+    assert not w.wizard.query_one("#group-name", Input).display  # one group: no group fields
+    await w.next()
+    await w.next()
+    await w.at(6)
+    w.wizard.query_one("#add-group", Button).press()
+    await w.at(2)
+    await w.fill("#pool-name", "Default")
+    await w.next()
+    await wait_for(w.pilot, lambda: w.field("#image").value != "", what="the image")
+    await w.next()
+    await w.at(4)
+    assert w.field("#group-name").display and w.field("#group-name").value == "group2"
+    assert w.field("#prefix").value == "gpuhost-g2"
+    await w.fill("#gpu-ids", gpu_ids)
+    await w.next()
+    await w.next()
+    await w.at(6)
+
+
+async def test_the_wizard_adds_a_second_agent_group(tmp_path: Path) -> None:
+    async with wizard(tmp_path) as w:
+        await w.through(4)
+        await _second_group(w, "2,3")
+        review = text_of(w.wizard, "#review").split("\n")
+        assert review[2:5] == [
+            f"Group         default: pool gpu-a100, 2 × {IMAGE}, gpuhost-N, GPUs: per-agent",
+            "Group         group2",
+            "Pool          Default",
+        ]
+        assert "GPUs: per-agent over 2,3" in review[6]
+        await w.pilot.press("enter")
+        await wait_for(
+            w.pilot, lambda: isinstance(w.app.screen, DashboardScreen), what="the dashboard"
+        )
+        saved = load_config(w.config_path)
+        first, second = saved.groups
+        assert (first.name, first.pool, first.agents.count) == ("default", "gpu-a100", 2)
+        assert (second.name, second.pool, second.agents.name_prefix) == (
+            "group2", "Default", "gpuhost-g2",
+        )  # fmt: skip
+        assert (second.agents.gpus, second.agents.gpu_ids) == ("per-agent", ("2", "3"))
+
+
+async def test_two_groups_on_one_gpu_are_refused_at_save(tmp_path: Path) -> None:
+    async with wizard(tmp_path) as w:
+        await w.through(4)
+        await _second_group(w, "1,2")
+        await w.next()
+        assert w.wizard.index == 6 and not w.config_path.exists()
+        assert "GPU" in w.message and "1" in w.message, w.message
