@@ -23,7 +23,6 @@ from gpuci_tui.cli.main import main
 from gpuci_tui.core import paths
 from gpuci_tui.core.history import JobHistory, JobRecord
 
-NOW = time.time()
 JSON_KEYS = [
     "id", "instance", "slot", "agent", "request_id", "pipeline", "run", "started_at",
     "ended_at", "duration_s", "queue_wait_s", "result", "exit_code", "oom", "failed", "reason",
@@ -41,8 +40,10 @@ def job(ago_s: float, pipeline: str, run: str, slot: int, **kw: Any) -> JobRecor
             request_id=slot + 100,
             pipeline=pipeline,
             run=run,
-            started_at=NOW - ago_s - 65,
-            ended_at=NOW - ago_s,
+            # Relative to when the row is written, not when this module was imported: in a
+            # full run the module is imported minutes before its tests (--since 90s).
+            started_at=time.time() - ago_s - 65,
+            ended_at=time.time() - ago_s,
             exit_code=0,
             oom=False,
             reason="job finished",
