@@ -16,7 +16,7 @@ from typing import Any
 
 from rich.text import Text
 from textual.widgets import DataTable
-from textual.widgets.data_table import RowDoesNotExist, RowKey
+from textual.widgets.data_table import ColumnKey, RowDoesNotExist, RowKey
 
 from gpuci_tui.core.history import JobRecord
 from gpuci_tui.widgets.format import duration, level_style, truncate
@@ -177,5 +177,5 @@ class HistoryTable(DataTable[Text]):
             label = item.label
             if item.key == self.sort_key:
                 label = f"{label}{'▼' if self.descending else '▲'}"
-            self.columns[item.key].label = Text(label)
+            self.columns[ColumnKey(item.key)].label = Text(label)
         self.refresh()

@@ -19,14 +19,15 @@ from gpuci_tui.app import GpuciApp, make_app
 from gpuci_tui.screens.dashboard import DashboardScreen
 from tests.ui.fakes import FakeHandle, FakeRuntime, make_services
 from tests.ui.helpers import wait_for
-from tests.ui.scenarios import events, gpu_frame, loaded_snapshot
+from tests.ui.scenarios import events, gpu_frame, loaded_snapshot, measured_snapshot
 
 SIZE = (100, 30)
 Snap = Callable[..., bool]
 
 
 def loaded_app(**services: Any) -> tuple[GpuciApp, FakeHandle]:
-    handle = FakeHandle(loaded_snapshot())
+    # From a GPU-sampling daemon: busy rows show their job's GPU use.
+    handle = FakeHandle(measured_snapshot())
     return make_app(make_services(handle=handle, **services)), handle
 
 
