@@ -11,19 +11,26 @@ and no existing configuration.
 from __future__ import annotations
 
 import asyncio
+import random
 import secrets
 import tempfile
+import time
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuci_tui.core.agentspec import LABEL_DEMO, instance_labels
 from gpuci_tui.core.config import AgentsConfig, AzureConfig, Config, SupervisorConfig
 from gpuci_tui.core.protocols import ContainerRuntime, GpuSampler
 
+if TYPE_CHECKING:
+    from gpuci_tui.core.history import JobHistory
+
 DEMO_POOL = "gpu-demo"
 DEMO_PREFIX = "demo-gpu"
+SEEDED_RUNS = 60
+"""Past jobs written to the demo's history at start, so the history view has trends at once."""
 
 
 class MemoryTokens:
@@ -64,13 +71,35 @@ class DemoEnvironment:
     """The demo's supervisor, once started (read by the synthetic GPUs)."""
     _tasks: set[Any] = field(default_factory=set)
 
+    @property
+    def history_path(self) -> Path:
+        """The demo's own job history (in its temporary directory, never the user's)."""
+        return self.workdir / "history.sqlite3"
+
     def services(self, *, readonly: bool = False) -> Any:
-        """The console's `Services` for this demo; the supervisor starts in-process on mount."""
+        """The console's `Services` for this demo; the supervisor starts in-process on mount.
+
+        Like a daemon, the demo samples the GPUs into per-job accounting and writes
+        each finished job to a history, so busy rows show GPU use and the history
+        view (``h``) has content.
+        """
+        from gpuci_tui.core.accounting import JobAccountant
+        from gpuci_tui.core.config import instance_id
+        from gpuci_tui.core.gpu_watch import GpuWatch, agent_owners
         from gpuci_tui.core.handle import InProcessHandle
+        from gpuci_tui.core.history import JobHistory
+        from gpuci_tui.core.job_recorder import JobRecorder
         from gpuci_tui.core.supervisor import Supervisor
         from gpuci_tui.services import Services
 
+        history = JobHistory(self.history_path)
+        seed_history(history, instance_id(self.config), time.time())
+
         async def start_supervisor(config: Config) -> Any:
+            accountant = JobAccountant(min_interval=1.0)
+            recorder = JobRecorder(
+                history, self.api, instance_id(config), pool_id=lambda: None, accountant=accountant
+            )
             supervisor = Supervisor(
                 config,
                 api=self.api,
@@ -78,10 +107,18 @@ class DemoEnvironment:
                 tokens=self.tokens,
                 mode="in-process",
                 extra_labels=self.extra_labels,
+                on_job_finished=recorder,
+                gpu_use=accountant.current,
             )
+            recorder.pool_id = lambda: supervisor.pool.pool_id
             self.supervisor_holder[:] = [supervisor]
-            task = asyncio.get_running_loop().create_task(supervisor.run())
-            self._tasks.add(task)
+            watch = GpuWatch(
+                self.gpu, accountant, lambda: agent_owners(supervisor.snapshot()), interval=1.0
+            )
+            loop = asyncio.get_running_loop()
+            for coro in (supervisor.run(), watch.run()):
+                task = loop.create_task(coro)
+                self._tasks.add(task)
             return InProcessHandle(supervisor)
 
         return Services(
@@ -94,6 +131,8 @@ class DemoEnvironment:
             start_supervisor=start_supervisor,
             readonly=readonly,
             demo=True,
+            history_path=self.history_path,
+            history_interval=3.0,
         )
 
     @property
@@ -211,3 +250,37 @@ def build_demo(
         supervisor_holder=holder,
     )
     return env
+
+
+def seed_history(history: JobHistory, instance: str, now: float, seed: int = 7) -> None:
+    """Write `SEEDED_RUNS` past jobs of the simulated pipelines (the last few hours).
+
+    Each pipeline has its own typical memory and duration with some noise, and
+    'train - main' creeps up over its last runs, so the trend view shows what
+    a regression looks like.
+    """
+    from gpuci_tui.core.history import JobRecord
+    from gpuci_tui.sim.jobs import PIPELINES
+
+    rng = random.Random(seed)
+    typical = {name: (8.0 + 12.0 * i, 300.0 + 240.0 * i) for i, name in enumerate(PIPELINES)}
+    for n in range(SEEDED_RUNS):
+        pipeline = PIPELINES[n % len(PIPELINES)]
+        memory_gib, seconds = typical[pipeline]
+        if pipeline == "train - main":
+            memory_gib += max(0, n - SEEDED_RUNS // 2) * 0.6  # the regression to spot
+        ended = now - (SEEDED_RUNS - n) * 240.0
+        failed = rng.random() < 0.08
+        duration = seconds * rng.uniform(0.85, 1.15)
+        history.add(
+            JobRecord(
+                instance=instance, slot=n % 4, agent=f"{DEMO_PREFIX}-{n % 4}",
+                request_id=100_000 + n, pipeline=pipeline, run=f"demo.{n + 1}",
+                started_at=ended - duration - 5, ended_at=ended,
+                exit_code=1 if failed else 0, oom=False, reason="job finished",
+                result="failed" if failed else "succeeded", queue_wait_s=rng.uniform(0, 20),
+                duration_s=duration, gpus=(n % 4,), gpu_samples=int(duration),
+                peak_gpu_memory_mib=memory_gib * rng.uniform(0.95, 1.05) * 1024,
+                mean_util_pct=rng.uniform(55, 95), peak_util_pct=rng.uniform(90, 100),
+            )
+        )  # fmt: skip

@@ -105,6 +105,11 @@ class Services:
     ``gpuci_tui.core.secrets.TokenStore(backend=...)``)."""
     hostname: str | None = None
     """Default agent name prefix in the wizard (default: this host's name)."""
+    history_path: Path | None = None
+    """The job history file the history view reads (read-only; it may not exist yet).
+    None: this console has no history to show (e.g. the daemon runs on another host)."""
+    history_interval: float = 5.0
+    """Seconds between re-reads of the history while its view is open."""
     fleet: Fleet | None = None
     """The fleet console (``--host`` / ``[fleet]``): the hosts and their handles; the
     overview replaces the dashboard, and ``handle``/``config`` are not used."""

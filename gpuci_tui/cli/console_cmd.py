@@ -153,9 +153,17 @@ def run_console(args: argparse.Namespace, setup: bool) -> int:
         info = runtime.inspect(container_id) if runtime is not None else None
         return info.name if info is not None else None
 
+    try:
+        from gpuci_tui.core.paths import history_db_path
+
+        # The daemon of this host writes it; the history view opens it read-only.
+        history_path: Path | None = history_db_path()
+    except GpuciError:
+        history_path = None  # the view says there is no history; the console still runs
     services = Services(
         config=config,
         force_setup=setup,
+        history_path=history_path,
         config_path=path,
         gpu=NvmlSampler(container_name=container_name),
         runtime=runtime,

@@ -88,6 +88,22 @@ class JobGpuStats:
     """Another process used one of the job's GPUs while the job held it."""
 
 
+@dataclass(frozen=True)
+class JobGpuNow:
+    """What one job uses of the GPUs in the latest folded frame (the live agents table).
+
+    None means "not known" in that frame (the driver gave no figure, or the
+    GPU was shared so its own utilisation cannot be the job's).
+    """
+
+    memory_mib: float | None
+    """The job's processes' GPU memory, summed over its GPUs."""
+    util_pct: float | None
+    """The job's utilisation, averaged over its GPUs (same rules as the statistics)."""
+    at: float
+    """Unix time of the frame."""
+
+
 @dataclass
 class _GpuWindow:
     """One job on one GPU: from its first to its last sample there."""
@@ -134,6 +150,7 @@ class JobAccountant:
         self._proc_root = proc_root
         self._jobs: dict[JobKey, _Job] = {}
         self._last_folded: float | None = None
+        self._now: dict[JobKey, JobGpuNow] = {}
         self._lock = threading.Lock()
 
     def observe(self, frame: GpuFrame, owners: Mapping[str, JobKey]) -> bool:
@@ -153,7 +170,11 @@ class JobAccountant:
             due = last is None or frame.taken_at < last
             if not due and last is not None:
                 due = frame.taken_at - last >= self._min_interval * _MIN_INTERVAL_SLACK
-            if not due or not frame.host.available:
+            if not frame.host.available:
+                # No GPU visible now: a figure from an older frame would be a stale lie.
+                self._now = {}
+                return False
+            if not due:
                 return False
             self._last_folded = frame.taken_at
             self._fold(frame, owners)
@@ -176,6 +197,16 @@ class JobAccountant:
         if job is None:
             return JobGpuStats(key=key, energy_note=ENERGY_NOT_SEEN)
         return _stats(job)
+
+    def current(self, key: JobKey) -> JobGpuNow | None:
+        """The job's use in the latest folded frame; None when it was not seen on a GPU then."""
+        with self._lock:
+            return self._now.get(key)
+
+    def clear_current(self) -> None:
+        """Forget the latest frame's figures (sampling failed: they would go stale)."""
+        with self._lock:
+            self._now = {}
 
     def discard(self, key: JobKey) -> None:
         """Forget a job without computing its statistics (e.g. its slot was removed)."""
@@ -217,18 +248,21 @@ class JobAccountant:
                     continue
                 if any(k != job.key for k in by_job):
                     window.other_since = now
+        now_figures: dict[JobKey, JobGpuNow] = {}
         for key in seen:
+            util_now = sum(utils[key]) / len(utils[key]) if key in utils else None
+            now_figures[key] = JobGpuNow(memory.get(key), util_now, now)
             job = self._jobs[key]
             job.samples += 1
             job.first_seen = now if job.first_seen is None else job.first_seen
             job.last_seen = now
             if key in memory:
                 job.peak_memory = max(job.peak_memory or 0.0, memory[key])
-            if key in utils:
-                value = sum(utils[key]) / len(utils[key])
-                job.util_sum += value
+            if util_now is not None:
+                job.util_sum += util_now
                 job.util_count += 1
-                job.util_peak = value if job.util_peak is None else max(job.util_peak, value)
+                job.util_peak = util_now if job.util_peak is None else max(job.util_peak, util_now)
+        self._now = now_figures
 
 
 def _split(

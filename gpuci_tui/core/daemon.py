@@ -221,6 +221,9 @@ def _supervisors(
         recorders.append(recorder)
         return recorder
 
+    # Busy slots show their job's GPU figures of the latest sweep (when GPUs are sampled).
+    gpu_use = accountant.current if accountant is not None else None
+
     def agent_dir(group_config: Config) -> str | None:
         return str(paths.agents) if group_config.agents.docker_socket else None
 
@@ -237,6 +240,7 @@ def _supervisors(
             intent_store=IntentStore(paths.intent),
             on_job_finished=recorder,
             agent_dir_root=agent_dir(config),
+            gpu_use=gpu_use,
         )
         recorder.pool_id = lambda: single.pool.pool_id
         recorder.blocked_until = single.pool.blocked_until
@@ -263,6 +267,7 @@ def _supervisors(
         agent_dir_root=str(paths.agents)
         if any(c.agents.docker_socket for c in by_group.values())
         else None,
+        gpu_use=gpu_use,
     )
     for name, child in group.children.items():
         made[name].pool_id = _pool_of(child)

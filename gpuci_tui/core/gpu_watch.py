@@ -67,6 +67,8 @@ class GpuWatch:
             frame = await asyncio.to_thread(self.sampler.sample)
         except Exception:  # noqa: BLE001 - a sampler bug must not stop the daemon
             log.exception("GPU sampling failed")
+            # The live agents table must not go on showing the last good frame's figures.
+            self.accountant.clear_current()
             return
         self.latest = frame
         owners = self.owners()

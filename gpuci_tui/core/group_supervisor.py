@@ -15,7 +15,7 @@ import dataclasses
 import os
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .agentspec import LABEL_GROUP
 from .config import Config, agent_groups, daemon_instance, for_group
@@ -41,6 +41,9 @@ from .protocols import AgentPoolApi, ContainerRuntime, TokenSource
 from .reporter import Broadcaster, GroupTap, Update
 from .steps import JobEnded
 from .supervisor import IntentStore, Supervisor
+
+if TYPE_CHECKING:
+    from .accounting import JobGpuNow, JobKey
 
 #: Worst first: the health shown for several pools is the worst of them.
 _SEVERITY = [
@@ -75,8 +78,12 @@ class GroupSupervisor:
         intent_store: Callable[[str], IntentStore | None] | None = None,
         on_job_finished: Callable[[str], Callable[[JobEnded], None] | None] | None = None,
         agent_dir_root: str | None = None,
+        gpu_use: Callable[[JobKey], JobGpuNow | None] | None = None,
     ) -> None:
-        """One supervisor per group; ``intent_store``/``on_job_finished`` are per group name."""
+        """One supervisor per group; ``intent_store``/``on_job_finished`` are per group name.
+
+        ``gpu_use`` is shared by every group (see `Supervisor`): jobs are keyed by instance.
+        """
         self.config = config
         self.api = api
         self.clock = clock
@@ -113,6 +120,7 @@ class GroupSupervisor:
                 reporter=GroupTap(self.reporter, group.name),
                 pool=pool,
                 group=group.name,
+                gpu_use=gpu_use,
             )
         self._exited = asyncio.Event()
         self.gpu_watch: Any = None
@@ -217,6 +225,7 @@ class GroupSupervisor:
             ),
             pools=tuple(summaries),
             protocol=first.protocol,
+            gpu_accounting=any(s.gpu_accounting for s in snaps.values()),
         )
 
     # ------------------------------------------------------------------ commands

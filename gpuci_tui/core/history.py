@@ -104,6 +104,10 @@ class JobQuery:
     slot: int | None = None
     failed_only: bool = False
     """See `JobRecord.failed`."""
+    succeeded_only: bool = False
+    """Only jobs that did not fail (the opposite of ``failed_only``)."""
+    pipeline_contains: str | None = None
+    """Pipeline names containing this text, in any case (the console's filter box)."""
     limit: int | None = 50
     """At most this many rows; None for all."""
 
@@ -262,6 +266,13 @@ def query_sql(query: JobQuery, source: str = "jobs") -> tuple[str, list[Any]]:
         args.append(query.since)
     if query.failed_only:
         where.append(_FAILED_SQL)
+    if query.succeeded_only:
+        # NULL (no result, no exit code) is "not failed": coalesce before negating.
+        where.append(f"NOT coalesce({_FAILED_SQL}, 0)")
+    if query.pipeline_contains:
+        # instr, not LIKE: the operator's text may hold % or _.
+        where.append("instr(lower(pipeline), lower(?)) > 0")
+        args.append(query.pipeline_contains)
     sql = f"SELECT {', '.join(schema.COLUMNS)} FROM {source}"
     if where:
         sql += " WHERE " + " AND ".join(where)

@@ -141,6 +141,10 @@ class SlotSnapshot:
     """Both registrations of the slot, with their containers."""
     group: str = ""
     """The agent group (empty in a configuration with only ``[agents]``)."""
+    gpu_memory_bytes: int | None = None
+    """GPU memory the running job's processes hold now (None: idle, or not measured)."""
+    gpu_util_percent: float | None = None
+    """The running job's GPU utilisation now, 0–100 (None: idle, or not known)."""
 
     @property
     def key(self) -> str:
@@ -215,6 +219,9 @@ class SupervisorSnapshot:
     """The agent groups, when the configuration has ``[groups.NAME]`` tables."""
     pools: tuple[PoolSummary, ...] = ()
     """Every pool the groups use (``pool_summary`` adds them up)."""
+    gpu_accounting: bool = False
+    """The supervisor measures each job's GPU use, so a busy slot without figures
+    means "not known" rather than "not measured" (the console shows "—")."""
 
     def slot(self, number: int, group: str = "") -> SlotSnapshot | None:
         """Return the snapshot of slot ``number`` (of ``group``) or None."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .lifecycle import EngineState, Intent, LanePhase, LaneRecord, SlotRecord
 from .models import (
@@ -18,6 +19,12 @@ from .models import (
     SlotState,
     SupervisorSnapshot,
 )
+
+if TYPE_CHECKING:
+    from .accounting import JobGpuNow
+
+GpuNowOf = Callable[[int, str], "JobGpuNow | None"]
+"""(slot number, agent name) → what that agent's job uses of the GPUs now."""
 
 _PHASE_RANK = {
     LanePhase.BUSY: 0,
@@ -119,11 +126,20 @@ def agent_snapshot(slot: SlotRecord, lane: LaneRecord, state: EngineState) -> Ag
 
 
 def slot_snapshot(
-    slot: SlotRecord, state: EngineState, now: float, gpus: tuple[str, ...], group: str = ""
+    slot: SlotRecord,
+    state: EngineState,
+    now: float,
+    gpus: tuple[str, ...],
+    group: str = "",
+    gpu_now: GpuNowOf | None = None,
 ) -> SlotSnapshot:
-    """One slot, frozen."""
+    """One slot, frozen; ``gpu_now`` gives its running job's GPU figures (when measured)."""
     main = primary(slot)
-    job = main.job or next((lane.job for lane in slot.lanes if lane.job), None)
+    running = main if main.job else next((lane for lane in slot.lanes if lane.job), None)
+    job = running.job if running is not None else None
+    use = None
+    if gpu_now is not None and running is not None and running.live:
+        use = gpu_now(slot.number, running.name)
     pending_restart = slot.intent is Intent.RESTART and any(
         lane.job is not None and lane.container_id in slot.restart_ids for lane in slot.lanes
     )
@@ -150,6 +166,10 @@ def slot_snapshot(
         standby=standby_label(slot, state),
         agents=tuple(agent_snapshot(slot, lane, state) for lane in shown),
         group=group,
+        gpu_memory_bytes=(
+            None if use is None or use.memory_mib is None else round(use.memory_mib * 1024 * 1024)
+        ),
+        gpu_util_percent=None if use is None else use.util_pct,
     )
 
 
@@ -181,8 +201,9 @@ def supervisor_snapshot(
     azure_requests: int,
     gpus_of: Callable[[int], tuple[str, ...]],
     group: str = "",
+    gpu_now: GpuNowOf | None = None,
 ) -> SupervisorSnapshot:
-    """The whole supervisor, frozen."""
+    """The whole supervisor, frozen (``gpu_now``: see `slot_snapshot`; None when not measured)."""
     return SupervisorSnapshot(
         taken_at=now,
         org_url=meta.org_url,
@@ -194,7 +215,8 @@ def supervisor_snapshot(
         mode=meta.mode,
         pid=meta.pid,
         slots=tuple(
-            slot_snapshot(slot, state, now, gpus_of(slot.number), group) for slot in state.slots
+            slot_snapshot(slot, state, now, gpus_of(slot.number), group, gpu_now)
+            for slot in state.slots
         ),
         pool_summary=pool_summary(state, meta.pool),
         azure=azure,
@@ -202,4 +224,5 @@ def supervisor_snapshot(
         azure_requests=azure_requests,
         started_at=meta.started_at,
         standby=state.standby,
+        gpu_accounting=gpu_now is not None,
     )

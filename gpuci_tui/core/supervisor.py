@@ -26,13 +26,14 @@ import logging
 import os
 import time
 from collections.abc import Callable, Coroutine, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .agentspec import instance_id, instance_labels, slot_gpus
 from .commands import apply_command, intent_data, restore_intent
 from .config import Config
 from .container_observer import ContainerObserver
 from .executor import Executor
+from .gpu_watch import key_of
 from .lifecycle import EngineState, new_slot
 from .models import Command, CommandResult, Stop, SupervisorSnapshot
 from .planner import decide
@@ -43,6 +44,9 @@ from .reporter import Broadcaster, Reporter, Update
 from .snapshots import SnapshotMeta, supervisor_snapshot
 from .steps import Action, JobEnded, Note, Observation
 from .transitions import apply
+
+if TYPE_CHECKING:
+    from .accounting import JobGpuNow, JobKey
 
 log = logging.getLogger("gpuci_tui.supervisor")
 
@@ -81,6 +85,7 @@ class Supervisor:
         reporter: Reporter | None = None,
         pool: PoolObserver | None = None,
         group: str = "",
+        gpu_use: Callable[[JobKey], JobGpuNow | None] | None = None,
     ) -> None:
         """Create a supervisor (nothing starts until `run`).
 
@@ -101,6 +106,8 @@ class Supervisor:
             pool: a pool observer shared with the supervisors of other agent groups of
                 the same pool (it is then run by its owner, who hands reads to `deliver`).
             group: this supervisor's agent group, shown in its snapshots (empty: the only one).
+            gpu_use: what a job uses of the GPUs now (the daemon's
+                `JobAccountant.current`), shown on busy slots; None when GPUs are not sampled.
         """
         self.config = config
         self.api = api
@@ -142,6 +149,7 @@ class Supervisor:
         )
         self._intent = intent_store
         self._on_job_finished = on_job_finished
+        self._gpu_use = gpu_use
         self.gpu_watch: Any = None
         """The daemon's `GpuWatch`, when it samples GPUs (read by the metrics endpoint)."""
         self.started_at: float | None = None
@@ -207,6 +215,7 @@ class Supervisor:
             azure_requests=self.api.request_count,
             gpus_of=self._gpus,
             group=self.group,
+            gpu_now=None if self._gpu_use is None else self._gpu_now,
         )
 
     def preview(self, command: Command) -> CommandPreview:
@@ -314,6 +323,11 @@ class Supervisor:
             self._kick()
 
     # ================================================================== helpers
+
+    def _gpu_now(self, slot: int, agent: str) -> JobGpuNow | None:
+        # The accountant keys a job by the agent that runs it (see gpu_watch.key_of).
+        assert self._gpu_use is not None  # noqa: S101 - only passed on when set
+        return self._gpu_use(key_of(self.instance, slot, agent))
 
     def _gpus(self, slot: int) -> tuple[str, ...]:
         gpus = slot_gpus(self.config, slot)

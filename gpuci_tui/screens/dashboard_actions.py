@@ -30,6 +30,7 @@ from gpuci_tui.core.models import (
 from gpuci_tui.core.preview import CommandPreview, preview, resumable
 from gpuci_tui.screens.confirm import ConfirmScreen
 from gpuci_tui.screens.help import HelpScreen, KeyHelp
+from gpuci_tui.screens.history import HistoryScreen
 from gpuci_tui.screens.logs import LogScreen
 from gpuci_tui.screens.prompts import (
     Prompt,
@@ -61,6 +62,8 @@ DASHBOARD_BINDINGS = [
             tooltip="Run one agent fewer (the highest slot is drained, never killed)"),
     Binding("l", "logs", "Logs", id="logs",
             tooltip="Follow the selected agent's container output"),
+    Binding("h", "history", "History", id="history",
+            tooltip="Finished jobs: sort, filter, and each pipeline's GPU memory and duration trend"),
     Binding("p", "pause", "Pause", id="pause",
             tooltip="Pause/resume replenishing: running agents stay, exited ones are not replaced"),
     Binding("question_mark", "help", "Help", id="help",
@@ -77,6 +80,7 @@ PALETTE_TITLES = {
     "scale_up": "Scale up: one more agent",
     "scale_down": "Scale down: one agent fewer",
     "logs": "Logs of the selected agent",
+    "history": "History of finished jobs (GPU memory and duration trends)",
     "pause": "Pause / resume replenishing",
     "help": "Help: keys and agent states",
 }
@@ -278,6 +282,10 @@ class DashboardActions(Screen[None]):
                 earlier_lines=earlier,
             )
         )
+
+    def action_history(self) -> None:
+        """Open the history of finished jobs (read-only, so allowed in read-only mode)."""
+        self.app.push_screen(HistoryScreen(self.services))
 
     def action_help(self) -> None:
         """Show the keys as bound now (keymap applied) and the state legend."""

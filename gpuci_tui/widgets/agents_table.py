@@ -16,9 +16,11 @@ from textual.widgets.data_table import RowDoesNotExist, RowKey
 
 from gpuci_tui.core.models import SlotSnapshot, SlotState, SupervisorSnapshot
 from gpuci_tui.widgets.format import (
+    GPU_USE_WIDTH,
     clock_time,
     duration,
     exit_label,
+    gpu_use_text,
     gpus_label,
     job_label,
     standby_text,
@@ -43,8 +45,28 @@ COLUMNS: tuple[tuple[str, str, int | None], ...] = (
 _MESSAGE_WIDTH = 60
 
 
-def row_cells(slot: SlotSnapshot, now: float) -> dict[str, Text]:
-    """The cells of one slot's row (pure; used by the table and the tests)."""
+def job_cell(slot: SlotSnapshot, width: int, *, measured: bool) -> Text:
+    """The job, and on a busy row of a GPU-measuring supervisor its GPU figures now.
+
+    The figures are right-aligned at the end of the cell and the job label gives
+    way to them (the detail line under the table shows the job in full): at 80
+    columns there is no room for another column, and job, container and GPU use
+    belong on one row.
+    """
+    if slot.job is None or not measured:
+        return Text(job_label(slot.job, width))
+    use = gpu_use_text(slot.gpu_memory_bytes, slot.gpu_util_percent)
+    room = width - GPU_USE_WIDTH - 1
+    text = Text(job_label(slot.job, room).ljust(room + 1 + GPU_USE_WIDTH - len(use.plain)))
+    text.append_text(use)
+    return text
+
+
+def row_cells(slot: SlotSnapshot, now: float, *, measured: bool = False) -> dict[str, Text]:
+    """The cells of one slot's row (pure; used by the table and the tests).
+
+    ``measured``: the supervisor measures GPU use per job (`SupervisorSnapshot.gpu_accounting`).
+    """
     widths = {key: width for key, _, width in COLUMNS}
     uptime = None if slot.started_at is None else now - slot.started_at
     agent = Text(slot.name)
@@ -63,7 +85,7 @@ def row_cells(slot: SlotSnapshot, now: float) -> dict[str, Text]:
         "agent": agent,
         "state": state_text(slot, now),
         "standby": standby_text(slot),
-        "job": Text(job_label(slot.job, widths["job"])),
+        "job": job_cell(slot, widths["job"] or 0, measured=measured),
         "uptime": Text(duration(uptime) if uptime is not None else "-", justify="right"),
         "gpus": Text(gpus_label(slot.gpus)),
         "exit": exit_text,
@@ -92,6 +114,7 @@ class AgentsTable(DataTable[Text]):
         self._clock = clock
         self._cells: dict[str, dict[str, Text]] = {}
         self._slots: dict[str, SlotSnapshot] = {}
+        self._measured = False
         self.border_title = "Agents"
 
     def on_mount(self) -> None:
@@ -119,6 +142,7 @@ class AgentsTable(DataTable[Text]):
     def show_snapshot(self, snapshot: SupervisorSnapshot) -> None:
         """Bring the rows in line with ``snapshot``, touching only what changed."""
         now = self._clock()
+        self._measured = snapshot.gpu_accounting
         selected = self.selected_key
         wanted = {slot.key: slot for slot in snapshot.slots}
         for key in [k for k in self._cells if k not in wanted]:
@@ -129,7 +153,7 @@ class AgentsTable(DataTable[Text]):
         for key in sorted(wanted, key=_order):
             slot = wanted[key]
             self._slots[key] = slot
-            cells = row_cells(slot, now)
+            cells = row_cells(slot, now, measured=self._measured)
             old = self._cells.get(key)
             if old is None:
                 if self._cells and _order(key) < max(map(_order, self._cells)):
@@ -151,7 +175,7 @@ class AgentsTable(DataTable[Text]):
             old = self._cells.get(key)
             if old is None:
                 continue
-            cells = row_cells(slot, now)
+            cells = row_cells(slot, now, measured=self._measured)
             self._update_changed(key, old, cells)
             self._cells[key] = cells
 
@@ -176,6 +200,11 @@ def slot_detail(slot: SlotSnapshot, now: float) -> Text:
     job = job_label(slot.job) if slot.job is not None else ""
     if job and job not in slot.message:
         text.append(f" · {job}")
+    if slot.job is not None and (
+        slot.gpu_memory_bytes is not None or slot.gpu_util_percent is not None
+    ):
+        text.append(" · GPU ")
+        text.append_text(gpu_use_text(slot.gpu_memory_bytes, slot.gpu_util_percent))
     if slot.message:
         text.append(f" · {slot.message}")
     if slot.last_exit is not None:

@@ -198,6 +198,31 @@ def exit_label(info: ExitInfo | None) -> Text:
     return text
 
 
+GPU_USE_WIDTH = 9
+"""Cells of `gpu_use_text` at most (``80G 100%``), so the figures line up in the job column."""
+
+
+def gpu_use_text(memory_bytes: int | None, util_percent: float | None) -> Text:
+    """A running job's GPU memory and utilisation now: ``7.8G 93%``, ``—`` when not known.
+
+    Ten GiB and more lose the decimal, so the figure never outgrows `GPU_USE_WIDTH`.
+    """
+    if memory_bytes is None and util_percent is None:
+        return Text("—", style="bright_black", justify="right")
+    if memory_bytes is None:
+        memory = "—"
+    else:
+        size = memory_bytes / 1024**3
+        memory = f"{size:.1f}G" if size < 9.95 else f"{size:.0f}G"
+    text = Text(memory, style="bright_black" if memory_bytes is None else "")
+    text.append(" ")
+    if util_percent is None:
+        text.append("—", style="bright_black")
+    else:
+        text.append(f"{util_percent:.0f}%", style=level_style(util_percent))
+    return text
+
+
 def gpus_label(gpus: tuple[str, ...]) -> str:
     """``0,1`` / ``all`` / ``-``."""
     return ",".join(gpus) if gpus else "-"

@@ -147,6 +147,35 @@ def test_query_filters(tmp_path: Path) -> None:
     h.close()
 
 
+def test_succeeded_only_is_exactly_the_rows_that_did_not_fail(tmp_path: Path) -> None:
+    """The console's result toggle: the complement of ``failed_only``, unknowns included."""
+    h = JobHistory(tmp_path / "h.sqlite3", clock=lambda: 10_000.0)
+    h.add(rec(9000, result="succeeded"))
+    h.add(rec(9100, result="failed"))
+    h.add(rec(9200, result=None, exit_code=None))  # nothing known: not a failure
+    h.add(rec(9300, result=None, exit_code=1))
+    h.add(rec(9400, oom=True))
+    rows = h.query(JobQuery(limit=None))
+    ok = h.query(JobQuery(succeeded_only=True, limit=None))
+    assert [r.ended_at for r in ok] == [r.ended_at for r in rows if not r.failed] == [9200, 9000]
+    h.close()
+
+
+def test_pipeline_contains_ignores_case_and_takes_wildcards_literally(tmp_path: Path) -> None:
+    h = JobHistory(tmp_path / "h.sqlite3", clock=lambda: 10_000.0)
+    for at, name in ((9000, "Train - main"), (9100, "eval 100%"), (9200, "lint_x"), (9300, None)):
+        h.add(rec(at, pipeline=name))
+
+    def names(text: str) -> list[str | None]:
+        return [r.pipeline for r in h.query(JobQuery(pipeline_contains=text))]
+
+    assert names("TRAIN") == ["Train - main"]
+    assert names("%") == ["eval 100%"]
+    assert names("_") == ["lint_x"]
+    assert len(names("")) == 4  # an empty box filters nothing
+    h.close()
+
+
 def test_retention_by_age_and_rows_is_not_run_on_every_insert(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

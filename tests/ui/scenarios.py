@@ -234,3 +234,19 @@ def sample_config(path: Path | None = None, **agents: Any) -> Config:
         ),
         path=path,
     )
+
+
+def measured_snapshot() -> SupervisorSnapshot:
+    """`loaded_snapshot` from a daemon that samples GPUs: busy rows carry their job's use now.
+
+    Slot 4's job has no GPU process (yet): its figure is "not known".
+    """
+    base = loaded_snapshot(gpu_accounting=True)
+    figures = {1: (58_000 * 2**20, 92.0), 3: (19_800 * 2**20, 60.0)}
+    slots = tuple(
+        replace(s, gpu_memory_bytes=figures[s.slot][0], gpu_util_percent=figures[s.slot][1])
+        if s.slot in figures
+        else s
+        for s in base.slots
+    )
+    return replace(base, slots=slots)

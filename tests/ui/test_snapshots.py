@@ -19,14 +19,15 @@ from gpuci_tui.app import GpuciApp, make_app
 from gpuci_tui.screens.dashboard import DashboardScreen
 from tests.ui.fakes import FakeHandle, FakeRuntime, make_services
 from tests.ui.helpers import wait_for
-from tests.ui.scenarios import events, gpu_frame, loaded_snapshot
+from tests.ui.scenarios import events, gpu_frame, loaded_snapshot, measured_snapshot
 
 SIZE = (100, 30)
 Snap = Callable[..., bool]
 
 
 def loaded_app(**services: Any) -> tuple[GpuciApp, FakeHandle]:
-    handle = FakeHandle(loaded_snapshot())
+    # From a GPU-sampling daemon: busy rows show their job's GPU use.
+    handle = FakeHandle(measured_snapshot())
     return make_app(make_services(handle=handle, **services)), handle
 
 
@@ -120,3 +121,26 @@ def test_wizard_first_step(snap_compare: Snap, tmp_path: Path) -> None:
         await wait_for(pilot, lambda: "https" in pilot.app.screen.step.message)  # type: ignore[attr-defined]
 
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_history_80x24(snap_compare: Snap, tmp_path: Path) -> None:
+    """The history view at 80x24: jobs, filters, the selected pipeline's trend, the keys."""
+    from gpuci_tui.screens.history import HistoryScreen
+    from tests.ui.test_history_view import write_history
+
+    path = tmp_path / "history.sqlite3"
+    write_history(path)
+    app, handle = loaded_app(history_path=path, history_interval=3600.0)
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await dashboard_ready(handle)(pilot)
+        await pilot.press("h")
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, HistoryScreen))
+        screen = pilot.app.screen
+        assert isinstance(screen, HistoryScreen)
+        no_blink(pilot.app)  # type: ignore[arg-type]
+        await pilot.press(*["down"] * 5)  # past lint and eval: the OOM-killed 'train - main'
+        await wait_for(pilot, lambda: screen.trend.pipeline == "train - main", what="trend")
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)

@@ -1,0 +1,181 @@
+"""The finished-jobs table of the history view: cells, sort orders and the table itself.
+
+Rows come from `gpuci_tui.core.history` (already filtered by its `JobQuery`);
+sorting happens here, on the rows shown, so a click on a header never costs a
+query. Rows are keyed by their history id so the cursor stays on the same job
+across refreshes and re-sorts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rich.text import Text
+from textual.widgets import DataTable
+from textual.widgets.data_table import ColumnKey, RowDoesNotExist, RowKey
+
+from gpuci_tui.core.history import JobRecord
+from gpuci_tui.widgets.format import duration, level_style, truncate
+
+
+@dataclass(frozen=True)
+class HistoryColumn:
+    """One column: its label, width and how its rows sort (None: not sortable)."""
+
+    key: str
+    label: str
+    width: int
+    sort_key: Callable[[JobRecord], Any] | None = None
+    descending: bool = True
+    """The first direction of a sort by this column (newest / biggest first)."""
+
+
+def _text_key(value: str | None) -> tuple[bool, str]:
+    return value is None, (value or "").lower()
+
+
+#: Sized for 80 columns: ended … result fit; slot and GPUs follow past the edge.
+COLUMNS: tuple[HistoryColumn, ...] = (
+    HistoryColumn("ended", "Ended", 11, lambda r: r.ended_at),
+    HistoryColumn("pipeline", "Pipeline", 16, lambda r: _text_key(r.pipeline), descending=False),
+    HistoryColumn("run", "Run", 11, lambda r: _text_key(r.run), descending=False),
+    HistoryColumn("duration", "Took", 6, lambda r: r.duration_s),
+    HistoryColumn("memory", "Mem", 5, lambda r: r.peak_gpu_memory_mib),
+    HistoryColumn("util", "Util", 5, lambda r: r.mean_util_pct),
+    HistoryColumn("result", "Result", 9, lambda r: (r.failed, _text_key(result_label(r)))),
+    HistoryColumn("slot", "Slot", 4, lambda r: (r.instance, r.slot)),
+    HistoryColumn("gpus", "GPU", 5),
+)
+SORTABLE = tuple(c.key for c in COLUMNS if c.sort_key is not None)
+
+
+def column(key: str) -> HistoryColumn:
+    """The column named ``key``."""
+    return next(c for c in COLUMNS if c.key == key)
+
+
+def sort_rows(rows: Sequence[JobRecord], key: str, descending: bool) -> list[JobRecord]:
+    """``rows`` by column ``key``; rows without a value always go last, ties newest first."""
+    get = column(key).sort_key
+    if get is None:
+        return list(rows)
+    newest_first = sorted(rows, key=lambda r: (r.ended_at, r.id or 0), reverse=True)
+    known = [r for r in newest_first if get(r) is not None]
+    unknown = [r for r in newest_first if get(r) is None]
+    # sorted() is stable, so equal values keep the newest-first order in both directions.
+    return sorted(known, key=get, reverse=descending) + unknown
+
+
+def memory_label(mib: float | None) -> str:
+    """Peak GPU memory: ``512M``, ``7.8G``, ``56G``; ``-`` when not measured."""
+    if mib is None:
+        return "-"
+    if mib < 1024:
+        return f"{mib:.0f}M"
+    gib = mib / 1024
+    return f"{gib:.1f}G" if gib < 9.95 else f"{gib:.0f}G"
+
+
+def result_label(r: JobRecord) -> str:
+    """The Azure result, else the exit code; ``OOM`` wins because it says what to fix."""
+    if r.oom:
+        return "OOM"
+    if r.result:
+        return r.result
+    return f"exit {r.exit_code}" if r.exit_code is not None else "-"
+
+
+def row_cells(r: JobRecord) -> dict[str, Text]:
+    """The cells of one job (pure; used by the table and the tests)."""
+    util = r.mean_util_pct
+    result = result_label(r)
+    return {
+        "ended": Text(time.strftime("%m-%d %H:%M", time.localtime(r.ended_at))),
+        "pipeline": Text(truncate(r.pipeline or "-", column("pipeline").width)),
+        "run": Text(truncate(r.run or "-", column("run").width)),
+        "duration": Text(duration(r.duration_s), justify="right"),
+        "memory": Text(memory_label(r.peak_gpu_memory_mib), justify="right"),
+        "util": Text(
+            "-" if util is None else f"{util:.0f}%", style=level_style(util), justify="right"
+        ),
+        "result": Text(
+            truncate(result, column("result").width), style="red" if r.failed else "green"
+        ),
+        "slot": Text(str(r.slot), justify="right"),
+        "gpus": Text(",".join(str(i) for i in r.gpus) or "-"),
+    }
+
+
+class HistoryTable(DataTable[Text]):
+    """The jobs, sorted by one column; the cursor row is the selected job."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        """An empty table sorted newest first."""
+        super().__init__(id=id, cursor_type="row", zebra_stripes=True)
+        self.sort_key = "ended"
+        self.descending = True
+        self.rows_shown: list[JobRecord] = []
+
+    def on_mount(self) -> None:
+        """Create the columns once."""
+        for item in COLUMNS:
+            self.add_column(item.label, key=item.key, width=item.width)
+        self._label_sorted_column()
+
+    @property
+    def selected(self) -> JobRecord | None:
+        """The job under the cursor, or None when there are no rows."""
+        if not self.rows_shown or not 0 <= self.cursor_row < len(self.rows_shown):
+            return None
+        return self.rows_shown[self.cursor_row]
+
+    def show(self, rows: Sequence[JobRecord]) -> None:
+        """Replace the rows (sorted as chosen), keeping the cursor on the same job."""
+        previous = self.selected
+        self.rows_shown = sort_rows(rows, self.sort_key, self.descending)
+        self.clear()
+        for index, r in enumerate(self.rows_shown):
+            cells = row_cells(r)
+            self.add_row(*(cells[c.key] for c in COLUMNS), key=str(r.id or f"#{index}"))
+        if previous is not None and previous.id is not None:
+            # The job may have left (filters, retention): then the cursor stays where it was.
+            with contextlib.suppress(RowDoesNotExist):
+                self.move_cursor(row=self.get_row_index(RowKey(str(previous.id))), animate=False)
+
+    def sort_by(self, key: str, descending: bool | None = None) -> None:
+        """Sort by column ``key``; None picks the column's first direction."""
+        self.sort_key = key
+        self.descending = column(key).descending if descending is None else descending
+        self._label_sorted_column()
+        self.show(self.rows_shown)
+
+    def cycle_sort(self) -> None:
+        """Sort by the next sortable column (``s``)."""
+        index = SORTABLE.index(self.sort_key) if self.sort_key in SORTABLE else -1
+        self.sort_by(SORTABLE[(index + 1) % len(SORTABLE)])
+
+    def toggle_sort(self, key: str) -> None:
+        """A header was clicked: sort by it, or reverse when it is the sorted column already."""
+        if column(key).sort_key is None:
+            return
+        if key == self.sort_key:
+            self.sort_by(key, not self.descending)
+        else:
+            self.sort_by(key)
+
+    @property
+    def sort_description(self) -> str:
+        """``Took ▼``: what the rows are sorted by."""
+        return f"{column(self.sort_key).label} {'▼' if self.descending else '▲'}"
+
+    def _label_sorted_column(self) -> None:
+        for item in COLUMNS:
+            label = item.label
+            if item.key == self.sort_key:
+                label = f"{label}{'▼' if self.descending else '▲'}"
+            self.columns[ColumnKey(item.key)].label = Text(label)
+        self.refresh()

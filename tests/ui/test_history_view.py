@@ -1,0 +1,195 @@
+"""The history view (`h`) against a real SQLite history written through the core's API."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.pilot import Pilot
+
+from gpuci_tui.app import make_app
+from gpuci_tui.core.history import JobHistory, JobRecord
+from gpuci_tui.screens.dashboard import DashboardScreen
+from gpuci_tui.screens.history import HistoryScreen
+from gpuci_tui.widgets.history_table import sort_rows
+from tests.ui.fakes import FakeHandle, make_services
+from tests.ui.helpers import ready, screen_text, wait_for
+from tests.ui.scenarios import NOW, loaded_snapshot
+
+GIB_MIB = 1024.0
+
+
+def job(n: int, pipeline: str | None, **kw: Any) -> JobRecord:
+    """The ``n``-th job, ending ``n`` minutes before the frozen clock's hour."""
+    values: dict[str, Any] = {
+        "instance": "contoso/gpu-a100/gpuhost", "slot": n % 3, "agent": f"gpuhost-{n % 3}",
+        "request_id": 9000 + n, "pipeline": pipeline, "run": f"20251122.{n}",
+        "started_at": NOW - 3600 + n * 60 - 300, "ended_at": NOW - 3600 + n * 60,
+        "exit_code": 0, "oom": False, "reason": "job finished", "result": "succeeded",
+        "gpus": (n % 3,), "gpu_samples": 10,
+    }  # fmt: skip
+    values.update(kw)
+    return JobRecord(**values)
+
+
+def write_history(path: Path) -> None:
+    """12 runs of 'train - main' (memory creeping up, run 11 OOM), 3 eval, 2 lint (1 failed)."""
+    history = JobHistory(path, clock=lambda: NOW)
+    for n in range(12):
+        history.add(
+            job(n, "train - main", peak_gpu_memory_mib=(20 + n) * GIB_MIB, mean_util_pct=80.0 + n,
+                duration_s=600.0 + 10 * n,
+                **({"oom": True, "exit_code": 137, "result": "failed"} if n == 11 else {}))
+        )  # fmt: skip
+    for n in (12, 13, 14):
+        history.add(job(n, "eval nightly", peak_gpu_memory_mib=4 * GIB_MIB, duration_s=120.0))
+    history.add(job(15, "lint", peak_gpu_memory_mib=None, duration_s=30.0, gpus=()))
+    history.add(job(16, "lint", result="failed", exit_code=1, duration_s=45.0, gpus=()))
+    history.close()
+
+
+@pytest.fixture
+def history_file(tmp_path: Path) -> Path:
+    path = tmp_path / "state" / "history.sqlite3"
+    write_history(path)
+    return path
+
+
+async def open_history(pilot: Pilot[Any]) -> HistoryScreen:
+    await ready(pilot)
+    await pilot.press("h")
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, HistoryScreen), what="the view")
+    screen = pilot.app.screen
+    assert isinstance(screen, HistoryScreen)
+    await wait_for(pilot, lambda: screen.loads >= 1, what="the first read")
+    return screen
+
+
+def app_for(path: Path | None, **services: Any) -> Any:
+    services.setdefault("history_interval", 3600.0)  # tests drive reads themselves
+    handle = FakeHandle(loaded_snapshot())
+    return make_app(make_services(handle=handle, history_path=path, **services))
+
+
+def pipelines(screen: HistoryScreen) -> list[str | None]:
+    return [r.pipeline for r in screen.table.rows_shown]
+
+
+async def test_newest_first_then_sorted_by_each_column(history_file: Path) -> None:
+    app = app_for(history_file)
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await open_history(pilot)
+        rows = screen.table.rows_shown
+        assert len(rows) == 17 and rows[0].run == "20251122.16"
+        assert [r.ended_at for r in rows] == sorted((r.ended_at for r in rows), reverse=True)
+        await pilot.press("s")  # → pipeline, A to Z
+        assert pipelines(screen)[0] == "eval nightly" and pipelines(screen)[-1] == "train - main"
+        assert "sorted by Pipeline ▲" in screen_text(app)
+        screen.table.toggle_sort("duration")  # what a click on the header does
+        await pilot.pause()
+        durations = [r.duration_s for r in screen.table.rows_shown]
+        assert durations[0] == 710.0 and durations[-1] == 30.0
+        screen.table.toggle_sort("duration")  # clicked again: reversed
+        await pilot.pause()
+        assert screen.table.rows_shown[0].duration_s == 30.0
+
+
+def test_rows_without_a_value_sort_last_both_ways() -> None:
+    rows = [job(1, "a", peak_gpu_memory_mib=None), job(2, "b", peak_gpu_memory_mib=5.0),
+            job(3, "c", peak_gpu_memory_mib=9.0)]  # fmt: skip
+    assert [r.pipeline for r in sort_rows(rows, "memory", True)] == ["c", "b", "a"]
+    assert [r.pipeline for r in sort_rows(rows, "memory", False)] == ["b", "c", "a"]
+
+
+async def test_filter_by_pipeline_and_result(history_file: Path) -> None:
+    app = app_for(history_file)
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await open_history(pilot)
+        await pilot.press("slash", *"LINT", "enter")
+        await wait_for(pilot, lambda: set(pipelines(screen)) == {"lint"}, what="lint only")
+        assert len(screen.table.rows_shown) == 2
+        assert screen.focused is screen.table  # enter went back to the table
+        await pilot.press("f")  # failed only
+        await wait_for(pilot, lambda: len(screen.table.rows_shown) == 1, what="failed lint")
+        assert screen.table.rows_shown[0].result == "failed"
+        await pilot.press("f")  # succeeded only
+        await wait_for(pilot, lambda: screen.result_filter == "succeeded" and
+                       [r.run for r in screen.table.rows_shown] == ["20251122.15"])  # fmt: skip
+        await pilot.press("slash", "ctrl+a", "ctrl+k", *"nothing like it")
+        await wait_for(pilot, lambda: "No jobs match the filters." in screen_text(app))
+
+
+async def test_the_selected_pipelines_trend_is_plotted_oldest_first(history_file: Path) -> None:
+    app = app_for(history_file)
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await open_history(pilot)
+        await pilot.press("f")  # failed: lint 16 first, then the OOM-killed train run
+        await wait_for(pilot, lambda: len(screen.table.rows_shown) == 2)
+        await pilot.press("down")
+        await wait_for(pilot, lambda: screen.trend.pipeline == "train - main", what="trend")
+        # The trend is the pipeline's last runs whatever the table's filters.
+        assert screen.trend.memory == [(20 + n) * GIB_MIB for n in range(12)]
+        assert screen.trend.durations == [600.0 + 10 * n for n in range(12)]
+        text = screen_text(app)
+        assert "Trend of 'train - main': last 12 runs" in text
+        assert "min 20G  max 31G  last 31G" in text
+        await pilot.press("up")  # lint: no GPU figure at all
+        await wait_for(pilot, lambda: screen.trend.pipeline == "lint")
+        assert screen.trend.memory == [] and "not measured" in screen_text(app)
+
+
+async def test_new_jobs_appear_without_a_key(history_file: Path) -> None:
+    app = app_for(history_file, history_interval=0.05)
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await open_history(pilot)
+        history = JobHistory(history_file, clock=lambda: NOW)
+        history.add(job(30, "train - main", peak_gpu_memory_mib=60 * GIB_MIB, duration_s=900.0))
+        history.close()
+        await wait_for(pilot, lambda: len(screen.table.rows_shown) == 18, what="the new row")
+        selected = screen.table.selected
+        assert selected is not None and selected.run == "20251122.16", "the cursor stays put"
+        await pilot.press("up")
+        await wait_for(pilot, lambda: screen.trend.memory[-1:] == [60 * GIB_MIB], what="trend")
+
+
+async def test_no_history_yet_and_an_unreadable_file_are_explained(tmp_path: Path) -> None:
+    missing = tmp_path / "none" / "history.sqlite3"
+    async with app_for(missing).run_test(size=(80, 24)) as pilot:
+        await open_history(pilot)
+        assert "No jobs recorded yet" in screen_text(pilot.app)
+        assert not missing.exists(), "the view never creates the file"
+    broken = tmp_path / "broken.sqlite3"
+    broken.write_bytes(b"this is not a database" * 100)
+    async with app_for(broken).run_test(size=(80, 24)) as pilot:
+        screen = await open_history(pilot)
+        assert "cannot" in screen.problem and "job history" in screen.problem
+        assert screen.table.rows_shown == []
+    async with app_for(None).run_test(size=(80, 24)) as pilot:
+        screen = await open_history(pilot)
+        assert "no job history" in screen.problem
+
+
+async def test_80x24_readonly_shows_the_columns_keys_and_trend(history_file: Path) -> None:
+    app = app_for(history_file, readonly=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await open_history(pilot)
+        await wait_for(pilot, lambda: screen.trend_loads >= 1)
+        text = screen_text(app)
+        for label in ("Ended", "Pipeline", "Took", "Mem", "Util", "Result", "Peak mem", "Duration"):
+            assert label in text, label
+        for key in ("Back", "Sort", "Result", "Filter"):
+            assert key in text.splitlines()[-1], key
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, DashboardScreen))
+
+
+async def test_the_palette_and_help_offer_the_history(history_file: Path) -> None:
+    app = app_for(history_file)
+    async with app.run_test(size=(100, 30)) as pilot:
+        dashboard = await ready(pilot)
+        titles = [c.title for c in app.get_system_commands(dashboard)]
+        assert "History of finished jobs (GPU memory and duration trends)" in titles
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: type(pilot.app.screen).__name__ == "HelpScreen")
+        assert any(k.key == "h" and k.description == "History" for k in pilot.app.screen.keys)  # type: ignore[attr-defined]
