@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from gpuci_tui.core.config_model import AgentGroup
+
 from . import exitcodes
 from .common import CliExit, config_path, fail, load
 
@@ -15,7 +17,27 @@ def check_config(args: argparse.Namespace) -> int:
     except CliExit as exc:
         return fail(exc)
     if not args.quiet:
-        print(
-            f"{config_path(args)}: OK ({config.agents.count} slot(s), pool '{config.azure.pool}')"
-        )
+        if not config.groups:
+            summary = f"{config.agents.count} slot(s), pool '{config.azure.pool}'"
+            print(f"{config_path(args)}: OK ({summary})")
+            return exitcodes.OK
+        print(f"{config_path(args)}: OK ({len(config.groups)} agent groups)")
+        for group in config.groups:
+            print(f"  {group_line(group)}")
     return exitcodes.OK
+
+
+def group_line(group: AgentGroup) -> str:
+    """``cuda13: 2 slot(s) gpu4-cuda13-0…, pool 'gpu13', image …, GPUs per agent 2,3``."""
+    agents = group.agents
+    ids = ",".join(agents.gpu_ids)
+    gpus = {
+        "list": f"GPUs {ids} (shared)",
+        "per-agent": f"GPUs per agent {ids or '0,1,…'}",
+        "all": "every GPU",
+        "none": "no GPU",
+    }.get(agents.gpus, agents.gpus)
+    return (
+        f"{group.name}: {agents.count} slot(s) {agents.name_prefix}-0…, pool '{group.pool}', "
+        f"image {agents.image}, {gpus}"
+    )

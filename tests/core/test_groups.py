@@ -279,3 +279,16 @@ async def test_one_daemon_runs_every_group_reading_each_pool_once_per_cycle(
         sup.request_stop()
         await asyncio.wait_for(task, 10)
     assert replace(config).groups == config.groups
+
+
+def test_check_config_lists_each_group(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from gpuci_tui.cli import exitcodes
+    from gpuci_tui.cli.main import main
+
+    path = write(tmp_path, TWO_GROUPS)
+    assert main(["--config", str(path), "check-config"]) == exitcodes.OK
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].endswith(": OK (2 agent groups)")
+    assert out[1].startswith("  cuda12: 2 slot(s) box-cuda12-0…, pool 'gpu'")
+    assert out[1].endswith("GPUs 0,1 (shared)")
+    assert out[2].endswith("pool 'gpu13', image repo/agent:cuda13, GPUs per agent 2,3")
