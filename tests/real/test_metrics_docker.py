@@ -83,6 +83,8 @@ def test_scrape_follows_agents_and_jobs(rig: Rig) -> None:
     wait_for(lambda: get(url, "gpuci_replenish_seconds_count", group="default") == 1,
              what="the replenish latency")  # fmt: skip
     assert get(url, "gpuci_agents", group="default", state="idle") == 2
+    status = rig.cli("status")
+    assert f"Prometheus metrics: {url}" in status.stdout
 
 
 def test_a_taken_port_stops_run_with_advice(rig: Rig) -> None:
