@@ -111,7 +111,7 @@ class Metrics:
         )  # fmt: skip
         self.replenish = Histogram(
             "gpuci_replenish_seconds", "From a slot's agent container exiting to the slot "
-            "having an idle agent again.", ["group"], buckets=REPLENISH_BUCKETS, registry=r,
+            "having an agent again (idle, or already running the next job).", ["group"], buckets=REPLENISH_BUCKETS, registry=r,
         )  # fmt: skip
         self.starts = Counter(
             "gpuci_container_starts", "Agent containers started.", ["group"], registry=r
@@ -129,13 +129,15 @@ class Metrics:
     # ------------------------------------------------------------------ feeding
 
     def observe_snapshot(self, snapshot: SupervisorSnapshot) -> None:
-        """Keep ``snapshot`` for scrapes; a slot idle again ends its replenish interval."""
+        """Keep ``snapshot`` for scrapes; a slot serving again ends its replenish interval."""
         self.latest = snapshot
         for slot in snapshot.slots:
             key = (slot.group, slot.slot)
             if key not in self._lost_at:
                 continue
-            if slot.state is SlotState.IDLE:
+            # Busy counts too: with jobs queued, a new agent takes one before any poll
+            # could show it idle.
+            if slot.state in (SlotState.IDLE, SlotState.BUSY):
                 seconds = max(0.0, snapshot.taken_at - self._lost_at.pop(key))
                 self.replenish.labels(group_label(slot.group)).observe(seconds)
             elif slot.state in (SlotState.DRAINED, SlotState.PARKED):

@@ -240,3 +240,12 @@ async def test_follow_feeds_events_and_snapshots_from_a_broadcaster() -> None:
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+
+
+def test_a_slot_that_goes_straight_to_busy_is_replenished_too() -> None:
+    """With jobs queued, the new agent takes one before a snapshot shows it idle."""
+    metrics = Metrics()
+    metrics.observe_event(SupervisorEvent(10.0, "container_exited", "gpu01-1 exited", slot=1))
+    metrics.observe_snapshot(snapshot([slot(1, SlotState.STARTING)], at=11))
+    metrics.observe_snapshot(snapshot([slot(1, SlotState.BUSY)], at=14))
+    assert value(metrics, "gpuci_replenish_seconds_sum", group="default") == 4.0
