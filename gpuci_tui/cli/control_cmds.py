@@ -9,6 +9,7 @@ import sys
 import time
 from typing import Any
 
+from gpuci_tui.core.config_observe import parse_listen
 from gpuci_tui.core.control import ControlError, request
 from gpuci_tui.core.models import (
     Command,
@@ -92,7 +93,7 @@ def run_control_command(args: argparse.Namespace) -> int:
         config = load(args)
         path = socket_for(config)
         if args.command == "status":
-            return _status(path, args.json)
+            return _status(path, args.json, config.metrics.listen)
         commands = build_commands(args)
         for command in commands:
             reply = request(path, {"op": "command", "command": to_dict(command)})
@@ -112,7 +113,7 @@ def run_control_command(args: argparse.Namespace) -> int:
         return exitcodes.NO_DAEMON
 
 
-def _status(path: Any, as_json: bool) -> int:
+def _status(path: Any, as_json: bool, metrics_listen: str = "") -> int:
     reply = request(path, {"op": "status"})
     data = reply.get("snapshot")
     if not isinstance(data, dict):
@@ -121,6 +122,10 @@ def _status(path: Any, as_json: bool) -> int:
         print(json.dumps(data, indent=2, sort_keys=True))
     else:
         print(render_status(snapshot_from_dict(data)))
+        if metrics_listen:
+            # From the configuration the daemon was started with ([metrics] listen).
+            address, port = parse_listen(metrics_listen)
+            print(f"Prometheus metrics: http://{address}:{port}/metrics")
     return exitcodes.OK
 
 

@@ -126,6 +126,10 @@ class AzureDevOpsClient:
     ) -> None:
         self.close()
 
+    def observe_requests(self, observer: Callable[[int | None], None] | None) -> None:
+        """Tell ``observer`` the HTTP status of every attempt (None: no answer), e.g. metrics."""
+        self._http.observer = observer
+
     def close(self) -> None:
         """Release the HTTP connections (only those of a session made here)."""
         self._http.close()

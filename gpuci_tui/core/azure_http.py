@@ -9,7 +9,8 @@ should see. It owns the things every endpoint shares:
 * refusing to send the PAT in clear text (``http://``) to anything but loopback;
 * retries with exponential backoff and jitter for 5xx and dropped connections;
 * ``Retry-After`` / ``X-RateLimit-*`` handling, without blocking callers for long;
-* a request counter and the latest rate-limit figures, both thread-safe.
+* a request counter and the latest rate-limit figures, both thread-safe;
+* an optional observer told the status of every attempt (the daemon's metrics).
 
 Nothing here knows about pools or agents; see `azure.py` for the endpoints.
 """
@@ -131,6 +132,8 @@ class AzureTransport:
         self._rate = RateLimitState()
         self._blocked_until = 0.0
         self._identity_fingerprint: str | None = None
+        self.observer: Callable[[int | None], None] | None = None
+        """Told each attempt's HTTP status (None: no answer), from the calling thread."""
         # Plain http:// only ever goes to loopback: never via a proxy from the
         # environment, which would see the PAT in clear text. requests drops a
         # proxy whose per-request value is None (typeshed only allows str).
@@ -247,6 +250,8 @@ class AzureTransport:
                 text, retryable = describe_transport_error(exc, self.org.netloc, self._timeout)
                 failure = AzureUnreachableError(scrub(text, token))
             elapsed_ms = (time.monotonic() - started) * 1000
+            if self.observer is not None:
+                self.observer(None if failure is not None else response.status_code)
             if failure is not None:
                 # Raised outside the except block so that no exception chain
                 # (whose request object carries the Authorization header) is kept.

@@ -38,7 +38,15 @@ from gpuci_tui.core.config_model import (
     agent_groups,
     for_group,
 )
-from gpuci_tui.core.config_observe import GpuConfig, HistoryConfig, validate_gpu, validate_history
+from gpuci_tui.core.config_observe import (
+    GpuConfig,
+    HistoryConfig,
+    MetricsConfig,
+    check_metrics_remote,
+    validate_gpu,
+    validate_history,
+    validate_metrics,
+)
 from gpuci_tui.core.config_validate import (
     GPU_POLICIES,
     NETWORK_MODES,
@@ -55,7 +63,7 @@ from gpuci_tui.core.fleet import FleetConfig, check_fleet_table
 __all__ = [
     "DEFAULT_GROUP", "AgentGroup", "agent_groups", "for_group",
     "GPU_POLICIES", "NETWORK_MODES", "AgentsConfig", "AzureConfig", "Config", "ConfigError",
-    "ConfigErrors", "GpuConfig", "HistoryConfig", "SupervisorConfig", "VolumeConfig", "config_hash", "config_to_toml",
+    "ConfigErrors", "GpuConfig", "HistoryConfig", "MetricsConfig", "SupervisorConfig", "VolumeConfig", "config_hash", "config_to_toml",
     "daemon_instance", "default_name_prefix", "instance_id", "load_config", "save_config", "validate_config",
     "validate_count", "validate_name_prefix", "validate_org_url", "validate_volume",
 ]  # fmt: skip
@@ -86,7 +94,9 @@ def validate_volume(
 
 # --------------------------------------------------------------------------- the whole file
 
-_SECTIONS = ("azure", "agents", "groups", "supervisor", "gpu", "history", "keys", "fleet")
+_SECTIONS = (
+    "azure", "agents", "groups", "supervisor", "gpu", "history", "metrics", "keys", "fleet",
+)  # fmt: skip
 _TABLES: dict[str, tuple[str, ...]] = {
     "azure": tuple(f.name for f in dataclasses.fields(AzureConfig)),
     # gpu_ids is written as part of gpus (a list, or { per_agent = [...] }).
@@ -94,6 +104,7 @@ _TABLES: dict[str, tuple[str, ...]] = {
     "supervisor": tuple(f.name for f in dataclasses.fields(SupervisorConfig)),
     "gpu": tuple(f.name for f in dataclasses.fields(GpuConfig)),
     "history": tuple(f.name for f in dataclasses.fields(HistoryConfig)),
+    "metrics": tuple(f.name for f in dataclasses.fields(MetricsConfig)),
 }
 _DEFAULTS: dict[str, dict[str, Any]] = {
     "agents": {"gpus": AgentsConfig.gpus},
@@ -118,6 +129,7 @@ _FIELDS: dict[str, Callable[[object], object]] = {
     },
     **{f"gpu.{name}": partial(validate_gpu, name) for name in _TABLES["gpu"]},
     **{f"history.{name}": partial(validate_history, name) for name in _TABLES["history"]},
+    **{f"metrics.{name}": partial(validate_metrics, name) for name in _TABLES["metrics"]},
 }
 _REQUIRED = {
     "azure.url": '"https://dev.azure.com/ORG"',
@@ -216,6 +228,7 @@ def _from_tables(
         keys=values["keys"],
         gpu=GpuConfig(**values["gpu"]),
         history=HistoryConfig(**values["history"]),
+        metrics=MetricsConfig(**values["metrics"]),
         fleet=fleet or FleetConfig(),
     )
     return config, errors
@@ -292,6 +305,7 @@ def _cross_checks(
     if values["agents"].get("gpus") == "per-agent" and ids and count and len(ids) < count:
         problem = f"is {count}, but gpus per_agent lists {len(ids)} GPUs (one per slot)"
         errors.append(ConfigError(problem, key="agents.count"))
+    errors.extend(check_metrics_remote(sections["metrics"] or {}, values["metrics"]))
     return errors
 
 
@@ -303,6 +317,7 @@ def _tables_of(config: Config) -> dict[str, Any]:
         "supervisor": dataclasses.asdict(config.supervisor),
         "gpu": dataclasses.asdict(config.gpu),
         "history": dataclasses.asdict(config.history),
+        "metrics": dataclasses.asdict(config.metrics),
         "keys": dict(config.keys),
         "fleet": config.fleet.to_table(),
     }

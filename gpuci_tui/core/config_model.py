@@ -12,7 +12,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpuci_tui.core.config_observe import GpuConfig, HistoryConfig
+from gpuci_tui.core.config_observe import GpuConfig, HistoryConfig, MetricsConfig
 from gpuci_tui.core.fleet import FleetConfig
 
 #: Name of the one group an ``[agents]``-only configuration runs.
@@ -100,6 +100,8 @@ class Config:
     """``[gpu]``: sampling for per-job GPU accounting."""
     history: HistoryConfig = field(default_factory=HistoryConfig)
     """``[history]``: retention of the local job history."""
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    """``[metrics]``: the Prometheus endpoint of ``gpuci-tui run`` (off by default)."""
     groups: tuple[AgentGroup, ...] = ()
     """``[groups.NAME]``: several agent groups (empty: ``agents`` is the only group)."""
     fleet: FleetConfig = field(default_factory=FleetConfig)

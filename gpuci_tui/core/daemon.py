@@ -4,7 +4,8 @@ One daemon per agent set (organisation + pool + name prefix): an exclusive
 ``flock`` on a lock file in the state directory makes a second ``run`` for the
 same set refuse at once with a clear message. SIGINT/SIGTERM stop the
 supervisor and leave the agent containers running (``gpuci-tui stop --drain``
-drains first).
+drains first). With ``[metrics] listen`` set, Prometheus metrics are served
+there for the daemon's lifetime (`metrics`, `metrics_server`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import os
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import IO
 
@@ -28,6 +30,8 @@ from .group_supervisor import GroupSupervisor
 from .handle import Supervised
 from .history import IntentStore, JobHistory
 from .job_recorder import JobRecorder
+from .metrics import Metrics, follow
+from .metrics_server import MetricsServer
 from .protocols import AgentPoolApi, ContainerRuntime, GpuciError, GpuSampler, TokenSource
 from .supervisor import Supervisor
 
@@ -123,6 +127,7 @@ async def serve(
 
     Raises:
         AlreadyRunningError: another daemon holds the instance lock (or a group's).
+        MetricsListenError: ``[metrics] listen`` cannot be bound (e.g. the port is taken).
     """
     groups = agent_groups(config)
     what = ", ".join(f"pool '{g.pool}' agents '{g.agents.name_prefix}-*'" for g in groups)
@@ -149,13 +154,21 @@ async def serve(
     )
     accountant = JobAccountant(min_interval=config.gpu.sample_interval) if gpu else None
     watch_task: asyncio.Task[None] | None = None
-    recorders: list[JobRecorder] = []
+    metrics_task: asyncio.Task[None] | None = None
+    recorders: dict[str, JobRecorder] = {}
+    metrics = Metrics() if config.metrics.listen else None
+    exporter = MetricsServer(metrics.registry, config.metrics.listen) if metrics else None
     try:
+        if exporter is not None:
+            exporter.start()  # first: a taken port must fail before anything else starts
         supervisor, children = _supervisors(
             config, api=api, runtime=runtime, tokens=tokens, paths=paths, history=history,
             accountant=accountant, extra_labels=extra_labels, command=command,
             recorders=recorders,
         )  # fmt: skip
+        if metrics is not None:
+            _wire_metrics(metrics, api, recorders)
+            metrics_task = asyncio.get_running_loop().create_task(follow(supervisor, metrics))
         server = ControlServer(supervisor, paths.socket)
         await server.start()
         if gpu is not None and accountant is not None:
@@ -166,6 +179,8 @@ async def serve(
                 interval=config.gpu.sample_interval,
             )
             supervisor.gpu_watch = watch
+            if metrics is not None:
+                metrics.gpu_frame = lambda: watch.latest
             watch_task = asyncio.get_running_loop().create_task(watch.run())
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -182,17 +197,20 @@ async def serve(
                 with contextlib.suppress(Exception):
                     loop.remove_signal_handler(sig)
             await server.close()
-            if watch_task is not None:
-                watch_task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await watch_task
-            for recorder in recorders:
+            for task in (watch_task, metrics_task):
+                if task is not None:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+            for recorder in recorders.values():
                 await recorder.drain()
             calls = getattr(runtime, "api_call_count", None)
             if isinstance(calls, int):
                 # bench/bench_load.py reads this line: Docker API cost per job.
                 log.info("docker api calls: %d", calls)
     finally:
+        if exporter is not None:
+            exporter.close()
         history.close()
         for lock in reversed(taken):
             lock.release()
@@ -210,15 +228,18 @@ def _supervisors(
     accountant: JobAccountant | None,
     extra_labels: dict[str, str] | None,
     command: tuple[str, ...] | None,
-    recorders: list[JobRecorder],
+    recorders: dict[str, JobRecorder],
 ) -> tuple[Supervised, list[Supervisor]]:
-    """The daemon's supervisor (one, or one per group) and the per-group supervisors."""
+    """The daemon's supervisor (one, or one per group) and the per-group supervisors.
 
-    def recorder_for(group_config: Config) -> JobRecorder:
+    ``recorders`` receives each group's job recorder, by group name ("" without groups).
+    """
+
+    def recorder_for(group_config: Config, name: str = "") -> JobRecorder:
         recorder = JobRecorder(
             history, api, instance_id(group_config), pool_id=lambda: None, accountant=accountant
         )
-        recorders.append(recorder)
+        recorders[name] = recorder
         return recorder
 
     # Busy slots show their job's GPU figures of the latest sweep (when GPUs are sampled).
@@ -249,7 +270,7 @@ def _supervisors(
     made: dict[str, JobRecorder] = {}
 
     def on_job(name: str) -> JobRecorder:
-        made[name] = recorder_for(by_group[name])
+        made[name] = recorder_for(by_group[name], name)
         return made[name]
 
     group = GroupSupervisor(
@@ -273,6 +294,16 @@ def _supervisors(
         made[name].pool_id = _pool_of(child)
         made[name].blocked_until = child.pool.blocked_until
     return group, list(group.children.values())
+
+
+def _wire_metrics(metrics: Metrics, api: AgentPoolApi, recorders: dict[str, JobRecorder]) -> None:
+    """Feed ``metrics`` from the job recorders and the Azure DevOps client."""
+    for group, recorder in recorders.items():
+        recorder.on_record = partial(metrics.job_recorded, group)
+    # Only the real client counts HTTP attempts; a test double simply has no such hook.
+    observe = getattr(api, "observe_requests", None)
+    if callable(observe):
+        observe(metrics.azure_response)
 
 
 def _pool_of(child: Supervisor) -> Callable[[], int | None]:

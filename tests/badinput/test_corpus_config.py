@@ -25,6 +25,7 @@ from gpuci_tui.core.config import (
     AzureConfig,
     Config,
     ConfigError,
+    MetricsConfig,
     VolumeConfig,
     load_config,
     save_config,
@@ -202,7 +203,7 @@ CONFIG_CASES = [
         setv("agent", "count", 3),
         "agent",
         'unknown section; did you mean "agents"? allowed: [azure], [agents], [groups], [supervisor], '
-        "[gpu], [history], [keys], [fleet]",
+        "[gpu], [history], [metrics], [keys], [fleet]",
         in_memory=False,
     ),
     ConfigCase(
@@ -211,6 +212,21 @@ CONFIG_CASES = [
         "azure.pat",
         "a PAT or password must not be in the config file: delete this line; " + PAT_ADVICE,
         in_memory=False,
+    ),
+    ConfigCase(
+        "metrics-port-only",
+        setv("metrics", "listen", "9464"),
+        "metrics.listen",
+        'must be HOST:PORT, e.g. "127.0.0.1:9464" (a port alone is not enough: say which '
+        'address to listen on), got "9464"',
+    ),
+    ConfigCase(
+        "metrics-remote-address-not-allowed",
+        setv("metrics", "listen", "0.0.0.0:9464"),
+        "metrics.listen",
+        'is "0.0.0.0:9464", which other machines can reach, and /metrics has no '
+        'authentication; use "127.0.0.1:9464" (with a reverse proxy or an ssh tunnel for '
+        "remote scrapes), or add allow_remote = true to [metrics] if that is intended",
     ),
     ConfigCase(
         "image-uppercase",
@@ -226,7 +242,8 @@ def as_config(doc: dict[str, Any]) -> Config:
     """The document as an in-memory `Config`, wrong values and all (dataclasses do not check)."""
     agents = dict(doc["agents"])
     agents["volumes"] = tuple(VolumeConfig(**v) for v in agents.get("volumes", ()))
-    return Config(azure=AzureConfig(**doc["azure"]), agents=AgentsConfig(**agents))
+    metrics = MetricsConfig(**doc.get("metrics", {}))
+    return Config(azure=AzureConfig(**doc["azure"]), agents=AgentsConfig(**agents), metrics=metrics)
 
 
 @pytest.mark.parametrize("case", CONFIG_CASES, ids=[c.id for c in CONFIG_CASES])

@@ -20,6 +20,7 @@ from gpuci_tui.core.config import (
     ConfigErrors,
     GpuConfig,
     HistoryConfig,
+    MetricsConfig,
     SupervisorConfig,
     VolumeConfig,
     config_hash,
@@ -408,6 +409,7 @@ def test_every_agents_field_has_a_rule() -> None:
     fields |= {f"supervisor.{f.name}" for f in dataclasses.fields(SupervisorConfig)}
     fields |= {f"gpu.{f.name}" for f in dataclasses.fields(GpuConfig)}
     fields |= {f"history.{f.name}" for f in dataclasses.fields(HistoryConfig)}
+    fields |= {f"metrics.{f.name}" for f in dataclasses.fields(MetricsConfig)}
     from gpuci_tui.core import config as config_module
 
     assert set(config_module._FIELDS) == fields

@@ -1,0 +1,286 @@
+"""Prometheus metrics of ``gpuci-tui run``, on a private registry.
+
+Two kinds of figures, fed two ways:
+
+* **State** (slots by state, agents busy/idle/standby, parked slots, Docker and
+  Azure DevOps health, per-GPU utilisation and memory) is read at scrape time by
+  `StateCollector` from the latest published `SupervisorSnapshot` and the latest
+  GPU frame, so a gauge can never drift from what ``gpuci-tui status`` shows.
+* **Happenings** (jobs by result, job duration, queue wait, per-job peak GPU
+  memory, replenish latency, container starts and start failures, Azure DevOps
+  requests by outcome) are counters and histograms fed by supervisor events
+  (`follow`), by the job recorder's finished rows (`Metrics.job_recorded`) and by
+  the Azure DevOps transport (`Metrics.azure_response`).
+
+Label values come from small fixed sets (slot states, health states, results,
+outcomes) or from the configuration (group names, GPU indexes): never request
+ids, run numbers, agent names or container ids, so cardinality stays bounded.
+A private `CollectorRegistry` keeps library defaults (process and GC metrics of
+the global registry) out, and lets tests build as many as they like.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from .config_model import DEFAULT_GROUP
+from .handle import Supervised
+from .history import JobRecord
+from .models import HealthState, SlotState, SupervisorEvent, SupervisorSnapshot
+from .protocols import GpuFrame
+
+MIB = 1024 * 1024
+
+JOB_RESULTS = frozenset(
+    {"succeeded", "succeededwithissues", "failed", "canceled", "skipped", "abandoned"}
+)
+"""Azure DevOps job results kept as label values (lower-cased); anything else is ``other``."""
+
+DURATION_BUCKETS = (10, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400, 28800, 86400)
+"""Seconds: CI jobs run from seconds to a day (the agent's default job timeout is 60 min)."""
+QUEUE_WAIT_BUCKETS = (1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
+"""Seconds: with idle agents a job waits about one server poll; more means no free agent."""
+REPLENISH_BUCKETS = (0.5, 1, 2, 5, 10, 15, 20, 30, 60, 120, 300, 600)
+"""Seconds: a hot standby takes over in about a second, a fresh agent in 10–20 s."""
+GPU_MEMORY_BUCKETS = tuple(gib * 1024 * MIB for gib in (0.5, 1, 2, 4, 8, 12, 16, 24, 32, 48, 80))
+"""Bytes: the memory sizes of common data-centre and workstation GPUs."""
+
+
+def group_label(group: str) -> str:
+    """The ``group`` label of a slot or event (``default`` in an ``[agents]``-only config)."""
+    return group or DEFAULT_GROUP
+
+
+def result_label(result: str | None) -> str:
+    """The ``result`` label of a finished job: a known Azure result, ``unknown`` or ``other``."""
+    if not result:
+        return "unknown"
+    lowered = result.lower()
+    return lowered if lowered in JOB_RESULTS else "other"
+
+
+def azure_outcome(status: int | None) -> str:
+    """The ``outcome`` label of one HTTP attempt to Azure DevOps (None: no answer at all)."""
+    if status is None:
+        return "network_error"
+    if status == 429:
+        return "rate_limited"
+    if status in (401, 403, 203):  # 203: the sign-in page a rejected PAT may get
+        return "auth_error"
+    if 200 <= status < 300:
+        return "ok"
+    return "server_error" if status >= 500 else "client_error"
+
+
+class Metrics:
+    """Every metric of the daemon, registered in its own `registry`."""
+
+    def __init__(
+        self,
+        *,
+        gpu_frame: Callable[[], GpuFrame | None] = lambda: None,
+        registry: CollectorRegistry | None = None,
+    ) -> None:
+        """Create the metrics; ``gpu_frame`` gives the latest GPU sample (None: not sampled)."""
+        self.registry = registry or CollectorRegistry(auto_describe=True)
+        self.latest: SupervisorSnapshot | None = None
+        """The latest snapshot seen (`StateCollector` reads it from the scrape thread)."""
+        self.gpu_frame = gpu_frame
+        # Slot -> when it lost its agent (event time), until the snapshot shows it idle again.
+        self._lost_at: dict[tuple[str, int], float] = {}
+        r = self.registry
+        self.jobs = Counter(
+            "gpuci_jobs", "Jobs finished on this host's agents, by Azure DevOps result.",
+            ["group", "result"], registry=r,
+        )  # fmt: skip
+        self.job_duration = Histogram(
+            "gpuci_job_duration_seconds", "How long finished jobs ran (Azure DevOps times).",
+            ["group"], buckets=DURATION_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.queue_wait = Histogram(
+            "gpuci_job_queue_wait_seconds", "How long finished jobs waited from queueing to "
+            "assignment to an agent.", ["group"], buckets=QUEUE_WAIT_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.gpu_peak = Histogram(
+            "gpuci_job_gpu_memory_peak_bytes", "Peak GPU memory of finished jobs (jobs seen "
+            "using a GPU only).", ["group"], buckets=GPU_MEMORY_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.replenish = Histogram(
+            "gpuci_replenish_seconds", "From a slot's agent container exiting to the slot "
+            "having an agent again (idle, or already running the next job).", ["group"], buckets=REPLENISH_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.starts = Counter(
+            "gpuci_container_starts", "Agent containers started.", ["group"], registry=r
+        )
+        self.start_failures = Counter(
+            "gpuci_container_start_failures", "Agent container starts that failed.",
+            ["group"], registry=r,
+        )  # fmt: skip
+        self.azure_requests = Counter(
+            "gpuci_azure_requests", "HTTP requests to Azure DevOps (retries included), by outcome.",
+            ["outcome"], registry=r,
+        )  # fmt: skip
+        self.registry.register(StateCollector(self))
+
+    # ------------------------------------------------------------------ feeding
+
+    def observe_snapshot(self, snapshot: SupervisorSnapshot) -> None:
+        """Keep ``snapshot`` for scrapes; a slot serving again ends its replenish interval."""
+        self.latest = snapshot
+        for slot in snapshot.slots:
+            key = (slot.group, slot.slot)
+            if key not in self._lost_at:
+                continue
+            # Busy counts too: with jobs queued, a new agent takes one before any poll
+            # could show it idle.
+            if slot.state in (SlotState.IDLE, SlotState.BUSY):
+                seconds = max(0.0, snapshot.taken_at - self._lost_at.pop(key))
+                self.replenish.labels(group_label(slot.group)).observe(seconds)
+            elif slot.state in (SlotState.DRAINED, SlotState.PARKED):
+                del self._lost_at[key]  # not replenished on purpose: no latency to measure
+
+    def observe_event(self, event: SupervisorEvent) -> None:
+        """Count container starts and failures; note when a slot lost its agent."""
+        group = group_label(event.group)
+        if event.kind == "container_started":
+            self.starts.labels(group).inc()
+        elif event.kind == "start_failed":
+            self.start_failures.labels(group).inc()
+        elif event.kind == "container_exited" and event.slot is not None:
+            self._lost_at.setdefault((event.group, event.slot), event.at)
+        elif event.kind == "slot_removed" and event.slot is not None:
+            self._lost_at.pop((event.group, event.slot), None)
+
+    def job_recorded(self, group: str, record: JobRecord) -> None:
+        """Count one finished job of ``group`` (a `JobRecorder` ``on_record``)."""
+        label = group_label(group)
+        self.jobs.labels(label, result_label(record.result)).inc()
+        if record.duration_s is not None:
+            self.job_duration.labels(label).observe(record.duration_s)
+        if record.queue_wait_s is not None:
+            self.queue_wait.labels(label).observe(record.queue_wait_s)
+        if record.peak_gpu_memory_mib is not None:
+            self.gpu_peak.labels(label).observe(record.peak_gpu_memory_mib * MIB)
+
+    def azure_response(self, status: int | None) -> None:
+        """Count one HTTP attempt to Azure DevOps (called from the client's threads)."""
+        self.azure_requests.labels(azure_outcome(status)).inc()
+
+
+async def follow(supervised: Supervised, metrics: Metrics) -> None:
+    """Feed ``metrics`` with every event and snapshot of ``supervised`` until cancelled."""
+    queue = supervised.subscribe()
+    try:
+        metrics.observe_snapshot(supervised.snapshot())
+        while True:
+            item = await queue.get()
+            if isinstance(item, SupervisorSnapshot):
+                metrics.observe_snapshot(item)
+            else:
+                metrics.observe_event(item)
+    finally:
+        supervised.unsubscribe(queue)
+
+
+class StateCollector(Collector):
+    """Gauges computed at scrape time from the latest snapshot and GPU frame."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        """Read ``metrics.latest`` and ``metrics.gpu_frame``."""
+        self.metrics = metrics
+
+    def describe(self) -> Iterator[GaugeMetricFamily]:
+        """The families this collector yields (names fixed; read before any snapshot)."""
+        return self._families(None, None)
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        """The current values."""
+        return self._families(self.metrics.latest, self.metrics.gpu_frame())
+
+    def _families(
+        self, snap: SupervisorSnapshot | None, frame: GpuFrame | None
+    ) -> Iterator[GaugeMetricFamily]:
+        slots = GaugeMetricFamily("gpuci_slots", "Agent slots by state.", labels=["group", "state"])
+        desired = GaugeMetricFamily(
+            "gpuci_slots_desired", "Agent slots asked for (the configured or scaled count).",
+            labels=["group"],
+        )  # fmt: skip
+        agents = GaugeMetricFamily(
+            "gpuci_agents", "Agents by what they do: busy (running a job), idle (would take "
+            "one now), standby (ready hot standbys).", labels=["group", "state"],
+        )  # fmt: skip
+        parked = GaugeMetricFamily(
+            "gpuci_slots_parked", "Slots parked after repeated early failures (need "
+            "`gpuci-tui resume`).", labels=["group"],
+        )  # fmt: skip
+        queued = GaugeMetricFamily(
+            "gpuci_pool_jobs_queued", "Jobs waiting for an agent in the pool (all agents, "
+            "not only this host's).", labels=["pool"],
+        )  # fmt: skip
+        docker = GaugeMetricFamily("gpuci_docker_up", "1 if the Docker engine answers, else 0.")
+        azure = GaugeMetricFamily(
+            "gpuci_azure_state", "Azure DevOps as last seen: 1 for the current state.",
+            labels=["state"],
+        )  # fmt: skip
+        limited = GaugeMetricFamily(
+            "gpuci_azure_rate_limited", "1 while Azure DevOps rate-limits this PAT's user."
+        )
+        paused = GaugeMetricFamily(
+            "gpuci_paused", "1 while replenishing is paused (`gpuci-tui pause`)."
+        )
+        util = GaugeMetricFamily(
+            "gpuci_gpu_utilization_ratio", "GPU busy time over the last sample period (0–1).",
+            labels=["gpu"],
+        )  # fmt: skip
+        used = GaugeMetricFamily(
+            "gpuci_gpu_memory_used_bytes", "GPU memory in use.", labels=["gpu"]
+        )
+        total = GaugeMetricFamily("gpuci_gpu_memory_total_bytes", "GPU memory.", labels=["gpu"])
+        if snap is not None:
+            _add_slots(snap, slots, desired, agents, parked)
+            for pool in snap.pools or (snap.pool_summary,):
+                queued.add_metric([pool.name or snap.pool], pool.queued_jobs)
+            docker.add_metric([], 1.0 if snap.docker.state is HealthState.OK else 0.0)
+            for state in HealthState:
+                azure.add_metric([state.value], 1.0 if snap.azure.state is state else 0.0)
+            limited.add_metric([], 1.0 if snap.azure.state is HealthState.RATE_LIMITED else 0.0)
+            paused.add_metric([], 1.0 if snap.paused else 0.0)
+        for gpu in frame.gpus if frame is not None else ():
+            index = [str(gpu.index)]
+            if gpu.utilization_pct is not None:
+                util.add_metric(index, gpu.utilization_pct / 100)
+            if gpu.memory_used_mib is not None:
+                used.add_metric(index, gpu.memory_used_mib * MIB)
+            if gpu.memory_total_mib is not None:
+                total.add_metric(index, gpu.memory_total_mib * MIB)
+        yield from (slots, desired, agents, parked, queued, docker, azure, limited, paused)
+        yield from (util, used, total)
+
+
+def _add_slots(
+    snap: SupervisorSnapshot,
+    slots: GaugeMetricFamily,
+    desired: GaugeMetricFamily,
+    agents: GaugeMetricFamily,
+    parked: GaugeMetricFamily,
+) -> None:
+    """Per-group slot and agent counts; every state is exported, zeros too, so that a
+    dashboard's series do not appear and vanish with the states."""
+    wanted = {group_label(g.name): g.desired_count for g in snap.groups}
+    if not snap.groups:
+        wanted[DEFAULT_GROUP] = snap.desired_count
+    for group in {group_label(s.group) for s in snap.slots} - wanted.keys():
+        wanted[group] = 0  # a group scaled away but still draining
+    for group, count in sorted(wanted.items()):
+        mine = [s for s in snap.slots if group_label(s.group) == group]
+        for state in SlotState:
+            slots.add_metric([group, state.value], sum(1 for s in mine if s.state is state))
+        desired.add_metric([group], count)
+        agents.add_metric([group, "busy"], sum(1 for s in mine if s.state is SlotState.BUSY))
+        agents.add_metric([group, "idle"], sum(1 for s in mine if s.state is SlotState.IDLE))
+        agents.add_metric([group, "standby"], sum(1 for s in mine if s.standby == "ready"))
+        parked.add_metric([group], sum(1 for s in mine if s.state is SlotState.PARKED))

@@ -1,0 +1,251 @@
+"""The metrics of `gpuci_tui.core.metrics`, read back through prometheus_client's own text
+format and parser (what Prometheus scrapes), from snapshots, events, job rows and HTTP
+statuses given directly."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Iterable
+
+import pytest
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from gpuci_tui.core.history import JobRecord
+from gpuci_tui.core.metrics import Metrics, azure_outcome, follow, result_label
+from gpuci_tui.core.models import (
+    GroupSummary,
+    HealthSnapshot,
+    HealthState,
+    JobInfo,
+    PoolSummary,
+    SlotSnapshot,
+    SlotState,
+    SupervisorEvent,
+    SupervisorSnapshot,
+)
+from gpuci_tui.core.protocols import GpuFrame, GpuHostInfo, GpuSample
+from gpuci_tui.core.reporter import Broadcaster
+from tests.core.supervisor_env import wait_until
+
+Labels = tuple[tuple[str, str], ...]
+
+
+def scrape(metrics: Metrics) -> dict[tuple[str, Labels], float]:
+    """Every sample of the text exposition, keyed by (sample name, sorted labels)."""
+    text = generate_latest(metrics.registry).decode()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def value(metrics: Metrics, name: str, **labels: str) -> float | None:
+    return scrape(metrics).get((name, tuple(sorted(labels.items()))))
+
+
+def slot(number: int, state: SlotState, group: str = "", **kw: object) -> SlotSnapshot:
+    return SlotSnapshot(slot=number, name=f"gpu01-{number}", state=state, group=group, **kw)  # type: ignore[arg-type]
+
+
+def snapshot(slots: Iterable[SlotSnapshot], at: float = 1000.0, **kw: object) -> SupervisorSnapshot:
+    return SupervisorSnapshot(
+        taken_at=at, org_url="https://dev.azure.com/acme", pool="gpu", instance="i",
+        desired_count=4, slots=tuple(slots), **kw,  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+def record(**kw: object) -> JobRecord:
+    base = JobRecord(
+        instance="i", slot=1, agent="gpu01-1", request_id=17, pipeline="train", run="20260101.1",
+        started_at=10.0, ended_at=100.0, exit_code=0, oom=False, reason="job finished",
+    )  # fmt: skip
+    return dataclasses.replace(base, **kw)  # type: ignore[arg-type]
+
+
+def test_slot_and_agent_gauges_follow_the_latest_snapshot() -> None:
+    metrics = Metrics()
+    job = JobInfo(request_id=5)
+    metrics.observe_snapshot(
+        snapshot(
+            [
+                slot(1, SlotState.IDLE, standby="ready"),
+                slot(2, SlotState.BUSY, job=job, standby="booting"),
+                slot(3, SlotState.PARKED),
+                slot(4, SlotState.IDLE, standby="ready"),
+            ],
+            docker=HealthSnapshot(HealthState.OK),
+            azure=HealthSnapshot(HealthState.RATE_LIMITED),
+            pool_summary=PoolSummary(name="gpu", queued_jobs=7),
+        )
+    )
+    got = scrape(metrics)
+    d = (("group", "default"),)
+    assert got[("gpuci_slots", (*d, ("state", "idle")))] == 2
+    assert got[("gpuci_slots", (*d, ("state", "busy")))] == 1
+    assert got[("gpuci_slots", (*d, ("state", "parked")))] == 1
+    assert got[("gpuci_slots", (*d, ("state", "starting")))] == 0, "every state, zeros too"
+    assert got[("gpuci_slots_desired", d)] == 4
+    assert got[("gpuci_agents", (*d, ("state", "idle")))] == 2
+    assert got[("gpuci_agents", (*d, ("state", "busy")))] == 1
+    assert got[("gpuci_agents", (*d, ("state", "standby")))] == 2
+    assert got[("gpuci_slots_parked", d)] == 1
+    assert got[("gpuci_pool_jobs_queued", (("pool", "gpu"),))] == 7
+    assert got[("gpuci_docker_up", ())] == 1
+    assert got[("gpuci_azure_rate_limited", ())] == 1
+    assert got[("gpuci_azure_state", (("state", "rate_limited"),))] == 1
+    assert got[("gpuci_azure_state", (("state", "ok"),))] == 0
+    assert got[("gpuci_paused", ())] == 0
+
+    metrics.observe_snapshot(snapshot([slot(1, SlotState.EMPTY)], docker=HealthSnapshot()))
+    assert value(metrics, "gpuci_slots", group="default", state="idle") == 0
+    assert value(metrics, "gpuci_docker_up") == 0, "unknown is not up"
+
+
+def test_groups_are_labelled_by_name() -> None:
+    metrics = Metrics()
+    groups = (GroupSummary("a100", "gpu", "x", 2), GroupSummary("cpu", "cpu", "y", 1))
+    metrics.observe_snapshot(
+        snapshot(
+            [
+                slot(1, SlotState.IDLE, "a100"),
+                slot(2, SlotState.BUSY, "a100"),
+                slot(1, SlotState.IDLE, "cpu"),
+            ],
+            groups=groups,
+            pools=(PoolSummary(name="gpu"), PoolSummary(name="cpu", queued_jobs=2)),
+        )  # fmt: skip
+    )
+    assert value(metrics, "gpuci_slots_desired", group="a100") == 2
+    assert value(metrics, "gpuci_agents", group="a100", state="busy") == 1
+    assert value(metrics, "gpuci_agents", group="cpu", state="idle") == 1
+    assert value(metrics, "gpuci_pool_jobs_queued", pool="cpu") == 2
+    assert value(metrics, "gpuci_slots", group="default", state="idle") is None
+
+
+def test_nothing_before_the_first_snapshot_but_the_families_exist() -> None:
+    metrics = Metrics()
+    names = {
+        f.name for f in text_string_to_metric_families(generate_latest(metrics.registry).decode())
+    }
+    assert {"gpuci_slots", "gpuci_docker_up", "gpuci_jobs", "gpuci_replenish_seconds"} <= names
+    assert value(metrics, "gpuci_docker_up") is None
+
+
+def test_gpu_gauges_come_from_the_latest_frame_and_skip_missing_fields() -> None:
+    frame = GpuFrame(
+        taken_at=1.0,
+        host=GpuHostInfo(available=True, gpu_count=2),
+        gpus=(
+            GpuSample(0, "A100", utilization_pct=75.0, memory_used_mib=1024.0,
+                      memory_total_mib=40960.0),
+            GpuSample(1, "A100", utilization_pct=None, memory_used_mib=None),
+        ),
+    )  # fmt: skip
+    metrics = Metrics(gpu_frame=lambda: frame)
+    assert value(metrics, "gpuci_gpu_utilization_ratio", gpu="0") == 0.75
+    assert value(metrics, "gpuci_gpu_memory_used_bytes", gpu="0") == 1024 * 2**20
+    assert value(metrics, "gpuci_gpu_memory_total_bytes", gpu="0") == 40960 * 2**20
+    assert value(metrics, "gpuci_gpu_utilization_ratio", gpu="1") is None, "N/A is not 0"
+
+
+def test_finished_jobs_feed_the_counter_and_histograms() -> None:
+    metrics = Metrics()
+    metrics.job_recorded("", record(result="succeeded", duration_s=42.0, queue_wait_s=3.0,
+                                    peak_gpu_memory_mib=3000.0))  # fmt: skip
+    metrics.job_recorded("", record(result="failed", duration_s=4000.0))
+    metrics.job_recorded("a100", record(result=None))
+    metrics.job_recorded("a100", record(result="somethingNew"))
+    assert value(metrics, "gpuci_jobs_total", group="default", result="succeeded") == 1
+    assert value(metrics, "gpuci_jobs_total", group="default", result="failed") == 1
+    assert value(metrics, "gpuci_jobs_total", group="a100", result="unknown") == 1
+    assert value(metrics, "gpuci_jobs_total", group="a100", result="other") == 1
+    assert value(metrics, "gpuci_job_duration_seconds_count", group="default") == 2
+    assert value(metrics, "gpuci_job_duration_seconds_sum", group="default") == 4042.0
+    assert value(metrics, "gpuci_job_duration_seconds_bucket", group="default", le="60.0") == 1
+    assert value(metrics, "gpuci_job_queue_wait_seconds_count", group="default") == 1
+    assert value(metrics, "gpuci_job_gpu_memory_peak_bytes_sum", group="default") == 3000 * 2**20
+    assert value(metrics, "gpuci_job_gpu_memory_peak_bytes_count", group="a100") is None
+
+
+def test_replenish_latency_runs_from_the_exit_to_the_next_idle_snapshot() -> None:
+    metrics = Metrics()
+    metrics.observe_snapshot(snapshot([slot(1, SlotState.BUSY), slot(2, SlotState.IDLE)], at=90))
+    metrics.observe_event(SupervisorEvent(100.0, "container_exited", "gpu01-1 exited", slot=1))
+    metrics.observe_event(SupervisorEvent(101.0, "container_started", "gpu01-1 started", slot=1))
+    metrics.observe_snapshot(
+        snapshot([slot(1, SlotState.STARTING), slot(2, SlotState.IDLE)], at=101)
+    )
+    assert value(metrics, "gpuci_replenish_seconds_count", group="default") is None
+    metrics.observe_snapshot(snapshot([slot(1, SlotState.IDLE), slot(2, SlotState.IDLE)], at=112.5))
+    metrics.observe_snapshot(snapshot([slot(1, SlotState.IDLE), slot(2, SlotState.IDLE)], at=200))
+    assert value(metrics, "gpuci_replenish_seconds_count", group="default") == 1
+    assert value(metrics, "gpuci_replenish_seconds_sum", group="default") == 12.5
+    assert value(metrics, "gpuci_container_starts_total", group="default") == 1
+
+    # A slot drained or parked after its exit is not replenished on purpose: not measured.
+    metrics.observe_event(SupervisorEvent(300.0, "container_exited", "gpu01-2 exited", slot=2))
+    metrics.observe_event(SupervisorEvent(300.5, "start_failed", "gpu01-2: boom", slot=2))
+    metrics.observe_snapshot(snapshot([slot(1, SlotState.IDLE), slot(2, SlotState.PARKED)], at=301))
+    metrics.observe_snapshot(snapshot([slot(1, SlotState.IDLE), slot(2, SlotState.IDLE)], at=900))
+    assert value(metrics, "gpuci_replenish_seconds_count", group="default") == 1
+    assert value(metrics, "gpuci_container_start_failures_total", group="default") == 1
+
+
+@pytest.mark.parametrize(
+    ("status", "outcome"),
+    [(200, "ok"), (204, "ok"), (None, "network_error"), (429, "rate_limited"),
+     (401, "auth_error"), (203, "auth_error"), (404, "client_error"), (503, "server_error")],
+)  # fmt: skip
+def test_azure_outcomes_are_a_small_fixed_set(status: int | None, outcome: str) -> None:
+    assert azure_outcome(status) == outcome
+    metrics = Metrics()
+    metrics.azure_response(status)
+    assert value(metrics, "gpuci_azure_requests_total", outcome=outcome) == 1
+
+
+def test_result_labels_stay_bounded() -> None:
+    assert result_label("SucceededWithIssues") == "succeededwithissues"
+    assert result_label("run 20260101.7 of train") == "other"
+
+
+async def test_follow_feeds_events_and_snapshots_from_a_broadcaster() -> None:
+    """`follow` over a real `Broadcaster`, as the daemon runs it."""
+    state = {"slots": [slot(1, SlotState.STARTING)]}
+    broadcaster = Broadcaster(clock=lambda: 5.0)
+    broadcaster.bind(lambda: snapshot(state["slots"], at=5.0))
+
+    class Source:
+        subscribe = broadcaster.subscribe
+        unsubscribe = broadcaster.unsubscribe
+
+        def snapshot(self) -> SupervisorSnapshot:
+            return snapshot(state["slots"])
+
+    metrics = Metrics()
+    task = asyncio.get_running_loop().create_task(follow(Source(), metrics))  # type: ignore[arg-type]
+    try:
+        await wait_until(lambda: metrics.latest is not None, what="the first snapshot")
+        broadcaster.event("container_started", "gpu01-1 started", 1)
+        state["slots"] = [slot(1, SlotState.IDLE)]
+        broadcaster.changed()
+        await wait_until(
+            lambda: value(metrics, "gpuci_agents", group="default", state="idle") == 1,
+            what="the idle agent",
+        )
+        assert value(metrics, "gpuci_container_starts_total", group="default") == 1
+    finally:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+
+def test_a_slot_that_goes_straight_to_busy_is_replenished_too() -> None:
+    """With jobs queued, the new agent takes one before a snapshot shows it idle."""
+    metrics = Metrics()
+    metrics.observe_event(SupervisorEvent(10.0, "container_exited", "gpu01-1 exited", slot=1))
+    metrics.observe_snapshot(snapshot([slot(1, SlotState.STARTING)], at=11))
+    metrics.observe_snapshot(snapshot([slot(1, SlotState.BUSY)], at=14))
+    assert value(metrics, "gpuci_replenish_seconds_sum", group="default") == 4.0
