@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import shutil
 import signal
@@ -123,7 +124,10 @@ def run_fleet_console(args: argparse.Namespace) -> int:
         try:
             await app.run_async()
         finally:
-            await asyncio.gather(*(m.handle.close() for m in hosts), return_exceptions=True)
+            # Bounded: a host mid-connect must not keep a console whose terminal is gone alive.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(5.0):
+                    await asyncio.gather(*(m.handle.close() for m in hosts), return_exceptions=True)
 
     try:
         asyncio.run(console())
