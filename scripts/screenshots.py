@@ -3,7 +3,7 @@
 Runs the real console (`make_app`) on the demo environment (simulated
 organisation, simulated runtime, synthetic GPUs) at a fixed size, waits until
 agents are busy, and saves: the dashboard under load, the drain confirmation,
-the log view and the setup wizard.
+the log view, the history view and the setup wizard.
 
 Usage: python scripts/screenshots.py [--out screenshots] [--size 120x36]
 """
@@ -59,6 +59,12 @@ async def shoot(out: Path, size: tuple[int, int]) -> list[Path]:
             await pilot.press("l")
             await pilot.pause(2.5)
             written.append(Path(app.save_screenshot("log-view.svg", path=str(out))))
+            await pilot.press("escape")
+            await pilot.pause(0.3)
+            # The demo's seeded history: 'train - main' creeping up in GPU memory.
+            await pilot.press("h")
+            await pilot.pause(1.5)
+            written.append(Path(app.save_screenshot("history.svg", path=str(out))))
             await pilot.press("escape")
             sup.request_stop()
     finally:
