@@ -12,10 +12,12 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
+import os
 import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -29,6 +31,9 @@ from gpuci_tui.core.ssh_handle import SshHandle
 
 from . import exitcodes
 from .common import CliExit, config_path, fail
+
+#: Seconds a console whose terminal hung up has to end cleanly before it is ended.
+HANGUP_GRACE = 10.0
 
 
 def fleet_requested(args: argparse.Namespace) -> bool:
@@ -117,10 +122,23 @@ def run_fleet_console(args: argparse.Namespace) -> int:
         fleet=Fleet(hosts, keys=keys),
     )
 
+    def last_resort() -> None:
+        # The console did not end within the grace time (e.g. stuck writing to a terminal
+        # that is gone): leave no connection state behind, and go.
+        shutil.rmtree(control_dir, ignore_errors=True)
+        os._exit(exitcodes.FAILED)
+
     async def console() -> None:
         app = make_app(services)
-        # The terminal went away (SSH session closed): end cleanly, closing the connections.
-        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, app.exit)
+
+        def hang_up() -> None:
+            # The terminal went away (SSH session closed): end cleanly, closing the connections.
+            app.exit()
+            timer = threading.Timer(HANGUP_GRACE, last_resort)
+            timer.daemon = True  # a clean exit does not wait for it
+            timer.start()
+
+        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, hang_up)
         try:
             await app.run_async()
         finally:
