@@ -415,9 +415,12 @@ def test_logs_tail(
     assert wait_until(
         lambda: docker_client.api.inspect_container(info.id)["State"]["Status"] == "exited"
     )
-    assert runtime.logs_tail(info.id, 3) == ["line 29", "line 30", "bad \ufffd byte"]
+    # Docker orders stdout and stderr lines by its own read of each stream: the stderr line
+    # may land anywhere, so only the stdout order is asserted.
+    tail = [line for line in runtime.logs_tail(info.id, 3) if line != "from stderr"]
+    assert tail[-2:] == ["line 30", "bad \ufffd byte"]
     everything = runtime.logs_tail(info.id, 100)
-    assert (len(everything), everything[0]) == (32, "from stderr")
+    assert len(everything) == 32 and "from stderr" in everything
     assert runtime.logs_tail(info.id, 0) == []
 
 
