@@ -49,6 +49,20 @@ from gpuci_tui.sim.server import SimServer
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def stop_daemon(daemon: subprocess.Popen[Any], client: Any, config: Config) -> None:
+    """SIGTERM the daemon (SIGKILL after 15 s) and remove every container of its agent set."""
+    daemon.send_signal(signal.SIGTERM)
+    try:
+        daemon.wait(15)
+    except subprocess.TimeoutExpired:
+        daemon.kill()
+    for c in client.containers.list(
+        all=True, sparse=True, filters={"label": f"{LABEL_INSTANCE}={instance_id(config)}"}
+    ):
+        with contextlib.suppress(docker.errors.APIError):
+            c.remove(force=True)
+
+
 def percentile(values: list[float], pct: float) -> float:
     """Nearest-rank percentile."""
     ordered = sorted(values)
@@ -205,17 +219,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "jobs_not_assigned_exactly_once": len(assigned_twice),
         }
     finally:
-        daemon.send_signal(signal.SIGTERM)
-        try:
-            daemon.wait(15)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
         recorder.stop()
-        for c in client.containers.list(
-            all=True, sparse=True, filters={"label": f"{LABEL_INSTANCE}={instance_id(config)}"}
-        ):
-            with contextlib.suppress(docker.errors.APIError):
-                c.remove(force=True)
+        stop_daemon(daemon, client, config)
         server.stop()
     return results
 

@@ -20,11 +20,9 @@ Writes bench/results/observe.json and prints a Markdown table.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import shutil
-import signal
 import socket
 import statistics
 import subprocess
@@ -39,9 +37,8 @@ from typing import Any
 import docker
 import psutil
 import requests
-from bench_engine import machine, percentile
+from bench_engine import machine, percentile, stop_daemon
 
-from gpuci_tui.core.agentspec import LABEL_INSTANCE, instance_id
 from gpuci_tui.core.config import (
     AgentsConfig,
     AzureConfig,
@@ -191,16 +188,7 @@ def one_run(
     finally:
         if scraper is not None:
             scraper.stop.set()
-        daemon.send_signal(signal.SIGTERM)
-        try:
-            daemon.wait(15)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
-        for c in client.containers.list(
-            all=True, sparse=True, filters={"label": f"{LABEL_INSTANCE}={instance_id(config)}"}
-        ):
-            with contextlib.suppress(docker.errors.APIError):
-                c.remove(force=True)
+        stop_daemon(daemon, client, config)
         server.stop()
     result: dict[str, Any] = {
         "metrics": metrics,

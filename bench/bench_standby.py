@@ -19,11 +19,9 @@ Writes bench/results/standby.json and prints a Markdown table.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import math
 import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -35,9 +33,8 @@ from typing import Any
 
 import docker
 import psutil
-from bench_engine import machine, percentile
+from bench_engine import machine, percentile, stop_daemon
 
-from gpuci_tui.core.agentspec import LABEL_INSTANCE, instance_id
 from gpuci_tui.core.config import AgentsConfig, AzureConfig, Config, SupervisorConfig, save_config
 from gpuci_tui.sim.image import build_emulator_image
 from gpuci_tui.sim.org import SimOrg
@@ -124,16 +121,7 @@ def one_run(
         per_job_reads = [e for e in requests if e.method == "GET" and "agentId=" in e.detail]
         rereads = [e for e in requests if e.method == "GET" and e.route.endswith("{agentId}")]
     finally:
-        daemon.send_signal(signal.SIGTERM)
-        try:
-            daemon.wait(15)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
-        for c in client.containers.list(
-            all=True, sparse=True, filters={"label": f"{LABEL_INSTANCE}={instance_id(config)}"}
-        ):
-            with contextlib.suppress(docker.errors.APIError):
-                c.remove(force=True)
+        stop_daemon(daemon, client, config)
         server.stop()
     by_slot: dict[int, list[Any]] = {}
     for job in jobs:
