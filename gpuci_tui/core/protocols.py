@@ -302,6 +302,47 @@ class GpuProcess:
 
 
 @dataclass(frozen=True)
+class XidEvent:
+    """One critical-error (Xid) event NVML delivered for a GPU.
+
+    Every Xid the driver reports is passed on, application-caused ones included:
+    which Xids are critical is a rule of `gpu_health`, not of the sampler.
+    """
+
+    xid: int
+    at: float
+    """Wall-clock time the sampler received the event."""
+
+
+@dataclass(frozen=True)
+class GpuHealthReading:
+    """Raw health facts of one GPU at one sample; None: the driver cannot say (Not Supported).
+
+    The sampler only reports what NVML says; turning readings into a health state
+    (what is critical, what is "rising", what is "sustained", what stays until an
+    operator clears it) is the pure rule of the engine's GPU health assessment.
+    """
+
+    lost: bool = False
+    """The GPU fell off the bus (NVML_ERROR_GPU_IS_LOST)."""
+    reset_required: bool = False
+    """NVML says the GPU needs a reset (NVML_ERROR_RESET_REQUIRED)."""
+    xid_events: tuple[XidEvent, ...] = ()
+    """Xid events received since the previous sample of this GPU."""
+    ecc_uncorrected_volatile: int | None = None
+    """Uncorrectable ECC errors since the driver loaded (volatile counter, all memory)."""
+    ecc_uncorrected_aggregate: int | None = None
+    """Uncorrectable ECC errors over the board's life (aggregate counter)."""
+    remapped_rows_pending: bool | None = None
+    """A row remap is pending: the GPU needs a reset to apply it."""
+    remapped_rows_failed: bool | None = None
+    """A row remap failed: the GPU should be serviced."""
+    slowdown_reasons: tuple[str, ...] = ()
+    """Active hardware slowdown reasons from the clocks-event reasons, by name:
+    "hw_slowdown", "hw_thermal", "hw_power_brake", "sw_thermal"."""
+
+
+@dataclass(frozen=True)
 class GpuSample:
     """One GPU at one instant. None means "N/A" (not supported / failed)."""
 
@@ -317,6 +358,8 @@ class GpuSample:
     processes: tuple[GpuProcess, ...] = ()
     energy_mj: int | None = None
     """Energy used since the driver was loaded, in millijoules (a counter; Volta and newer)."""
+    health: GpuHealthReading | None = None
+    """Health facts of this sample; None when the sampler does not read health."""
 
 
 @dataclass(frozen=True)
