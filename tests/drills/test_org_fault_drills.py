@@ -80,16 +80,31 @@ def _replaced(rig: Rig, slot: int, old: str) -> bool:
     return current not in (None, old) and current in rig.container_ids()
 
 
+def _running_container(rig: Rig, slot: int) -> str:
+    """The slot's current container, once it holds a running one.
+
+    A slot's ``container_id`` is None for a moment while its lanes switch (between
+    one container's exit and the next one's start); reading it once at such a
+    moment is a race. Holding a running container is a state that lasts until the
+    test itself ends a job or kills the agent.
+    """
+
+    def current() -> str | None:
+        cid = rig.slot(slot)["container_id"]
+        return cid if cid is not None and cid in rig.container_ids() else None
+
+    return str(wait_for(current, 15, f"slot {slot} holding a running container"))
+
+
 def _refill_checks(rig: Rig, jobs: list[int], kill_slot: int) -> None:
     """During a fault: a finished job's slot and a killed agent's slot are both refilled."""
-    ids = {s: rig.slot(s)["container_id"] for s in (0, 1)}
+    ids = {s: _running_container(rig, s) for s in (0, 1)}
     job = rig.org.queue_job(rig.pool_id, duration=1.0)
     jobs.append(job)
     wait_for(lambda: rig.org.job(job).result is not None, 20, "a job during the fault")
     slot = slot_of_agent(rig.org.job(job).agent_name or "-x-0")
     wait_for(lambda: _replaced(rig, slot, ids[slot]), 15, "refill after the job")
-    victim = rig.slot(kill_slot)["container_id"]
-    assert victim is not None
+    victim = _running_container(rig, kill_slot)
     rig.client.api.kill(victim)
     wait_for(lambda: _replaced(rig, kill_slot, victim), 15, "refill after a killed agent")
 

@@ -60,12 +60,29 @@ def get(url: str, name: str, **labels: str) -> float | None:
     return scrape(url).get((name, frozenset(labels.items())))
 
 
+def settled(rig: Rig, url: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    """One scrape taken once both slots hold an idle agent and a ready standby.
+
+    "Two idle agents" alone is not a state that lasts: a standby lane that was
+    never registered comes up enabled (idle) and is disabled within
+    milliseconds. Every slot idle with its standby ready lasts until a job
+    comes, so the scrape that shows it is the one the assertions read.
+    """
+    wait_for(rig.all_idle, 60, "both slots idle with a ready standby")
+
+    def steady() -> dict[tuple[str, frozenset[tuple[str, str]]], float] | None:
+        got = scrape(url)
+        idle = got.get(("gpuci_agents", frozenset({("group", "default"), ("state", "idle")})))
+        standby = got.get(("gpuci_agents", frozenset({("group", "default"), ("state", "standby")})))
+        return got if (idle, standby) == (2, 2) else None
+
+    return dict(wait_for(steady, 30, "two idle agents and two standbys in /metrics"))
+
+
 def test_scrape_follows_agents_and_jobs(rig: Rig) -> None:
     url = with_metrics(rig, free_port())
     rig.start_daemon()
-    wait_for(lambda: get(url, "gpuci_agents", group="default", state="idle") == 2,
-             what="two idle agents in /metrics")  # fmt: skip
-    got = scrape(url)
+    got = settled(rig, url)
     assert got[("gpuci_slots", frozenset({("group", "default"), ("state", "idle")}))] == 2
     assert got[("gpuci_slots_desired", frozenset({("group", "default")}))] == 2
     assert got[("gpuci_docker_up", frozenset())] == 1
@@ -82,7 +99,7 @@ def test_scrape_follows_agents_and_jobs(rig: Rig) -> None:
     # The slot whose agent ran the job gets an idle agent again: one replenish measured.
     wait_for(lambda: get(url, "gpuci_replenish_seconds_count", group="default") == 1,
              what="the replenish latency")  # fmt: skip
-    assert get(url, "gpuci_agents", group="default", state="idle") == 2
+    settled(rig, url)
     status = rig.cli("status")
     assert f"Prometheus metrics: {url}" in status.stdout
 
