@@ -16,3 +16,7 @@ ALREADY_RUNNING = 6
 RUNTIME = 7
 """The container engine is unusable (socket missing, permission denied)."""
 INTERRUPTED = 130
+"""Ctrl-C."""
+OUTPUT_CLOSED = 141
+"""The reader of standard output went away (``status --json | head``): 128 + SIGPIPE, as
+other Unix tools that are killed by SIGPIPE report it, but without a traceback."""

@@ -6,6 +6,7 @@ Run ``gpuci-tui COMMAND --help`` for each command. Exit codes: `exitcodes`.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -155,7 +156,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return _dispatch(args)
+        code = _dispatch(args)
+        # Flush here, not at interpreter exit, so a closed pipe is caught below.
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        return _output_closed()
     except KeyboardInterrupt:
         return exitcodes.INTERRUPTED
     except Exception:  # noqa: BLE001 - a crash: Python's own traceback could print the PAT
@@ -165,6 +171,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print(redact(traceback.format_exc()), file=sys.stderr, end="")
         return exitcodes.FAILED
+
+
+def _output_closed() -> int:
+    """The reader of stdout is gone (``| head``): exit quietly, as a SIGPIPE'd tool would.
+
+    Python's own flush of stdout at exit would fail again and print "Exception
+    ignored … BrokenPipeError", so stdout is pointed at /dev/null first.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return exitcodes.OUTPUT_CLOSED
 
 
 def _dispatch(args: argparse.Namespace) -> int:

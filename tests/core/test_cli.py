@@ -123,3 +123,25 @@ def test_console_refuses_without_a_terminal(tmp_path: Path) -> None:
     assert out.returncode == exitcodes.USAGE
     assert "needs a terminal" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_a_closed_stdout_ends_quietly_with_141(tmp_path: Path) -> None:
+    """``gpuci-tui status --json | head``: the reader goes away; no BrokenPipeError traceback."""
+    import os
+
+    config = write_config(tmp_path / "config.toml")
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first write: every write is EPIPE
+    try:
+        out = subprocess.run(
+            [sys.executable, "-m", "gpuci_tui.cli.main", "--config", str(config), "check-config"],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            timeout=60,
+        )
+    finally:
+        os.close(write_end)
+    assert out.returncode == exitcodes.OUTPUT_CLOSED, out.stderr
+    assert out.stderr == ""
