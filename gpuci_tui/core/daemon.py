@@ -156,7 +156,7 @@ async def serve(
     watch_task: asyncio.Task[None] | None = None
     metrics_task: asyncio.Task[None] | None = None
     recorders: dict[str, JobRecorder] = {}
-    metrics = Metrics() if config.metrics.listen else None
+    metrics = Metrics(groups=(g.name for g in groups)) if config.metrics.listen else None
     exporter = MetricsServer(metrics.registry, config.metrics.listen) if metrics else None
     try:
         if exporter is not None:

@@ -21,7 +21,7 @@ the global registry) out, and lets tests build as many as they like.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
@@ -48,6 +48,12 @@ REPLENISH_BUCKETS = (0.5, 1, 2, 5, 10, 15, 20, 30, 60, 120, 300, 600)
 """Seconds: a hot standby takes over in about a second, a fresh agent in 10–20 s."""
 GPU_MEMORY_BUCKETS = tuple(gib * 1024 * MIB for gib in (0.5, 1, 2, 4, 8, 12, 16, 24, 32, 48, 80))
 """Bytes: the memory sizes of common data-centre and workstation GPUs."""
+
+
+AZURE_OUTCOMES = (
+    "ok", "rate_limited", "auth_error", "client_error", "server_error", "network_error"
+)  # fmt: skip
+"""Every value `azure_outcome` gives."""
 
 
 def group_label(group: str) -> str:
@@ -84,8 +90,14 @@ class Metrics:
         *,
         gpu_frame: Callable[[], GpuFrame | None] = lambda: None,
         registry: CollectorRegistry | None = None,
+        groups: Iterable[str] = (),
     ) -> None:
-        """Create the metrics; ``gpu_frame`` gives the latest GPU sample (None: not sampled)."""
+        """Create the metrics; ``gpu_frame`` gives the latest GPU sample (None: not sampled).
+
+        ``groups`` names the configured agent groups: every counter and histogram
+        gets a 0 sample for each of them (and each known result or outcome) at
+        once, so a dashboard shows 0 rather than "No data" before the first event.
+        """
         self.registry = registry or CollectorRegistry(auto_describe=True)
         self.latest: SupervisorSnapshot | None = None
         """The latest snapshot seen (`StateCollector` reads it from the scrape thread)."""
@@ -125,6 +137,19 @@ class Metrics:
             ["outcome"], registry=r,
         )  # fmt: skip
         self.registry.register(StateCollector(self))
+        self._zero(group_label(g) for g in groups)
+
+    def _zero(self, groups: Iterable[str]) -> None:
+        """Create every known label set, so each series exists (at 0) from the start."""
+        for outcome in AZURE_OUTCOMES:
+            self.azure_requests.labels(outcome)
+        for group in groups:
+            for result in (*sorted(JOB_RESULTS), "unknown", "other"):
+                self.jobs.labels(group, result)
+            for family in (self.job_duration, self.queue_wait, self.gpu_peak, self.replenish):
+                family.labels(group)
+            self.starts.labels(group)
+            self.start_failures.labels(group)
 
     # ------------------------------------------------------------------ feeding
 

@@ -249,3 +249,28 @@ def test_a_slot_that_goes_straight_to_busy_is_replenished_too() -> None:
     metrics.observe_snapshot(snapshot([slot(1, SlotState.STARTING)], at=11))
     metrics.observe_snapshot(snapshot([slot(1, SlotState.BUSY)], at=14))
     assert value(metrics, "gpuci_replenish_seconds_sum", group="default") == 4.0
+
+
+def test_every_counter_has_a_zero_sample_before_its_first_event() -> None:
+    """A Grafana panel shows 0, not "No data", for a group that has not finished a job yet."""
+    from gpuci_tui.core.metrics import AZURE_OUTCOMES, JOB_RESULTS
+
+    metrics = Metrics(groups=["default", "a100"])
+    for group in ("default", "a100"):
+        for result in (*JOB_RESULTS, "unknown", "other"):
+            assert value(metrics, "gpuci_jobs_total", group=group, result=result) == 0
+        for name in (
+            "gpuci_job_duration_seconds_count",
+            "gpuci_job_queue_wait_seconds_count",
+            "gpuci_job_gpu_memory_peak_bytes_count",
+            "gpuci_replenish_seconds_count",
+            "gpuci_container_starts_total",
+            "gpuci_container_start_failures_total",
+        ):
+            assert value(metrics, name, group=group) == 0, name
+    for outcome in AZURE_OUTCOMES:
+        assert value(metrics, "gpuci_azure_requests_total", outcome=outcome) == 0
+    assert {azure_outcome(s) for s in (200, None, 429, 401, 404, 503)} == set(AZURE_OUTCOMES)
+    metrics.job_recorded("a100", record(result="succeeded", duration_s=5.0))
+    assert value(metrics, "gpuci_jobs_total", group="a100", result="succeeded") == 1
+    assert value(metrics, "gpuci_jobs_total", group="default", result="succeeded") == 0
