@@ -46,8 +46,13 @@ def host_gpu_count() -> int | None:
     return None if frame is None else frame.host.gpu_count
 
 
-def load(args: argparse.Namespace, *, check_gpus: bool = False) -> Config:
+def load(
+    args: argparse.Namespace, *, check_gpus: bool = False, host_paths_here: bool = True
+) -> Config:
     """Load and validate the configuration or raise `CliExit` (code 4) with the problems.
+
+    ``host_paths_here`` False: volume host paths need not exist on this machine
+    (``export kubernetes``: they are on the cluster's nodes).
 
     ``check_gpus`` also checks the configuration's GPUs against those NVML sees
     (``run`` and ``check-config``; the control commands need no NVML): counts,
@@ -62,7 +67,11 @@ def load(args: argparse.Namespace, *, check_gpus: bool = False) -> Config:
     try:
         path = config_path(args)
         frame = host_gpus() if check_gpus else None
-        config = load_config(path, gpu_count=frame.host.gpu_count if frame else None)
+        config = load_config(
+            path,
+            gpu_count=frame.host.gpu_count if frame else None,
+            host_paths_here=host_paths_here,
+        )
         if frame is not None:
             errors, warnings = check_host_gpus(config, frame, ours=own_containers(config))
             raise_if_any(errors, path)

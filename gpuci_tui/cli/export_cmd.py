@@ -105,7 +105,7 @@ def run_export(args: argparse.Namespace) -> int:
     )
 
     try:
-        config = load(args)
+        config = load(args, host_paths_here=False)  # the paths are on the cluster's nodes
         groups = {group.name: group for group in agent_groups(config)}
         if args.group not in groups:
             names = ", ".join(sorted(groups))

@@ -7,6 +7,7 @@ module assembles them and is the one to import (it re-exports what callers need)
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -348,12 +349,16 @@ def validate_config(config: Config, *, gpu_count: int | None = None) -> list[Con
     return _from_tables(_tables_of(config), gpu_count=gpu_count)[1]
 
 
-def load_config(path: Path, *, gpu_count: int | None = None) -> Config:
+def load_config(
+    path: Path, *, gpu_count: int | None = None, host_paths_here: bool = True
+) -> Config:
     """Read, check and normalise a configuration file.
 
     Args:
         path: The TOML file.
         gpu_count: The number of host GPUs when known (checks ``gpus = "per-agent"``).
+        host_paths_here: Volume host paths must exist on this machine (False for
+            ``export kubernetes``, whose paths are on the cluster's nodes).
 
     Returns:
         The configuration, with ``path`` set and ``name_prefix`` defaulted to the host name.
@@ -362,7 +367,8 @@ def load_config(path: Path, *, gpu_count: int | None = None) -> Config:
         ConfigError: the file is missing, unreadable or not TOML, or has one problem.
         ConfigErrors: the file has several problems (all of them are listed).
     """
-    config, errors = _from_tables(read_toml(path), gpu_count=gpu_count)
+    with contextlib.nullcontext() if host_paths_here else rules.host_paths_elsewhere():
+        config, errors = _from_tables(read_toml(path), gpu_count=gpu_count)
     raise_if_any(errors, path)
     assert config is not None  # noqa: S101 - no errors means it was built
     return dataclasses.replace(config, path=path)

@@ -16,7 +16,9 @@ import os
 import posixpath
 import re
 import socket
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
@@ -364,10 +366,27 @@ def _absolute(value: object, key: str) -> str:
     return "/" + posixpath.normpath(text).lstrip("/")
 
 
+_HOST_PATHS_ARE_LOCAL: ContextVar[bool] = ContextVar("host_paths_are_local", default=True)
+
+
+@contextmanager
+def host_paths_elsewhere() -> Iterator[None]:
+    """Check volume host paths as paths only, not against this machine's disk.
+
+    For ``export kubernetes``: the paths name directories on the cluster's nodes,
+    which the exporting machine need not have.
+    """
+    token = _HOST_PATHS_ARE_LOCAL.set(False)
+    try:
+        yield
+    finally:
+        _HOST_PATHS_ARE_LOCAL.reset(token)
+
+
 def _mount_host(value: object, existing: Sequence[Mount], at: str) -> str:
     key = f"{at}.host"
     path = _absolute(value, key)
-    if not os.path.isdir(path):
+    if _HOST_PATHS_ARE_LOCAL.get() and not os.path.isdir(path):
         why = "is not a directory" if os.path.exists(path) else "does not exist on this host"
         raise ConfigError(f"{path} {why}; give an existing directory", key=key)
     return path

@@ -234,3 +234,27 @@ def test_help_and_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
         with pytest.raises(SystemExit) as exc:
             main(argv)
         assert exc.value.code == exitcodes.USAGE
+
+
+def test_a_host_path_that_exists_only_on_the_nodes_is_exported(
+    config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The volume's host path names a directory on the cluster's nodes, not on this machine."""
+    text = config.read_text(encoding="utf-8")
+    config.write_text(text.replace(str(tmp_path / "imagenet"), "/mnt/nodes-only/imagenet"))
+    out_dir = tmp_path / "k8s"
+    assert export(config, "-o", str(out_dir), "--gpus-per-agent", "1") == exitcodes.OK
+    assert "/mnt/nodes-only/imagenet" in (out_dir / "default-scaledjob.yaml").read_text()
+    # The daemon still refuses it: its agents would mount a directory that is not there.
+    assert main(["--config", str(config), "check-config"]) == exitcodes.CONFIG
+    assert "/mnt/nodes-only/imagenet does not exist on this host" in capsys.readouterr().err
+
+
+def test_the_manifests_and_notes_say_which_keda_they_need(config: Path, tmp_path: Path) -> None:
+    """fetchUnfinishedJobsOnly is new in KEDA 2.18; an older KEDA rejects the ScaledJob."""
+    out_dir = tmp_path / "k8s"
+    assert export(config, "-o", str(out_dir), "--gpus-per-agent", "1") == exitcodes.OK
+    scaled_job = (out_dir / "default-scaledjob.yaml").read_text()
+    assert "fetchUnfinishedJobsOnly" in scaled_job
+    assert "# Needs KEDA 2.18 or later" in scaled_job
+    assert "KEDA 2.18 or later is installed" in (out_dir / "default-NOTES.md").read_text()
