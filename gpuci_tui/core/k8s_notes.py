@@ -6,6 +6,9 @@ from collections.abc import Mapping
 
 from .config import AgentsConfig, AzureConfig
 
+MIN_KEDA_VERSION = "2.18"
+"""The oldest KEDA whose azure-pipelines scaler knows ``fetchUnfinishedJobsOnly``."""
+
 __all__ = ["notes"]
 
 
@@ -76,7 +79,8 @@ def notes(
         "",
         "## Before you apply",
         "",
-        "1. KEDA is installed in the cluster"
+        f"1. KEDA {MIN_KEDA_VERSION} or later is installed in the cluster (the trigger's",
+        "   `fetchUnfinishedJobsOnly` is new in 2.18; an older KEDA rejects the ScaledJob)"
         + (" and GPU nodes run the NVIDIA device plugin." if gpus else "."),
         f"2. The namespace exists: `kubectl create namespace {namespace}`. Pod Security level",
         f"   needed: {level}.",
