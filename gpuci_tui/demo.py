@@ -153,10 +153,26 @@ class DemoEnvironment:
             self.server.stop()
 
 
+DEMO_JOB_SECONDS = (8.0, 40.0)
+"""How long a demo job runs, drawn uniformly."""
+DEMO_LOAD = 0.8
+"""Offered load as a share of what the agents can take: busy, with a short queue at times."""
+
+
+def demo_job_rate(agents: int) -> float:
+    """Jobs per minute that keep ``agents`` agents about `DEMO_LOAD` busy.
+
+    A higher rate than the agents can take makes the queue grow until the
+    feeder's bound, and the demo then shows a pool that never catches up.
+    """
+    mean_seconds = sum(DEMO_JOB_SECONDS) / 2
+    return DEMO_LOAD * agents * 60.0 / mean_seconds
+
+
 def build_demo(
     *,
     agents: int = 4,
-    jobs_per_minute: float = 20.0,
+    jobs_per_minute: float | None = None,
     docker: bool = False,
     seed: int | None = None,
     startup: tuple[float, float] | None = None,
@@ -216,7 +232,13 @@ def build_demo(
     )
     api = AzureDevOpsClient(server.org_url, token)
     feeder = JobFeeder(
-        org, pool_id, rate_per_min=jobs_per_minute, duration=(8.0, 40.0), seed=seed, fail_share=0.05
+        org,
+        pool_id,
+        rate_per_min=jobs_per_minute if jobs_per_minute is not None else demo_job_rate(agents),
+        duration=DEMO_JOB_SECONDS,
+        seed=seed,
+        fail_share=0.05,
+        max_queued=2 * agents,
     )
     feeder.start()
     holder: list[Any] = []

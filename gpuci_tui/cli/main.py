@@ -119,7 +119,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="use real emulator containers on the local Docker engine",
     )
     demo.add_argument("--agents", type=int, default=4, help="number of slots (default 4)")
-    demo.add_argument("--jobs-per-minute", type=float, default=20.0, help="job arrival rate")
+    demo.add_argument(
+        "--jobs-per-minute",
+        type=float,
+        default=None,
+        help="job arrival rate (default: 80%% of what the agents can take; at most 2 jobs "
+        "per agent wait, whatever the rate)",
+    )
     demo.add_argument(
         "--agent-startup",
         default="6,3",

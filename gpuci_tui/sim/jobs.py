@@ -58,7 +58,8 @@ class JobFeeder:
         seed: Random seed (None: not reproducible).
         fail_share: Fraction of jobs that fail (kind ``fail``).
         oom_share: Fraction of jobs that run out of memory (kind ``oom``).
-        max_queued: Do not let more than this many jobs wait (an idle demo stays bounded).
+        max_queued: Do not let more than this many jobs wait unassigned (the queue stays
+            bounded whatever the agents can take).
 
     Use as a context manager, or call `start` and `stop`.
     """
@@ -128,7 +129,9 @@ class JobFeeder:
 
     def _run(self) -> None:
         while not self._stop.wait(self._rng.expovariate(self.rate_per_min / 60.0)):
-            waiting = len(self.org.job_requests(self.pool_id, completed_request_count=0))
+            # Only jobs no agent has taken yet wait; running ones are the agents' work.
+            unfinished = self.org.job_requests(self.pool_id, completed_request_count=0)
+            waiting = sum(1 for job in unfinished if job.state == "queued")
             if waiting >= self.max_queued:
                 self.skipped += 1
                 continue

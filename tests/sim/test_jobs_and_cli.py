@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
@@ -92,3 +93,39 @@ def test_cli_reports_a_missing_pat_file_plainly(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert "cannot read the PAT file" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_running_jobs_do_not_count_against_the_queue_bound(org: SimOrg) -> None:
+    """The bound is on jobs that wait: jobs the agents already run keep the feeder going."""
+    import dataclasses
+
+    class Busy:
+        """An org whose agents run 5 jobs; only what the feeder adds waits."""
+
+        def __init__(self) -> None:
+            self.running = [
+                dataclasses.replace(org.job(org.queue_job(POOL)), assign_time=1.0) for _ in range(5)
+            ]
+            self.added: list[int] = []
+
+        def job_requests(self, pool_id: int, **_: object) -> list[Any]:
+            waiting = [org.job(i) for i in self.added]
+            return [*self.running, *waiting]
+
+        def queue_job(self, pool_id: int, *args: object, **kw: Any) -> int:
+            self.added.append(org.queue_job(pool_id, *args, **kw))
+            return self.added[-1]
+
+    busy = Busy()
+    with JobFeeder(busy, POOL, rate_per_min=6000, seed=3, max_queued=2) as feeder:  # type: ignore[arg-type]
+        wait_until(lambda: feeder.skipped >= 2, 5, "arrivals beyond the bound")
+    assert len(busy.added) == 2, "two may wait besides the five running"
+
+
+def test_the_demo_offers_less_than_its_agents_can_take() -> None:
+    from gpuci_tui.demo import DEMO_JOB_SECONDS, demo_job_rate
+
+    mean = sum(DEMO_JOB_SECONDS) / 2
+    for agents in (1, 4, 16):
+        capacity_per_minute = agents * 60.0 / mean
+        assert 0.5 * capacity_per_minute < demo_job_rate(agents) < capacity_per_minute
