@@ -20,10 +20,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 
 from gpuci_tui.core.config_file import ConfigError, show
 from gpuci_tui.core.config_observe import number_in
-from gpuci_tui.core.protocols import GpuProcess, GpuSample
+from gpuci_tui.core.gpu_health import Fault, HealthBook
+from gpuci_tui.core.protocols import GpuFrame, GpuProcess, GpuSample
 
 EXCLUSIVE = "exclusive"
 OFF = "off"
@@ -208,3 +210,76 @@ def verdict(gpu: GpuSample, rule: GpuAdmission, ours: Callable[[GpuProcess], boo
         if util is not None and util > rule.foreign_util_max:
             return f"{who} ({util:.0f} % > {rule.foreign_util_max:g} % allowed)"
     return None
+
+
+# --------------------------------------------------------------------------- a slot's gate
+
+
+class GateKind(StrEnum):
+    """Whether a slot's agent may take the next job, as far as its GPUs go."""
+
+    OPEN = "open"
+    HELD = "held"
+    """A GPU does not pass the admission rule: the agent waits, disabled, still registered."""
+    QUARANTINED = "quarantined"
+    """A GPU is failing: held, and the slot is not replenished until the fault ends or is cleared."""
+
+
+#: The bounded ``reason`` label of a held slot whose GPU someone else uses.
+FOREIGN_PROCESS = "foreign_process"
+
+
+@dataclass(frozen=True)
+class GateReading:
+    """What the latest GPU frame says of one slot's GPUs."""
+
+    kind: GateKind = GateKind.OPEN
+    reason: str = ""
+    code: str = ""
+    """Bounded: ``foreign_process`` or a `gpu_health.Fault` value."""
+    xids: tuple[int, ...] = ()
+    """Critical Xids its GPUs raised in this frame."""
+
+
+def slot_reading(
+    gpus: str | tuple[str, ...],
+    frame: GpuFrame,
+    book: HealthBook,
+    rule: GpuAdmission,
+    ours: Callable[[GpuProcess], bool],
+    xids: tuple[tuple[int, int], ...] = (),
+) -> GateReading:
+    """The gate of a slot given ``gpus`` (``"all"``, ``"none"`` or ids: indexes or UUIDs)."""
+    if gpus == "none":
+        return GateReading()
+    if book.driver is not None:
+        return GateReading(GateKind.QUARANTINED, book.driver.reason, book.driver.code.value)
+    if not frame.host.available:
+        return GateReading()
+    samples: list[GpuSample] = []
+    missing: list[str] = []
+    if isinstance(gpus, str):
+        samples = list(frame.gpus)
+    else:
+        for gpu_id in gpus:
+            sample = next((g for g in frame.gpus if gpu_id in (str(g.index), g.uuid)), None)
+            if sample is None:
+                missing.append(gpu_id)
+            else:
+                samples.append(sample)
+    indexes = {g.index for g in samples}
+    mine = tuple(xid for index, xid in xids if index in indexes)
+    faults = [f for g in samples for f in book.faults_of(g.index)]
+    if faults:
+        more = f" (and {len(faults) - 1} more)" if len(faults) > 1 else ""
+        return GateReading(
+            GateKind.QUARANTINED, faults[0].reason + more, faults[0].code.value, mine
+        )
+    if missing:
+        reason = f"GPU {missing[0]} is not seen by the driver"
+        return GateReading(GateKind.HELD, reason, Fault.LOST.value, mine)
+    for gpu in samples:
+        why = verdict(gpu, rule, ours)
+        if why is not None:
+            return GateReading(GateKind.HELD, why, FOREIGN_PROCESS, mine)
+    return GateReading(xids=mine)
