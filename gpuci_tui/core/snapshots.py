@@ -10,9 +10,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .gpu_admission import GateKind
 from .lifecycle import EngineState, Intent, LanePhase, LaneRecord, SlotRecord
 from .models import (
     AgentSnapshot,
+    GpuGateSnapshot,
     HealthSnapshot,
     PoolSummary,
     SlotSnapshot,
@@ -91,6 +93,10 @@ def slot_state(slot: SlotRecord, now: float) -> SlotState:
         return SlotState.DRAINING
     if any(lane.job is not None for lane in slot.lanes if lane.live):
         return SlotState.BUSY
+    if slot.gate.kind is GateKind.HELD:
+        return SlotState.HELD
+    if slot.gate.kind is GateKind.QUARANTINED:
+        return SlotState.QUARANTINED
     # Idle means "would take a job now": a ready standby alone does not count.
     if any(lane.phase is LanePhase.READY and lane.capable for lane in slot.lanes):
         return SlotState.IDLE
@@ -170,6 +176,9 @@ def slot_snapshot(
             None if use is None or use.memory_mib is None else round(use.memory_mib * 1024 * 1024)
         ),
         gpu_util_percent=None if use is None else use.util_pct,
+        gate=slot.gate.kind.value,
+        gate_reason=slot.gate.reason,
+        gate_code=slot.gate.code,
     )
 
 
@@ -202,6 +211,7 @@ def supervisor_snapshot(
     gpus_of: Callable[[int], tuple[str, ...]],
     group: str = "",
     gpu_now: GpuNowOf | None = None,
+    gpu_gates: tuple[GpuGateSnapshot, ...] = (),
 ) -> SupervisorSnapshot:
     """The whole supervisor, frozen (``gpu_now``: see `slot_snapshot`; None when not measured)."""
     return SupervisorSnapshot(
@@ -225,4 +235,5 @@ def supervisor_snapshot(
         started_at=meta.started_at,
         standby=state.standby,
         gpu_accounting=gpu_now is not None,
+        gpu_gates=gpu_gates,
     )

@@ -36,6 +36,8 @@ def gpu_observed(state: EngineState, obs: GpuObserved) -> tuple[EngineState, tup
         gate, note = next_gate(slot.gate, reading, obs.at, obs.hold_down)
         if note is not None:
             notes.append(Note(note[0], note[1], number))
+        if slot.gate.closed and not gate.closed:
+            slot = _forget_idle_xids(slot)
         slot = _mark_xids(replace(slot, gate=gate), reading)
         state = state.with_slot(slot)
     return state, tuple(notes)
@@ -75,10 +77,19 @@ def next_gate(
 
 
 def _mark_xids(slot: SlotRecord, reading: GateReading) -> SlotRecord:
+    """Mark every lane that runs or could be running a job (its job may not be read yet)."""
     if not reading.xids:
         return slot
     for lane in slot.lanes:
-        if lane.container_id is not None and (lane.job is not None or lane.took_job):
+        if lane.container_id is not None and (lane.capable or lane.took_job):
             fresh = tuple(x for x in reading.xids if x not in lane.xids)
             slot = slot.with_lane(replace(lane, xids=(*lane.xids, *fresh)))
+    return slot
+
+
+def _forget_idle_xids(slot: SlotRecord) -> SlotRecord:
+    """On release: a lane marked while idle (then disabled) took no job during the Xid."""
+    for lane in slot.lanes:
+        if lane.xids and lane.job is None and not lane.took_job:
+            slot = slot.with_lane(replace(lane, xids=()))
     return slot
