@@ -194,3 +194,18 @@ def preview_gpu_clear(snapshot: SupervisorSnapshot, gpu: str) -> CommandPreview:
     )
     faults = "; ".join(g.reason for g in quarantined)
     return CommandPreview(name, True, f"clears: {faults}", released)
+
+
+def gpu_clear_words(answer: CommandPreview, gpu: str) -> str:
+    """The confirmation text of ``gpu clear`` (the console and the CLI show the same)."""
+    lines = [f"Clear GPU {gpu}? It was quarantined for: {answer.message.removeprefix('clears: ')}."]
+    if answer.effects:
+        names = ", ".join(e.name for e in answer.effects)
+        lines.append(f"These agents take jobs again: {names}.")
+    else:
+        lines.append("No agent waits on it now.")
+    lines.append(
+        "Clear only after checking the GPU (nvidia-smi -q, the kernel log for Xid lines): a GPU "
+        "that still fails is quarantined again at the next sample, but a job may fail first."
+    )
+    return "\n".join(lines)

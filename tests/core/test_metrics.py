@@ -249,3 +249,29 @@ def test_a_slot_that_goes_straight_to_busy_is_replenished_too() -> None:
     metrics.observe_snapshot(snapshot([slot(1, SlotState.STARTING)], at=11))
     metrics.observe_snapshot(snapshot([slot(1, SlotState.BUSY)], at=14))
     assert value(metrics, "gpuci_replenish_seconds_sum", group="default") == 4.0
+
+
+def test_gpu_health_and_held_slots_by_bounded_reason() -> None:
+    from gpuci_tui.core.metrics import GATE_REASONS
+    from gpuci_tui.core.models import GpuGateSnapshot
+
+    metrics = Metrics()
+    metrics.observe_snapshot(
+        snapshot(
+            [
+                slot(0, SlotState.HELD, gate="held", gate_code="foreign_process"),
+                slot(1, SlotState.BUSY, gate="held", gate_code="foreign_process"),
+                slot(2, SlotState.QUARANTINED, gate="quarantined", gate_code="xid"),
+                slot(3, SlotState.IDLE),
+            ],
+            gpu_gates=(
+                GpuGateSnapshot(0, state="held", code="foreign_process"),
+                GpuGateSnapshot(1, state="quarantined", code="xid"),
+                GpuGateSnapshot(2),
+            ),
+        )
+    )
+    assert [value(metrics, "gpuci_gpu_health", gpu=g) for g in "012"] == [1.0, 2.0, 0.0]
+    held = {r: value(metrics, "gpuci_slots_held", group="default", reason=r) for r in GATE_REASONS}
+    assert held == {r: {"foreign_process": 2.0, "xid": 1.0}.get(r, 0.0) for r in GATE_REASONS}
+    assert value(metrics, "gpuci_slots", group="default", state="held") == 1
