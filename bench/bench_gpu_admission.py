@@ -71,7 +71,12 @@ def wait(pred: Any, timeout: float, what: str, daemon: subprocess.Popen[Any]) ->
     return time.time()
 
 
-def one_run(client: Any, image: str, nvml: Path, *, rounds: int, interval: float) -> dict[str, Any]:
+HOLD_DOWN = AgentsConfig.gpu_hold_down
+
+
+def one_run(
+    client: Any, image: str, nvml: Path, *, rounds: int, interval: float, flapping: bool
+) -> dict[str, Any]:
     """All rounds with one daemon sampling every ``interval`` seconds."""
     pat = "bench-" + uuid.uuid4().hex * 2
     org = SimOrg("bench-org", heartbeat_timeout=15.0, startup=REALISTIC_STARTUP)
@@ -203,9 +208,7 @@ def main() -> None:
     if args.flapping:
         cases.append((1.0, args.flapping, True))
     for interval, rounds, flapping in cases:
-        result = one_run(
-            client, image, nvml, rounds=rounds, interval=interval, flapping=flapping
-        )
+        result = one_run(client, image, nvml, rounds=rounds, interval=interval, flapping=flapping)
         print(json.dumps(result), flush=True)
         runs.append(result)
     out = {
