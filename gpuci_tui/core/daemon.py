@@ -182,7 +182,9 @@ async def serve(
             supervisor.gpu_watch = watch
             # One NVML pass per sample feeds the accounting and every group's GPU gates.
             gatekeeper = GpuGatekeeper(
-                children, lambda kind, message: supervisor.reporter.event(kind, message)
+                children,
+                lambda kind, message: supervisor.reporter.event(kind, message),
+                store=paths.intent.parent / paths.intent.name.replace("intent", "gpu-health"),
             )
             watch.gatekeeper = gatekeeper
             supervisor.gatekeeper = gatekeeper

@@ -9,11 +9,17 @@ faults raised and ended to the event log, and carries out ``gpu clear``.
 Which processes are ours: those of any agent container of this daemon, of any
 group, idle or busy (`accounting.owner_of`, which also maps a process the
 sampler could not place by its cgroup).
+
+Latched faults are kept in a small JSON file (``store``), so a quarantined GPU
+stays quarantined across a restart of the daemon until an operator clears it.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
@@ -21,7 +27,7 @@ from typing import Protocol
 from .accounting import JobKey, owner_of
 from .cgroups import PROC_ROOT
 from .gpu_admission import FOREIGN_PROCESS, GpuAdmission, verdict
-from .gpu_health import HealthBook, assess, clear
+from .gpu_health import HealthBook, assess, book_data, book_from_data, clear
 from .models import CommandResult, GpuGateSnapshot
 from .protocols import GpuFrame, GpuProcess
 
@@ -58,12 +64,17 @@ class GpuGatekeeper:
         report: Callable[[str, str], None],
         *,
         proc_root: Path = PROC_ROOT,
+        store: Path | None = None,
     ) -> None:
-        """Feed ``feeds``; ``report(kind, message)`` writes the event log."""
+        """Feed ``feeds``; ``report(kind, message)`` writes the event log.
+
+        ``store``: where latched faults are kept across restarts (None: not kept).
+        """
         self.feeds = list(feeds)
         self.report = report
         self.proc_root = proc_root
-        self.book = HealthBook()
+        self.store = store
+        self.book = self._load()
         self.gates: tuple[GpuGateSnapshot, ...] = ()
         self._latest: tuple[GpuFrame, Ours] | None = None
 
@@ -71,6 +82,8 @@ class GpuGatekeeper:
         """One frame: assess health, then feed every group."""
         result = assess(self.book, frame)
         self.book = result.book
+        if any(change.fault.latched for change in result.changes):
+            self._save()
         for change in result.changes:
             where = "the driver" if change.index is None else f"GPU {change.index}"
             if change.raised:
@@ -92,6 +105,7 @@ class GpuGatekeeper:
             known = ", ".join(str(g.index) for g in self.book.gpus) or "none seen yet"
             return CommandResult(False, f"no GPU {gpu!r} (GPUs are {known}, or all)")
         self.book = book
+        self._save()
         if not cleared:
             return CommandResult(True, f"GPU {gpu}: nothing to clear (not quarantined)")
         words = "; ".join(c.fault.reason for c in cleared)
@@ -101,6 +115,30 @@ class GpuGatekeeper:
             frame, ours = self._latest
             self._feed(frame, (), ours)
         return CommandResult(True, f"cleared: {words}")
+
+    def _load(self) -> HealthBook:
+        if self.store is None:
+            return HealthBook()
+        try:
+            book = book_from_data(json.loads(self.store.read_text()))
+        except (OSError, ValueError):
+            return HealthBook()
+        for record in book.gpus:
+            for fault in record.faults:
+                self.report("gpu_fault", f"GPU {record.index}: still quarantined: {fault.reason}")
+        return book
+
+    def _save(self) -> None:
+        if self.store is None:
+            return
+        try:
+            self.store.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd, tmp = tempfile.mkstemp(dir=self.store.parent, prefix=".gpu-health-")
+            with os.fdopen(fd, "w") as handle:
+                json.dump(book_data(self.book), handle)
+            os.replace(tmp, self.store)
+        except OSError as exc:  # the quarantine still holds in memory
+            log.warning("could not keep the GPU faults in %s: %s", self.store, exc)
 
     def _feed(self, frame: GpuFrame, xids: tuple[tuple[int, int], ...], ours: Ours) -> None:
         for feed in self.feeds:

@@ -186,6 +186,45 @@ def clear(book: HealthBook, gpu: str) -> tuple[HealthBook, tuple[HealthChange, .
     return HealthBook(tuple(records), driver), tuple(changes), found
 
 
+def book_data(book: HealthBook) -> dict[str, object]:
+    """The latched faults of ``book`` as JSON data (kept across daemon restarts)."""
+
+    def fault(f: GpuFault) -> dict[str, object]:
+        return {"code": f.code.value, "reason": f.reason, "since": f.since}
+
+    return {
+        "gpus": [
+            {"index": g.index, "uuid": g.uuid, "faults": [fault(f) for f in g.faults if f.latched]}
+            for g in book.gpus
+            if any(f.latched for f in g.faults)
+        ],
+        "driver": fault(book.driver) if book.driver is not None else None,
+    }
+
+
+def book_from_data(data: object) -> HealthBook:
+    """The inverse of `book_data`; anything malformed is left out (a fresh start, not a crash)."""
+
+    def fault(item: object) -> GpuFault | None:
+        if not isinstance(item, dict):
+            return None
+        try:
+            return GpuFault(Fault(item["code"]), str(item["reason"]), float(item["since"]))
+        except (KeyError, TypeError, ValueError):
+            return None
+
+    if not isinstance(data, dict):
+        return HealthBook()
+    records = []
+    for item in data.get("gpus") or ():
+        if not isinstance(item, dict) or not isinstance(item.get("index"), int):
+            continue
+        faults = tuple(f for f in map(fault, item.get("faults") or ()) if f is not None)
+        uuid = item.get("uuid") if isinstance(item.get("uuid"), str) else None
+        records.append(GpuRecord(item["index"], uuid, faults))
+    return HealthBook(tuple(records), fault(data.get("driver")))
+
+
 def _match(book: HealthBook, gpu: GpuSample) -> GpuRecord | None:
     if gpu.uuid:
         by_uuid = next((g for g in book.gpus if g.uuid == gpu.uuid), None)

@@ -10,6 +10,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -135,3 +136,18 @@ async def test_xid_during_a_job_quarantines_until_cleared(
     assert result.ok, result.message
     await wait_until(lambda: enabled(sup, on), timeout=2, what="released at once by the clear")
     assert (await sup.execute(GpuClear("7"))).ok is False
+
+
+def test_a_quarantine_is_kept_across_a_restart_of_the_daemon(tmp_path: Path) -> None:
+    store = tmp_path / "i.gpu-health.json"
+    events: list[str] = []
+    first = GpuGatekeeper([], lambda kind, message: events.append(kind), store=store)
+    first.observe(frame(xid_on=(1,)), {})
+    assert [g.state for g in first.gates] == ["ok", "quarantined"]
+    again = GpuGatekeeper([], lambda kind, message: events.append(message), store=store)
+    assert [f.reason for f in again.book.faults_of(1)] == ["GPU 1: Xid 79 (GPU fell off the bus)"]
+    assert events[-1] == "GPU 1: still quarantined: GPU 1: Xid 79 (GPU fell off the bus)"
+    assert again.clear("1").ok
+    assert GpuGatekeeper([], lambda kind, message: None, store=store).book.faults_of(1) == ()
+    store.write_text("{not json")
+    assert GpuGatekeeper([], lambda kind, message: None, store=store).book.gpus == ()
