@@ -144,7 +144,12 @@ class Metrics:
             if slot.state in (SlotState.IDLE, SlotState.BUSY):
                 seconds = max(0.0, snapshot.taken_at - self._lost_at.pop(key))
                 self.replenish.labels(group_label(slot.group)).observe(seconds)
-            elif slot.state in (SlotState.DRAINED, SlotState.PARKED):
+            elif slot.state in (
+                SlotState.DRAINED,
+                SlotState.PARKED,
+                SlotState.HELD,
+                SlotState.QUARANTINED,
+            ):
                 del self._lost_at[key]  # not replenished on purpose: no latency to measure
 
     def observe_event(self, event: SupervisorEvent) -> None:

@@ -88,19 +88,29 @@ def slot_state(slot: SlotRecord, now: float) -> SlotState:
             return SlotState.DRAINING if dying else SlotState.DRAINED
         if slot.backoff_until is not None and slot.backoff_until > now:
             return SlotState.BACKOFF
-        return SlotState.EMPTY
+        return _gated(slot) or SlotState.EMPTY
     if slot.intent in (Intent.DRAIN, Intent.RETIRE):
         return SlotState.DRAINING
     if any(lane.job is not None for lane in slot.lanes if lane.live):
         return SlotState.BUSY
-    if slot.gate.kind is GateKind.HELD:
-        return SlotState.HELD
-    if slot.gate.kind is GateKind.QUARANTINED:
-        return SlotState.QUARANTINED
+    gated = _gated(slot)
+    if gated is not None:
+        return gated
     # Idle means "would take a job now": a ready standby alone does not count.
     if any(lane.phase is LanePhase.READY and lane.capable for lane in slot.lanes):
         return SlotState.IDLE
     return SlotState.STARTING
+
+
+def _gated(slot: SlotRecord) -> SlotState | None:
+    """HELD or QUARANTINED for a running slot whose GPUs keep it from its next job."""
+    if slot.intent in (Intent.DRAIN, Intent.RETIRE):
+        return None
+    if slot.gate.kind is GateKind.HELD:
+        return SlotState.HELD
+    if slot.gate.kind is GateKind.QUARANTINED:
+        return SlotState.QUARANTINED
+    return None
 
 
 def standby_label(slot: SlotRecord, state: EngineState) -> str:

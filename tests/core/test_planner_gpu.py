@@ -178,3 +178,16 @@ def test_xid_during_a_job_is_kept_for_the_history() -> None:
 def test_unknown_slot_in_a_reading_is_ignored() -> None:
     state = engine(UNKNOWN, UNKNOWN)
     assert apply(state, GpuObserved(1.0, ((5, BUSY_GPU),)), RULES).state == state
+
+
+def test_a_gated_slot_shows_held_or_quarantined_even_without_a_container() -> None:
+    from gpuci_tui.core.models import SlotState
+    from gpuci_tui.core.snapshots import slot_state
+
+    assert slot_state(slot0(gated(engine(ABSENT, ABSENT), HELD)), NOW) is SlotState.HELD
+    quarantined = slot0(gated(engine(PARKED_DISABLED, STANDBY), QUARANTINED))
+    assert slot_state(quarantined, NOW) is SlotState.QUARANTINED
+    busy = slot0(gated(engine(BUSY, STANDBY), QUARANTINED))
+    assert slot_state(busy, NOW) is SlotState.BUSY, "a running job shows as busy"
+    draining = slot0(gated(engine(ABSENT, ABSENT, intent=Intent.DRAIN), HELD))
+    assert slot_state(draining, NOW) is SlotState.DRAINED
