@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from gpuci_tui.core.config_model import AgentGroup
+from gpuci_tui.core.config_model import AgentGroup, AgentsConfig
 
 from . import exitcodes
 from .common import CliExit, config_path, fail, load
@@ -20,11 +20,20 @@ def check_config(args: argparse.Namespace) -> int:
         if not config.groups:
             summary = f"{config.agents.count} slot(s), pool '{config.azure.pool}'"
             print(f"{config_path(args)}: OK ({summary})")
+            print(f"  {admission_line(config.agents)}")
             return exitcodes.OK
         print(f"{config_path(args)}: OK ({len(config.groups)} agent groups)")
         for group in config.groups:
             print(f"  {group_line(group)}")
+            print(f"    {admission_line(group.agents)}")
     return exitcodes.OK
+
+
+def admission_line(agents: AgentsConfig) -> str:
+    """``GPU admission: exclusive (…); hold-down 10 s`` (what keeps jobs off busy GPUs)."""
+    if agents.gpus == "none":
+        return "GPU admission: none (no GPU)"
+    return f"GPU admission: {agents.gpu_admission.describe()}; hold-down {agents.gpu_hold_down:g} s"
 
 
 def group_line(group: AgentGroup) -> str:

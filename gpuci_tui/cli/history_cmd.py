@@ -7,7 +7,8 @@ daemon, with none, and on a history written by an older release.
 new keys may be added): id, instance, slot, agent, request_id, pipeline, run,
 started_at, ended_at (ISO-8601 UTC or null), duration_s, queue_wait_s, result,
 exit_code, oom, failed, reason, gpus (list of indexes), gpu_samples,
-peak_gpu_memory_mib, mean_util_pct, peak_util_pct, energy_j, energy_note.
+peak_gpu_memory_mib, mean_util_pct, peak_util_pct, energy_j, energy_note, xid (list of the
+critical Xids the job's GPU raised while it ran).
 """
 
 from __future__ import annotations
@@ -161,6 +162,9 @@ def _memory(mib: float | None) -> str:
 
 def _result(r: JobRecord) -> str:
     text = r.result or (f"exit {r.exit_code}" if r.exit_code is not None else "-")
+    if r.xid:
+        # The job's failure may be the GPU's, not the code's: say so on its line.
+        text += f" (GPU Xid {','.join(str(x) for x in r.xid)})"
     return f"{text} (OOM)" if r.oom else text
 
 
@@ -195,4 +199,5 @@ def _json(r: JobRecord) -> dict[str, Any]:
         "peak_util_pct": r.peak_util_pct,
         "energy_j": r.energy_j,
         "energy_note": r.energy_note,
+        "xid": list(r.xid),
     }

@@ -14,6 +14,7 @@ from gpuci_tui import __version__
 
 from . import exitcodes
 from .export_cmd import add_export_parser
+from .gpu_cmd import add_gpu_parser
 from .history_cmd import add_history_parser
 
 DESCRIPTION = """\
@@ -154,6 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_export_parser(sub)
     add_history_parser(sub)
+    add_gpu_parser(sub)
     return parser
 
 
@@ -228,6 +230,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from .export_cmd import run_export
 
         return run_export(args)
+    if command == "gpu":
+        from .gpu_cmd import run_gpu
+
+        return run_gpu(args)
     if command == "bridge":
         from .bridge_cmd import run_bridge
 

@@ -47,6 +47,7 @@ def render_status(snap: SupervisorSnapshot, now: float | None = None) -> str:
         f"'{snap.pool}' — {snap.desired_count} slot(s), {standby}",
         f"azure: {_health(snap.azure.state, snap.azure.message, snap.azure.checked_at, now)}",
         f"docker: {_health(snap.docker.state, snap.docker.message, snap.docker.checked_at, now)}",
+        *_gpu_lines(snap),
         *(_pool_line(p, snap) for p in (snap.pools or (snap.pool_summary,))),
         *_group_lines(snap),
         "",
@@ -93,6 +94,18 @@ def render_status(snap: SupervisorSnapshot, now: float | None = None) -> str:
             lines.append(f"  {slot.name} last log lines:")
             lines.extend(f"    | {line}" for line in slot.last_exit.log_tail[-10:])
     return "\n".join(lines)
+
+
+def _gpu_lines(snap: SupervisorSnapshot) -> list[str]:
+    """``gpus: 0 ok, 1 held: GPU 1 used by pid …`` (admission and health, when watched)."""
+    if not snap.gpu_gates:
+        return []
+    ok = [str(g.index) for g in snap.gpu_gates if g.state == "ok"]
+    lines = [f"gpus: {', '.join(ok) or 'none'} ok"]
+    lines += [f"  GPU {g.index} {g.state}: {g.reason}" for g in snap.gpu_gates if g.state != "ok"]
+    if any(g.state == "quarantined" for g in snap.gpu_gates):
+        lines.append("  (check the GPU, then: gpuci-tui gpu clear GPU)")
+    return lines
 
 
 def _pool_line(pool: PoolSummary, snap: SupervisorSnapshot) -> str:

@@ -16,6 +16,7 @@ from .models import (
     Command,
     CommandResult,
     Drain,
+    GpuClear,
     Pause,
     Restart,
     Resume,
@@ -55,6 +56,9 @@ def apply_command(state: EngineState, command: Command) -> tuple[EngineState, Co
             state, _ = drain(state, list(state.slots))
             return state, CommandResult(True, "draining every agent, then stopping the supervisor")
         return state, CommandResult(True, "supervisor stopping; agents left running")
+    if isinstance(command, GpuClear):
+        # Not an intent: the daemon's GPU watch holds the faults (see `gpu_gates`).
+        return state, CommandResult(False, "gpu clear: this supervisor watches no GPU")
     raise AssertionError(f"unhandled command {command!r}")
 
 

@@ -58,6 +58,7 @@ from gpuci_tui.core.config_validate import (
     validate_org_url,
 )
 from gpuci_tui.core.fleet import FleetConfig, check_fleet_table
+from gpuci_tui.core.gpu_admission import parse_admission, validate_hold_down
 
 # Re-exported so that callers need only this module; the wizard may use any
 # other `config_validate.validate_*` for a single field.
@@ -124,6 +125,8 @@ _FIELDS: dict[str, Callable[[object], object]] = {
     "agents.mem_limit": rules.validate_mem_limit,
     "agents.docker_socket": rules.validate_docker_socket,
     "agents.standby": rules.validate_standby,
+    "agents.gpu_admission": parse_admission,
+    "agents.gpu_hold_down": validate_hold_down,
     **{
         f"supervisor.{name}": partial(rules.validate_supervisor, name)
         for name in _TABLES["supervisor"]
@@ -333,6 +336,7 @@ def _tables_of(config: Config) -> dict[str, Any]:
 def _agents_table(agents: AgentsConfig) -> dict[str, Any]:
     table = {f.name: getattr(agents, f.name) for f in dataclasses.fields(agents)}
     table["gpus"] = gpus_to_toml(table["gpus"], table.pop("gpu_ids"))
+    table["gpu_admission"] = agents.gpu_admission.to_toml()
     return table
 
 

@@ -223,19 +223,20 @@ def config_to_toml(config: Document) -> str:
 
 def _agents_toml(agents: Any, *, always: tuple[str, ...], base: Any = None) -> dict[str, Any]:
     """An agents table: ``gpu_ids`` folded into ``gpus``, volumes written apart."""
-    out = _changed(agents, always=always)
+    out = _changed(agents, always=always, skip_defaults=base is None)
     if base is not None:
+        # Against the [agents] defaults, not the built-in ones: a group that sets a
+        # built-in default where [agents] does not must still say so.
         out = {
             k: v for k, v in out.items() if k in always or getattr(agents, k) != getattr(base, k)
         }
-        for k in ("gpus", "gpu_ids"):
-            if getattr(agents, k) != getattr(base, k):
-                out[k] = getattr(agents, k)
     out.pop("volumes", None)
     # The ids are part of the GPU setting: a change of either writes the whole setting.
     if "gpus" in out or "gpu_ids" in out or base is None:
         out["gpus"] = gpus_to_toml(agents.gpus, agents.gpu_ids)
     out.pop("gpu_ids", None)
+    if "gpu_admission" in out:
+        out["gpu_admission"] = agents.gpu_admission.to_toml()
     return out
 
 
@@ -264,6 +265,8 @@ def _changed(
     for field in dataclasses.fields(obj):
         value = getattr(obj, field.name)
         default = field.default
+        if default is dataclasses.MISSING and field.default_factory is not dataclasses.MISSING:
+            default = field.default_factory()
         if value is None or (skip_defaults and field.name not in always and value == default):
             continue
         out[field.name] = list(value) if isinstance(value, tuple) else value

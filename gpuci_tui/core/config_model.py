@@ -14,6 +14,7 @@ from pathlib import Path
 
 from gpuci_tui.core.config_observe import GpuConfig, HistoryConfig, MetricsConfig
 from gpuci_tui.core.fleet import FleetConfig
+from gpuci_tui.core.gpu_admission import GpuAdmission
 
 #: Name of the one group an ``[agents]``-only configuration runs.
 DEFAULT_GROUP = "default"
@@ -66,6 +67,11 @@ class AgentsConfig:
     standby: bool = True
     """Hot standby: keep a second agent per slot registered, online and disabled, and
     enable it the moment the active agent's container exits (two registrations per slot)."""
+    gpu_admission: GpuAdmission = field(default_factory=GpuAdmission)
+    """Who else may use a slot's GPUs while its agent takes jobs (see `gpu_admission`)."""
+    gpu_hold_down: float = 10.0
+    """Seconds a GPU that flaps (busy again soon after its slot was released) must stay
+    free before the slot takes jobs again; a GPU that frees up once is released at once."""
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,16 @@ class HistoryConfig:
     """Only the newest this many jobs are kept."""
 
 
+def number_in(value: object, low: float, high: float) -> bool:
+    """Whether ``value`` is a finite number (not a bool) from ``low`` to ``high``."""
+    return (
+        not isinstance(value, bool)
+        and isinstance(value, int | float)
+        and math.isfinite(value)
+        and low <= value <= high
+    )
+
+
 def validate_gpu(field: str, value: object) -> float:
     """Check one ``[gpu]`` value (``sample_interval``: seconds from 0.1 to 3600).
 
@@ -50,17 +60,13 @@ def validate_gpu(field: str, value: object) -> float:
         ConfigError: with key ``gpu.<field>``.
     """
     low, high = SAMPLE_INTERVAL_RANGE
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or not low <= value <= high
-    ):
+    if not number_in(value, low, high):
         raise ConfigError(
             f"must be a number of seconds from {low:g} to {high:g} (1.0 = one sample per "
             f"second), got {show(value)}",
             key=f"gpu.{field}",
         )
+    assert isinstance(value, int | float)  # noqa: S101 - number_in said so
     return float(value)
 
 

@@ -25,6 +25,7 @@ from typing import IO
 from .accounting import JobAccountant
 from .config import Config, agent_groups, for_group, instance_id
 from .control import ControlServer
+from .gpu_gates import GpuGatekeeper
 from .gpu_watch import GpuWatch, agent_owners
 from .group_supervisor import GroupSupervisor
 from .handle import Supervised
@@ -179,6 +180,16 @@ async def serve(
                 interval=config.gpu.sample_interval,
             )
             supervisor.gpu_watch = watch
+            # One NVML pass per sample feeds the accounting and every group's GPU gates.
+            gatekeeper = GpuGatekeeper(
+                children,
+                lambda kind, message: supervisor.reporter.event(kind, message),
+                store=paths.intent.parent / paths.intent.name.replace("intent", "gpu-health"),
+            )
+            watch.gatekeeper = gatekeeper
+            supervisor.gatekeeper = gatekeeper
+            for child in children:
+                child.gatekeeper = gatekeeper
             if metrics is not None:
                 metrics.gpu_frame = lambda: watch.latest
             watch_task = asyncio.get_running_loop().create_task(watch.run())

@@ -3,7 +3,8 @@
 Every agent container of the supervisor is a candidate owner (an agent runs
 at most one job, so a container *is* a job); the key of a container's job is
 its lane's agent name, so the job is found again when its container exits
-(`key_of`). The latest frame is kept for the metrics endpoint.
+(`key_of`). The latest frame is kept for the metrics endpoint; the same frame feeds the
+`GpuGatekeeper` (admission and health of each slot's GPUs).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import logging
 from collections.abc import Callable, Mapping
 
 from .accounting import JobAccountant, JobKey
+from .gpu_gates import GpuGatekeeper
 from .models import SupervisorSnapshot
 from .protocols import GpuFrame, GpuSampler
 
@@ -53,6 +55,8 @@ class GpuWatch:
         self.owners = owners
         self.interval = interval
         self.latest: GpuFrame | None = None
+        self.gatekeeper: GpuGatekeeper | None = None
+        """Admission and health: fed the same frame (one NVML pass for both)."""
         self._absent: dict[JobKey, int] = {}
 
     async def run(self) -> None:
@@ -73,6 +77,8 @@ class GpuWatch:
         self.latest = frame
         owners = self.owners()
         self.accountant.observe(frame, owners)
+        if self.gatekeeper is not None:
+            self.gatekeeper.observe(frame, owners)
         live = set(owners.values())
         for key in self.accountant.jobs():
             if key in live:

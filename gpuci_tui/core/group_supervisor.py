@@ -23,6 +23,7 @@ from .models import (
     Command,
     CommandResult,
     Drain,
+    GpuClear,
     GroupSummary,
     HealthSnapshot,
     HealthState,
@@ -36,14 +37,15 @@ from .models import (
     Unpause,
 )
 from .pool_observer import PoolObserver
-from .preview import CommandPreview
+from .preview import CommandPreview, preview
 from .protocols import AgentPoolApi, ContainerRuntime, TokenSource
 from .reporter import Broadcaster, GroupTap, Update
 from .steps import JobEnded
-from .supervisor import IntentStore, Supervisor
+from .supervisor import IntentStore, Supervisor, clear_gpu
 
 if TYPE_CHECKING:
     from .accounting import JobGpuNow, JobKey
+    from .gpu_gates import GpuGatekeeper
 
 #: Worst first: the health shown for several pools is the worst of them.
 _SEVERITY = [
@@ -124,6 +126,8 @@ class GroupSupervisor:
             )
         self._exited = asyncio.Event()
         self.gpu_watch: Any = None
+        self.gatekeeper: GpuGatekeeper | None = None
+        """The daemon's GPU admission and health watch (``gpu clear``, the GPUs' states)."""
 
     # ------------------------------------------------------------------ running
 
@@ -226,6 +230,7 @@ class GroupSupervisor:
             pools=tuple(summaries),
             protocol=first.protocol,
             gpu_accounting=any(s.gpu_accounting for s in snaps.values()),
+            gpu_gates=() if self.gatekeeper is None else self.gatekeeper.gates,
         )
 
     # ------------------------------------------------------------------ commands
@@ -250,6 +255,10 @@ class GroupSupervisor:
 
     async def execute(self, command: Command) -> CommandResult:
         """Carry out ``command`` on the groups it is for."""
+        if isinstance(command, GpuClear):
+            result = clear_gpu(self.gatekeeper, command)
+            self.reporter.event("command", f"gpu_clear: {result.message}")
+            return result
         targets, problem = self._route(command)
         if problem is not None:
             return CommandResult(False, problem)
@@ -265,6 +274,8 @@ class GroupSupervisor:
     def preview(self, command: Command) -> CommandPreview:
         """What ``command`` would do, over the groups it is for."""
         name = type(command).__name__.lower()
+        if isinstance(command, GpuClear):
+            return preview(self.snapshot(), command)
         targets, problem = self._route(command)
         if problem is not None:
             return CommandPreview(name, False, problem)

@@ -23,6 +23,10 @@ class Supervised(Protocol):
 
     instance: str
     gpu_watch: Any
+    gatekeeper: Any
+    """The daemon's `GpuGatekeeper` (GPU admission and health), or None."""
+    reporter: Any
+    """Where its events go (a `Broadcaster`)."""
 
     @property
     def events(self) -> Iterable[SupervisorEvent]:

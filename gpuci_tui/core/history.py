@@ -68,6 +68,8 @@ class JobRecord:
     energy_j: float | None = None
     energy_note: str = ""
     """Why ``energy_j`` is None (e.g. the GPU was shared); empty when measured."""
+    xid: tuple[int, ...] = ()
+    """Critical Xids the job's GPU raised while it ran (its failure may be the GPU's)."""
     id: int | None = None
     """The row id, set on records read back from the history."""
 
@@ -284,7 +286,7 @@ def query_sql(query: JobQuery, source: str = "jobs") -> tuple[str, list[Any]]:
 
 
 def _to_sql(name: str, value: Any) -> Any:
-    if name == "gpus":
+    if name in ("gpus", "xid"):
         return ",".join(str(i) for i in value) if value else None
     if name == "oom":
         return int(value)
@@ -295,6 +297,8 @@ def _record(row: Sequence[Any]) -> JobRecord:
     values = dict(zip(schema.COLUMNS, row, strict=True))
     gpus = values.pop("gpus") or ""
     values["gpus"] = tuple(int(i) for i in str(gpus).split(",") if i.strip().isdigit())
+    xid = values.pop("xid") or ""
+    values["xid"] = tuple(int(i) for i in str(xid).split(",") if i.strip().isdigit())
     values["oom"] = bool(values["oom"])
     values["reason"] = values["reason"] or ""
     values["gpu_samples"] = int(values["gpu_samples"] or 0)

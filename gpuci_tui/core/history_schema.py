@@ -21,7 +21,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 BUSY_TIMEOUT_S = 5.0
 
 _V1_TABLE = """
@@ -60,7 +60,10 @@ V2_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 """Added by version 2: the Azure job result, timings and the job's GPU accounting."""
 
-COLUMNS = V1_COLUMNS + tuple(name for name, _ in V2_COLUMNS)
+V3_COLUMNS: tuple[tuple[str, str], ...] = (("xid", "TEXT"),)
+"""Added by version 3: the critical Xids the job's GPU raised while it ran ("79,48")."""
+
+COLUMNS = V1_COLUMNS + tuple(name for name, _ in (*V2_COLUMNS, *V3_COLUMNS))
 
 _V2_INDEXES = (
     # "the last N jobs", "since 2d" and retention by age all walk ended_at.
@@ -129,6 +132,12 @@ def migrate(db: sqlite3.Connection) -> int:
             for ddl in _V2_INDEXES:
                 db.execute(ddl)
             version = 2
+        if version == 2:
+            have = table_columns(db)
+            for name, decl in V3_COLUMNS:
+                if name not in have:
+                    db.execute(f"ALTER TABLE jobs ADD COLUMN {name} {decl}")
+            version = 3
         if version != found:
             db.execute(f"PRAGMA user_version = {version}")
         db.execute("COMMIT")

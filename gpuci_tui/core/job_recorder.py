@@ -67,6 +67,7 @@ def job_record(
             if request
             else None
         ),
+        xid=ended.xids,
     )
     return record.with_gpu(gpu) if gpu is not None else record
 

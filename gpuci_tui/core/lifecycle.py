@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
+from .gpu_admission import GateKind
 from .models import ExitInfo, HealthSnapshot, JobInfo
 from .protocols import Agent
 
@@ -113,6 +114,8 @@ class LaneRecord:
     """A ``destroy`` of a container whose start has not returned yet."""
     logs_of: str | None = None
     """A failed container whose log tail is still to be fetched."""
+    xids: tuple[int, ...] = ()
+    """Critical Xids the slot's GPUs raised while this container's job ran (the history)."""
     # -------------------------------------------------- the registration, as the server said
     agent_id: int | None = None
     enabled: bool | None = None
@@ -158,6 +161,34 @@ class LaneRecord:
 
 
 @dataclass(frozen=True)
+class Gate:
+    """Whether the slot's GPUs let its agent take the next job (see `transitions_gpu`).
+
+    Closed (held or quarantined), the slot's idle agents are disabled on the
+    server and stay registered; a running job is never touched.
+    """
+
+    kind: GateKind = GateKind.OPEN
+    reason: str = ""
+    """Why it is closed, naming the GPU ("GPU 0 used by pid 4242 python, 61 GB, not ours")."""
+    code: str = ""
+    """Bounded reason label: ``foreign_process`` or a `gpu_health.Fault` value."""
+    since: float | None = None
+    """When it closed."""
+    passing_since: float | None = None
+    """Closed, but the GPUs have passed since then (released after the hold-down)."""
+    released_at: float | None = None
+    """When it last opened (a close soon after means the GPU flaps)."""
+    flapping: bool = False
+    """Closed again within the hold-down of its last release: the next release waits."""
+
+    @property
+    def closed(self) -> bool:
+        """The slot takes no new job."""
+        return self.kind is not GateKind.OPEN
+
+
+@dataclass(frozen=True)
 class SlotRecord:
     """Everything the engine knows about one slot."""
 
@@ -173,6 +204,7 @@ class SlotRecord:
     last_exit: ExitInfo | None = None
     message: str = ""
     jobs_done: int = 0
+    gate: Gate = field(default_factory=Gate)
 
     def lane(self, lane: Lane) -> LaneRecord:
         """The record of ``lane``."""

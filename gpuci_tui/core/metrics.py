@@ -46,6 +46,10 @@ QUEUE_WAIT_BUCKETS = (1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 """Seconds: with idle agents a job waits about one server poll; more means no free agent."""
 REPLENISH_BUCKETS = (0.5, 1, 2, 5, 10, 15, 20, 30, 60, 120, 300, 600)
 """Seconds: a hot standby takes over in about a second, a fresh agent in 10–20 s."""
+GATE_REASONS = ("foreign_process", "xid", "ecc", "row_remap", "slowdown", "lost", "driver")
+"""The ``reason`` label of held slots: a process not ours, or a `gpu_health.Fault`."""
+GPU_HEALTH = {"ok": 0.0, "held": 1.0, "quarantined": 2.0}
+
 GPU_MEMORY_BUCKETS = tuple(gib * 1024 * MIB for gib in (0.5, 1, 2, 4, 8, 12, 16, 24, 32, 48, 80))
 """Bytes: the memory sizes of common data-centre and workstation GPUs."""
 
@@ -165,7 +169,12 @@ class Metrics:
             if slot.state in (SlotState.IDLE, SlotState.BUSY):
                 seconds = max(0.0, snapshot.taken_at - self._lost_at.pop(key))
                 self.replenish.labels(group_label(slot.group)).observe(seconds)
-            elif slot.state in (SlotState.DRAINED, SlotState.PARKED):
+            elif slot.state in (
+                SlotState.DRAINED,
+                SlotState.PARKED,
+                SlotState.HELD,
+                SlotState.QUARANTINED,
+            ):
                 del self._lost_at[key]  # not replenished on purpose: no latency to measure
 
     def observe_event(self, event: SupervisorEvent) -> None:
@@ -265,8 +274,18 @@ class StateCollector(Collector):
             "gpuci_gpu_memory_used_bytes", "GPU memory in use.", labels=["gpu"]
         )
         total = GaugeMetricFamily("gpuci_gpu_memory_total_bytes", "GPU memory.", labels=["gpu"])
+        health = GaugeMetricFamily(
+            "gpuci_gpu_health", "GPU admission and health: 0 ok, 1 held (a process not ours "
+            "uses it), 2 quarantined (failing; `gpuci-tui gpu clear` after a check).",
+            labels=["gpu"],
+        )  # fmt: skip
+        held = GaugeMetricFamily(
+            "gpuci_slots_held", "Slots that take no new job because of their GPUs, by reason "
+            "(foreign_process: held; the others: quarantined).", labels=["group", "reason"],
+        )  # fmt: skip
         if snap is not None:
             _add_slots(snap, slots, desired, agents, parked)
+            _add_gates(snap, health, held)
             for pool in snap.pools or (snap.pool_summary,):
                 queued.add_metric([pool.name or snap.pool], pool.queued_jobs)
             docker.add_metric([], 1.0 if snap.docker.state is HealthState.OK else 0.0)
@@ -283,7 +302,20 @@ class StateCollector(Collector):
             if gpu.memory_total_mib is not None:
                 total.add_metric(index, gpu.memory_total_mib * MIB)
         yield from (slots, desired, agents, parked, queued, docker, azure, limited, paused)
-        yield from (util, used, total)
+        yield from (util, used, total, health, held)
+
+
+def _add_gates(
+    snap: SupervisorSnapshot, health: GaugeMetricFamily, held: GaugeMetricFamily
+) -> None:
+    """Every GPU's health and, per group, the held slots by (bounded) reason, zeros too."""
+    for gate in snap.gpu_gates:
+        health.add_metric([str(gate.index)], GPU_HEALTH.get(gate.state, 0.0))
+    groups = sorted({group_label(g.name) for g in snap.groups} or {DEFAULT_GROUP})
+    for group in groups:
+        mine = [s for s in snap.slots if group_label(s.group) == group and s.gate != "open"]
+        for reason in GATE_REASONS:
+            held.add_metric([group, reason], sum(1 for s in mine if s.gate_code == reason))
 
 
 def _add_slots(

@@ -41,6 +41,10 @@ class SlotState(StrEnum):
     """The last container failed early; waiting before the next start."""
     PARKED = "parked"
     """Too many consecutive failures; not restarted until resumed."""
+    HELD = "held"
+    """A GPU of the slot is used by a process not ours: its agent waits, disabled."""
+    QUARANTINED = "quarantined"
+    """A GPU of the slot is failing: no new job, not replenished until cleared."""
 
 
 class HealthState(StrEnum):
@@ -145,11 +149,32 @@ class SlotSnapshot:
     """GPU memory the running job's processes hold now (None: idle, or not measured)."""
     gpu_util_percent: float | None = None
     """The running job's GPU utilisation now, 0–100 (None: idle, or not known)."""
+    gate: str = "open"
+    """``open``, ``held`` (a GPU is used by a process not ours: no next job) or
+    ``quarantined`` (a GPU is failing: no next job, not replenished)."""
+    gate_reason: str = ""
+    """Why the slot waits, naming the GPU ("GPU 0 used by pid 4242 python, 61 GB, not ours")."""
+    gate_code: str = ""
+    """Bounded reason: ``foreign_process``, ``xid``, ``ecc``, ``row_remap``, ``slowdown``,
+    ``lost`` or ``driver``."""
 
     @property
     def key(self) -> str:
         """How operators name the slot: ``GROUP/SLOT``, or ``SLOT`` with one group."""
         return f"{self.group}/{self.slot}" if self.group else str(self.slot)
+
+
+@dataclass(frozen=True)
+class GpuGateSnapshot:
+    """One GPU as the daemon's admission and health watch sees it."""
+
+    index: int
+    uuid: str | None = None
+    state: str = "ok"
+    """``ok``, ``held`` (used by a process not ours) or ``quarantined`` (failing)."""
+    reason: str = ""
+    code: str = ""
+    """Bounded reason, as `SlotSnapshot.gate_code`."""
 
 
 @dataclass(frozen=True)
@@ -222,6 +247,8 @@ class SupervisorSnapshot:
     gpu_accounting: bool = False
     """The supervisor measures each job's GPU use, so a busy slot without figures
     means "not known" rather than "not measured" (the console shows "—")."""
+    gpu_gates: tuple[GpuGateSnapshot, ...] = ()
+    """Every GPU's admission and health state (empty when the daemon watches no GPU)."""
 
     def slot(self, number: int, group: str = "") -> SlotSnapshot | None:
         """Return the snapshot of slot ``number`` (of ``group``) or None."""
@@ -305,7 +332,19 @@ class Stop:
     drain: bool = False
 
 
-Command = Drain | Resume | Restart | Scale | Pause | Unpause | Stop
+@dataclass(frozen=True)
+class GpuClear:
+    """Clear a GPU's latched faults (Xid, ECC, row remap, lost, driver): its slots take jobs again.
+
+    A condition still there (a pending row remap, a lost GPU) is found again at
+    the next sample and quarantines the GPU again.
+    """
+
+    gpu: str
+    """NVML index, UUID, or ``all``."""
+
+
+Command = Drain | Resume | Restart | Scale | Pause | Unpause | Stop | GpuClear
 
 COMMAND_TYPES: dict[str, type[Any]] = {
     "drain": Drain,
@@ -315,6 +354,7 @@ COMMAND_TYPES: dict[str, type[Any]] = {
     "pause": Pause,
     "unpause": Unpause,
     "stop": Stop,
+    "gpu_clear": GpuClear,
 }
 _COMMAND_NAMES = {cls: name for name, cls in COMMAND_TYPES.items()}
 

@@ -8,7 +8,8 @@ supervisor's loop only carries the actions out and feeds their results back
 as observations (`transitions.apply`).
 
 The rules for taking a lane out of service live here (drain, retire, restart);
-which lane of a running slot takes jobs, and the hot standby, in `planner_run`.
+which lane of a running slot takes jobs, and the hot standby, in `planner_run`;
+a running slot whose GPUs are held or quarantined, in `planner_hold`.
 Every rule keeps the one safety promise of `lifecycle`: a second lane of a
 slot is never enabled or started in a way that lets it take a job while the
 other one could.
@@ -19,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from .lifecycle import EngineState, Intent, LanePhase, LaneRecord, Op, SlotRecord
+from .planner_hold import plan_held
 from .planner_run import Draft, plan_run, take_out
 from .steps import (
     Action,
@@ -71,6 +73,8 @@ def decide(state: EngineState, now: float) -> tuple[EngineState, Plan]:
                 take_out(draft, lane, "draining")
             if not slot.live:
                 draft.say("drained")
+        elif slot.gate.closed:
+            plan_held(draft)
         else:
             plan_run(draft)
         slot = _mark(draft)

@@ -15,6 +15,7 @@ from .lifecycle import MAX_SLOTS
 from .models import (
     Command,
     Drain,
+    GpuClear,
     JobInfo,
     Pause,
     Restart,
@@ -52,6 +53,8 @@ class Effect:
     """Nothing to do (e.g. resuming a slot that runs normally)."""
     LEFT_RUNNING = "left_running"
     """The agent keeps running (and finishes its job), but nothing replaces it afterwards."""
+    RELEASE = "release"
+    """Quarantined: takes jobs again (its standby is enabled), unless the GPU fails again."""
 
 
 @dataclass(frozen=True)
@@ -156,6 +159,8 @@ def preview(snapshot: SupervisorSnapshot, command: Command) -> CommandPreview:
         return CommandPreview(name, True, effects=tuple(rule(slot) for slot in slots))
     if isinstance(command, Pause | Unpause):
         return CommandPreview(name, True)
+    if isinstance(command, GpuClear):
+        return preview_gpu_clear(snapshot, command.gpu)
     raise AssertionError(f"unhandled command {command!r}")
 
 
@@ -163,3 +168,44 @@ def _left_running(slot: SlotSnapshot) -> SlotEffect:
     if slot.state in NO_CONTAINER:
         return _effect(slot, Effect.NOTHING)
     return _effect(slot, Effect.LEFT_RUNNING)
+
+
+def preview_gpu_clear(snapshot: SupervisorSnapshot, gpu: str) -> CommandPreview:
+    """What ``gpu clear GPU`` would do: the faults forgotten and the slots released."""
+    name = "gpu_clear"
+    gates = snapshot.gpu_gates
+    if not gates:
+        return CommandPreview(
+            name, False, "this supervisor watches no GPU (no NVIDIA driver, or not a daemon)"
+        )
+    targets = [g for g in gates if gpu in ("all", str(g.index)) or (g.uuid and gpu == g.uuid)]
+    if not targets:
+        known = ", ".join(str(g.index) for g in gates)
+        return CommandPreview(name, False, f"no GPU {gpu!r} (GPUs are {known}, or all)")
+    quarantined = [g for g in targets if g.state == "quarantined"]
+    if not quarantined:
+        listed = ", ".join(f"GPU {g.index}" for g in targets)
+        return CommandPreview(name, True, f"{listed}: not quarantined, nothing to clear")
+    ids = {str(g.index) for g in quarantined} | {g.uuid for g in quarantined if g.uuid}
+    released = tuple(
+        _effect(slot, Effect.RELEASE, slot.gate_reason)
+        for slot in sorted(snapshot.slots, key=lambda s: (s.group, s.slot))
+        if slot.gate == "quarantined" and ("all" in slot.gpus or ids & set(slot.gpus))
+    )
+    faults = "; ".join(g.reason for g in quarantined)
+    return CommandPreview(name, True, f"clears: {faults}", released)
+
+
+def gpu_clear_words(answer: CommandPreview, gpu: str) -> str:
+    """The confirmation text of ``gpu clear`` (the console and the CLI show the same)."""
+    lines = [f"Clear GPU {gpu}? It was quarantined for: {answer.message.removeprefix('clears: ')}."]
+    if answer.effects:
+        names = ", ".join(e.name for e in answer.effects)
+        lines.append(f"These agents take jobs again: {names}.")
+    else:
+        lines.append("No agent waits on it now.")
+    lines.append(
+        "Clear only after checking the GPU (nvidia-smi -q, the kernel log for Xid lines): a GPU "
+        "that still fails is quarantined again at the next sample, but a job may fail first."
+    )
+    return "\n".join(lines)

@@ -10,9 +10,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .gpu_admission import GateKind
 from .lifecycle import EngineState, Intent, LanePhase, LaneRecord, SlotRecord
 from .models import (
     AgentSnapshot,
+    GpuGateSnapshot,
     HealthSnapshot,
     PoolSummary,
     SlotSnapshot,
@@ -86,15 +88,29 @@ def slot_state(slot: SlotRecord, now: float) -> SlotState:
             return SlotState.DRAINING if dying else SlotState.DRAINED
         if slot.backoff_until is not None and slot.backoff_until > now:
             return SlotState.BACKOFF
-        return SlotState.EMPTY
+        return _gated(slot) or SlotState.EMPTY
     if slot.intent in (Intent.DRAIN, Intent.RETIRE):
         return SlotState.DRAINING
     if any(lane.job is not None for lane in slot.lanes if lane.live):
         return SlotState.BUSY
+    gated = _gated(slot)
+    if gated is not None:
+        return gated
     # Idle means "would take a job now": a ready standby alone does not count.
     if any(lane.phase is LanePhase.READY and lane.capable for lane in slot.lanes):
         return SlotState.IDLE
     return SlotState.STARTING
+
+
+def _gated(slot: SlotRecord) -> SlotState | None:
+    """HELD or QUARANTINED for a running slot whose GPUs keep it from its next job."""
+    if slot.intent in (Intent.DRAIN, Intent.RETIRE):
+        return None
+    if slot.gate.kind is GateKind.HELD:
+        return SlotState.HELD
+    if slot.gate.kind is GateKind.QUARANTINED:
+        return SlotState.QUARANTINED
+    return None
 
 
 def standby_label(slot: SlotRecord, state: EngineState) -> str:
@@ -170,6 +186,9 @@ def slot_snapshot(
             None if use is None or use.memory_mib is None else round(use.memory_mib * 1024 * 1024)
         ),
         gpu_util_percent=None if use is None else use.util_pct,
+        gate=slot.gate.kind.value,
+        gate_reason=slot.gate.reason,
+        gate_code=slot.gate.code,
     )
 
 
@@ -202,6 +221,7 @@ def supervisor_snapshot(
     gpus_of: Callable[[int], tuple[str, ...]],
     group: str = "",
     gpu_now: GpuNowOf | None = None,
+    gpu_gates: tuple[GpuGateSnapshot, ...] = (),
 ) -> SupervisorSnapshot:
     """The whole supervisor, frozen (``gpu_now``: see `slot_snapshot`; None when not measured)."""
     return SupervisorSnapshot(
@@ -225,4 +245,5 @@ def supervisor_snapshot(
         started_at=meta.started_at,
         standby=state.standby,
         gpu_accounting=gpu_now is not None,
+        gpu_gates=gpu_gates,
     )

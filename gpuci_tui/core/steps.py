@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .gpu_admission import GateReading
 from .lifecycle import Lane, PoolView
 from .models import ExitInfo, JobInfo
 from .protocols import Agent, ContainerInfo
@@ -181,6 +182,17 @@ class ServerFailed:
     gone: bool = False
 
 
+@dataclass(frozen=True)
+class GpuObserved:
+    """One GPU frame, read as each slot's gate (`gpu_admission.slot_reading`)."""
+
+    at: float
+    readings: tuple[tuple[int, GateReading], ...]
+    """(slot, its reading) for every slot of the group."""
+    hold_down: float = 10.0
+    """The group's ``gpu_hold_down``: how long a flapping GPU must pass before release."""
+
+
 Observation = (
     Listed
     | Started
@@ -198,6 +210,7 @@ Observation = (
     | AgentWritten
     | AgentChecked
     | ServerFailed
+    | GpuObserved
 )
 
 # =========================================================================== actions
@@ -284,6 +297,8 @@ class JobEnded:
     exit: ExitInfo
     agent_id: int | None = None
     """The registration's id: its last finished job request says the rest."""
+    xids: tuple[int, ...] = ()
+    """Critical Xids the slot's GPUs raised while the job ran."""
 
 
 Output = Note | JobEnded

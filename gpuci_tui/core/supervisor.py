@@ -33,20 +33,24 @@ from .commands import apply_command, intent_data, restore_intent
 from .config import Config
 from .container_observer import ContainerObserver
 from .executor import Executor
+from .gpu_admission import GateReading, GpuAdmission, slot_reading
 from .gpu_watch import key_of
 from .lifecycle import EngineState, new_slot
-from .models import Command, CommandResult, Stop, SupervisorSnapshot
+from .models import Command, CommandResult, GpuClear, Stop, SupervisorSnapshot
 from .planner import decide
 from .pool_observer import PoolObserver
 from .preview import CommandPreview, preview
 from .protocols import AgentPoolApi, ContainerRuntime, TokenSource
 from .reporter import Broadcaster, Reporter, Update
 from .snapshots import SnapshotMeta, supervisor_snapshot
-from .steps import Action, JobEnded, Note, Observation
+from .steps import Action, GpuObserved, JobEnded, Note, Observation
 from .transitions import apply
 
 if TYPE_CHECKING:
     from .accounting import JobGpuNow, JobKey
+    from .gpu_gates import GpuGatekeeper, Ours
+    from .gpu_health import HealthBook
+    from .protocols import GpuFrame
 
 log = logging.getLogger("gpuci_tui.supervisor")
 
@@ -152,6 +156,9 @@ class Supervisor:
         self._gpu_use = gpu_use
         self.gpu_watch: Any = None
         """The daemon's `GpuWatch`, when it samples GPUs (read by the metrics endpoint)."""
+        self.gatekeeper: GpuGatekeeper | None = None
+        """The daemon's GPU admission and health watch (``gpu clear``, the GPUs' states)."""
+        self._gate_readings: tuple[tuple[int, GateReading], ...] = ()
         self.started_at: float | None = None
         self._meta: SnapshotMeta | None = None
         self._inbox: asyncio.Queue[Observation | None] = asyncio.Queue()
@@ -216,6 +223,7 @@ class Supervisor:
             gpus_of=self._gpus,
             group=self.group,
             gpu_now=None if self._gpu_use is None else self._gpu_now,
+            gpu_gates=() if self.gatekeeper is None else self.gatekeeper.gates,
         )
 
     def preview(self, command: Command) -> CommandPreview:
@@ -241,6 +249,10 @@ class Supervisor:
 
     async def execute(self, command: Command) -> CommandResult:
         """Carry out one command and say what it did."""
+        if isinstance(command, GpuClear):
+            result = clear_gpu(self.gatekeeper, command)
+            self.reporter.event("command", f"gpu_clear: {result.message}")
+            return result
         self.state, result = apply_command(self.state, command)
         self.reporter.event("command", f"{type(command).__name__.lower()}: {result.message}")
         self._save_intent()
@@ -322,6 +334,37 @@ class Supervisor:
         with contextlib.suppress(RuntimeError):  # the loop may be closing
             self._kick()
 
+    # ================================================================== GPUs
+
+    @property
+    def gpu_admission(self) -> GpuAdmission:
+        """This group's admission rule (``gpu_admission``)."""
+        return self.config.agents.gpu_admission
+
+    def slot_gpu_ids(self) -> set[str]:
+        """Every GPU id its slots use (``all`` for every GPU)."""
+        return {gpu for slot in self.state.slots for gpu in self._gpus(slot.number)}
+
+    def observe_gpus(
+        self, frame: GpuFrame, book: HealthBook, xids: tuple[tuple[int, int], ...], ours: Ours
+    ) -> None:
+        """Fold one GPU frame into the slots' gates (call on the loop)."""
+        rule = self.gpu_admission
+        readings = tuple(
+            (
+                slot.number,
+                slot_reading(slot_gpus(self.config, slot.number), frame, book, rule, ours, xids),
+            )
+            for slot in self.state.slots
+        )
+        # Every frame while a gate is closed (a flapping GPU's hold-down counts frames);
+        # otherwise only a change, so an all-clear host costs nothing per sample.
+        closed = any(slot.gate.closed for slot in self.state.slots)
+        if readings == self._gate_readings and not closed:
+            return
+        self._gate_readings = readings
+        self.deliver(GpuObserved(self.clock(), readings, self.config.agents.gpu_hold_down))
+
     # ================================================================== helpers
 
     def _gpu_now(self, slot: int, agent: str) -> JobGpuNow | None:
@@ -342,3 +385,12 @@ class Supervisor:
     def _save_intent(self) -> None:
         if self._intent is not None:
             self._intent.save(intent_data(self.state))
+
+
+def clear_gpu(gatekeeper: GpuGatekeeper | None, command: GpuClear) -> CommandResult:
+    """``gpu clear``: the GPU watch holds the faults, not the engine."""
+    if gatekeeper is None:
+        return CommandResult(
+            False, "gpu clear: this supervisor watches no GPU (no NVIDIA driver, or not a daemon)"
+        )
+    return gatekeeper.clear(command.gpu)

@@ -33,6 +33,7 @@ from .steps import (
     Died,
     EngineAnswered,
     EngineLost,
+    GpuObserved,
     JobEnded,
     Listed,
     LogTail,
@@ -47,6 +48,7 @@ from .steps import (
     StartFailed,
     Stopped,
 )
+from .transitions_gpu import gpu_observed
 from .transitions_server import agent_checked, agent_written, pool_read, server_failed
 
 #: Pause of every start after the PAT could not be read.
@@ -79,6 +81,9 @@ def apply(state: EngineState, obs: Observation, rules: SupervisorConfig) -> Step
             return Step(new, notes)
         case ServerFailed():
             return Step(server_failed(state, obs))
+        case GpuObserved():
+            new, notes = gpu_observed(state, obs)
+            return Step(new, notes)
         case Listed():
             return _listed(state, obs, rules)
         case EngineLost():
@@ -141,6 +146,7 @@ def container_started(lane: LaneRecord, container_id: str, at: float, by_us: boo
         job=None,
         stop_requested=False,
         online=False,
+        xids=(),
     )
 
 
@@ -240,6 +246,7 @@ def _died(state: EngineState, slot: SlotRecord, obs: Died, rules: SupervisorConf
                 lane.started_at,
                 info,
                 lane.agent_id,
+                lane.xids,
             )
         )
     ended = replace(
@@ -254,6 +261,7 @@ def _died(state: EngineState, slot: SlotRecord, obs: Died, rules: SupervisorConf
         took_job=False,
         online=False,
         oom=False,
+        xids=(),
         stop_requested=False,
         logs_of=obs.container_id if failure else lane.logs_of,
         # A registration disabled before its container ended can take no job any more.

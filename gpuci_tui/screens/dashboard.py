@@ -225,6 +225,7 @@ class DashboardScreen(DashboardActions):
         self.pool_panel.show_snapshot(snapshot)
         self.agents_table.show_snapshot(snapshot)
         self.gpu_panel.set_owners(owner_map(snapshot))
+        self.gpu_panel.set_gates(snapshot.gpu_gates)
         self._show_selected()
 
     @on(SupervisorEventReceived)

@@ -18,6 +18,7 @@ from textual.screen import Screen
 from gpuci_tui.core.models import (
     Command,
     Drain,
+    GpuClear,
     Pause,
     Restart,
     Resume,
@@ -27,7 +28,7 @@ from gpuci_tui.core.models import (
     SupervisorSnapshot,
     Unpause,
 )
-from gpuci_tui.core.preview import CommandPreview, preview, resumable
+from gpuci_tui.core.preview import CommandPreview, gpu_clear_words, preview, resumable
 from gpuci_tui.screens.confirm import ConfirmScreen
 from gpuci_tui.screens.help import HelpScreen, KeyHelp
 from gpuci_tui.screens.history import HistoryScreen
@@ -40,6 +41,13 @@ from gpuci_tui.screens.prompts import (
     restart_prompt,
     scale_down_prompt,
 )
+
+
+def gpu_clear_prompt(answer: CommandPreview, gpu: str) -> Prompt:
+    """The confirmation of ``gpu clear`` (the words come from the core, as for the CLI)."""
+    title = "Clear every quarantined GPU?" if gpu == "all" else f"Clear GPU {gpu}?"
+    return Prompt(title, gpu_clear_words(answer, gpu), "Clear")
+
 
 if TYPE_CHECKING:
     from gpuci_tui.core.handle import SupervisorHandle
@@ -66,6 +74,8 @@ DASHBOARD_BINDINGS = [
             tooltip="Finished jobs: sort, filter, and each pipeline's GPU memory and duration trend"),
     Binding("p", "pause", "Pause", id="pause",
             tooltip="Pause/resume replenishing: running agents stay, exited ones are not replaced"),
+    Binding("g", "gpu_clear", "GPU clear", id="gpu_clear", show=False,
+            tooltip="Clear a quarantined GPU (Xid, ECC, row remap) so its agents take jobs again"),
     Binding("question_mark", "help", "Help", id="help",
             tooltip="Keys and what the agent states mean"),
 ]  # fmt: skip
@@ -82,6 +92,7 @@ PALETTE_TITLES = {
     "logs": "Logs of the selected agent",
     "history": "History of finished jobs (GPU memory and duration trends)",
     "pause": "Pause / resume replenishing",
+    "gpu_clear": "Clear a quarantined GPU (asks first)",
     "help": "Help: keys and agent states",
 }
 
@@ -254,6 +265,17 @@ class DashboardActions(Screen[None]):
         if self._refused("pausing") or (snapshot := self._connected()) is None:
             return
         self.send_command(Unpause() if snapshot.paused else Pause())
+
+    def action_gpu_clear(self) -> None:
+        """Clear the quarantined GPU (every one when several), after a confirmation."""
+        if self._refused("clearing a GPU") or (snapshot := self._connected()) is None:
+            return
+        quarantined = [g for g in snapshot.gpu_gates if g.state == "quarantined"]
+        if not quarantined:
+            self._say("No GPU is quarantined: there is nothing to clear.")
+            return
+        gpu = str(quarantined[0].index) if len(quarantined) == 1 else "all"
+        self._confirm(GpuClear(gpu), lambda answer: gpu_clear_prompt(answer, gpu))
 
     def action_logs(self) -> None:
         """Open the log view of the selected agent (allowed in read-only mode)."""

@@ -23,6 +23,12 @@ _KIND_STYLES = {
     "start_failed": "red",
     "oom": "bold red",
     "command": "cyan",
+    "gpu_held": "yellow",
+    "gpu_quarantined": "bold red",
+    "gpu_fault": "bold red",
+    "gpu_released": "green",
+    "gpu_fault_ended": "green",
+    "gpu_cleared": "green",
 }
 
 

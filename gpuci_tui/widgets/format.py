@@ -24,6 +24,8 @@ STATE_STYLES: dict[SlotState, str] = {
     SlotState.DRAINED: "bright_black",
     SlotState.BACKOFF: "red",
     SlotState.PARKED: "bold white on red",
+    SlotState.HELD: "yellow",
+    SlotState.QUARANTINED: "bold white on red",
 }
 
 #: One line per state for the help screen's legend.
@@ -36,6 +38,8 @@ STATE_MEANINGS: dict[SlotState, str] = {
     SlotState.DRAINED: "stopped and not replaced until resumed (u)",
     SlotState.BACKOFF: "the last container failed early; waiting before retrying",
     SlotState.PARKED: "failed too often; not restarted until resumed (u)",
+    SlotState.HELD: "a GPU is used by a process not ours; the agent waits, disabled",
+    SlotState.QUARANTINED: "a GPU is failing (Xid, ECC, …); no new job until cleared (c on GPUs)",
 }
 
 

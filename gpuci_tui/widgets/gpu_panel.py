@@ -16,8 +16,12 @@ from textual.geometry import Size
 from textual.widget import Widget
 from textual.widgets import Static
 
+from gpuci_tui.core.models import GpuGateSnapshot
 from gpuci_tui.core.protocols import GpuFrame, GpuProcess, GpuSample
 from gpuci_tui.widgets.format import NA, bar, gib, level_style, number, truncate
+
+#: How a held or quarantined GPU is marked (the reason follows).
+GATE_STYLES = {"held": "bold black on yellow", "quarantined": "bold white on red"}
 
 HISTORY_SAMPLES = 180
 """Utilisation samples kept per GPU (3 minutes at the default 1 s interval)."""
@@ -53,11 +57,15 @@ class GpuCard(Widget):
         self.sample: GpuSample | None = None
         self.history: deque[float | None] = deque(maxlen=HISTORY_SAMPLES)
         self.owners: dict[str, str] = {}
+        self.gate: GpuGateSnapshot | None = None
 
-    def push(self, sample: GpuSample, owners: dict[str, str]) -> None:
-        """Record a new sample and re-render."""
+    def push(
+        self, sample: GpuSample, owners: dict[str, str], gate: GpuGateSnapshot | None = None
+    ) -> None:
+        """Record a new sample (and the daemon's verdict on the GPU) and re-render."""
         self.sample = sample
         self.owners = owners
+        self.gate = gate if gate is not None and gate.state != "ok" else None
         self.history.append(sample.utilization_pct)
         self.refresh(layout=self._height_changed(sample))
 
@@ -73,7 +81,9 @@ class GpuCard(Widget):
             return False
 
     def _lines_for(self, sample: GpuSample) -> int:
-        return 1 if self.compact else 3 + len(sample.processes)
+        if self.compact:
+            return 1
+        return 3 + len(sample.processes) + (1 if self.gate is not None else 0)
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         """One line when compact, else three lines plus one per process."""
@@ -124,6 +134,8 @@ class GpuCard(Widget):
             tail.append(" " + ",".join(named), style="bold")
         if len(named) < len(owners):
             tail.append(" +foreign", style="yellow")
+        if self.gate is not None:
+            tail.append(f" {self.gate.state.upper()}", style=GATE_STYLES.get(self.gate.state, ""))
         head = Text.assemble((f"{sample.index} ", "bold"))
         spark_width = max(3, min(20, width - head.cell_len - len(util_text) - 1 - tail.cell_len))
         line = Text.assemble(
@@ -172,6 +184,15 @@ class GpuCard(Widget):
         label = "util history "
         line3 = Text.assemble((label, "bright_black"), spark(self.history, width - len(label)))
         lines = [line1, line2, line3]
+        if self.gate is not None:
+            lines.insert(
+                1,
+                Text.assemble(
+                    (f" {self.gate.state.upper()} ", GATE_STYLES.get(self.gate.state, "")),
+                    f" {self.gate.reason}",
+                    no_wrap=True,
+                ),
+            )
         for proc in sample.processes:
             used = "" if proc.used_memory_mib is None else f" {gib(proc.used_memory_mib)} GiB"
             name = f" {proc.name}" if proc.name else ""
@@ -190,6 +211,7 @@ class GpuPanel(VerticalScroll):
         super().__init__(id=id)
         self.border_title = "GPUs"
         self._owners: dict[str, str] = {}
+        self._gates: dict[int, GpuGateSnapshot] = {}
         self.frame: GpuFrame | None = None
 
     def compose(self) -> Iterable[Widget]:
@@ -199,6 +221,10 @@ class GpuPanel(VerticalScroll):
     def set_owners(self, owners: dict[str, str]) -> None:
         """Map container names/ids to agent slot names (from the latest snapshot)."""
         self._owners = owners
+
+    def set_gates(self, gates: Iterable[GpuGateSnapshot]) -> None:
+        """The daemon's admission and health state of each GPU (from the latest snapshot)."""
+        self._gates = {gate.index: gate for gate in gates}
 
     def show_frame(self, frame: GpuFrame) -> None:
         """Render a new frame: update cards in place, add cards for new GPUs."""
@@ -230,4 +256,4 @@ class GpuPanel(VerticalScroll):
                 card = GpuCard(sample.index)
                 self.mount(card)
                 cards[sample.index] = card
-            card.push(sample, self._owners)
+            card.push(sample, self._owners, self._gates.get(sample.index))

@@ -192,6 +192,37 @@ CONFIG_CASES = [
         'e.g. "DATA_DIR"',
     ),
     ConfigCase(
+        "gpu-admission-unknown-word",
+        setv("agents", "gpu_admission", "shared"),
+        "agents.gpu_admission",
+        'must be "exclusive", "off" or { foreign_memory_max = "8GiB", foreign_util_max = 20 }, '
+        'got "shared"',
+        in_memory=False,
+    ),
+    ConfigCase(
+        "gpu-admission-size-without-unit",
+        setv("agents", "gpu_admission", {"foreign_memory_max": "8 gigs"}),
+        "agents.gpu_admission.foreign_memory_max",
+        'must be a size with a unit in quotes, like "8GiB" or "512MiB" (units KiB, MiB, GiB, '
+        'TiB, KB, MB, GB, TB), got "8 gigs"',
+        in_memory=False,
+    ),
+    ConfigCase(
+        "gpu-admission-util-over-100",
+        setv("agents", "gpu_admission", {"foreign_util_max": 150}),
+        "agents.gpu_admission.foreign_util_max",
+        "must be a percentage from 0 to 100 (summed SM utilisation of the processes that are "
+        "not ours), got 150",
+        in_memory=False,
+    ),
+    ConfigCase(
+        "gpu-hold-down-negative",
+        setv("agents", "gpu_hold_down", -5),
+        "agents.gpu_hold_down",
+        "must be a number of seconds from 0 to 3600 (how long a GPU that flaps must stay free "
+        "before its slot takes jobs again), got -5",
+    ),
+    ConfigCase(
         "unknown-key-with-suggestion",
         setv("agents", "cuont", 3),
         "agents.cuont",

@@ -7,7 +7,10 @@ enabled online agents, job lengths, crashes, late reads of the pool and
 failing writes. It asserts the engine's promises while it runs:
 
 * never two jobs on one slot's agents at the same time;
-* never a stop of a container whose agent has a job.
+* never a stop of a container whose agent has a job;
+* with ``gpu_faults``: no job is handed to a slot whose GPU has been taken by a
+  foreign process, or has failed, for longer than `GATE_MARGIN` seconds (GPU
+  frames come every second; a disable takes a write, which may fail and retry).
 
 Everything is virtual time: a run of ten simulated minutes takes milliseconds.
 """
@@ -22,6 +25,7 @@ from dataclasses import dataclass, field, replace
 
 from gpuci_tui.core.commands import apply_command
 from gpuci_tui.core.config import SupervisorConfig
+from gpuci_tui.core.gpu_admission import FOREIGN_PROCESS, GateKind, GateReading
 from gpuci_tui.core.lifecycle import EngineState, Lane, PoolView, lane_name, new_slot
 from gpuci_tui.core.models import Command
 from gpuci_tui.core.planner import FAST_POLL, decide
@@ -34,6 +38,7 @@ from gpuci_tui.core.steps import (
     Destroyed,
     Died,
     FetchLogs,
+    GpuObserved,
     Observation,
     PoolRead,
     RemoveContainer,
@@ -48,6 +53,9 @@ from gpuci_tui.core.steps import (
 from gpuci_tui.core.transitions import apply
 
 RULES = SupervisorConfig(backoff_base=1.0, backoff_max=4.0, park_after=50)
+#: Seconds after a GPU turns bad within which a job may still be handed to its slot.
+GATE_MARGIN = 8.0
+HOLD_DOWN = 10.0
 
 
 @dataclass
@@ -90,6 +98,8 @@ class World:
     crash_rate: float = 0.05
     write_failure_rate: float = 0.05
     poll_interval: float = 10.0
+    gpu_faults: bool = False
+    """Foreign processes come and go on the slots' GPUs; GPUs fail (Xid) and are cleared."""
     rng: random.Random = field(init=False)
     now: float = 0.0
     state: EngineState = field(init=False)
@@ -106,6 +116,12 @@ class World:
     _jobs: itertools.count[int] = field(default_factory=lambda: itertools.count(1000))
     _next_read: float = 0.0
     _feed_until: float = 0.0
+    foreign: dict[int, float] = field(default_factory=dict)
+    """Per slot: since when a foreign process holds its GPU."""
+    broken: dict[int, float] = field(default_factory=dict)
+    """Per slot: since when its GPU is failing (until an operator clears it)."""
+    held_jobs: int = 0
+    """Jobs handed to a slot within `GATE_MARGIN` of its GPU turning bad (allowed, counted)."""
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -124,6 +140,9 @@ class World:
         self._feed(jobs_every, until)
         if commands:
             self._operator(until)
+        if self.gpu_faults:
+            self._gpu_chaos(until)
+            self.at(0.0, self._gpu_frame)
         self._plan()
         while self._events and self._events[0][0] <= until:
             self.now, _, fn = heapq.heappop(self._events)
@@ -275,6 +294,11 @@ class World:
                 continue
             job = self.queue.pop(0)
             others = self.running[box.slot]
+            bad = min(self.foreign.get(box.slot, 1e18), self.broken.get(box.slot, 1e18))
+            assert self.now - bad < GATE_MARGIN, (
+                f"t={self.now:.2f}: job {job} to {box.name} though its GPU is bad since {bad:.2f}"
+            )
+            self.held_jobs += self.now >= bad
             assert not others, (
                 f"t={self.now:.2f}: job {job} to {box.name} while slot {box.slot} runs {others}"
             )
@@ -309,6 +333,37 @@ class World:
             self.at(t, lambda c=pick: self.command(c))
         self.at(until - 60, lambda: self.command(Resume(None)))
         self.at(until - 60, lambda: self.command(Scale(self.slots)))
+
+    # ------------------------------------------------------------------ GPUs
+
+    def _gpu_frame(self) -> None:
+        readings = []
+        for slot in range(self.slots):
+            if slot in self.broken:
+                fresh = self.now - self.broken[slot] < 1.0
+                reading = GateReading(GateKind.QUARANTINED, "Xid 79", "xid", (79,) if fresh else ())
+            elif slot in self.foreign:
+                reading = GateReading(GateKind.HELD, "pid 4242", FOREIGN_PROCESS)
+            else:
+                reading = GateReading()
+            readings.append((slot, reading))
+        self.observe(GpuObserved(self.now, tuple(readings), HOLD_DOWN))
+        self.at(1.0, self._gpu_frame)
+
+    def _gpu_chaos(self, until: float) -> None:
+        """Foreign processes (1-40 s, some flapping) and failures, all over by ``until - 60``."""
+        t = 5.0
+        while (t := t + self.rng.uniform(5.0, 40.0)) < until - 120:
+            slot = self.rng.randrange(self.slots)
+            if self.rng.random() < 0.15:
+                self.at(t, lambda s=slot: self.broken.setdefault(s, self.now))
+                self.at(t + self.rng.uniform(10.0, 60.0), lambda s=slot: self.broken.pop(s, None))
+                continue
+            for _ in range(self.rng.choice([1, 1, 3])):  # sometimes it flaps
+                length = self.rng.uniform(1.0, 40.0)
+                self.at(t, lambda s=slot: self.foreign.setdefault(s, self.now))
+                self.at(t + length, lambda s=slot: self.foreign.pop(s, None))
+                t += length + self.rng.uniform(0.5, 3.0)
 
     def with_state(self, **changes: object) -> None:
         self.state = replace(self.state, **changes)  # type: ignore[arg-type]

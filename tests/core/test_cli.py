@@ -86,7 +86,9 @@ def test_broken_config_exits_4_and_names_key(
 def test_check_config_ok(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = write_config(tmp_path / "config.toml")
     assert main(["--config", str(config), "check-config"]) == exitcodes.OK
-    assert "OK (2 slot(s), pool 'gpu')" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "OK (2 slot(s), pool 'gpu')" in out
+    assert "GPU admission: none (no GPU)" in out
 
 
 @pytest.mark.parametrize(

@@ -142,7 +142,8 @@ def test_an_agents_only_file_is_one_group_with_the_same_identity(tmp_path: Path)
         (
             '[groups.a]\ncount = 1\nimgae = "x"\n',
             'groups.a.imgae: unknown key; did you mean "image"? allowed: count, image, name_prefix, '
-            "network, oom_score_adj, mem_limit, docker_socket, standby, gpus, volumes, pool",
+            "network, oom_score_adj, mem_limit, docker_socket, standby, gpu_admission, "
+            "gpu_hold_down, gpus, volumes, pool",
         ),
         (
             '[groups.a]\ncount = 1\ngpus = ["zero"]\n',
@@ -291,4 +292,8 @@ def test_check_config_lists_each_group(tmp_path: Path, capsys: pytest.CaptureFix
     assert out[0].endswith(": OK (2 agent groups)")
     assert out[1].startswith("  cuda12: 2 slot(s) box-cuda12-0…, pool 'gpu'")
     assert out[1].endswith("GPUs 0,1 (shared)")
-    assert out[2].endswith("pool 'gpu13', image repo/agent:cuda13, GPUs per agent 2,3")
+    assert out[2] == (
+        "    GPU admission: exclusive (no process outside gpuci-tui's containers on the "
+        "slot's GPUs); hold-down 10 s"
+    )
+    assert out[3].endswith("pool 'gpu13', image repo/agent:cuda13, GPUs per agent 2,3")

@@ -85,7 +85,7 @@ def test_v1_file_keeps_every_row_after_migration(tmp_path: Path) -> None:
     assert [r.duration_s for r in rows] == [600.0, None, 300.0]
     assert all(r.result is None and r.gpus == () and r.peak_gpu_memory_mib is None for r in rows)
     db = sqlite3.connect(path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 3
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     db.close()
     # Opening again is a no-op: same rows, same version.
@@ -233,3 +233,26 @@ def test_reader_is_read_only(tmp_path: Path) -> None:
     with pytest.raises(sqlite3.OperationalError, match="readonly"):
         reader.execute("DELETE FROM jobs")
     reader.close()
+
+
+def test_v2_file_gains_the_xid_column_and_the_xids_round_trip(tmp_path: Path) -> None:
+    path = tmp_path / "history.sqlite3"
+    h = JobHistory(path, clock=lambda: 2000.0)
+    h.add(rec(1500.0, xid=(79, 48)))
+    h.add(rec(1600.0))
+    rows = sorted(h.query(JobQuery(limit=None)), key=lambda r: r.ended_at)
+    h.close()
+    assert [r.xid for r in rows] == [(79, 48), ()]
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 3
+    db.execute("ALTER TABLE jobs DROP COLUMN xid")
+    db.execute("PRAGMA user_version = 2")
+    db.commit()
+    db.close()
+    # An older (v2) file read before any daemon migrated it: no Xid, nothing lost.
+    old = read_history(path, JobQuery(limit=None))
+    assert old is not None and [r.xid for r in old] == [(), ()]
+    again = JobHistory(path, clock=lambda: 2000.0)
+    assert len(again.query(JobQuery(limit=None))) == 2
+    again.close()
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 3

@@ -27,7 +27,7 @@ JSON_KEYS = [
     "id", "instance", "slot", "agent", "request_id", "pipeline", "run", "started_at",
     "ended_at", "duration_s", "queue_wait_s", "result", "exit_code", "oom", "failed", "reason",
     "gpus", "gpu_samples", "peak_gpu_memory_mib", "mean_util_pct", "peak_util_pct", "energy_j",
-    "energy_note",
+    "energy_note", "xid",
 ]  # fmt: skip
 
 
@@ -68,6 +68,7 @@ def history() -> Path:
             mean_util_pct=63.4,
             queue_wait_s=12.0,
             result="failed",
+            xid=(79,),
         )  # fmt: skip
     )
     h.add(job(60, "train-resnet", "20260928.5", 0, oom=True, exit_code=137, result=None))
@@ -100,7 +101,8 @@ def test_table_one_aligned_line_per_job(history: Path, capsys) -> None:
     assert "512 MiB" in lint and "3%" in lint and lint.endswith("succeeded")
     assert oom.endswith("exit 137 (OOM)")
     assert "0,1" in failed and "17.6 GiB" in failed and "63%" in failed and "12s" in failed
-    assert failed.endswith("failed")
+    # The job that ran while its GPU raised a critical Xid says so.
+    assert failed.endswith("failed (GPU Xid 79)")
     assert "1h02m" in nightly and "3s" in nightly
 
 

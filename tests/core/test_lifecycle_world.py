@@ -56,3 +56,16 @@ def test_standby_hands_over_without_waiting_for_a_start() -> None:
     world.run(400.0, jobs_every=1e9, commands=False)
     # 400 s minus the first start-up and bootstrap, at 12 s a job, with ~0.3 s handovers.
     assert len(world.done) >= 28
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_foreign_processes_and_failing_gpus_never_get_a_job_and_never_two(seed: int) -> None:
+    """Held and quarantined slots under the whole storm: commands, crashes, failing writes."""
+    world = World(seed=seed, slots=3, standby=seed % 3 != 0, gpu_faults=True)
+    world.run(600.0)
+    assert len(world.done) > 20, f"only {len(world.done)} jobs done"
+    world.settle(120.0)
+    # Every GPU is fine again by now: no slot is still held.
+    assert not any(slot.gate.closed for slot in world.state.slots)
+    if world.standby:
+        assert world.steady() == []

@@ -274,3 +274,29 @@ def test_every_counter_has_a_zero_sample_before_its_first_event() -> None:
     metrics.job_recorded("a100", record(result="succeeded", duration_s=5.0))
     assert value(metrics, "gpuci_jobs_total", group="a100", result="succeeded") == 1
     assert value(metrics, "gpuci_jobs_total", group="default", result="succeeded") == 0
+
+
+def test_gpu_health_and_held_slots_by_bounded_reason() -> None:
+    from gpuci_tui.core.metrics import GATE_REASONS
+    from gpuci_tui.core.models import GpuGateSnapshot
+
+    metrics = Metrics()
+    metrics.observe_snapshot(
+        snapshot(
+            [
+                slot(0, SlotState.HELD, gate="held", gate_code="foreign_process"),
+                slot(1, SlotState.BUSY, gate="held", gate_code="foreign_process"),
+                slot(2, SlotState.QUARANTINED, gate="quarantined", gate_code="xid"),
+                slot(3, SlotState.IDLE),
+            ],
+            gpu_gates=(
+                GpuGateSnapshot(0, state="held", code="foreign_process"),
+                GpuGateSnapshot(1, state="quarantined", code="xid"),
+                GpuGateSnapshot(2),
+            ),
+        )
+    )
+    assert [value(metrics, "gpuci_gpu_health", gpu=g) for g in "012"] == [1.0, 2.0, 0.0]
+    held = {r: value(metrics, "gpuci_slots_held", group="default", reason=r) for r in GATE_REASONS}
+    assert held == {r: {"foreign_process": 2.0, "xid": 1.0}.get(r, 0.0) for r in GATE_REASONS}
+    assert value(metrics, "gpuci_slots", group="default", state="held") == 1

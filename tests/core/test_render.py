@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 from gpuci_tui.cli.render import render_status
-from gpuci_tui.core.models import PoolSummary, SlotSnapshot, SlotState, SupervisorSnapshot
+from gpuci_tui.core.models import (
+    GpuGateSnapshot,
+    PoolSummary,
+    SlotSnapshot,
+    SlotState,
+    SupervisorSnapshot,
+)
 
 
 def test_status_shows_standby_per_slot_and_explains_the_disabled_agents() -> None:
@@ -27,3 +33,34 @@ def test_status_shows_standby_per_slot_and_explains_the_disabled_agents() -> Non
     header = next(line for line in lines if line.startswith("SLOT"))
     assert header.split()[:4] == ["SLOT", "NAME", "STATE", "STANDBY"]
     assert any(line.split()[:4] == ["1", "h-1-b", "busy", "booting"] for line in lines)
+
+
+def test_status_says_which_gpus_are_held_or_quarantined_and_why() -> None:
+    why = "GPU 0 used by pid 4242 python, 61 GB, not ours"
+    snap = SupervisorSnapshot(
+        taken_at=100.0,
+        org_url="https://dev.azure.com/o",
+        pool="gpu",
+        instance="i",
+        desired_count=2,
+        slots=(
+            SlotSnapshot(
+                slot=0, name="h-0", state=SlotState.HELD, gate="held", gate_reason=why,
+                gate_code="foreign_process", message=f"held: {why}",
+            ),
+            SlotSnapshot(slot=1, name="h-1", state=SlotState.QUARANTINED, gate="quarantined",
+                         message="quarantined: GPU 1: Xid 79 (GPU fell off the bus)"),
+        ),
+        gpu_gates=(
+            GpuGateSnapshot(0, "GPU-0", "held", why, "foreign_process"),
+            GpuGateSnapshot(1, "GPU-1", "quarantined", "GPU 1: Xid 79 (GPU fell off the bus)", "xid"),
+            GpuGateSnapshot(2, "GPU-2"),
+        ),
+    )  # fmt: skip
+    lines = render_status(snap, now=100.0).splitlines()
+    assert "gpus: 2 ok" in lines
+    assert f"  GPU 0 held: {why}" in lines
+    assert "  GPU 1 quarantined: GPU 1: Xid 79 (GPU fell off the bus)" in lines
+    assert "  (check the GPU, then: gpuci-tui gpu clear GPU)" in lines
+    assert f"  h-0: held: {why}" in lines
+    assert any(line.split()[:3] == ["1", "h-1", "quarantined"] for line in lines)

@@ -79,11 +79,14 @@ class Rig:
             stdin=subprocess.DEVNULL,
         )
 
-    def start_daemon(self) -> subprocess.Popen[bytes]:
-        """Start ``gpuci-tui run`` and wait until its control socket answers."""
+    def start_daemon(self, module: str = "gpuci_tui.cli.main") -> subprocess.Popen[bytes]:
+        """Start ``gpuci-tui run`` and wait until its control socket answers.
+
+        ``module``: the entry point run with ``python -m`` (a drill's own launcher).
+        """
         log = open(self.config_path.parent / f"daemon-{len(self.procs)}.log", "wb")  # noqa: SIM115
         proc = subprocess.Popen(
-            [sys.executable, "-m", "gpuci_tui.cli.main", "--config", str(self.config_path), "run"],
+            [sys.executable, "-m", module, "--config", str(self.config_path), "run"],
             env=self.env,
             stdout=log,
             stderr=subprocess.STDOUT,

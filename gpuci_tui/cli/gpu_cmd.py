@@ -1,0 +1,69 @@
+"""``gpuci-tui gpu clear GPU``: release a quarantined GPU, after a confirmation.
+
+A GPU that raised a critical Xid, uncorrectable ECC errors or a row-remap
+failure stays quarantined until an operator clears it (see README, "Shared
+and failing GPUs"). The daemon says what the clear would do (its preview);
+this asks before sending it, unless ``--yes``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from gpuci_tui.core.control import ControlError, preview_reply, request
+from gpuci_tui.core.models import GpuClear, to_dict
+from gpuci_tui.core.preview import gpu_clear_words
+
+from . import exitcodes
+from .common import CliExit, fail, load, socket_for
+
+
+def add_gpu_parser(sub: Any) -> None:
+    """The ``gpu`` command and its ``clear`` action."""
+    gpu = sub.add_parser("gpu", help="GPU admission and health: clear a quarantined GPU")
+    actions = gpu.add_subparsers(dest="gpu_action", metavar="ACTION", required=True)
+    clear = actions.add_parser(
+        "clear",
+        help="forget a GPU's Xid/ECC/row-remap faults so its agents take jobs again",
+    )
+    clear.add_argument("gpu", metavar="GPU", help="NVML index (0), UUID (GPU-…), or all")
+    clear.add_argument("--yes", action="store_true", help="do not ask for a confirmation")
+
+
+def run_gpu(args: argparse.Namespace) -> int:
+    """``gpu clear``: preview, confirm, send."""
+    command = GpuClear(args.gpu)
+    try:
+        config = load(args)
+        path = socket_for(config)
+        answer = preview_reply(request(path, {"op": "preview", "command": to_dict(command)}))
+        if not answer.ok:
+            print(f"gpuci-tui: {answer.message}", file=sys.stderr)
+            return exitcodes.FAILED
+        if not answer.message.startswith("clears: "):
+            print(answer.message)
+            return exitcodes.OK
+        if not args.yes:
+            if not sys.stdin.isatty():
+                raise CliExit(
+                    exitcodes.USAGE, "gpu clear: no terminal to confirm on; add --yes to clear"
+                )
+            print(gpu_clear_words(answer, args.gpu))
+            if input("Clear it? [y/N] ").strip().lower() not in ("y", "yes"):
+                print("not cleared")
+                return exitcodes.OK
+        reply = request(path, {"op": "command", "command": to_dict(command)})
+        result = reply.get("result") or {}
+        message = result.get("message") or reply.get("error") or "no answer"
+        if not reply.get("ok") or not result.get("ok", True):
+            print(f"gpuci-tui: {message}", file=sys.stderr)
+            return exitcodes.FAILED
+        print(message)
+        return exitcodes.OK
+    except CliExit as exc:
+        return fail(exc)
+    except ControlError as exc:
+        print(f"gpuci-tui: {exc}", file=sys.stderr)
+        return exitcodes.NO_DAEMON

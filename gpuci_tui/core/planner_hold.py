@@ -1,0 +1,60 @@
+"""Planning a running slot whose GPU gate is closed: held or quarantined (see `Gate`).
+
+The slot's agents stay registered and their containers stay up, but every
+lane that could be handed a job is disabled on the server: an idle agent
+waits there, ready to be enabled with one PATCH when the gate opens (then
+`planner_run` picks it like any standby). A busy lane is disabled too, which
+never touches its job: the flag only says "no next job", and its next
+container comes back disabled.
+
+*Held*: exited lanes are started again, disabled (their registrations are
+set to disabled first), so the slot is ready when the GPU frees. A lane name
+never registered is not started: its first registration would come up
+enabled. *Quarantined*: nothing is started; the slot is not replenished until
+the fault ends or the operator clears it.
+
+Taking lanes out (restart, standby off) follows the same rules as a running
+slot, so drain, restart and scale behave as without admission.
+"""
+
+from __future__ import annotations
+
+from .gpu_admission import GateKind
+from .lifecycle import LanePhase, LaneRecord
+from .planner_run import Draft, take_out
+
+
+def plan_held(draft: Draft) -> None:
+    """Plan a RUN/RESTART slot whose gate is closed."""
+    slot = draft.slot
+    gate = slot.gate
+    draft.say(f"{gate.kind.value}: {gate.reason}")
+    used = draft.state.used_lanes
+    for lane in slot.lanes:
+        leaving = lane.container_id is not None and lane.container_id in slot.restart_ids
+        if lane.lane not in used or leaving:
+            take_out(draft, lane, "restart" if leaving else "standby is off")
+        else:
+            _hold(draft, lane, quarantined=gate.kind is GateKind.QUARANTINED)
+
+
+def _hold(draft: Draft, lane: LaneRecord, *, quarantined: bool) -> None:
+    if draft.claimed(lane) or lane.phase is LanePhase.STOPPING:
+        return
+    if lane.live:
+        if lane.agent_id is None:
+            # Registers within seconds; disabled as soon as a read shows it.
+            draft.fast = True
+        elif lane.enabled is not False:
+            draft.set_enabled(lane, False)
+        elif lane.job is None and not lane.idle_verified:
+            # Confirm it holds no job: only then is it a standby the release can enable.
+            draft.check(lane)
+        return
+    if quarantined or lane.agent_id is None:
+        return
+    if lane.enabled is not False:
+        # Its next container must come back disabled: set the flag while none runs.
+        draft.set_enabled(lane, False)
+    elif draft.can_start(lane):
+        draft.start(lane)
