@@ -94,4 +94,8 @@ def test_the_azure_client_reports_each_attempt() -> None:
         for s in f.samples
         if s.name.endswith("_total")
     }
-    assert counts == {"ok": 1, "client_error": 1, "network_error": 1}
+    # Every outcome is exported from the start (0 until its first request).
+    assert counts == {
+        "ok": 1, "client_error": 1, "network_error": 1,
+        "auth_error": 0, "rate_limited": 0, "server_error": 0,
+    }  # fmt: skip
