@@ -20,8 +20,13 @@ exist in our ``/proc`` and every lookup returns None.
 
 from __future__ import annotations
 
+import logging
 import re
+import time
+from collections.abc import Callable
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 PROC_ROOT = Path("/proc")
 """Where procfs is mounted; tests point this elsewhere."""
@@ -98,3 +103,44 @@ def process_name(pid: int, proc_root: Path = PROC_ROOT) -> str | None:
     except OSError:
         return None
     return name.strip() or None
+
+
+NAME_TTL_MISS = 15.0
+"""Seconds a failed container-name lookup is remembered (the container may appear later)."""
+NAME_CACHE_MAX = 512
+"""Names (and misses) kept at most; the cache starts over when full (bounded memory)."""
+
+
+class ContainerNames:
+    """Container id → name through a caller's callable, cached, never raising."""
+
+    def __init__(self, lookup: Callable[[str], str | None] | None) -> None:
+        """``lookup`` maps a 64-hex container id to its name (None: unknown; no lookup at all)."""
+        self._lookup = lookup
+        self._hit: dict[str, str] = {}
+        self._miss: dict[str, float] = {}
+
+    def lookup(self, cid: str) -> str | None:
+        """The container's name, or None when it is unknown (a miss is retried after a while)."""
+        if self._lookup is None:
+            return None
+        if cid in self._hit:
+            return self._hit[cid]
+        missed = self._miss.get(cid)
+        if missed is not None and time.monotonic() - missed < NAME_TTL_MISS:
+            return None
+        try:
+            name = self._lookup(cid)
+        except Exception as exc:  # noqa: BLE001 - a caller's callback must never break sampling
+            log.debug("container name lookup for %s failed: %s", cid[:12], exc)
+            name = None
+        if len(self._hit) >= NAME_CACHE_MAX:
+            self._hit.clear()
+        if len(self._miss) >= NAME_CACHE_MAX:
+            self._miss.clear()
+        if name:
+            self._hit[cid] = name
+            self._miss.pop(cid, None)
+        else:
+            self._miss[cid] = time.monotonic()
+        return name or None

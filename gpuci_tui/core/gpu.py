@@ -13,8 +13,15 @@ Design rules, all taken from what breaks on real GPU hosts:
 - A GPU that fell off the bus (``GPU_IS_LOST``) or needs a reset is still
   listed, with every metric None and its name marked (`LOST_MARK`).
 - Per sample, one pass over the GPUs also reads each compute process's memory
-  and SM/memory utilisation since the previous sample (`gpu_procs`) and the
-  GPU's energy counter, for per-job accounting (`accounting`).
+  and SM/memory utilisation since the previous sample (`gpu_procs`), for
+  per-job accounting (`accounting`), and the GPU's health counters with the
+  Xid events received meanwhile (`gpu_health_reader`).
+- Memory is NVML's v2 figure: v1 counts the driver's reserved memory as used
+  (an idle H100 shows 480 MiB "used" where nvidia-smi shows 0); v1 is the
+  fallback where a driver lacks v2.
+- The energy counter costs ~3.4 ms a call on an H100, more than all other
+  calls of a sample together, and only per-job accounting needs it: it is read
+  only for a GPU that runs a compute process.
 - Processes are NVML's *host* PIDs, mapped to Docker containers through
   `gpuci_tui.core.cgroups` and, optionally, to container names through a
   callable the caller passes in (the sampler never talks to Docker itself).
@@ -35,9 +42,10 @@ from typing import Any, TypeVar
 
 import pynvml
 
-from gpuci_tui.core.cgroups import PROC_ROOT, container_id_of_pid, process_name
+from gpuci_tui.core.cgroups import PROC_ROOT, ContainerNames, container_id_of_pid, process_name
+from gpuci_tui.core.gpu_health_reader import XidWatch, read_health
 from gpuci_tui.core.gpu_procs import ProcessUtil, ProcessUtilization, running_processes
-from gpuci_tui.core.protocols import GpuFrame, GpuHostInfo, GpuProcess, GpuSample
+from gpuci_tui.core.protocols import GpuFrame, GpuHealthReading, GpuHostInfo, GpuProcess, GpuSample
 
 log = logging.getLogger(__name__)
 
@@ -47,9 +55,6 @@ LOST_MARK = " (GPU lost)"
 """Appended to the name of a GPU that stopped answering (GPU_IS_LOST / reset required)."""
 
 _MIB = 1024 * 1024
-_NAME_TTL_MISS = 15.0
-"""Seconds a failed container-name lookup is remembered (the container may appear later)."""
-_NAME_CACHE_MAX = 512
 
 
 def is_lost(sample: GpuSample) -> bool:
@@ -64,6 +69,10 @@ def cuda_version_tuple(encoded: int) -> tuple[int, int]:
 
 class _GpuLost(Exception):
     """Raised inside one GPU's sampling when NVML says the GPU is gone."""
+
+    def __init__(self, reset_required: bool) -> None:
+        super().__init__("reset required" if reset_required else "GPU is lost")
+        self.reset_required = reset_required
 
 
 def _init_failure_reason(error: BaseException) -> str:
@@ -119,7 +128,6 @@ class NvmlSampler:
                 after it failed.
             clock: Wall clock for `GpuFrame.taken_at`.
         """
-        self._container_name = container_name
         self._library_path = os.fspath(library_path) if library_path is not None else None
         self._proc_root = proc_root
         self._retry_interval = retry_interval
@@ -130,10 +138,10 @@ class NvmlSampler:
         self._failed_at: float | None = None
         self._preloaded: ctypes.CDLL | None = None
         self._names: dict[int, tuple[str, str | None]] = {}
-        self._cname_hit: dict[str, str] = {}
-        self._cname_miss: dict[str, float] = {}
+        self._container_names = ContainerNames(container_name)
         self._logged: set[tuple[str, int]] = set()
         self._util = ProcessUtilization()
+        self._xids: XidWatch | None = None
 
     # ------------------------------------------------------------------ GpuSampler
 
@@ -169,12 +177,16 @@ class NvmlSampler:
                     cuda_driver_version=host.cuda_driver_version,
                     gpu_count=count,
                 )
+            self._watch_xids(count)
             gpus = tuple(self._sample_gpu(index) for index in range(count))
             return GpuFrame(taken_at=taken_at, host=host, gpus=gpus)
 
     def close(self) -> None:
         """Shut NVML down when this sampler initialised it; sampling again re-inits."""
         with self._lock:
+            if self._xids is not None:  # before the shutdown its wait would fail under
+                self._xids.close()
+                self._xids = None
             if self._initialised:
                 try:
                     pynvml.nvmlShutdown()
@@ -263,12 +275,17 @@ class NvmlSampler:
             uuid_s = str(uuid) if uuid is not None else known_uuid
             self._names[index] = (name_s, uuid_s)
             util = self._device(pynvml.nvmlDeviceGetUtilizationRates, handle)
-            memory = self._device(pynvml.nvmlDeviceGetMemoryInfo, handle)
+            memory = self._memory(handle)
             power = self._device(pynvml.nvmlDeviceGetPowerUsage, handle)
             limit = self._power_limit(handle)
-            energy = self._device(pynvml.nvmlDeviceGetTotalEnergyConsumption, handle)
             procs = running_processes(handle, self._device_or_missing)
+            # Only per-job accounting needs energy, and only while a process runs.
+            energy = (
+                self._device(pynvml.nvmlDeviceGetTotalEnergyConsumption, handle) if procs else None
+            )
             utils = self._util.read(handle, uuid_s or str(index), self._device_or_missing)
+            xids = self._xids.drain(index) if self._xids is not None else ()
+            health = read_health(handle, self._device_or_missing, xids)
             return GpuSample(
                 index=index,
                 name=name_s,
@@ -281,9 +298,55 @@ class NvmlSampler:
                 power_limit_w=int(limit) / 1000.0 if limit is not None else None,
                 processes=self._map_processes(procs, utils),
                 energy_mj=int(energy) if energy is not None else None,
+                health=health,
             )
-        except _GpuLost:
-            return GpuSample(index=index, name=known_name + LOST_MARK, uuid=known_uuid)
+        except _GpuLost as lost:
+            xids = self._xids.drain(index) if self._xids is not None else ()
+            return GpuSample(
+                index=index,
+                name=known_name + LOST_MARK,
+                uuid=known_uuid,
+                health=GpuHealthReading(
+                    lost=not lost.reset_required,
+                    reset_required=lost.reset_required,
+                    xid_events=xids,
+                ),
+            )
+
+    def _watch_xids(self, count: int) -> None:
+        """Start the Xid event watch once NVML is up (its thread waits, never the sampler)."""
+        if self._xids is not None:
+            return
+        handles = []
+        for index in range(count):
+            try:
+                handles.append(pynvml.nvmlDeviceGetHandleByIndex(index))
+            except pynvml.NVMLError as exc:
+                self._log_once("nvmlDeviceGetHandleByIndex", exc)
+                return
+        self._xids = XidWatch(self._clock)
+        self._xids.start(handles)
+
+    def _memory(self, handle: Any) -> Any:
+        """v2 memory info (``used`` without the driver's reserved memory); v1 where v2 is missing.
+
+        Only a driver without the v2 call falls back: another error of v2 (no
+        permission, unknown) is N/A, as for every other field.
+        """
+        try:
+            return pynvml.nvmlDeviceGetMemoryInfo(handle, pynvml.nvmlMemory_v2)
+        except (pynvml.NVMLError_GpuIsLost, pynvml.NVMLError_ResetRequired) as exc:
+            raise _GpuLost(isinstance(exc, pynvml.NVMLError_ResetRequired)) from exc
+        except (
+            pynvml.NVMLError_FunctionNotFound,
+            pynvml.NVMLError_NotSupported,
+            pynvml.NVMLError_ArgumentVersionMismatch,
+        ) as exc:
+            self._log_once("nvmlDeviceGetMemoryInfo_v2", exc)
+            return self._device(pynvml.nvmlDeviceGetMemoryInfo, handle)
+        except pynvml.NVMLError as exc:
+            self._log_once("nvmlDeviceGetMemoryInfo_v2", exc)
+            return None
 
     def _temperature(self, handle: Any) -> float | None:
         # nvmlDeviceGetTemperature is deprecated (gone in CUDA 14 drivers);
@@ -316,36 +379,12 @@ class NvmlSampler:
                     used_memory_mib=int(used) / _MIB if used is not None else None,
                     name=process_name(pid, self._proc_root),
                     container_id=cid,
-                    container_name=self._lookup_container_name(cid) if cid else None,
+                    container_name=self._container_names.lookup(cid) if cid else None,
                     sm_util_pct=sm,
                     mem_util_pct=mem,
                 )
             )
         return tuple(out)
-
-    def _lookup_container_name(self, cid: str) -> str | None:
-        if self._container_name is None:
-            return None
-        if cid in self._cname_hit:
-            return self._cname_hit[cid]
-        missed = self._cname_miss.get(cid)
-        if missed is not None and time.monotonic() - missed < _NAME_TTL_MISS:
-            return None
-        try:
-            name = self._container_name(cid)
-        except Exception as exc:  # noqa: BLE001 - a caller's callback must never break sampling
-            log.debug("container name lookup for %s failed: %s", cid[:12], exc)
-            name = None
-        if len(self._cname_hit) >= _NAME_CACHE_MAX:
-            self._cname_hit.clear()
-        if len(self._cname_miss) >= _NAME_CACHE_MAX:
-            self._cname_miss.clear()
-        if name:
-            self._cname_hit[cid] = name
-            self._cname_miss.pop(cid, None)
-        else:
-            self._cname_miss[cid] = time.monotonic()
-        return name or None
 
     # ------------------------------------------------------------------ NVML calls
 
@@ -367,7 +406,7 @@ class NvmlSampler:
         try:
             return fn(*args), False
         except (pynvml.NVMLError_GpuIsLost, pynvml.NVMLError_ResetRequired) as exc:
-            raise _GpuLost from exc
+            raise _GpuLost(isinstance(exc, pynvml.NVMLError_ResetRequired)) from exc
         except pynvml.NVMLError_FunctionNotFound as exc:
             self._log_once(getattr(fn, "__name__", "nvml"), exc)
             return None, True

@@ -97,7 +97,7 @@ def test_unsupported_field_is_none_for_that_field_only(make_sampler, state: Nvml
 
 def test_any_other_field_error_is_none_too(make_sampler, state: NvmlState) -> None:
     # 999 = NVML_ERROR_UNKNOWN, 4 = NO_PERMISSION: neither may break the frame.
-    state.write(f"{A6000} 50 1 100 49140 40 1000 E4 0\nfail nvmlDeviceGetMemoryInfo 999\n")
+    state.write(f"{A6000} 50 1 100 49140 40 1000 E4 0\nfail nvmlDeviceGetMemoryInfo_v2 999\n")
     gpu = make_sampler().sample().gpus[0]
     assert gpu.memory_used_mib is None
     assert gpu.memory_total_mib is None

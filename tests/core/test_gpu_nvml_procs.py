@@ -122,7 +122,7 @@ def test_gpu_lost_mid_run_has_no_energy_or_processes(make_sampler, nvml_state) -
 def test_handle_error_on_vanishing_gpu(make_sampler, nvml_state: NvmlState) -> None:
     # The count still says 2 but the second handle is invalid (GPU removed
     # between the count and the handle call): that GPU is listed empty.
-    nvml_state.write(f"count 2\n{A6000}\nenergy 0 42\n")
+    nvml_state.write(f"count 2\n{A6000}\nenergy 0 42\nproc 0 4242 100\n")
     first, second = make_sampler().sample().gpus
     assert first.energy_mj == 42
     assert second.index == 1
