@@ -7,7 +7,8 @@
    and not replenished, the other slot goes on taking jobs, ``gpu clear``
    releases it, and the history marks the job with the Xid.
 
-The daemon is `tests.drills.gpu_daemon` (see there for the two seams it sets).
+The daemon is `tests.drills.gpu_daemon` (see there for the one seam it sets); the Xid
+reaches it as an NVML event from the fake library's event set.
 """
 
 from __future__ import annotations
@@ -50,7 +51,6 @@ def gpu_rig(
         rig.env.update(
             LD_LIBRARY_PATH=str(lib.parent),
             FAKE_NVML_STATE=str(state.path),
-            DRILL_GPU_HEALTH=str(tmp_path / "gpu-health"),
         )
         yield rig, state
 
@@ -128,7 +128,7 @@ def test_foreign_process_holds_the_next_job_and_its_exit_releases_within_2s(
 def test_xid_during_a_job_quarantines_the_slot_until_gpu_clear(
     two_gpus: tuple[Rig, NvmlState], tmp_path: Path
 ) -> None:
-    rig, _ = two_gpus
+    rig, state = two_gpus
     rig.start_daemon(LAUNCHER)
     wait_for(rig.all_idle, 60, "both slots idle with ready standbys")
     with SlotSampler(rig.client, rig.instance) as sampler:
@@ -136,7 +136,7 @@ def test_xid_during_a_job_quarantines_the_slot_until_gpu_clear(
         wait_for(lambda: rig.org.job(job).agent_name, 30, "the job assigned")
         bad = slot_of_agent(rig.org.job(job).agent_name or "")
         good = 1 - bad
-        (tmp_path / "gpu-health").write_text(f"xid {bad} 79\n")
+        state.write(GPUS + f"xid {bad} 1 79\n")  # an NVML event, delivered to the event set
         wait_for(lambda: gate(rig, bad)[0] == "quarantined", 10, "the slot quarantined")
         assert gate(rig, bad)[1] == f"GPU {bad}: Xid 79 (GPU fell off the bus)"
         wait_for(lambda: rig.org.job(job).result, 30, "the job to end")
