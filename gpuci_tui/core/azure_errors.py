@@ -2,7 +2,7 @@
 
 * `OrgUrl` checks the configured URL and refuses plain ``http://`` to anything
   but this machine, so the PAT never crosses a network in clear text.
-* `PatAuth` sends the PAT; `Redacted` and `scrub` keep it out of reprs and messages.
+* `PatAuth` sends the PAT; `Redacted` keeps it out of reprs (messages: `redaction.redact`).
 * `describe_transport_error`, `redirect_error`, `AUTH_MESSAGE` and
   `scope_message` say why the organisation could not be used and what to do.
 * `AzurePoolAmbiguousError` refines `AzureNotFoundError` for duplicate pool names.
@@ -220,14 +220,6 @@ class Redacted(str):
 
     def __repr__(self) -> str:
         return "'<redacted>'"
-
-
-def scrub(text: str, token: str) -> str:
-    """``text`` without the PAT or its Basic-auth form, whatever echoed it."""
-    if not token:
-        return text
-    basic = base64.b64encode(f":{token}".encode()).decode("ascii")
-    return text.replace(basic, "<redacted>").replace(token, "<redacted>")
 
 
 class PatAuth(requests.auth.AuthBase):

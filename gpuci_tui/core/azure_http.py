@@ -37,7 +37,6 @@ from gpuci_tui.core.azure_errors import (
     describe_transport_error,
     redirect_error,
     scope_message,
-    scrub,
 )
 from gpuci_tui.core.azure_parse import RateLimitState, parse_retry_after, server_message
 from gpuci_tui.core.protocols import (
@@ -49,6 +48,7 @@ from gpuci_tui.core.protocols import (
     AzureServerError,
     AzureUnreachableError,
 )
+from gpuci_tui.core.redaction import redact
 
 LOG = logging.getLogger("gpuci_tui.azure")
 
@@ -248,7 +248,7 @@ class AzureTransport:
                 )
             except requests.RequestException as exc:
                 text, retryable = describe_transport_error(exc, self.org.netloc, self._timeout)
-                failure = AzureUnreachableError(scrub(text, token))
+                failure = AzureUnreachableError(redact(text, token))
             elapsed_ms = (time.monotonic() - started) * 1000
             if self.observer is not None:
                 self.observer(None if failure is not None else response.status_code)
@@ -335,7 +335,7 @@ class AzureTransport:
         if status == 403:
             raise AzureScopeError(scope_message(self.org.name))
         if status == 404:
-            detail = scrub(server_message(response.content), token)
+            detail = redact(server_message(response.content), token)
             raise AzureNotFoundError(f"Azure DevOps has no {shown} ({detail or 'HTTP 404'}).")
         if status == 429:
             wait = parse_retry_after(response.headers, now)
@@ -373,7 +373,7 @@ class AzureTransport:
                 f"({tries} attempt{'s' if tries > 1 else ''}). The problem is on Microsoft's "
                 "side (see https://status.dev.azure.com); try again in a few minutes."
             )
-        detail = scrub(server_message(response.content), token)
+        detail = redact(server_message(response.content), token)
         raise AzureError(
             f"Azure DevOps refused {method} {shown} with HTTP {status}"
             + (f": {detail}" if detail else ".")

@@ -43,6 +43,7 @@ from .models import (
 )
 from .preview import CommandPreview
 from .protocols import GpuciError
+from .redaction import redact
 
 log = logging.getLogger("gpuci_tui.control")
 
@@ -181,7 +182,8 @@ class ControlServer:
 
 
 async def _send(writer: asyncio.StreamWriter, message: dict[str, Any]) -> None:
-    writer.write(json.dumps(message, separators=(",", ":")).encode() + b"\n")
+    # Everything that leaves the daemon passes the one redactor (status, events, the bridge).
+    writer.write(redact(json.dumps(message, separators=(",", ":"))).encode() + b"\n")
     await writer.drain()
 
 

@@ -26,6 +26,7 @@ from .protocols import (
     RuntimeUnavailableError,
     TokenSource,
 )
+from .redaction import redact_lines
 from .steps import (
     Action,
     AgentChecked,
@@ -90,6 +91,8 @@ class Executor:
             # Best effort: an auto-removed container's logs vanish ~100 ms after exit.
             try:
                 lines = await asyncio.to_thread(self.runtime.logs_tail, action.container_id, 20)
+                # An image may print its token while failing (set -x): never keep it.
+                lines = list(redact_lines(lines))
             except GpuciError:
                 return None
             return LogTail(action.slot, action.container_id, tuple(lines))

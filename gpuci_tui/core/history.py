@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpuci_tui.core import history_schema as schema
 from gpuci_tui.core.protocols import GpuciError
+from gpuci_tui.core.redaction import redact
 
 if TYPE_CHECKING:
     from gpuci_tui.core.accounting import JobGpuStats
@@ -290,6 +291,8 @@ def _to_sql(name: str, value: Any) -> Any:
         return ",".join(str(i) for i in value) if value else None
     if name == "oom":
         return int(value)
+    if isinstance(value, str):
+        return redact(value)  # names and results come from the server and images: never a PAT
     return value
 
 

@@ -1,8 +1,12 @@
-"""Keeps secrets out of logs: a registry of secrets and a `logging.Filter` that redacts them.
+"""The one redactor: every secret, in every form, becomes ``***`` wherever text leaves us.
 
 `secrets.TokenStore` registers every PAT it hands out, so any later log line,
 argument or traceback that contains it (or its HTTP Basic-auth encoding) shows
-``***`` instead.
+``***`` instead. The same rule is applied to everything that leaves the daemon:
+container log tails as they are read, every line written to the control socket
+(status, events, the fleet bridge), history rows, the Azure DevOps client's and
+the Docker runtime's error messages (which pass the secret explicitly, in case it
+was not registered), and the CLI's output.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import base64
 import logging
 import re
 import threading
+from collections.abc import Iterable
 
 REDACTED = "***"
 MIN_SECRET_LENGTH = 8
@@ -21,13 +26,24 @@ _secrets: set[str] = set()
 _pattern: re.Pattern[str] | None = None
 
 
+def secret_forms(value: str) -> set[str]:
+    """The forms a secret takes in text: itself and its HTTP Basic-auth encodings.
+
+    Empty for a value shorter than `MIN_SECRET_LENGTH` (not a PAT; masking it
+    would garble ordinary text).
+    """
+    value = value.strip()
+    if len(value) < MIN_SECRET_LENGTH:
+        return set()
+    return {value} | {base64.b64encode(f.encode()).decode() for f in (value, f":{value}")}
+
+
 def register_secret(value: str) -> None:
     """Redact ``value`` (and its HTTP Basic-auth encodings) from every later log line."""
     global _pattern
-    value = value.strip()
-    if len(value) < MIN_SECRET_LENGTH:
+    forms = secret_forms(value)
+    if not forms:
         return
-    forms = {value} | {base64.b64encode(f.encode()).decode() for f in (value, f":{value}")}
     with _registry_lock:
         if forms <= _secrets:
             return
@@ -36,10 +52,24 @@ def register_secret(value: str) -> None:
         _pattern = re.compile("|".join(re.escape(s) for s in ordered))
 
 
-def redact(text: str) -> str:
-    """``text`` with every registered secret replaced by ``***``."""
+def redact(text: str, *secrets: str | None) -> str:
+    """``text`` with every registered secret, and each of ``secrets``, replaced by ``***``.
+
+    Pass a secret explicitly where it may not be registered (a client given its
+    token directly); the registered ones are always applied.
+    """
     pattern = _pattern
-    return pattern.sub(REDACTED, text) if pattern is not None else text
+    if pattern is not None:
+        text = pattern.sub(REDACTED, text)
+    extra = set().union(*(secret_forms(s) for s in secrets if s)) if secrets else set()
+    for form in sorted(extra, key=len, reverse=True):  # longest first: no partial leftovers
+        text = text.replace(form, REDACTED)
+    return text
+
+
+def redact_lines(lines: Iterable[str]) -> tuple[str, ...]:
+    """Each line redacted (log tails)."""
+    return tuple(redact(line) for line in lines)
 
 
 def mask_token(pat: str) -> str:

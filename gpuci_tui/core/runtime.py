@@ -34,13 +34,13 @@ from .protocols import (
     ContainerStartError,
     RuntimeUnavailableError,
 )
+from .redaction import redact
 from .runtime_client import EngineConnection
 from .runtime_errors import (
     ContainerOperationError,
     api_explanation,
     image_missing,
     is_engine_failure,
-    scrub,
     start_failure,
 )
 from .runtime_events import EVENT_ACTIONS, follow_events
@@ -218,7 +218,7 @@ class DockerRuntime:
                 self._discard(api, container_id, spec.name)
                 if isinstance(exc, docker.errors.APIError):
                     error = start_failure(exc, name=spec.name, image=spec.image, stage=stage)
-                    raise type(error)(scrub(str(error), token)) from exc
+                    raise type(error)(redact(str(error), token)) from exc
                 raise
         info = ContainerInfo(
             id=container_id,

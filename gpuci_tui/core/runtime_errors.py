@@ -234,13 +234,6 @@ _NETWORK_MISSING = re.compile(r"network (\S+) not found")
 _CUDA_REQUIREMENT = re.compile(r"unsatisfied condition: ([^,]+)")
 
 
-def scrub(text: str, secret: str | None) -> str:
-    """``text`` with every occurrence of ``secret`` masked (defence in depth)."""
-    if secret and len(secret) >= 4:
-        return text.replace(secret, "***")
-    return text
-
-
 def start_failure(
     exc: docker.errors.APIError, *, name: str, image: str, stage: str
 ) -> ContainerStartError:

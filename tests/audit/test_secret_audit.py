@@ -352,3 +352,59 @@ def test_control_socket_is_private_and_refuses_other_users(rig: Rig) -> None:
 def _nobody_connect(path: Path, cwd: Path) -> str:
     code = NOBODY_CONNECT.replace("sys.argv[1]", repr(str(path)))
     return as_nobody(code, cwd)
+
+
+def build_token_printing_image(docker_client: Any, busybox_image: str) -> str:
+    """An image that shows its token while failing to start (``set -x``, then reads it)."""
+    from gpuci_tui.core.agentspec import TOKEN_PATH
+
+    container = docker_client.containers.create(busybox_image, ["true"])
+    try:
+        container.commit(
+            repository="gpuci-fixture/prints-token",
+            tag="1",
+            changes=[
+                f'ENTRYPOINT ["sh", "-c", "set -x; echo token: $(cat {TOKEN_PATH}); '
+                f'cat {TOKEN_PATH}; exit 1"]'
+            ],
+        )
+    finally:
+        container.remove(force=True)
+    return "gpuci-fixture/prints-token:1"
+
+
+@pytest.fixture
+def printing_rig(tmp_path: Path, docker_client: Any, busybox_image: str) -> Iterator[Rig]:
+    image = build_token_printing_image(docker_client, busybox_image)
+    yield from make_rig(tmp_path, docker_client, image, count=1, agents={"standby": False})
+
+
+def test_a_token_an_image_prints_is_in_no_log_tail_that_leaves_the_daemon(
+    printing_rig: Rig,
+) -> None:
+    """status, status --json and the fleet bridge print the parked slot's log tail: redacted."""
+    rig = printing_rig
+    rig.start_daemon()
+    wait_for(lambda: rig.states() == ["parked"], 90, "the slot parked")
+    try:
+        wait_for(lambda: (rig.slot(0).get("last_exit") or {}).get("log_tail"), 30, "a log tail")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}: {rig.slot(0)}\n{rig.daemon_log()[-2000:]}") from None
+    # The image did print it: the tail shows where, with the token masked.
+    tail = rig.slot(0)["last_exit"]["log_tail"]
+    assert "token: ***" in tail, tail
+    text = rig.cli("status")
+    as_json = rig.cli("status", "--json")
+    bridge = subprocess.run(
+        [sys.executable, "-m", "gpuci_tui.cli.main", "--config", str(rig.config_path), "bridge"],
+        input='{"op": "status"}\n',
+        env=rig.env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert text.returncode == 0 and as_json.returncode == 0, text.stderr + as_json.stderr
+    assert "***" in json.dumps(json.loads(as_json.stdout)["slots"][0]["last_exit"])
+    for name, out in (("status", text), ("status --json", as_json), ("bridge", bridge)):
+        assert not leaks((out.stdout + out.stderr).encode()), name
+    assert not leaks(rig.daemon_log().encode())

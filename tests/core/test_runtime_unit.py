@@ -21,7 +21,6 @@ from gpuci_tui.core.runtime_errors import (
     engine_unavailable,
     is_engine_failure,
     resolve_endpoint,
-    scrub,
     start_failure,
 )
 from gpuci_tui.core.runtime_events import parse_event
@@ -185,9 +184,11 @@ def test_start_failure_mapping() -> None:
     assert str(other) == "Docker could not copy the token file into container a: something odd"
 
 
-def test_scrub_masks_the_secret() -> None:
-    assert scrub(f"x {TOKEN} y", TOKEN) == "x *** y"
-    assert scrub("abc", "") == "abc"
+def test_the_one_redactor_masks_a_secret_passed_explicitly() -> None:
+    from gpuci_tui.core.redaction import redact
+
+    assert redact(f"x {TOKEN} y", TOKEN) == "x *** y"
+    assert redact("abc", "") == "abc"
 
 
 # --------------------------------------------------------------------------- spec translation
