@@ -16,6 +16,7 @@ import errno
 import json
 import os
 import re
+import stat
 import tempfile
 import tomllib
 from collections.abc import Mapping, Sequence
@@ -147,6 +148,53 @@ def show(value: object) -> str:
     return "nothing" if value is None else f"a {type(value).__name__}"
 
 
+def check_not_writable_by_others(path: Path, info: os.stat_result) -> None:
+    """Refuse a config file another user could have written, or its directory.
+
+    Whoever can write the configuration decides what the agents mount (the
+    Docker socket, the host's root) and which commands the fleet console runs:
+    it is obeyed only if it and its directory belong to us (or root) and only we
+    can write them. A world-writable directory with the sticky bit (``/tmp``)
+    is accepted: nobody else can replace a file of ours in it.
+
+    Raises:
+        ConfigError: with the ``chmod`` or ``chown`` that fixes it.
+    """
+    me = os.geteuid()
+    if info.st_uid not in (me, 0):
+        raise ConfigError(
+            f"belongs to uid {info.st_uid}, not to you (uid {me}) or root: another user could "
+            f"change what your agents run; take it over (chown {me} {path}) or use a copy of "
+            "your own",
+            path=path,
+        )
+    if stat.S_IMODE(info.st_mode) & 0o022:
+        raise ConfigError(
+            f"can be written by other users (mode {stat.S_IMODE(info.st_mode):04o}): they could "
+            f"change what your agents mount and run; run: chmod go-w {path}",
+            path=path,
+        )
+    parent = path.parent
+    try:
+        dinfo = parent.stat()
+    except OSError:
+        return
+    sticky = bool(dinfo.st_mode & stat.S_ISVTX)
+    if dinfo.st_uid not in (me, 0) and not sticky:
+        raise ConfigError(
+            f"is in {parent}, which belongs to uid {dinfo.st_uid}: that user could replace the "
+            "file; keep the configuration in a directory of your own",
+            path=path,
+        )
+    if stat.S_IMODE(dinfo.st_mode) & 0o022 and not sticky:
+        raise ConfigError(
+            f"is in {parent}, which other users can write (mode "
+            f"{stat.S_IMODE(dinfo.st_mode):04o}): they could replace the file; run: "
+            f"chmod go-w {parent}",
+            path=path,
+        )
+
+
 def read_toml(path: Path) -> dict[str, Any]:
     """Read and parse a TOML file.
 
@@ -156,6 +204,7 @@ def read_toml(path: Path) -> dict[str, Any]:
     """
     try:
         with path.open("rb") as handle:
+            check_not_writable_by_others(path, os.fstat(handle.fileno()))
             data = handle.read(MAX_BYTES + 1)
     except FileNotFoundError:
         raise ConfigError(

@@ -30,7 +30,13 @@ GPU_POLICIES = ("all", "none", "per-agent")
 NETWORK_MODES = ("bridge", "host")
 # Mount points that would hide the container's own system, or the agent's token directory.
 _SYSTEM = ("/proc", "/sys", "/dev", "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib64")
-SYSTEM_PATHS = (*_SYSTEM, "/run/azp")
+SYSTEM_PATHS = (*_SYSTEM, "/run", "/var/run")
+"""Container paths a volume may not cover (``/run`` holds the agent's token directory)."""
+HOST_SENSITIVE = (
+    "/etc", "/root", "/boot", "/proc", "/sys", "/dev", "/run", "/var/run", "/var/lib/docker",
+    "/var/lib/containerd",
+)  # fmt: skip
+"""Host paths whose contents give a job the host: credentials, the Docker socket, devices."""
 # Env prefixes the agent image, the Azure agent or the NVIDIA runtime read themselves.
 RESERVED_ENV_PREFIXES = ("AZP_", "VSO_", "AGENT_", "NVIDIA_")
 RESERVED_ENV_NAMES = ("PATH", "HOME", "HOSTNAME", "USER", "SHELL")
@@ -386,10 +392,49 @@ def host_paths_elsewhere() -> Iterator[None]:
 def _mount_host(value: object, existing: Sequence[Mount], at: str) -> str:
     key = f"{at}.host"
     path = _absolute(value, key)
+    exposed = exposes_host(path)
+    if exposed is not None:
+        raise ConfigError(
+            f"{path} would give every job {exposed}; mount only the dataset's own directory "
+            "(e.g. /data/imagenet)",
+            key=key,
+        )
     if _HOST_PATHS_ARE_LOCAL.get() and not os.path.isdir(path):
         why = "is not a directory" if os.path.exists(path) else "does not exist on this host"
         raise ConfigError(f"{path} {why}; give an existing directory", key=key)
     return path
+
+
+def _own_directories() -> tuple[str, ...]:
+    """gpuci-tui's own directories (config, state with the history, PAT store) and Docker's."""
+    import platformdirs
+
+    dirs = [
+        str(platformdirs.user_config_path("gpuci-tui", appauthor=False)),
+        str(platformdirs.user_state_path("gpuci-tui", appauthor=False)),
+        str(platformdirs.user_data_path("gpuci-tui", appauthor=False)),
+    ]
+    docker_host = os.environ.get("DOCKER_HOST", "")
+    if docker_host.startswith("unix://"):
+        dirs.append(posixpath.dirname(docker_host.removeprefix("unix://")))
+    return tuple(posixpath.normpath(d) for d in dirs if d.startswith("/"))
+
+
+def exposes_host(path: str) -> str | None:
+    """What mounting host ``path`` would expose (None: nothing of the host's own).
+
+    A path is refused when it is, lies under or contains a sensitive one: ``/``
+    holds them all, ``/var`` holds the Docker socket's directory, ``/home`` may
+    hold our configuration.
+    """
+    if path == "/":
+        return "the host's whole file system"
+    for sensitive in (*HOST_SENSITIVE, *_own_directories()):
+        if path == sensitive or path.startswith(sensitive + "/"):
+            return f"the host's {sensitive}"
+        if sensitive.startswith(path + "/"):
+            return f"the host's {sensitive} (inside {path})"
+    return None
 
 
 def _mount_container(value: object, existing: Sequence[Mount], at: str) -> str:
