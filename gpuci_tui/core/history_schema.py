@@ -18,6 +18,7 @@ daemon on the host (the ``instance`` column tells them apart) and read by
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
@@ -80,6 +81,8 @@ def open_writer(path: Path | str) -> sqlite3.Connection:
     Raises:
         sqlite3.Error: the file cannot be opened or is not a database.
     """
+    if str(path) != ":memory:":
+        _private_file(Path(path))
     db = sqlite3.connect(
         str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
     )
@@ -92,6 +95,24 @@ def open_writer(path: Path | str) -> sqlite3.Connection:
         db.close()
         raise
     return db
+
+
+def _private_file(path: Path) -> None:
+    """Create the history 0600 (SQLite gives its -wal and -shm files the same mode).
+
+    An existing file of ours that is open to others is tightened: which pipelines
+    ran here, when and on which GPUs is the lab's business, not every login's.
+    """
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError:
+        return  # sqlite3.connect reports it in its own words
+    try:
+        info = os.fstat(fd)
+        if info.st_uid == os.geteuid() and info.st_mode & 0o077:
+            os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
 
 
 def open_reader(path: Path) -> sqlite3.Connection:

@@ -59,13 +59,19 @@ def _absolute(value: str) -> Path:
 
 
 def state_dir() -> Path:
-    """``$XDG_STATE_HOME/gpuci-tui`` (lock files, history), created with mode 0700."""
-    return _make_dir(platformdirs.user_state_path(APP, appauthor=False))
+    """``$XDG_STATE_HOME/gpuci-tui`` (lock files, history), private: 0700.
+
+    A looser directory of ours is tightened (it may have been made as the parent
+    of the log directory, or by an older version): the history and intent in it
+    are nobody else's business.
+    """
+    return _tighten(_make_dir(platformdirs.user_state_path(APP, appauthor=False)))
 
 
 def log_dir() -> Path:
     """platformdirs' user log directory (``$XDG_STATE_HOME/gpuci-tui/log``), created 0700."""
-    return _make_dir(platformdirs.user_log_path(APP, appauthor=False))
+    state_dir()  # first: made as a mere parent, it would get the umask's mode
+    return _tighten(_make_dir(platformdirs.user_log_path(APP, appauthor=False)))
 
 
 def data_dir() -> Path:
@@ -159,9 +165,39 @@ def _make_dir(path: Path) -> Path:
     return path
 
 
+def _tighten(path: Path) -> Path:
+    """Make a directory of ours that is open to group or others 0700 (others' we leave alone)."""
+    try:
+        info = path.stat()
+        if info.st_uid == os.geteuid() and info.st_mode & 0o077:
+            path.chmod(0o700)
+    except OSError as exc:
+        raise PathError(f"cannot make {path} private ({os_reason(exc)})") from None
+    return path
+
+
+def _check_base(base: Path) -> None:
+    """Refuse a directory to hold ours that others can write without the sticky bit.
+
+    Without the sticky bit another user can rename our private directory away
+    and put theirs (or a socket of theirs) in its place.
+    """
+    try:
+        info = base.stat()
+    except OSError:
+        return
+    if info.st_mode & 0o002 and not info.st_mode & stat.S_ISVTX:
+        raise PathError(
+            f"{base} can be written by every user and has no sticky bit: another user could "
+            f"replace gpuci-tui's directory in it and lock you out; run: chmod +t {base} "
+            "(or set XDG_RUNTIME_DIR to a directory of yours)"
+        )
+
+
 def _private_dir(path: Path) -> Path:
     """Create ``path`` with mode 0700, then check it is a real directory, ours, closed to others."""
     _make_dir(path.parent)
+    _check_base(path.parent)
     try:
         path.mkdir(mode=0o700, exist_ok=True)
         info = path.lstat()

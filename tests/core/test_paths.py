@@ -181,3 +181,40 @@ def test_instance_ids_cannot_escape_the_directory(instance: str) -> None:
         paths.socket_path(instance)
     with pytest.raises(PathError, match="invalid instance id"):
         paths.lock_path(instance)
+
+
+def test_the_state_dir_made_as_the_log_dirs_parent_is_private_too() -> None:
+    """``log_dir()`` first used to create the state directory with the umask's 0755."""
+    log = paths.log_dir()
+    assert mode(log.parent) == 0o700 == mode(log)
+
+
+def test_a_state_dir_of_ours_open_to_others_is_tightened() -> None:
+    state = paths.state_dir()
+    state.chmod(0o755)
+    assert paths.state_dir() == state and mode(state) == 0o700
+
+
+def test_the_history_is_created_0600_and_tightened(tmp_path: Path) -> None:
+    from gpuci_tui.core.history_schema import open_writer
+
+    path = tmp_path / "history.sqlite3"
+    open_writer(path).close()
+    assert mode(path) == 0o600
+    path.chmod(0o644)
+    open_writer(path).close()
+    assert mode(path) == 0o600
+
+
+def test_a_runtime_base_others_can_write_without_the_sticky_bit_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another user could rename our directory away and put a socket of theirs in its place."""
+    base = tmp_path / "run"
+    base.mkdir()
+    base.chmod(0o777)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(base))
+    with pytest.raises(PathError, match=f"has no sticky bit.*chmod \\+t {base}"):
+        paths.runtime_dir()
+    base.chmod(0o1777)
+    assert paths.runtime_dir() == base / "gpuci-tui"
