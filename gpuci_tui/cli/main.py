@@ -193,8 +193,16 @@ def _output_closed() -> int:
     return exitcodes.OUTPUT_CLOSED
 
 
+_TERMINAL_APPS = (None, "setup", "demo", "bridge")
+"""Commands that own the terminal (Textual) or a byte stream (the bridge): not escaped."""
+
+
 def _dispatch(args: argparse.Namespace) -> int:
     command = args.command
+    if command not in _TERMINAL_APPS:
+        from .safe_output import install
+
+        install()  # log tails, names and config values never drive the operator's terminal
     if args.host and command is not None:
         print(
             f"gpuci-tui: --host opens the fleet console; it does not go with {command!r} "

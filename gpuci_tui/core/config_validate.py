@@ -25,6 +25,9 @@ from urllib.parse import urlsplit
 from gpuci_tui.core.config_file import ConfigError, raise_if_any, show
 
 MAX_AGENTS = 64
+POOL_NAME_MAX = 256
+CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+"""C0, DEL and C1: never part of a name; in a terminal they are commands, not text."""
 NAME_PREFIX_MAX = 50
 GPU_POLICIES = ("all", "none", "per-agent")
 NETWORK_MODES = ("bridge", "host")
@@ -210,6 +213,17 @@ def validate_pool(value: object) -> str:
     name = as_text(value, "azure.pool")
     if not name:
         raise ConfigError('is empty; set the agent pool name, e.g. "gpu"', key="azure.pool")
+    control = CONTROL_CHARACTER.search(name)
+    if control is not None:
+        raise ConfigError(
+            f"contains the control character U+{ord(control.group()):04X}; an agent pool name "
+            'is printable text, e.g. "gpu"',
+            key="azure.pool",
+        )
+    if len(name) > POOL_NAME_MAX:
+        raise ConfigError(
+            f"must be at most {POOL_NAME_MAX} characters, got {len(name)}", key="azure.pool"
+        )
     return name
 
 
