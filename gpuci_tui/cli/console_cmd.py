@@ -113,6 +113,9 @@ def run_console(args: argparse.Namespace, setup: bool) -> int:
             file=sys.stderr,
         )
         return exitcodes.USAGE
+    from gpuci_tui.core.no_core_dumps import forbid_core_dumps
+
+    forbid_core_dumps()  # the wizard and --foreground hold the PAT in memory
     try:
         path = config_path(args)
     except GpuciError as exc:

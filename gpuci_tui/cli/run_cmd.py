@@ -90,9 +90,11 @@ def real_services(
 def run_daemon(args: argparse.Namespace) -> int:
     """Serve until SIGINT/SIGTERM or `gpuci-tui stop`."""
     from gpuci_tui.core.daemon import AlreadyRunningError, DaemonPaths, serve
+    from gpuci_tui.core.no_core_dumps import forbid_core_dumps
 
     try:
         setup_logging(args.log_level)
+        forbid_core_dumps()  # before the PAT is read: no core file or ptrace may hold it
         config = load(args, check_gpus=True)
         api, runtime, tokens = real_services(config)
         paths = DaemonPaths.for_instance(daemon_instance(config))
