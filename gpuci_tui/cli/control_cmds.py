@@ -9,6 +9,7 @@ import sys
 import time
 from typing import Any
 
+from gpuci_tui.core.config_file import is_ascii_number
 from gpuci_tui.core.config_observe import parse_listen
 from gpuci_tui.core.control import ControlError, request
 from gpuci_tui.core.models import (
@@ -33,7 +34,7 @@ from .render import render_status
 def parse_slot(text: str, command: str) -> tuple[str | None, int]:
     """``"3"`` → (None, 3); ``"cuda12/3"`` → ("cuda12", 3)."""
     group, _, number = text.rpartition("/")
-    if number.isdigit() and (not group or "/" not in group):
+    if is_ascii_number(number) and (not group or "/" not in group):
         return (group or None), int(number)
     raise CliExit(
         exitcodes.USAGE,

@@ -20,6 +20,8 @@ import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from gpuci_tui.core.config_file import is_ascii_number
+
 from . import exitcodes
 from .common import CliExit, fail
 
@@ -78,7 +80,7 @@ def parse_since(text: str, now: float) -> float:
 
 
 def _count(text: str, option: str, what: str) -> int:
-    if not text.strip().isdigit():
+    if not is_ascii_number(text.strip()):
         raise CliExit(exitcodes.USAGE, f"{option} must be {what}; got {text!r}")
     return int(text)
 

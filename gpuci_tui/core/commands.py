@@ -177,11 +177,11 @@ def intent_data(state: EngineState) -> dict[str, Any]:
 def restore_intent(state: EngineState, data: dict[str, Any]) -> EngineState:
     """Apply what `intent_data` saved (bad values are ignored, never fatal)."""
     count = data.get("count")
-    if isinstance(count, int) and 1 <= count <= MAX_SLOTS:
+    if isinstance(count, int) and not isinstance(count, bool) and 1 <= count <= MAX_SLOTS:
         state = replace(state, desired=count)
     state = replace(state, paused=bool(data.get("paused", False)))
     slots = {n: state.slot(n) or new_slot(state.prefix, n) for n in range(state.desired)}
     for number in data.get("drained", []):
-        if isinstance(number, int) and number in slots:
+        if isinstance(number, int) and not isinstance(number, bool) and number in slots:
             slots[number] = replace(slots[number], intent=Intent.DRAIN, message="drained")
     return replace(state, slots=tuple(slots[n] for n in sorted(slots)))

@@ -148,6 +148,15 @@ def show(value: object) -> str:
     return "nothing" if value is None else f"a {type(value).__name__}"
 
 
+def is_ascii_number(text: str) -> bool:
+    """Whether ``text`` is a whole number in ASCII digits.
+
+    ``str.isdigit`` also accepts "²" or "٣", which ``int`` then refuses (or
+    reads as another number): ports and slot numbers take 0-9 only.
+    """
+    return text.isascii() and text.isdigit()
+
+
 def check_not_writable_by_others(path: Path, info: os.stat_result) -> None:
     """Refuse a config file another user could have written, or its directory.
 
@@ -234,6 +243,13 @@ def read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(
             f"{where}not valid TOML ({reason}); fix that line, or move the file away and "
             f"{SETUP_HINT}",
+            path=path,
+        ) from None
+    except RecursionError:
+        # tomllib recurses per nesting level: thousands of [[ or { are no configuration.
+        raise ConfigError(
+            "nests arrays or tables thousands of levels deep, so it is not a gpuci-tui "
+            f"config file; move it away and {SETUP_HINT}",
             path=path,
         ) from None
 

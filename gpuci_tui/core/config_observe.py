@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpuci_tui.core.config_file import ConfigError, show
+from gpuci_tui.core.config_file import ConfigError, is_ascii_number, show
 
 SAMPLE_INTERVAL_RANGE = (0.1, 3600.0)
 """Seconds; below 0.1 s NVML sweeps start to cost real CPU on many-GPU hosts."""
@@ -118,7 +118,7 @@ def parse_listen(value: str) -> tuple[str, int]:
             f"to listen on), got {show(value)}",
             key="metrics.listen",
         )
-    if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+    if not is_ascii_number(port_text) or not 1 <= int(port_text) <= 65535:
         raise ConfigError(
             f"must end with a port from 1 to 65535, {example}, got {show(value)}",
             key="metrics.listen",

@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from gpuci_tui.core.config_file import ConfigError, raise_if_any, read_toml, show
+from gpuci_tui.core.config_file import ConfigError, is_ascii_number, raise_if_any, read_toml, show
 from gpuci_tui.core.config_validate import as_text, check_keys, validate_key_binding
 
 DEFAULT_COMMAND = "gpuci-tui"
@@ -46,6 +46,8 @@ _USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 _HOSTNAME = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?")
 _PROGRAM = re.compile(r"[A-Za-z0-9_.+~/-]+")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_SCOPE_ID = re.compile(r"[A-Za-z0-9_.-]{1,15}")
+"""An IPv6 zone is an interface name (IFNAMSIZ 16 with the NUL): nothing else goes to ssh."""
 
 
 @dataclass(frozen=True)
@@ -175,6 +177,13 @@ def _split_port(rest: str, raw: str, key: str) -> tuple[str, str | None]:
             raise ConfigError(
                 f"has {show(address)} in brackets, which is not an IPv6 address", key=key
             ) from None
+        _, percent, scope = address.partition("%")
+        if percent and not _SCOPE_ID.fullmatch(scope):
+            raise ConfigError(
+                f"has the IPv6 zone {show(scope)}: a network interface name (letters, digits, "
+                f"'.', '-', '_', at most 15), e.g. \"[fe80::1%eth0]:22\"; got {show(raw)}",
+                key=key,
+            )
         if tail and not tail.startswith(":"):
             raise ConfigError(f"has text after ']'; write \"[::1]:22\", got {show(raw)}", key=key)
         return address, (tail[1:] if tail else None)
@@ -196,7 +205,7 @@ def _split_port(rest: str, raw: str, key: str) -> tuple[str, str | None]:
 def _port(text: str | None, raw: str, key: str) -> int | None:
     if text is None:
         return None
-    if not text.isdigit() or not 1 <= int(text) <= 65535:
+    if not is_ascii_number(text) or not 1 <= int(text) <= 65535:
         raise ConfigError(
             f"has an invalid port {show(text)} (a number from 1 to 65535); got {show(raw)}", key=key
         )

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpuci_tui.core import history_schema as schema
+from gpuci_tui.core.config_file import is_ascii_number
 from gpuci_tui.core.protocols import GpuciError
 from gpuci_tui.core.redaction import redact
 
@@ -299,9 +300,9 @@ def _to_sql(name: str, value: Any) -> Any:
 def _record(row: Sequence[Any]) -> JobRecord:
     values = dict(zip(schema.COLUMNS, row, strict=True))
     gpus = values.pop("gpus") or ""
-    values["gpus"] = tuple(int(i) for i in str(gpus).split(",") if i.strip().isdigit())
+    values["gpus"] = tuple(int(i) for i in str(gpus).split(",") if is_ascii_number(i.strip()))
     xid = values.pop("xid") or ""
-    values["xid"] = tuple(int(i) for i in str(xid).split(",") if i.strip().isdigit())
+    values["xid"] = tuple(int(i) for i in str(xid).split(",") if is_ascii_number(i.strip()))
     values["oom"] = bool(values["oom"])
     values["reason"] = values["reason"] or ""
     values["gpu_samples"] = int(values["gpu_samples"] or 0)

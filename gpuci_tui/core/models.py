@@ -445,6 +445,8 @@ def _coerce(hint: Any, value: Any, where: str) -> Any:
         return float(value)
     if hint is Any:
         return value
+    if hint is int and isinstance(value, bool):  # bool is an int subclass: true is no count
+        raise ValueError(f"{where}: expected a whole number, got {value!r}")
     if isinstance(hint, type) and not isinstance(value, hint):
         raise ValueError(f"{where}: expected {hint.__name__}, got {value!r}")
     return value
