@@ -12,6 +12,7 @@ from typing import Any
 from gpuci_tui.core.config_file import is_ascii_number
 from gpuci_tui.core.config_observe import parse_listen
 from gpuci_tui.core.control import ControlError, request
+from gpuci_tui.core.history_file import damage_notice
 from gpuci_tui.core.models import (
     Command,
     Drain,
@@ -25,6 +26,7 @@ from gpuci_tui.core.models import (
     snapshot_from_dict,
     to_dict,
 )
+from gpuci_tui.core.paths import history_db_path
 
 from . import exitcodes
 from .common import CliExit, fail, load, socket_for
@@ -123,10 +125,16 @@ def _status(path: Any, as_json: bool, metrics_listen: str = "") -> int:
     data = reply.get("snapshot")
     if not isinstance(data, dict):
         raise ControlError(str(reply.get("error", "no snapshot in the daemon's answer")))
+    # Read from the state directory the daemon shares with us: a damaged history it moved aside.
+    notice = damage_notice(history_db_path())
     if as_json:
-        print(json.dumps(data, indent=2, sort_keys=True))
+        print(
+            json.dumps({**data, "warnings": [notice] if notice else []}, indent=2, sort_keys=True)
+        )
     else:
         print(render_status(snapshot_from_dict(data)))
+        if notice:
+            print(f"warning: {notice}")
         if metrics_listen:
             # From the configuration the daemon was started with ([metrics] listen).
             address, port = parse_listen(metrics_listen)

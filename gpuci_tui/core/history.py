@@ -11,8 +11,10 @@ drain.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+import logging
 import os
 import sqlite3
 import tempfile
@@ -25,8 +27,16 @@ from typing import TYPE_CHECKING, Any
 
 from gpuci_tui.core import history_schema as schema
 from gpuci_tui.core.config_file import is_ascii_number
+from gpuci_tui.core.history_file import (
+    FileIdentity,
+    drop_stale_wal,
+    move_aside,
+    open_or_move_aside,
+)
 from gpuci_tui.core.protocols import GpuciError
 from gpuci_tui.core.redaction import redact
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from gpuci_tui.core.accounting import JobGpuStats
@@ -153,9 +163,15 @@ class JobHistory:
         Raises:
             sqlite3.Error: the file cannot be opened or is not a database.
         """
-        if str(path) != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self._db = schema.open_writer(path)
+        self._path = None if str(path) == ":memory:" else Path(path)
+        self.moved_to: Path | None = None
+        """Where a damaged history was moved when this one was started (None: it opened)."""
+        if self._path is not None:
+            self._path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self._db, self.moved_to = open_or_move_aside(self._path)
+        else:
+            self._db = schema.open_writer(path)
+        self._identity = FileIdentity.of(self._path) if self._path is not None else None
         self._lock = threading.Lock()
         self._keep_days = keep_days
         self._max_rows = max_rows
@@ -176,11 +192,52 @@ class JobHistory:
         row = dataclasses.replace(record, duration_s=duration, oom=bool(record.oom))
         values = [_to_sql(name, getattr(row, name)) for name in _INSERT_COLUMNS]
         with self._lock:
-            self._db.execute(_INSERT, values)
+            self._reopen_if_replaced()
+            try:
+                self._db.execute(_INSERT, values)
+            except sqlite3.DatabaseError as exc:
+                if self._path is None:
+                    raise
+                # Damaged under us (truncated, overwritten): keep this job in a new file.
+                log.warning("the job history failed (%s): moving it aside", exc)
+                self._db.close()
+                self._db = schema.open_writer(self._reset())
+                self._db.execute(_INSERT, values)
+            self._identity = FileIdentity.of(self._path) if self._path is not None else None
             self._inserts += 1
             due = self._inserts >= PRUNE_EVERY or self._clock() - self._pruned_at >= PRUNE_AFTER_S
         if due:
             self.prune()
+
+    def _reopen_if_replaced(self) -> None:
+        """Reopen when the file was replaced, deleted or truncated since the last write."""
+        if self._path is None or self._identity is None:
+            return
+        now = FileIdentity.of(self._path)
+        if not self._identity.replaced_by(now):
+            return
+        log.warning("the job history %s was replaced under the daemon: reopening it", self._path)
+        same_file = now is not None and (now.device, now.inode) == (
+            self._identity.device,
+            self._identity.inode,
+        )
+        with contextlib.suppress(sqlite3.Error):
+            # Our pending rows go into the file we had open (wherever it is now)...
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        self._db.close()
+        if same_file:
+            self._reset()  # the same file, truncated: what is left is no database
+        else:
+            drop_stale_wal(self._path)  # ...and its WAL must not be replayed into the new one
+        self._db, moved = open_or_move_aside(self._path)
+        self.moved_to = moved or self.moved_to
+
+    def _reset(self) -> Path:
+        """Move the damaged file aside (remembered in `moved_to`); return the history's path."""
+        assert self._path is not None  # noqa: S101 - only called for a file
+        if self._path.exists():
+            self.moved_to = move_aside(self._path)
+        return self._path
 
     def prune(self) -> int:
         """Delete jobs older than ``keep_days`` and all but the newest ``max_rows``; returns how many."""

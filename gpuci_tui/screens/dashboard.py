@@ -143,6 +143,16 @@ class DashboardScreen(DashboardActions):
             self._follow(self.handle)
         self._sample_gpus()
         self.set_interval(1.0, self._tick)
+        self._notice_damaged_history()
+
+    def _notice_damaged_history(self) -> None:
+        """Say so while a damaged history the daemon moved aside lies in the state directory."""
+        from gpuci_tui.core.history_file import damage_notice
+
+        path = self.services.history_path
+        notice = damage_notice(path) if path is not None else None
+        if notice:
+            self.notify(notice, title="Job history", severity="warning", timeout=30, markup=False)
 
     def attach(self, handle: SupervisorHandle) -> None:
         """Follow ``handle`` (replaces any previous one)."""
