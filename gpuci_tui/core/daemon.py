@@ -35,6 +35,7 @@ from .metrics import Metrics, follow
 from .metrics_server import MetricsServer
 from .protocols import AgentPoolApi, ContainerRuntime, GpuciError, GpuSampler, TokenSource
 from .supervisor import Supervisor
+from .token_sweeper import TokenFileRemover, TokenSweeper
 
 log = logging.getLogger("gpuci_tui.daemon")
 
@@ -156,6 +157,7 @@ async def serve(
     accountant = JobAccountant(min_interval=config.gpu.sample_interval) if gpu else None
     watch_task: asyncio.Task[None] | None = None
     metrics_task: asyncio.Task[None] | None = None
+    sweep_task: asyncio.Task[None] | None = None
     recorders: dict[str, JobRecorder] = {}
     metrics = Metrics(groups=(g.name for g in groups)) if config.metrics.listen else None
     exporter = MetricsServer(metrics.registry, config.metrics.listen) if metrics else None
@@ -172,6 +174,11 @@ async def serve(
             metrics_task = asyncio.get_running_loop().create_task(follow(supervisor, metrics))
         server = ControlServer(supervisor, paths.socket)
         await server.start()
+        if isinstance(runtime, TokenFileRemover):
+            # Whatever the image does, no job can read the PAT once its agent is online.
+            sweep_task = asyncio.get_running_loop().create_task(
+                TokenSweeper(runtime, supervisor).follow()
+            )
         if gpu is not None and accountant is not None:
             watch = GpuWatch(
                 gpu,
@@ -208,7 +215,7 @@ async def serve(
                 with contextlib.suppress(Exception):
                     loop.remove_signal_handler(sig)
             await server.close()
-            for task in (watch_task, metrics_task):
+            for task in (watch_task, metrics_task, sweep_task):
                 if task is not None:
                     task.cancel()
                     with contextlib.suppress(asyncio.CancelledError):

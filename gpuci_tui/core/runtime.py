@@ -44,6 +44,7 @@ from .runtime_errors import (
     start_failure,
 )
 from .runtime_events import EVENT_ACTIONS, follow_events
+from .runtime_files import remove_file
 from .runtime_mapping import (
     host_config_kwargs,
     info_from_inspect,
@@ -338,6 +339,11 @@ class DockerRuntime:
                         f"Docker could not remove container {container_id[:12]}: {explanation}"
                     ) from exc
         self._forget(container_id)
+
+    def remove_file(self, container_id: str, path: str) -> bool:
+        """Delete ``path`` in a running container and verify it is gone (see `runtime_files`)."""
+        with self._conn.api() as api:
+            return remove_file(api, container_id, path)
 
     def logs_tail(self, container_id: str, lines: int = 20) -> list[str]:
         """The last ``lines`` lines of the container's output ([] when gone)."""

@@ -94,7 +94,9 @@ $caps
 " "Authorization: Basic $auth"
 auth=
 # Registered or not, the token is not needed any more: delete it (start.sh does the same).
-if [ -n "${AZP_TOKEN_FILE:-}" ]; then rm -f "$AZP_TOKEN_FILE"; fi
+# GPUCI_EMULATOR_KEEP_TOKEN=1 plays a third-party image that follows the contract but
+# never deletes the file (the supervisor must remove it).
+if [ -n "${AZP_TOKEN_FILE:-}" ] && [ "${GPUCI_EMULATOR_KEEP_TOKEN:-}" != 1 ]; then rm -f "$AZP_TOKEN_FILE"; fi
 case $CODE in
   200) ;;
   000) rm -f "$RESP"; fail "cannot reach $AZP_URL (connection refused or no answer)" ;;
