@@ -87,12 +87,29 @@ def real_services(
     return api, runtime, cached
 
 
+def raise_file_limit() -> None:
+    """Lift the soft limit on open files to the hard one, and say so in the log."""
+    from gpuci_tui.core.serving import raise_nofile_limit
+
+    before, after, hard = raise_nofile_limit()
+    logging.getLogger("gpuci_tui.daemon").info(
+        "open files limit: %s (soft, was %s; hard %s)", _limit(after), _limit(before), _limit(hard)
+    )
+
+
+def _limit(value: int) -> str:
+    import resource
+
+    return "unlimited" if value == resource.RLIM_INFINITY else str(value)
+
+
 def run_daemon(args: argparse.Namespace) -> int:
     """Serve until SIGINT/SIGTERM or `gpuci-tui stop`."""
     from gpuci_tui.core.daemon import AlreadyRunningError, DaemonPaths, serve
 
     try:
         setup_logging(args.log_level)
+        raise_file_limit()
         config = load(args, check_gpus=True)
         api, runtime, tokens = real_services(config)
         paths = DaemonPaths.for_instance(daemon_instance(config))
