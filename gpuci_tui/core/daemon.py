@@ -24,7 +24,7 @@ from typing import IO
 
 from .accounting import JobAccountant
 from .config import Config, agent_groups, for_group, instance_id
-from .control import ControlServer
+from .control_server import ControlServer
 from .gpu_watch import GpuWatch, agent_owners
 from .group_supervisor import GroupSupervisor
 from .handle import Supervised
