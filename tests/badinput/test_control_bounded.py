@@ -18,36 +18,10 @@ import pytest
 
 from gpuci_tui.core.control import ControlError, request
 from gpuci_tui.core.control_server import ControlServer
-from gpuci_tui.core.models import Command, CommandResult, SupervisorEvent, SupervisorSnapshot
 from gpuci_tui.core.serving import RateLimitedLog, quiet_accept_errors
+from tests.badinput.stubs import StubSupervisor
 
 CAP = 4
-
-
-class StubSupervisor:
-    """Answers like a supervisor with no slots."""
-
-    instance = "stub"
-    gpu_watch = None
-    events: list[SupervisorEvent] = []
-
-    def snapshot(self) -> SupervisorSnapshot:
-        return SupervisorSnapshot(
-            taken_at=0.0, org_url="https://dev.azure.com/x", pool="p", instance="stub",
-            desired_count=0,
-        )  # fmt: skip
-
-    async def execute(self, command: Command) -> CommandResult:
-        return CommandResult(True, "done")
-
-    def preview(self, command: Command) -> Any:
-        raise RuntimeError("preview exploded")
-
-    def subscribe(self) -> asyncio.Queue[Any]:
-        return asyncio.Queue()
-
-    def unsubscribe(self, queue: asyncio.Queue[Any]) -> None:
-        pass
 
 
 @pytest.fixture
