@@ -29,10 +29,9 @@ from .serving import (
     MAX_CLIENTS,
     MAX_DEPTH,
     REQUEST_TIMEOUT,
+    BoundedListener,
     LineReader,
     LineTooLongError,
-    RateLimitedLog,
-    quiet_accept_errors,
     too_deep,
 )
 
@@ -61,12 +60,18 @@ class ControlServer:
         self.max_clients = max_clients
         self.request_timeout = request_timeout
         self.idle_timeout = idle_timeout
-        self._server: asyncio.AbstractServer | None = None
-        self._clients: set[asyncio.Task[None]] = set()
+        self._listener: BoundedListener | None = None
         self.refused = 0
-        self.rejected = 0
+
+    @property
+    def rejected(self) -> int:
         """Connections closed at once because `max_clients` were being served."""
-        self._busy = RateLimitedLog(log)
+        return self._listener.rejected if self._listener is not None else 0
+
+    @property
+    def clients(self) -> int:
+        """Connections being served now."""
+        return self._listener.clients if self._listener is not None else 0
 
     async def start(self) -> None:
         """Bind the socket (0600 from the first instant) and accept connections."""
@@ -75,41 +80,37 @@ class ControlServer:
             if _socket_alive(self.path):
                 raise ControlError(f"another gpuci-tui daemon is serving {self.path}")
             self.path.unlink()
-        quiet_accept_errors(asyncio.get_running_loop(), f"the control socket {self.path}")
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         old_umask = os.umask(0o177)  # no window in which the socket is group/world-accessible
         try:
-            self._server = await asyncio.start_unix_server(
-                self._serve, path=str(self.path), limit=MAX_LINE
-            )
+            sock.bind(str(self.path))
+        except OSError:
+            sock.close()
+            raise
         finally:
             os.umask(old_umask)
         os.chmod(self.path, 0o600)
+        sock.listen(128)
+        error = f"the daemon is busy: {self.max_clients} clients already connected; try again"
+        busy = _line({"ok": False, "error": error})
+        self._listener = BoundedListener(
+            sock,
+            self._serve,
+            what=f"control socket {self.path}",
+            max_clients=self.max_clients,
+            limit=MAX_LINE,
+            busy=lambda conn: conn.send(busy),
+        )
+        self._listener.start()
 
     async def close(self) -> None:
         """Stop accepting, drop clients and remove the socket file."""
-        if self._server is not None:
-            self._server.close()
-        for task in list(self._clients):
-            task.cancel()
+        if self._listener is not None:
+            self._listener.close()
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        if len(self._clients) >= self.max_clients:
-            self.rejected += 1
-            self._busy.warning(
-                "control socket: %d clients already connected; closing new connections (%d so far)",
-                self.max_clients,
-                self.rejected,
-            )
-            error = f"the daemon is busy: {self.max_clients} clients already connected; try again"
-            with contextlib.suppress(Exception):
-                writer.write(_line({"ok": False, "error": error}))
-            writer.close()  # sends the line, then releases the descriptor
-            return
-        self._clients.add(task)
         try:
             sock = writer.get_extra_info("socket")
             uid = peer_uid(sock) if sock is not None else None
@@ -123,7 +124,6 @@ class ControlServer:
         except (ConnectionError, TimeoutError):
             pass  # gone, silent or not reading: nothing more to say to it
         finally:
-            self._clients.discard(task)
             writer.close()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(writer.wait_closed(), 1.0)

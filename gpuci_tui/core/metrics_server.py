@@ -24,7 +24,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from .config_observe import parse_listen
 from .protocols import GpuciError
-from .serving import MAX_CLIENTS, REQUEST_TIMEOUT, RateLimitedLog, quiet_accept_errors
+from .serving import MAX_CLIENTS, REQUEST_TIMEOUT, BoundedListener
 
 log = logging.getLogger("gpuci_tui.metrics")
 
@@ -53,14 +53,20 @@ class MetricsServer:
         self.address, self.port = parse_listen(listen)
         self.max_clients = max_clients
         self.timeout = timeout
-        self.clients = 0
-        """Connections being served now."""
-        self.rejected = 0
-        """Connections closed at once because `max_clients` were being served."""
-        self._busy = RateLimitedLog(log)
+        self._listener: BoundedListener | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._stopped: asyncio.Event | None = None
+
+    @property
+    def clients(self) -> int:
+        """Connections being served now."""
+        return self._listener.clients if self._listener is not None else 0
+
+    @property
+    def rejected(self) -> int:
+        """Connections closed at once because `max_clients` were being served."""
+        return self._listener.rejected if self._listener is not None else 0
 
     @property
     def url(self) -> str:
@@ -92,7 +98,6 @@ class MetricsServer:
         self, loop: asyncio.AbstractEventLoop, sock: socket.socket, started: threading.Event
     ) -> None:
         asyncio.set_event_loop(loop)
-        quiet_accept_errors(loop, f"the metrics endpoint {self.listen}")
         try:
             loop.run_until_complete(self._serve_forever(sock, started))
         finally:
@@ -100,28 +105,22 @@ class MetricsServer:
 
     async def _serve_forever(self, sock: socket.socket, started: threading.Event) -> None:
         self._stopped = asyncio.Event()
-        server = await asyncio.start_server(self._client, sock=sock, limit=MAX_HEAD)
+        listener = self._listener = BoundedListener(
+            sock,
+            self._client,
+            what=f"metrics endpoint {self.listen}",
+            max_clients=self.max_clients,
+            limit=MAX_HEAD,
+        )
+        listener.start()
         started.set()
-        async with server:
+        try:
             await self._stopped.wait()
-            server.close()
-        # Connections still being served end with the loop (their tasks are cancelled).
-        for task in asyncio.all_tasks() - {asyncio.current_task()}:
-            task.cancel()
+        finally:
+            listener.close()
+            await asyncio.gather(*listener.tasks, return_exceptions=True)
 
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if self.clients >= self.max_clients:
-            self.rejected += 1
-            self._busy.warning(
-                "metrics endpoint %s: %d clients already connected; closing new connections "
-                "(%d so far)",
-                self.listen,
-                self.max_clients,
-                self.rejected,
-            )
-            _abort(writer)
-            return
-        self.clients += 1
         try:
             async with asyncio.timeout(self.timeout):
                 head = await reader.readuntil(b"\r\n\r\n")
@@ -135,7 +134,6 @@ class MetricsServer:
         except (TimeoutError, OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
             pass  # gone, too slow or too big: nothing to tell a client that does not listen
         finally:
-            self.clients -= 1
             _abort(writer)
 
     def _answer(self, head: bytes) -> tuple[str, bytes, str]:

@@ -4,20 +4,21 @@ Both are reachable by processes the daemon does not trust to behave: the metrics
 port by every local user, the control socket by any process of the owner. Each
 server therefore caps its clients, reads requests with deadlines and a size
 limit, and never spends a thread or an unbounded amount of memory per
-connection; a client over the cap is closed at once. Accept failures (the
-process is out of file descriptors) are logged at most once a minute, with a
-count, so a flood cannot fill the disk through the log; the supervisor keeps
-running meanwhile.
+connection; a client over the cap is closed at once (`BoundedListener`). Accept
+failures (the process is out of file descriptors) are logged at most once a
+minute, with a count, so a flood cannot fill the disk through the log; the
+supervisor keeps running meanwhile.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import resource
+import socket
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
 
 log = logging.getLogger("gpuci_tui.serving")
 
@@ -67,37 +68,124 @@ class RateLimitedLog:
         return True
 
 
-_ACCEPT_FAILED = "socket.accept() out of system resource"
+#: accept() errors that mean "out of resources, try again later", not a broken listener.
+_EXHAUSTED = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
+#: Seconds a listener pauses after such an error (asyncio's own choice, too).
+ACCEPT_PAUSE = 1.0
 
 
-def quiet_accept_errors(loop: asyncio.AbstractEventLoop, what: str) -> RateLimitedLog:
-    """Make ``loop`` report accept failures once a minute, without a traceback.
+class BoundedListener:
+    """Accepts connections on a listening socket for an asyncio handler, never more than a cap.
 
-    asyncio retries a failed ``accept`` every second and, by default, logs each
-    failure with its traceback; out of file descriptors, that is a line a second
-    per server for as long as the condition lasts. Everything else still goes to
-    the loop's previous handler.
+    asyncio's own servers accept up to their backlog in one go and hand each
+    connection to a task that runs later, so a burst of connections holds that
+    many descriptors before any handler could refuse one. Here a connection over
+    the cap is closed in the same step that accepted it (after ``busy`` had its
+    say, without blocking), so the listener never holds more than ``max_clients``
+    descriptors. Out of descriptors, it pauses for `ACCEPT_PAUSE` and logs at
+    most once a minute.
     """
-    limited = RateLimitedLog(log)
-    previous = loop.get_exception_handler()
 
-    def handler(the_loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
-        if context.get("message") == _ACCEPT_FAILED:
-            exc = context.get("exception")
-            limited.warning(
-                "%s cannot accept connections: %s. Connections wait until descriptors are "
-                "free; raise the daemon's file limit (LimitNOFILE=) if this persists.",
-                what,
-                exc,
-            )
+    def __init__(
+        self,
+        sock: socket.socket,
+        handler: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]],
+        *,
+        what: str,
+        max_clients: int = MAX_CLIENTS,
+        limit: int = 1 << 16,
+        busy: Callable[[socket.socket], object] | None = None,
+    ) -> None:
+        """Serve ``sock`` (bound and listening) with ``handler``; ``what`` names it in the log."""
+        self.sock = sock
+        self.handler = handler
+        self.what = what
+        self.max_clients = max_clients
+        self.limit = limit
+        self.busy = busy
+        self.rejected = 0
+        """Connections closed at once because `max_clients` were being served."""
+        self.tasks: set[asyncio.Task[None]] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._busy_log = RateLimitedLog(log)
+        self.accept_errors = RateLimitedLog(log)
+
+    @property
+    def clients(self) -> int:
+        """Connections being served now."""
+        return len(self.tasks)
+
+    def start(self) -> None:
+        """Begin accepting (from the running loop)."""
+        self._loop = asyncio.get_running_loop()
+        self.sock.setblocking(False)
+        self._loop.add_reader(self.sock.fileno(), self._ready)
+
+    def close(self) -> None:
+        """Stop accepting, close the listening socket and cancel the clients."""
+        if self._loop is not None and self.sock.fileno() >= 0:
+            self._loop.remove_reader(self.sock.fileno())
+        self.sock.close()
+        for task in list(self.tasks):
+            task.cancel()
+
+    def _ready(self) -> None:
+        assert self._loop is not None
+        for _ in range(64):  # then let the loop run the rest of the daemon
+            try:
+                conn, _ = self.sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                if exc.errno not in _EXHAUSTED:
+                    raise
+                self.accept_errors.warning(
+                    "%s cannot accept connections: %s. They wait until descriptors are free; "
+                    "raise the daemon's file limit (LimitNOFILE=) if this persists.",
+                    self.what,
+                    exc,
+                )
+                self._loop.remove_reader(self.sock.fileno())
+                self._loop.call_later(ACCEPT_PAUSE, self._resume)
+                return
+            if len(self.tasks) >= self.max_clients:
+                self._refuse(conn)
+                continue
+            task = self._loop.create_task(self._serve(conn))
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
+
+    def _resume(self) -> None:
+        if self._loop is not None and self.sock.fileno() >= 0:
+            self._loop.add_reader(self.sock.fileno(), self._ready)
+
+    def _refuse(self, conn: socket.socket) -> None:
+        self.rejected += 1
+        self._busy_log.warning(
+            "%s: %d clients already connected; closing new connections (%d so far)",
+            self.what,
+            self.max_clients,
+            self.rejected,
+        )
+        conn.setblocking(False)
+        try:
+            if self.busy is not None:
+                self.busy(conn)
+        except OSError:
+            pass  # it does not read: closing is all it gets
+        finally:
+            conn.close()
+
+    async def _serve(self, conn: socket.socket) -> None:
+        try:
+            if conn.family == socket.AF_UNIX:
+                reader, writer = await asyncio.open_unix_connection(sock=conn, limit=self.limit)
+            else:
+                reader, writer = await asyncio.open_connection(sock=conn, limit=self.limit)
+        except OSError:
+            conn.close()
             return
-        if previous is not None:
-            previous(the_loop, context)
-        else:
-            the_loop.default_exception_handler(context)
-
-    loop.set_exception_handler(handler)
-    return limited
+        await self.handler(reader, writer)
 
 
 def raise_nofile_limit() -> tuple[int, int, int]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import json
 import logging
 import socket
@@ -16,9 +17,10 @@ from typing import Any
 
 import pytest
 
+from gpuci_tui.core import serving
 from gpuci_tui.core.control import ControlError, request
 from gpuci_tui.core.control_server import ControlServer
-from gpuci_tui.core.serving import RateLimitedLog, quiet_accept_errors
+from gpuci_tui.core.serving import BoundedListener, RateLimitedLog
 from tests.badinput.stubs import StubSupervisor
 
 CAP = 4
@@ -134,7 +136,7 @@ async def test_clients_over_the_cap_are_told_and_closed_and_status_answers_after
         while server.rejected < 40:
             assert time.monotonic() < deadline, server.rejected
             await asyncio.sleep(0.05)
-        assert len(server._clients) <= CAP
+        assert server.clients <= CAP
         # The capped clients time out; then the owner's status is served again.
         reply = None
         while reply is None:
@@ -172,23 +174,43 @@ def test_a_full_backlog_is_a_clear_error_for_the_cli(tmp_path: Path) -> None:
         listener.close()
 
 
-def test_accept_failures_are_logged_once_a_minute_without_a_traceback(
-    caplog: pytest.LogCaptureFixture,
+class ExhaustedSocket(socket.socket):
+    """A listening socket whose accept fails as a process out of descriptors does."""
+
+    calls = 0
+
+    def accept(self) -> tuple[socket.socket, Any]:
+        type(self).calls += 1
+        raise OSError(errno.EMFILE, "Too many open files")
+
+
+async def test_accept_failures_pause_and_are_logged_once_a_minute_without_a_traceback(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    loop = asyncio.new_event_loop()
+    monkeypatch.setattr(serving, "ACCEPT_PAUSE", 0.05)
+    sock = ExhaustedSocket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(str(tmp_path / "x.sock"))
+    sock.listen()
+
+    async def never(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        raise AssertionError("nothing can be accepted")
+
+    listener = BoundedListener(sock, never, what="the control socket /x")
+    listener.start()
+    waiting = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    waiting.connect(str(tmp_path / "x.sock"))  # keeps the listener readable
     try:
-        limited = quiet_accept_errors(loop, "the control socket /x")
-        error = OSError(24, "Too many open files")
-        for _ in range(500):
-            loop.call_exception_handler(
-                {"message": "socket.accept() out of system resource", "exception": error}
-            )
+        deadline = time.monotonic() + 20
+        while ExhaustedSocket.calls < 20:
+            assert time.monotonic() < deadline, ExhaustedSocket.calls
+            await asyncio.sleep(0.05)
     finally:
-        loop.close()
+        listener.close()
+        waiting.close()
     lines = [r for r in caplog.records if "cannot accept connections" in r.getMessage()]
     assert len(lines) == 1 and lines[0].exc_info is None
     assert "Too many open files" in lines[0].getMessage()
-    assert limited.total == 500
+    assert listener.accept_errors.total >= 20
 
 
 def test_the_rate_limited_log_reports_the_count_when_it_speaks_again(

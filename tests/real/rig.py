@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -79,15 +80,25 @@ class Rig:
             stdin=subprocess.DEVNULL,
         )
 
-    def start_daemon(self) -> subprocess.Popen[bytes]:
-        """Start ``gpuci-tui run`` and wait until its control socket answers."""
+    def start_daemon(self, files_limit: int | None = None) -> subprocess.Popen[bytes]:
+        """Start ``gpuci-tui run`` and wait until its control socket answers.
+
+        ``files_limit``: the daemon's soft and hard limit on open files (a service
+        manager's ``LimitNOFILE=``).
+        """
         log = open(self.config_path.parent / f"daemon-{len(self.procs)}.log", "wb")  # noqa: SIM115
+
+        def limit() -> None:
+            if files_limit is not None:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (files_limit, files_limit))
+
         proc = subprocess.Popen(
             [sys.executable, "-m", "gpuci_tui.cli.main", "--config", str(self.config_path), "run"],
             env=self.env,
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
+            preexec_fn=limit if files_limit is not None else None,  # noqa: PLW1509
         )
         self.procs.append(proc)
         wait_for(lambda: self.snap() is not None or proc.poll() is not None, 20, "daemon socket")
