@@ -110,6 +110,9 @@ def run_daemon(args: argparse.Namespace) -> int:
     try:
         setup_logging(args.log_level)
         raise_file_limit()
+        from gpuci_tui.core.memory import limit_arenas
+
+        limit_arenas()  # before any thread starts: see core/memory.py
         config = load(args, check_gpus=True)
         api, runtime, tokens = real_services(config)
         paths = DaemonPaths.for_instance(daemon_instance(config))

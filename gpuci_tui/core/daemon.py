@@ -30,6 +30,7 @@ from .group_supervisor import GroupSupervisor
 from .handle import Supervised
 from .history import IntentStore, JobHistory
 from .job_recorder import JobRecorder
+from .memory import trim_now_and_then
 from .metrics import Metrics, follow
 from .metrics_server import MetricsServer
 from .protocols import AgentPoolApi, ContainerRuntime, GpuciError, GpuSampler, TokenSource
@@ -155,6 +156,7 @@ async def serve(
     accountant = JobAccountant(min_interval=config.gpu.sample_interval) if gpu else None
     watch_task: asyncio.Task[None] | None = None
     metrics_task: asyncio.Task[None] | None = None
+    trim_task = asyncio.get_running_loop().create_task(trim_now_and_then())
     recorders: dict[str, JobRecorder] = {}
     metrics = Metrics() if config.metrics.listen else None
     exporter = MetricsServer(metrics.registry, config.metrics.listen) if metrics else None
@@ -197,7 +199,7 @@ async def serve(
                 with contextlib.suppress(Exception):
                     loop.remove_signal_handler(sig)
             await server.close()
-            for task in (watch_task, metrics_task):
+            for task in (watch_task, metrics_task, trim_task):
                 if task is not None:
                     task.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
@@ -209,6 +211,7 @@ async def serve(
                 # bench/bench_load.py reads this line: Docker API cost per job.
                 log.info("docker api calls: %d", calls)
     finally:
+        trim_task.cancel()
         if exporter is not None:
             exporter.close()
         history.close()
