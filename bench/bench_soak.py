@@ -11,8 +11,9 @@ Docker client (its per-container detail cache is bounded by a size already)
 and GPU accounting (no GPU processes to attribute).
 
 The simulated outside world lives in the same process, so the harness prunes
-its records (finished jobs, exited containers) as it goes: what remains to grow
-is the daemon's. Every ``--sample-every`` jobs it records RSS, descriptors and
+its records (finished jobs, exited containers, request log) every 100 jobs: what
+remains to grow is the daemon's. Samples are taken with no job in flight and
+every slot's agent idle. Every ``--sample-every`` jobs it records RSS, descriptors and
 threads (and, with ``--tracemalloc``, which lines of gpuci_tui hold more memory
 than at the previous sample: that is how the leaks were found).
 
@@ -24,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import json
 import os
 import platform
@@ -165,6 +165,7 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
         tracemalloc.start(args.frames)
         snapshot = tracemalloc.take_snapshot()
     next_sample = 0
+    next_prune = 0
     while next_sample <= args.jobs:
         quiet = done >= next_sample  # a sample is due: let the jobs in flight finish first
         while (
@@ -172,6 +173,9 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
         ):
             outstanding.add(org.queue_job(pool_id, duration=args.job_seconds))
         await asyncio.sleep(0.02)
+        if done >= next_prune:  # keep the simulation's own records small all along
+            next_prune = done + 100
+            prune_world(org, runtime, time.time() - 1.0)
         for request_id in list(outstanding):
             with org._lock:
                 job = org._jobs.get(request_id)
@@ -183,20 +187,19 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
             # Same state at every sample: no job in flight, every slot's agent idle.
             await settle(holder["sup"], args.slots)
             prune_world(org, runtime, time.time())
-            scraped = 0
-            if config.metrics.listen:
-                scraped = await asyncio.to_thread(
-                    lambda: requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).status_code
-                )
-            await asyncio.to_thread(gc.collect)
             sample = {
                 "jobs": done,
                 "seconds": round(time.monotonic() - started, 1),
                 "rss_mib": round(rss() / MIB, 2),
                 "fds": fds(),
                 "threads": threads(),
-                "scrape": scraped,
             }
+            # After the figures: the scrape's client socket is the harness's, not the daemon's.
+            sample["scrape"] = 0
+            if config.metrics.listen:
+                sample["scrape"] = await asyncio.to_thread(
+                    lambda: requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).status_code
+                )
             if snapshot is not None:
                 new = tracemalloc.take_snapshot()
                 sample["traced_mib"] = round(tracemalloc.get_traced_memory()[0] / MIB, 2)

@@ -6,8 +6,8 @@ glibc gives each thread that allocates its own arena (up to 8 per core), and
 memory freed in one arena is not returned to the system while a live block sits
 above it, so the worker threads that parse Docker's and Azure DevOps' answers
 leave resident memory creeping up by a few KiB per job. Two arenas suffice for a
-process whose work is mostly waiting, and a periodic ``malloc_trim`` hands the
-free pages back. Elsewhere (musl, macOS) both are no-ops.
+process whose work is mostly waiting, and a periodic collection followed by
+``malloc_trim`` hands the free pages back. Elsewhere (musl, macOS) both are no-ops.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import asyncio
 import ctypes
 import ctypes.util
 import functools
+import gc
 import logging
 
 log = logging.getLogger("gpuci_tui.memory")
@@ -58,4 +59,6 @@ async def trim_now_and_then(interval: float | None = None) -> None:
         return
     while True:
         await asyncio.sleep(interval or TRIM_INTERVAL)
+        # Cyclic garbage first (a few ms for this heap), so its memory is free to return.
+        gc.collect()
         trim()
