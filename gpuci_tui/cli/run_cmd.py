@@ -8,6 +8,8 @@ import logging
 import sys
 import threading
 import time
+from collections.abc import Callable
+from functools import partial
 
 from gpuci_tui.core.config import Config, daemon_instance
 from gpuci_tui.core.protocols import GpuciError, RuntimeUnavailableError, TokenSource
@@ -87,13 +89,21 @@ def real_services(
     return api, runtime, cached
 
 
-def raise_file_limit() -> None:
-    """Lift the soft limit on open files to the hard one, and say so in the log."""
+def raise_file_limit() -> Callable[[], None]:
+    """Lift the soft limit on open files to the hard one; returns what logs the figures.
+
+    Logged once the daemon is about to serve, so a run that stops on its
+    configuration prints only why.
+    """
     from gpuci_tui.core.serving import raise_nofile_limit
 
     before, after, hard = raise_nofile_limit()
-    logging.getLogger("gpuci_tui.daemon").info(
-        "open files limit: %s (soft, was %s; hard %s)", _limit(after), _limit(before), _limit(hard)
+    return partial(
+        logging.getLogger("gpuci_tui.daemon").info,
+        "open files limit: %s (soft, was %s; hard %s)",
+        _limit(after),
+        _limit(before),
+        _limit(hard),
     )
 
 
@@ -109,7 +119,7 @@ def run_daemon(args: argparse.Namespace) -> int:
 
     try:
         setup_logging(args.log_level)
-        raise_file_limit()
+        report_file_limit = raise_file_limit()
         from gpuci_tui.core.memory import limit_arenas
 
         limit_arenas()  # before any thread starts: see core/memory.py
@@ -120,6 +130,7 @@ def run_daemon(args: argparse.Namespace) -> int:
 
         # No NVIDIA driver is "no GPU", not an error: the sampler then reports none.
         gpu = NvmlSampler()
+        report_file_limit()
         return asyncio.run(
             serve(config, api=api, runtime=runtime, tokens=tokens, paths=paths, gpu=gpu)  # type: ignore[arg-type]
         )

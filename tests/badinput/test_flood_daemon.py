@@ -105,3 +105,12 @@ def test_floods_on_both_servers_leave_the_daemon_supervising(rig: Rig) -> None:
     assert "Too many open files" not in log, log[-3000:]
     assert "Traceback" not in log, log[-3000:]
     assert "open files limit: 256 (soft, was 256; hard 256)" in log
+
+
+def test_run_lifts_its_soft_file_limit_to_the_hard_one_and_logs_the_figures(rig: Rig) -> None:
+    proc = rig.start_daemon(files_limit=(256, 4096))
+    limits = Path(f"/proc/{proc.pid}/limits").read_text()
+    assert [ln.split()[3:5] for ln in limits.splitlines() if ln.startswith("Max open files")] == [
+        ["4096", "4096"]
+    ]
+    assert "open files limit: 4096 (soft, was 256; hard 4096)" in rig.daemon_log()

@@ -80,17 +80,20 @@ class Rig:
             stdin=subprocess.DEVNULL,
         )
 
-    def start_daemon(self, files_limit: int | None = None) -> subprocess.Popen[bytes]:
+    def start_daemon(
+        self, files_limit: int | tuple[int, int] | None = None
+    ) -> subprocess.Popen[bytes]:
         """Start ``gpuci-tui run`` and wait until its control socket answers.
 
-        ``files_limit``: the daemon's soft and hard limit on open files (a service
-        manager's ``LimitNOFILE=``).
+        ``files_limit``: the daemon's limit on open files (a service manager's
+        ``LimitNOFILE=``), one figure for soft and hard or ``(soft, hard)``.
         """
         log = open(self.config_path.parent / f"daemon-{len(self.procs)}.log", "wb")  # noqa: SIM115
 
         def limit() -> None:
             if files_limit is not None:
-                resource.setrlimit(resource.RLIMIT_NOFILE, (files_limit, files_limit))
+                pair = files_limit if isinstance(files_limit, tuple) else (files_limit,) * 2
+                resource.setrlimit(resource.RLIMIT_NOFILE, pair)
 
         proc = subprocess.Popen(
             [sys.executable, "-m", "gpuci_tui.cli.main", "--config", str(self.config_path), "run"],
