@@ -28,6 +28,7 @@ import tempfile
 import threading
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -121,26 +122,41 @@ class EventRecorder(threading.Thread):
         return out
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
+@dataclass
+class World:
+    """The simulated organisation (served on 127.0.0.1), a configuration and its files."""
+
+    client: Any
+    org: SimOrg
+    pool_id: int
+    server: SimServer
+    work: Path
+    config: Config
+    config_path: Path
+    env: dict[str, str]
+
+
+def make_world(slots: int, poll_interval: float, prefix: str = "bench") -> World:
+    """Organisation with one pool, served; config, PAT file and XDG directories written."""
     client = docker.from_env()
     image = build_emulator_image(client)
-    pat = "bench-" + uuid.uuid4().hex * 2
-    org = SimOrg("bench-org", heartbeat_timeout=10.0)
+    pat = f"{prefix}-" + uuid.uuid4().hex * 2
+    org = SimOrg(f"{prefix}-org", heartbeat_timeout=10.0)
     org.add_pat(pat)
     pool_id = org.add_pool("gpu")
     server = SimServer(org)
     server.start()
-    work = Path(tempfile.mkdtemp(prefix="gpuci-bench-"))
+    work = Path(tempfile.mkdtemp(prefix=f"gpuci-{prefix}-"))
     config = Config(
         azure=AzureConfig(url=server.url, pool="gpu"),
         agents=AgentsConfig(
-            count=args.slots,
+            count=slots,
             image=image,
-            name_prefix=f"bench{uuid.uuid4().hex[:4]}",
+            name_prefix=f"{prefix}{uuid.uuid4().hex[:4]}",
             network="host",
             gpus="none",
         ),
-        supervisor=SupervisorConfig(poll_interval=10.0),
+        supervisor=SupervisorConfig(poll_interval=poll_interval),
     )
     config_path = work / "config.toml"
     save_config(config, config_path)
@@ -154,16 +170,28 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     ):
         (work / sub).mkdir(mode=0o700)
         env[var] = str(work / sub)
-    recorder = EventRecorder(client, instance_id(config))
-    recorder.start()
-    log = open(work / "daemon.log", "wb")  # noqa: SIM115
-    daemon = subprocess.Popen(
-        [sys.executable, "-m", "gpuci_tui.cli.main", "--config", str(config_path), "run"],
-        env=env,
+    return World(client, org, pool_id, server, work, config, config_path, env)
+
+
+def launch_daemon(world: World) -> subprocess.Popen[bytes]:
+    """``gpuci-tui run`` for ``world``, logging to ``daemon.log`` in its directory."""
+    log = open(world.work / "daemon.log", "wb")  # noqa: SIM115
+    return subprocess.Popen(
+        [sys.executable, "-m", "gpuci_tui.cli.main", "--config", str(world.config_path), "run"],
+        env=world.env,
         stdout=log,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
     )
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    world = make_world(args.slots, 10.0)
+    client, org, pool_id, server = world.client, world.org, world.pool_id, world.server
+    work, config = world.work, world.config
+    recorder = EventRecorder(client, instance_id(config))
+    recorder.start()
+    daemon = launch_daemon(world)
     try:
         deadline = time.monotonic() + 60
         while sum(1 for a in org.agents(pool_id) if a.online) < args.slots:

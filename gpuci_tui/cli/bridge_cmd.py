@@ -1,10 +1,19 @@
 """``gpuci-tui bridge``: standard input and output joined to the local daemon's control socket.
 
 It is what a fleet console runs on each host over ssh (``ssh HOST gpuci-tui
-bridge``): bytes go both ways unchanged, so every request of the control
-protocol, current or future, passes through without the bridge knowing it.
-No port is opened and nothing listens: the bridge lives as long as one ssh
-channel. The daemon still checks that the bridge runs as its own user.
+bridge``). No port is opened and nothing listens: the bridge lives as long as
+one ssh channel. The daemon still checks that the bridge runs as its own user.
+
+The bridge speaks only the gpuci-tui control protocol, and only to a gpuci-tui
+daemon: before anything else it asks the socket's owner for ``hello`` and
+refuses (exit 1) unless a daemon of this protocol answers, so ``--socket`` cannot
+turn it into a pipe to another service (Docker's socket, say). Each line from
+standard input must then be one request of a known op (`control.OPS`);
+anything else is answered by the bridge itself with ``{"ok": false, ...}`` and
+never reaches the socket. With ``--readonly`` every ``command`` (stop, scale,
+drain, …) is refused the same way: the host's owner can force
+``gpuci-tui --readonly bridge`` in ``authorized_keys`` and know that consoles
+only watch. Answers from the daemon pass back unchanged.
 
 It refuses (exit 3, one line on stderr) when no daemon runs for the
 configuration, and it ends when either side goes away: the daemon closes the
@@ -14,26 +23,37 @@ socket, or the other end of the ssh channel is gone.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import select
 import socket
 from pathlib import Path
+from typing import Any
+
+from gpuci_tui.core.control import MAX_LINE, OPS
+from gpuci_tui.core.models import PROTOCOL_VERSION
 
 from . import exitcodes
 from .common import CliExit, fail, load, socket_for
 
 CHUNK = 65536
+#: Seconds a daemon has to answer the bridge's ``hello``.
+HELLO_TIMEOUT = 10.0
 
 
 def run_bridge(args: argparse.Namespace) -> int:
-    """Connect to the daemon of ``--config`` (or ``--socket``) and pump bytes until one side ends."""
+    """Connect to the daemon of ``--config`` (or ``--socket``) and relay requests until one side ends."""
     try:
         path = Path(args.socket) if args.socket else socket_for(load(args))
         sock = connect(path)
     except CliExit as exc:
         return fail(exc)
     with sock:
-        pump(sock, 0, 1)
+        try:
+            check_daemon(sock, path)
+        except CliExit as exc:
+            return fail(exc)
+        pump(sock, 0, 1, readonly=bool(getattr(args, "readonly", False)))
     return exitcodes.OK
 
 
@@ -62,38 +82,154 @@ def connect(path: Path) -> socket.socket:
     return sock
 
 
-def pump(sock: socket.socket, fd_in: int, fd_out: int) -> None:
-    """Copy ``fd_in`` → ``sock`` and ``sock`` → ``fd_out`` until the daemon or the reader is gone.
+def check_daemon(sock: socket.socket, path: Path) -> None:
+    """Ask the peer for ``hello``; return only if a gpuci-tui daemon of our protocol answers.
 
-    End of input is passed on as a half close (the daemon still answers what
-    it was sent); the pump ends when the daemon closes, or when ``fd_out``
-    reports that nobody reads it any more (the ssh channel closed).
+    Raises:
+        CliExit: code 1, naming what answered instead.
+    """
+    not_ours = f"{path} is not a gpuci-tui daemon's control socket"
+    sock.settimeout(HELLO_TIMEOUT)
+    data = b""
+    try:
+        sock.sendall(b'{"op":"hello"}\n')
+        while b"\n" not in data and len(data) < CHUNK:
+            chunk = sock.recv(CHUNK)
+            if not chunk:
+                break
+            data += chunk
+    except TimeoutError:
+        raise CliExit(exitcodes.FAILED, f"{not_ours}: no answer to hello") from None
+    except OSError as exc:
+        raise CliExit(exitcodes.FAILED, f"{not_ours}: {exc.strerror or exc}") from None
+    finally:
+        sock.settimeout(None)
+    line, _, rest = data.partition(b"\n")
+    try:
+        reply = json.loads(line)
+    except (ValueError, RecursionError):
+        reply = None
+    if rest or not isinstance(reply, dict) or not isinstance(reply.get("instance"), str):
+        raise CliExit(exitcodes.FAILED, f"{not_ours}: it answered {line[:60]!r}")
+    if reply.get("ok") is not True:
+        raise CliExit(exitcodes.FAILED, f"the daemon at {path} refused: {reply.get('error')}")
+    if reply.get("protocol") != PROTOCOL_VERSION:
+        raise CliExit(
+            exitcodes.FAILED,
+            f"the daemon at {path} speaks control protocol {reply.get('protocol')}, this "
+            f"bridge {PROTOCOL_VERSION}: run the same gpuci-tui version on both sides",
+        )
+
+
+def vet(line: bytes, readonly: bool) -> tuple[bytes, bytes]:
+    """``(to the daemon, to the client)`` for one request line: one of the two is empty."""
+    try:
+        request = json.loads(line)
+    except (ValueError, RecursionError):
+        return b"", _error("bad request: not a JSON object")
+    if not isinstance(request, dict):
+        return b"", _error("bad request: a request must be a JSON object")
+    op = request.get("op")
+    if op not in OPS:
+        return b"", _error(f"unknown op {op!r}; expected {', '.join(OPS)}")
+    if readonly and op == "command":
+        return b"", _error("refused: this bridge is read-only (--readonly); it only watches")
+    return json.dumps(request, separators=(",", ":")).encode() + b"\n", b""
+
+
+def _error(message: str) -> bytes:
+    reply: dict[str, Any] = {"ok": False, "error": message}
+    return json.dumps(reply).encode() + b"\n"
+
+
+def pump(sock: socket.socket, fd_in: int, fd_out: int, *, readonly: bool = False) -> None:
+    """Relay requests ``fd_in`` → ``sock`` and answers ``sock`` → ``fd_out`` until one side ends.
+
+    Requests are vetted line by line (`vet`); the bridge's own refusals keep
+    their place among the daemon's answers. End of input is passed on as a half
+    close (the daemon still answers what it was sent); the pump ends when the
+    daemon closes, or when ``fd_out`` reports that nobody reads it any more (the
+    ssh channel closed).
     """
     poller = select.poll()
     poller.register(sock, select.POLLIN)
     poller.register(fd_in, select.POLLIN)
     poller.register(fd_out, 0)  # only errors and hang-ups: the reader went away
     gone = select.POLLERR | select.POLLHUP | select.POLLNVAL
-    reading = True
+    relay = _Relay(sock, fd_out, readonly)
+    pending = b""
     while True:
         for fd, events in poller.poll():
             if fd == fd_out and events & gone and not events & select.POLLIN:
                 return
             if fd == sock.fileno():
                 data = sock.recv(CHUNK)
-                if not data or not _write_all(fd_out, data):
+                if not data or not relay.answers(data):
                     return
-            elif fd == fd_in and reading:
+            elif fd == fd_in:
                 data = os.read(fd_in, CHUNK)
-                if data:
-                    try:
-                        sock.sendall(data)
-                    except OSError:
-                        return
-                else:
-                    reading = False
+                pending += data
+                *lines, pending = pending.split(b"\n")
+                if not data and pending:
+                    lines.append(pending)  # the last request, without its newline
+                    pending = b""
+                elif len(pending) > MAX_LINE:
+                    lines.append(b"\x00")  # too long: refused like any non-request
+                    pending = b""
+                if not relay.requests(lines):
+                    return
+                if not data:
                     poller.unregister(fd_in)
                     sock.shutdown(socket.SHUT_WR)
+
+
+class _Relay:
+    """Keeps answers in request order: a refusal waits for the daemon's earlier answers."""
+
+    def __init__(self, sock: socket.socket, fd_out: int, readonly: bool) -> None:
+        self.sock = sock
+        self.fd_out = fd_out
+        self.readonly = readonly
+        self.queue: list[bytes | None] = []  # None: an answer the daemon owes
+        self.partial = b""
+        self.streaming = False  # after subscribe, the daemon only streams
+
+    def requests(self, lines: list[bytes]) -> bool:
+        for line in lines:
+            if not line.strip():
+                continue
+            forward, answer = vet(line, self.readonly)
+            if forward:
+                try:
+                    self.sock.sendall(forward)
+                except OSError:
+                    return False
+                self.queue.append(None)
+                self.streaming |= forward.startswith(b'{"op":"subscribe"')
+            else:
+                self.queue.append(answer)
+        return self._flush()
+
+    def answers(self, data: bytes) -> bool:
+        if not _write_all(self.fd_out, data):
+            return False
+        if self.streaming:
+            return True
+        self.partial += data
+        *lines, self.partial = self.partial.split(b"\n")
+        for _ in lines:
+            if self.queue and self.queue[0] is None:
+                self.queue.pop(0)
+            if not self._flush():
+                return False
+        return True
+
+    def _flush(self) -> bool:
+        while self.queue and self.queue[0] is not None and not self.partial:
+            answer = self.queue.pop(0)
+            if answer is not None and not _write_all(self.fd_out, answer):
+                return False
+        return True
 
 
 def _write_all(fd: int, data: bytes) -> bool:

@@ -153,6 +153,12 @@ def build_parser() -> argparse.ArgumentParser:
     bridge.add_argument(
         "--socket", metavar="PATH", help="this socket instead of the config's daemon's"
     )
+    bridge.add_argument(  # where a forced command in authorized_keys puts it
+        "--readonly",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="refuse every command (stop, scale, drain, ...): consoles only watch",
+    )
     add_export_parser(sub)
     add_history_parser(sub)
     add_gpu_parser(sub)

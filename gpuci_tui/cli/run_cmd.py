@@ -8,6 +8,8 @@ import logging
 import sys
 import threading
 import time
+from collections.abc import Callable
+from functools import partial
 
 from gpuci_tui.core.config import Config, daemon_instance
 from gpuci_tui.core.protocols import GpuciError, RuntimeUnavailableError, TokenSource
@@ -87,6 +89,30 @@ def real_services(
     return api, runtime, cached
 
 
+def raise_file_limit() -> Callable[[], None]:
+    """Lift the soft limit on open files to the hard one; returns what logs the figures.
+
+    Logged once the daemon is about to serve, so a run that stops on its
+    configuration prints only why.
+    """
+    from gpuci_tui.core.serving import raise_nofile_limit
+
+    before, after, hard = raise_nofile_limit()
+    return partial(
+        logging.getLogger("gpuci_tui.daemon").info,
+        "open files limit: %s (soft, was %s; hard %s)",
+        _limit(after),
+        _limit(before),
+        _limit(hard),
+    )
+
+
+def _limit(value: int) -> str:
+    import resource
+
+    return "unlimited" if value == resource.RLIM_INFINITY else str(value)
+
+
 def run_daemon(args: argparse.Namespace) -> int:
     """Serve until SIGINT/SIGTERM or `gpuci-tui stop`."""
     from gpuci_tui.core.daemon import AlreadyRunningError, DaemonPaths, serve
@@ -95,6 +121,10 @@ def run_daemon(args: argparse.Namespace) -> int:
     try:
         setup_logging(args.log_level)
         forbid_core_dumps()  # before the PAT is read: no core file or ptrace may hold it
+        report_file_limit = raise_file_limit()
+        from gpuci_tui.core.memory import limit_arenas
+
+        limit_arenas()  # before any thread starts: see core/memory.py
         config = load(args, check_gpus=True)
         api, runtime, tokens = real_services(config)
         paths = DaemonPaths.for_instance(daemon_instance(config))
@@ -102,6 +132,7 @@ def run_daemon(args: argparse.Namespace) -> int:
 
         # No NVIDIA driver is "no GPU", not an error: the sampler then reports none.
         gpu = NvmlSampler()
+        report_file_limit()
         return asyncio.run(
             serve(config, api=api, runtime=runtime, tokens=tokens, paths=paths, gpu=gpu)  # type: ignore[arg-type]
         )

@@ -11,9 +11,9 @@ Wire format: one JSON object per line (UTF-8). Requests carry ``op``:
 * ``{"op": "subscribe"}`` → a stream of ``{"type": "event"|"snapshot", "data": {…}}``
   (recent events first, then the current snapshot, then changes as they happen)
 
-Anything malformed gets ``{"ok": false, "error": "…"}``. The socket file is
-created with mode 0600 and, on top of that, a peer whose uid differs from the
-daemon's is refused (SO_PEERCRED).
+Anything malformed (not JSON, too long, too deeply nested, an unknown op or
+command) gets ``{"ok": false, "error": "…"}``. The server is
+`control_server.ControlServer`; this module holds the protocol and its clients.
 """
 
 from __future__ import annotations
@@ -22,32 +22,31 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import socket
 import struct
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .handle import Supervised, Update
+from .handle import Update
 from .models import (
-    PROTOCOL_VERSION,
     Command,
     CommandResult,
     SupervisorEvent,
     SupervisorSnapshot,
-    command_from_dict,
     from_dict,
     snapshot_from_dict,
     to_dict,
 )
 from .preview import CommandPreview
 from .protocols import GpuciError
-from .redaction import redact
 
 log = logging.getLogger("gpuci_tui.control")
 
 MAX_LINE = 1 << 20
+
+#: The requests a daemon answers (the bridge forwards only these).
+OPS = ("hello", "status", "command", "preview", "subscribe")
 
 
 class ControlError(GpuciError):
@@ -62,144 +61,6 @@ def peer_uid(sock: socket.socket) -> int | None:
         return None
     _pid, uid, _gid = struct.unpack("3i", creds)
     return int(uid)
-
-
-class ControlServer:
-    """Serves one supervisor on a Unix socket."""
-
-    def __init__(self, supervisor: Supervised, path: Path) -> None:
-        """Prepare to serve ``supervisor`` at ``path`` (see `start`)."""
-        self.supervisor = supervisor
-        self.path = path
-        self._server: asyncio.AbstractServer | None = None
-        self._clients: set[asyncio.Task[None]] = set()
-        self.refused = 0
-
-    async def start(self) -> None:
-        """Bind the socket (0600 from the first instant) and accept connections."""
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        if self.path.exists() or self.path.is_symlink():
-            if _socket_alive(self.path):
-                raise ControlError(f"another gpuci-tui daemon is serving {self.path}")
-            self.path.unlink()
-        old_umask = os.umask(0o177)  # no window in which the socket is group/world-accessible
-        try:
-            self._server = await asyncio.start_unix_server(
-                self._serve, path=str(self.path), limit=MAX_LINE
-            )
-        finally:
-            os.umask(old_umask)
-        os.chmod(self.path, 0o600)
-
-    async def close(self) -> None:
-        """Stop accepting, drop clients and remove the socket file."""
-        if self._server is not None:
-            self._server.close()
-        for task in list(self._clients):
-            task.cancel()
-        with contextlib.suppress(FileNotFoundError):
-            self.path.unlink()
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._clients.add(task)
-        try:
-            sock = writer.get_extra_info("socket")
-            uid = peer_uid(sock) if sock is not None else None
-            if uid is not None and uid != os.getuid():
-                self.refused += 1
-                log.warning("refused a control connection from uid %s", uid)
-                await _send(
-                    writer, {"ok": False, "error": "permission denied: not the daemon's user"}
-                )
-                return
-            while line := await reader.readline():
-                reply = await self._answer(line, writer)
-                if reply is None:
-                    return  # the stream of a subscription ended
-                await _send(writer, reply)
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
-            pass
-        finally:
-            self._clients.discard(task)
-            writer.close()
-            with contextlib.suppress(Exception):
-                await writer.wait_closed()
-
-    async def _answer(self, line: bytes, writer: asyncio.StreamWriter) -> dict[str, Any] | None:
-        try:
-            request = json.loads(line)
-            if not isinstance(request, dict):
-                raise ValueError("a request must be a JSON object")
-        except ValueError as exc:
-            return {"ok": False, "error": f"bad request: {exc}"}
-        op = request.get("op")
-        sup = self.supervisor
-        if op == "hello":
-            return {
-                "ok": True,
-                "protocol": PROTOCOL_VERSION,
-                "pid": os.getpid(),
-                "instance": sup.instance,
-            }
-        if op == "status":
-            return {"ok": True, "snapshot": to_dict(sup.snapshot())}
-        if op == "command":
-            try:
-                command = command_from_dict(request.get("command") or {})
-            except ValueError as exc:
-                return {"ok": False, "error": str(exc)}
-            result = await sup.execute(command)
-            return {"ok": result.ok, "result": to_dict(result)}
-        if op == "preview":
-            try:
-                command = command_from_dict(request.get("command") or {})
-            except ValueError as exc:
-                return {"ok": False, "error": str(exc)}
-            return {"ok": True, "preview": to_dict(sup.preview(command))}
-        if op == "subscribe":
-            await self._stream(writer)
-            return None
-        return {
-            "ok": False,
-            "error": f"unknown op {op!r}; expected hello, status, command, preview or subscribe",
-        }
-
-    async def _stream(self, writer: asyncio.StreamWriter) -> None:
-        sup = self.supervisor
-        queue = sup.subscribe()
-        try:
-            for event in list(sup.events):
-                await _send(writer, {"type": "event", "data": to_dict(event)})
-            await _send(writer, {"type": "snapshot", "data": to_dict(sup.snapshot())})
-            while True:
-                item = await queue.get()
-                kind = "snapshot" if isinstance(item, SupervisorSnapshot) else "event"
-                await _send(writer, {"type": kind, "data": to_dict(item)})
-        finally:
-            sup.unsubscribe(queue)
-
-
-async def _send(writer: asyncio.StreamWriter, message: dict[str, Any]) -> None:
-    # Everything that leaves the daemon passes the one redactor (status, events, the bridge).
-    writer.write(redact(json.dumps(message, separators=(",", ":"))).encode() + b"\n")
-    await writer.drain()
-
-
-def _socket_alive(path: Path) -> bool:
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    probe.settimeout(1.0)
-    try:
-        probe.connect(str(path))
-    except OSError:
-        return False
-    finally:
-        probe.close()
-    return True
-
-
-# ====================================================================== clients
 
 
 def snapshot_reply(reply: dict[str, Any]) -> SupervisorSnapshot:
@@ -275,6 +136,16 @@ def request(path: Path, message: dict[str, Any], timeout: float = 10.0) -> dict[
             raise ControlError(
                 f"permission denied on {path}: the daemon belongs to another user"
             ) from None
+        except BlockingIOError:
+            # The listen backlog is full: the daemon is out of file descriptors or flooded.
+            raise ControlError(
+                f"the daemon at {path} is not accepting connections (too many clients, or it "
+                "ran out of file descriptors: see its log); try again shortly"
+            ) from None
+        except OSError as exc:
+            raise ControlError(
+                f"cannot connect to the daemon at {path}: {exc.strerror or exc}"
+            ) from None
         # A refusing daemon may hang up first; its answer is still there to be read.
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):
             sock.sendall(json.dumps(message).encode() + b"\n")
@@ -286,6 +157,10 @@ def request(path: Path, message: dict[str, Any], timeout: float = 10.0) -> dict[
             data += chunk
     except TimeoutError:
         raise ControlError(f"the daemon at {path} did not answer within {timeout:.0f} s") from None
+    except OSError as exc:
+        raise ControlError(
+            f"the connection to the daemon at {path} failed: {exc.strerror or exc}"
+        ) from None
     finally:
         sock.close()
     try:

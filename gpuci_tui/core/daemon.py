@@ -24,13 +24,14 @@ from typing import IO
 
 from .accounting import JobAccountant
 from .config import Config, agent_groups, for_group, instance_id
-from .control import ControlServer
+from .control_server import ControlServer
 from .gpu_gates import GpuGatekeeper
 from .gpu_watch import GpuWatch, agent_owners
 from .group_supervisor import GroupSupervisor
 from .handle import Supervised
 from .history import IntentStore, JobHistory
 from .job_recorder import JobRecorder
+from .memory import trim_now_and_then
 from .metrics import Metrics, follow
 from .metrics_server import MetricsServer
 from .protocols import AgentPoolApi, ContainerRuntime, GpuciError, GpuSampler, TokenSource
@@ -158,6 +159,7 @@ async def serve(
     watch_task: asyncio.Task[None] | None = None
     metrics_task: asyncio.Task[None] | None = None
     sweep_task: asyncio.Task[None] | None = None
+    trim_task = asyncio.get_running_loop().create_task(trim_now_and_then())
     recorders: dict[str, JobRecorder] = {}
     metrics = Metrics(groups=(g.name for g in groups)) if config.metrics.listen else None
     exporter = MetricsServer(metrics.registry, config.metrics.listen) if metrics else None
@@ -215,7 +217,7 @@ async def serve(
                 with contextlib.suppress(Exception):
                     loop.remove_signal_handler(sig)
             await server.close()
-            for task in (watch_task, metrics_task, sweep_task):
+            for task in (watch_task, metrics_task, sweep_task, trim_task):
                 if task is not None:
                     task.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
@@ -227,6 +229,7 @@ async def serve(
                 # bench/bench_load.py reads this line: Docker API cost per job.
                 log.info("docker api calls: %d", calls)
     finally:
+        trim_task.cancel()
         if exporter is not None:
             exporter.close()
         history.close()

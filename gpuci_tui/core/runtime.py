@@ -45,6 +45,7 @@ from .runtime_errors import (
 )
 from .runtime_events import EVENT_ACTIONS, follow_events
 from .runtime_files import remove_file
+from .runtime_leftovers import discard, reclaim_half_made
 from .runtime_mapping import (
     host_config_kwargs,
     info_from_inspect,
@@ -171,7 +172,8 @@ class DockerRuntime:
         The token goes in as ``spec.token_path`` (directory 0700, file 0600, owned
         by root) through an in-memory tar; it is never in the container's
         configuration. A container that was created but could not be started is
-        force-removed so that it does not keep the slot's name.
+        force-removed so that it does not keep the slot's name; one that could not
+        be removed then is removed by the next start of the name (`runtime_leftovers`).
 
         Raises:
             ContainerNameConflictError: the name is still taken.
@@ -192,16 +194,23 @@ class DockerRuntime:
                 raise ContainerStartError(
                     f"Invalid container settings for {spec.name}: {exc}"
                 ) from exc
+            create = {
+                "image": spec.image,
+                "command": list(spec.command) if spec.command else None,
+                "name": spec.name,
+                "labels": dict(spec.labels),
+                "environment": dict(spec.environment),
+                "host_config": host_config,
+                "detach": True,
+            }
             try:
-                created = api.create_container(
-                    image=spec.image,
-                    command=list(spec.command) if spec.command else None,
-                    name=spec.name,
-                    labels=dict(spec.labels),
-                    environment=dict(spec.environment),
-                    host_config=host_config,
-                    detach=True,
-                )
+                try:
+                    created = api.create_container(**create)
+                except docker.errors.APIError as exc:
+                    # A half-made container of an earlier start may hold the name.
+                    if exc.status_code != 409 or not reclaim_half_made(api, spec.name, spec.labels):
+                        raise
+                    created = api.create_container(**create)
             except docker.errors.APIError as exc:
                 raise start_failure(exc, name=spec.name, image=spec.image, stage="create") from exc
             container_id = str(created["Id"])
@@ -216,7 +225,7 @@ class DockerRuntime:
                 stage = "start"
                 api.start(container_id)
             except BaseException as exc:
-                self._discard(api, container_id, spec.name)
+                discard(api, container_id, spec.name)
                 if isinstance(exc, docker.errors.APIError):
                     error = start_failure(exc, name=spec.name, image=spec.image, stage=stage)
                     raise type(error)(redact(str(error), token)) from exc
@@ -248,19 +257,6 @@ class DockerRuntime:
             raise ContainerStartError(
                 f"Refusing to start {spec.name}: the PAT would be visible in docker inspect "
                 f"({', '.join(places)}). It is delivered only as the token file."
-            )
-
-    def _discard(self, api: Any, container_id: str, name: str) -> None:
-        try:
-            api.remove_container(container_id, force=True)
-        except docker.errors.NotFound:
-            pass
-        except Exception as exc:  # noqa: BLE001 - reported, the original error matters more
-            log.warning(
-                "could not remove the half-made container %s (%s): %s",
-                name,
-                container_id[:12],
-                exc,
             )
 
     def list_containers(self, labels: Mapping[str, str]) -> list[ContainerInfo]:

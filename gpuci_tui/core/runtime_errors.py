@@ -10,6 +10,7 @@ show a traceback for an expected failure.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import socket
@@ -92,6 +93,10 @@ def _causes(exc: BaseException) -> Iterator[BaseException]:
         todo.extend(item for item in linked if isinstance(item, BaseException))
 
 
+#: errno values of a process (or system) out of file descriptors.
+_NOFILE = (errno.EMFILE, errno.ENFILE)
+
+
 def is_engine_failure(exc: BaseException) -> bool:
     """Whether ``exc`` means the engine could not be talked to (as opposed to a refusal).
 
@@ -102,6 +107,8 @@ def is_engine_failure(exc: BaseException) -> bool:
     for cause in _causes(exc):
         if isinstance(cause, requests.exceptions.HTTPError):
             return False
+        if isinstance(cause, OSError) and cause.errno in _NOFILE:
+            return True  # out of file descriptors: no call can reach the engine for now
         if isinstance(
             cause,
             requests.exceptions.RequestException
@@ -163,6 +170,11 @@ def engine_unavailable(
     """A `RuntimeUnavailableError` that says why ``endpoint`` could not be used and what to do."""
     if isinstance(exc, RuntimeUnavailableError):
         return exc
+    if any(isinstance(c, OSError) and c.errno in _NOFILE for c in _causes(exc)):
+        return RuntimeUnavailableError(
+            "Cannot reach the Docker engine: this process is out of file descriptors (too many "
+            "open files). Raise its limit (LimitNOFILE= in the systemd unit) if this persists."
+        )
     kind = _connection_kind(exc)
     path = endpoint.socket_path
     if path is not None:

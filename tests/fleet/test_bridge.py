@@ -15,6 +15,7 @@ import pytest
 
 from gpuci_tui.core.agentspec import instance_id
 from gpuci_tui.core.config import save_config
+from gpuci_tui.core.models import PROTOCOL_VERSION
 from gpuci_tui.core.paths import socket_path
 from tests.ui.scenarios import sample_config
 
@@ -58,8 +59,24 @@ def sock_dir() -> Iterator[Path]:
     shutil.rmtree(path, ignore_errors=True)
 
 
+HELLO = b'{"ok":true,"protocol":%d,"pid":1,"instance":"fake"}\n' % PROTOCOL_VERSION
+
+
+def answer_hello(conn: socket.socket) -> None:
+    """Answer the bridge's own hello, as a daemon does."""
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = conn.recv(1)
+        if not chunk:
+            return
+        data += chunk
+    assert data == b'{"op":"hello"}\n'
+    conn.sendall(HELLO)
+
+
 def echo_until_eof_then_bye(daemon: list[FakeDaemon]) -> Callable[[socket.socket], None]:
     def serve(conn: socket.socket) -> None:
+        answer_hello(conn)
         while data := conn.recv(4096):
             daemon[0].received += data
             conn.sendall(data)
@@ -68,12 +85,12 @@ def echo_until_eof_then_bye(daemon: list[FakeDaemon]) -> Callable[[socket.socket
     return serve
 
 
-def test_bytes_pass_unchanged_both_ways_and_eof_is_a_half_close(sock_dir: Path) -> None:
+def test_requests_and_answers_pass_both_ways_and_eof_is_a_half_close(sock_dir: Path) -> None:
     holder: list[FakeDaemon] = []
     daemon = FakeDaemon(sock_dir / "d.sock", echo_until_eof_then_bye(holder))
     holder.append(daemon)
-    # Not only today's ops: anything, even bytes that are not JSON, passes through.
-    payload = b'{"op":"hello"}\n{"op":"some-future-op","x":[1,2]}\n\x00\xff\xfe raw \r\n' * 200
+    # Requests of the protocol (in its compact form), answers whatever the daemon says.
+    payload = b'{"op":"hello"}\n{"op":"status","x":[1,2]}\n{"op":"preview","command":{}}\n' * 200
     try:
         out = subprocess.run(
             [*BRIDGE, "--socket", str(daemon.path)],
@@ -150,7 +167,9 @@ def test_a_broken_configuration_is_reported(tmp_path: Path) -> None:
 def test_it_ends_when_nobody_reads_its_output_even_if_the_daemon_is_quiet(sock_dir: Path) -> None:
     """The ssh channel closed: the bridge must not linger until the daemon next speaks."""
     release = threading.Event()
-    daemon = FakeDaemon(sock_dir / "quiet.sock", lambda conn: release.wait(60))
+    daemon = FakeDaemon(
+        sock_dir / "quiet.sock", lambda conn: (answer_hello(conn), release.wait(60))[1]
+    )
     proc = subprocess.Popen(
         [*BRIDGE, "--socket", str(daemon.path)],
         stdin=subprocess.PIPE,

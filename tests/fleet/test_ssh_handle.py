@@ -155,9 +155,11 @@ async def test_requests_and_updates_pass_through_the_bridge(
         await stream.aclose()
     finally:
         await handle.close()
-    # One persistent channel carried the requests: one hello for it, one for the stream.
+    # One persistent channel carried the requests: one hello for it, one for the stream,
+    # each after the bridge's own (it checks that a gpuci-tui daemon answers first).
     ops = [r["op"] for r in server.requests]
-    assert ops == ["hello", "status", "preview", "hello", "command", "hello", "subscribe"]
+    assert ops == ["hello", "hello", "status", "preview", "hello", "command",
+                   "hello", "hello", "subscribe"]  # fmt: skip
 
 
 async def test_a_daemon_that_goes_away_ends_the_stream_with_the_reason(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -79,18 +80,31 @@ class Rig:
             stdin=subprocess.DEVNULL,
         )
 
-    def start_daemon(self, module: str = "gpuci_tui.cli.main") -> subprocess.Popen[bytes]:
+    def start_daemon(
+        self,
+        module: str = "gpuci_tui.cli.main",
+        files_limit: int | tuple[int, int] | None = None,
+    ) -> subprocess.Popen[bytes]:
         """Start ``gpuci-tui run`` and wait until its control socket answers.
 
         ``module``: the entry point run with ``python -m`` (a drill's own launcher).
+        ``files_limit``: the daemon's limit on open files (a service manager's
+        ``LimitNOFILE=``), one figure for soft and hard or ``(soft, hard)``.
         """
         log = open(self.config_path.parent / f"daemon-{len(self.procs)}.log", "wb")  # noqa: SIM115
+
+        def limit() -> None:
+            if files_limit is not None:
+                pair = files_limit if isinstance(files_limit, tuple) else (files_limit,) * 2
+                resource.setrlimit(resource.RLIMIT_NOFILE, pair)
+
         proc = subprocess.Popen(
             [sys.executable, "-m", module, "--config", str(self.config_path), "run"],
             env=self.env,
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
+            preexec_fn=limit if files_limit is not None else None,  # noqa: PLW1509
         )
         self.procs.append(proc)
         wait_for(lambda: self.snap() is not None or proc.poll() is not None, 20, "daemon socket")

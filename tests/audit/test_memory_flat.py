@@ -1,0 +1,46 @@
+"""The daemon's memory stays flat after warm-up: a short in-process soak.
+
+bench/bench_soak.py runs 10,000 jobs through the daemon's own `serve` (control
+socket, metrics endpoint, job history, recorder, supervisor) on the in-process
+simulated runtime; this is its fast version. The Python heap (tracemalloc) may
+not grow between the warm-up and the end by more than a bound that a leak of
+0.2 KiB per job would already exceed, and descriptors and threads must be the
+same at every sample (each is taken with no job in flight).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "bench_soak.py"
+WARMUP, JOBS = 300, 1500
+
+
+def load_bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_soak", BENCH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_soak"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_python_heap_fds_and_threads_stay_flat_after_warm_up(tmp_path: Path) -> None:
+    bench = load_bench()
+    args = argparse.Namespace(
+        jobs=JOBS, slots=4, job_seconds=0.02, sample_every=WARMUP, tracemalloc=True, frames=1
+    )
+    result = asyncio.run(bench.soak(args))
+    samples = {s["jobs"] // WARMUP * WARMUP: s for s in result["samples"]}
+    warm, end = samples[WARMUP], samples[JOBS]
+    after = [s for s in result["samples"] if s["jobs"] >= WARMUP]
+    growth_kib = (end["traced_mib"] - warm["traced_mib"]) * 1024
+    assert growth_kib < 0.2 * (JOBS - WARMUP), (growth_kib, result["growth"][-1])
+    assert len({s["fds"] for s in after}) == 1, [s["fds"] for s in after]
+    assert len({s["threads"] for s in after}) == 1, [s["threads"] for s in after]
+    assert all(s["scrape"] == 200 for s in after)
