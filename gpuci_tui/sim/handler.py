@@ -93,6 +93,15 @@ class SimRequestHandler(BaseHTTPRequestHandler):
         return self.server.sim
 
     def _serve(self, method: str) -> None:
+        # Counted from here (not while a keep-alive connection waits for its next request),
+        # so a stopping server lets a woken long poll write its answer first.
+        self.server.request_started()
+        try:
+            self._answer(method)
+        finally:
+            self.server.request_done()
+
+    def _answer(self, method: str) -> None:
         started = time.monotonic()
         parts = urlsplit(self.path)
         path = parts.path.rstrip("/") or "/"

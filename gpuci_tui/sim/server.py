@@ -23,6 +23,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
@@ -41,6 +42,8 @@ class _HTTPServer(ThreadingHTTPServer):
     def __init__(self, address: tuple[str, int], sim: SimServer) -> None:
         self.sim = sim
         self.connections: set[socket.socket] = set()
+        self.busy = 0
+        """Requests being answered (a keep-alive connection between requests is not busy)."""
         self._conn_lock = threading.Lock()
         super().__init__(address, SimRequestHandler)
 
@@ -48,6 +51,25 @@ class _HTTPServer(ThreadingHTTPServer):
         with self._conn_lock:
             self.connections.add(request)
         super().process_request(request, client_address)
+
+    def request_started(self) -> None:
+        """A request is being answered (see `wait_answered`)."""
+        with self._conn_lock:
+            self.busy += 1
+
+    def request_done(self) -> None:
+        """Its answer is written."""
+        with self._conn_lock:
+            self.busy -= 1
+
+    def wait_answered(self, timeout: float) -> None:
+        """Let requests under way (long polls just woken) write their answers first."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._conn_lock:
+                if self.busy == 0:
+                    return
+            time.sleep(0.01)
 
     def shutdown_request(self, request: Any) -> None:
         with self._conn_lock:
@@ -120,7 +142,7 @@ class SimServer:
         """Stop serving and end pending long polls."""
         self.stopping.set()
         self.org.wake()
-        self._unbind()
+        self._unbind(answer_first=True)
         if self._monitor is not None:
             self._monitor.join(2)
 
@@ -150,12 +172,14 @@ class SimServer:
             self._httpd, self._serve_thread = httpd, thread
             thread.start()
 
-    def _unbind(self) -> None:
+    def _unbind(self, answer_first: bool = False) -> None:
         with self._lock:
             httpd = self._httpd
             if httpd is not None:
                 httpd.shutdown()
                 httpd.server_close()  # closing the listening socket: connection refused
+                if answer_first:  # stopping, not an outage: woken polls get their answer
+                    httpd.wait_answered(2.0)
                 httpd.drop_connections()
                 self._httpd = None
 
