@@ -48,15 +48,22 @@ _DESCRIPTIONS: dict[int, str] = {
     AGENT_UPDATING: "agent self-update did not complete; rebuild the image with a newer agent",
     BAD_SETUP: "container set up wrongly (environment, agent directory or user); see the log tail",
     INTERRUPTED: "interrupted (SIGINT)",
-    TERMINATED: "stopped (SIGTERM); a running job was cancelled",
+    TERMINATED: "stopped (SIGTERM)",
     KILLED: "killed (SIGKILL: stop timeout or out of memory)",
 }
 
 
-def describe(code: int | None) -> str:
-    """Plain words for a container exit code, for the console and the logs."""
+def describe(code: int | None, *, took_job: bool | None = None) -> str:
+    """Plain words for a container exit code, for the console and the logs.
+
+    ``took_job`` says whether the agent was running a job: a stop signal then
+    cancelled it; an idle agent (a standby) lost nothing. None: not known.
+    """
     if code is None:
         return "still running or exit code unknown"
+    if code in (TERMINATED, INTERRUPTED) and took_job is not None:
+        what = _DESCRIPTIONS[code]
+        return f"{what}; its running job was cancelled" if took_job else f"{what} while idle"
     if code in _DESCRIPTIONS:
         return _DESCRIPTIONS[code]
     if code > 128:

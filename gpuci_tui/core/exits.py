@@ -46,7 +46,7 @@ def judge_exit(
         # image is not to blame, so this is not counted towards parking.
         reason, failure = "gone while the Docker engine was unreachable (exit code unknown)", False
     else:
-        reason = f"exit code {code}: {describe(code)}"
+        reason = f"exit code {code}: {describe(code, took_job=lane.took_job)}"
         # A signal we did not send (docker stop by someone, dockerd shutting down)
         # says nothing about the image: only the agent's own failures count.
         external_signal = code in SIGNAL_EXITS

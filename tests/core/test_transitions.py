@@ -61,7 +61,8 @@ def started(at: float = 100.0, **lane: object) -> EngineState:
             "exit code 10: agent registration failed: check the PAT, its scope, the pool and the URL",
         ),
         (137, True, "exit code 137: killed (SIGKILL: stop timeout or out of memory)"),
-        (143, False, "exit code 143: stopped (SIGTERM); a running job was cancelled"),
+        # An idle agent (a standby) stopped by a signal lost nothing: say so.
+        (143, False, "exit code 143: stopped (SIGTERM) while idle"),
         (0, False, "exited 0"),
         (None, False, "gone while the Docker engine was unreachable (exit code unknown)"),
     ],
@@ -72,6 +73,13 @@ def test_what_counts_as_a_failure(code: int | None, failure: bool, reason: str) 
     assert slot.last_exit is not None and slot.last_exit.reason == reason
     assert (slot.failures == 1) is failure
     assert slot.lane(A).dying_id == CID and slot.lane(A).phase is LanePhase.EXITED
+
+
+def test_a_stop_signal_during_a_job_says_the_job_was_cancelled() -> None:
+    state = observe(started(took_job=True, job=BUSY["job"]), Died(0, A, CID, 143, 101.0))
+    exit_info = slot0(state).last_exit
+    assert exit_info is not None
+    assert exit_info.reason == "exit code 143: stopped (SIGTERM); its running job was cancelled"
 
 
 def test_a_job_taken_is_never_a_failure_and_is_reported_for_the_history() -> None:
