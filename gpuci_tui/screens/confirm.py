@@ -118,7 +118,9 @@ class QuitScreen(ModalScreen[QuitChoice | None]):
             self.dismiss(QuitChoice.DRAIN_THEN_QUIT)
         else:
             self.notify(
-                "read-only: draining is disabled (started with --readonly)", severity="warning"
+                "read-only: draining is disabled (started with --readonly)",
+                severity="warning",
+                markup=False,
             )
 
     @on(Button.Pressed, "#cancel")

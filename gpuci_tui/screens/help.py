@@ -50,17 +50,18 @@ class HelpScreen(ModalScreen[None]):
         keys.add_column(style="bold", no_wrap=True)
         keys.add_column()
         for item in self.keys:
-            keys.add_row(item.key, item.description, item.tooltip)
+            # Text, not markup: descriptions may quote config syntax such as [keys].
+            keys.add_row(Text(item.key), Text(item.description), Text(item.tooltip or ""))
         states = Table.grid(padding=(0, 2))
         states.add_column(no_wrap=True)
         states.add_column()
         for state, meaning in STATE_MEANINGS.items():
-            states.add_row(Text(str(state), style=STATE_STYLES[state]), meaning)
+            states.add_row(Text(str(state), style=STATE_STYLES[state]), Text(meaning))
         standby = Table.grid(padding=(0, 2))
         standby.add_column(no_wrap=True)
         standby.add_column()
         for label, meaning in STANDBY_MEANINGS.items():
-            standby.add_row(Text(label, style=STANDBY_STYLES[label]), meaning)
+            standby.add_row(Text(label, style=STANDBY_STYLES[label]), Text(meaning))
         with VerticalScroll(classes="dialog", id="help-dialog"):
             yield Static("Keys", classes="dialog-title")
             if self.readonly:

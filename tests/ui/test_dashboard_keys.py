@@ -26,7 +26,7 @@ from gpuci_tui.screens.confirm import ConfirmScreen
 from gpuci_tui.screens.dashboard import DashboardScreen
 from gpuci_tui.screens.help import HelpScreen
 from tests.ui.fakes import FakeHandle, make_services
-from tests.ui.helpers import notes, ready, wait_for
+from tests.ui.helpers import notes, ready, screen_text, wait_for
 from tests.ui.scenarios import loaded_snapshot, sample_config
 
 
@@ -374,3 +374,17 @@ async def test_command_palette_offers_the_agent_actions(handle: FakeHandle) -> N
         assert "Scale up: one more agent" in titles
         await titles["Pause / resume replenishing"].callback()
         await wait_for(pilot, lambda: handle.sent == [Pause()])
+
+
+async def test_help_shows_config_syntax_as_text_not_markup(handle: FakeHandle) -> None:
+    """'hot standby is off ([agents] standby = false)' lost '[agents]' to Rich markup."""
+    app = make_app(make_services(handle=handle))
+    async with app.run_test(size=(120, 60)) as pilot:
+        await ready(pilot)
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), what="help")
+        await wait_for(
+            pilot,
+            lambda: "hot standby is off ([agents] standby = false)" in screen_text(app),
+            what="the standby legend with its config syntax",
+        )
