@@ -25,6 +25,7 @@ from .models import (
     Unpause,
 )
 from .snapshots import primary
+from .wording import plural
 
 
 def apply_command(state: EngineState, command: Command) -> tuple[EngineState, CommandResult]:
@@ -143,7 +144,9 @@ def _scale(state: EngineState, count: int) -> tuple[EngineState, CommandResult]:
     if retiring:
         retiring = [replace(slot, intent=Intent.RETIRE) for slot in retiring]
         state, _ = drain(state, retiring)
-    return state, CommandResult(True, f"scaled from {old} to {count} slots", tuple(range(count)))
+    return state, CommandResult(
+        True, f"scaled from {old} to {plural(count, 'slot')}", tuple(range(count))
+    )
 
 
 def _targets(

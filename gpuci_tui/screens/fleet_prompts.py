@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gpuci_tui.core.preview import CommandPreview, Effect
+from gpuci_tui.core.wording import plural
 from gpuci_tui.screens.prompts import Prompt
 
 #: Per command kind: (effect, singular phrase, plural phrase with {n}).
@@ -42,10 +43,6 @@ _AFTER = {
 }
 
 
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}" if count == 1 else f"{count} {word}s"
-
-
 def effects_phrase(kind: str, preview: CommandPreview) -> str:
     """What ``kind`` does to one host, in words (empty: nothing)."""
     parts = []
@@ -68,7 +65,7 @@ def host_prompt(kind: str, label: str, preview: CommandPreview) -> Prompt | str:
     phrase = effects_phrase(kind, preview)
     if not phrase:
         return f"{label}: nothing to {kind} (no agent would change)."
-    agents = _plural(len(preview.effects), "agent")
+    agents = plural(len(preview.effects), "agent")
     title = f"{_VERBS[kind]} all {agents} on {label}?"
     return Prompt(title, f"{phrase}.{_AFTER[kind]}", _VERBS[kind])
 
@@ -99,9 +96,9 @@ def fleet_prompt(
     lines += [f"{label}: {why}; left as it is." for label, why in left_out]
     if not acting:
         return f"Nothing to {kind} on any reachable host. " + " ".join(lines)
-    title = f"{_VERBS[kind]} on {_plural(acting, 'host')}?"
+    title = f"{_VERBS[kind]} on {plural(acting, 'host')}?"
     body = "\n".join(lines) + ("\n" + _AFTER[kind].strip() if _AFTER[kind] else "")
-    return Prompt(title, body, f"{_VERBS[kind]} {_plural(acting, 'host')}")
+    return Prompt(title, body, f"{_VERBS[kind]} {plural(acting, 'host')}")
 
 
 def fleet_quit_prompt(hosts: int) -> Prompt:

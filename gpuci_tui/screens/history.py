@@ -26,6 +26,7 @@ from textual.widgets import DataTable, Footer, Input, Static
 
 from gpuci_tui.core.history import JobQuery, JobRecord, read_history
 from gpuci_tui.core.protocols import GpuciError
+from gpuci_tui.core.wording import plural
 from gpuci_tui.widgets.history_table import HistoryTable
 from gpuci_tui.widgets.history_trend import TREND_RUNS, HistoryTrend
 
@@ -187,7 +188,7 @@ class HistoryScreen(Screen[None]):
             words = "No jobs match the filters." if self._filtered() else "No jobs recorded yet."
         else:
             newest = f" (the newest {HISTORY_ROWS})" if count >= HISTORY_ROWS else ""
-            words = f"{count} jobs{newest} · sorted by {self.table.sort_description}"
+            words = f"{plural(count, 'job')}{newest} · sorted by {self.table.sort_description}"
         status.update(Text(words))
 
     def _filtered(self) -> bool:

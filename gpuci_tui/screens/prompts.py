@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from gpuci_tui.core.models import SupervisorSnapshot
 from gpuci_tui.core.preview import CommandPreview, Effect, SlotEffect
+from gpuci_tui.core.wording import plural
 from gpuci_tui.widgets.format import job_label
 
 _WITH_STANDBY = frozenset({"ready", "booting"})
@@ -26,10 +27,6 @@ class Prompt:
     title: str
     body: str
     confirm: str
-
-
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
 def _verb(count: int, singular: str, plural: str) -> str:
@@ -80,19 +77,19 @@ def drain_all_prompt(preview: CommandPreview) -> Prompt:
     parts = []
     if busy:
         parts.append(
-            f"{_plural(busy, 'busy agent')} {_verb(busy, 'finishes its', 'finish their')} "
+            f"{plural(busy, 'busy agent')} {_verb(busy, 'finishes its', 'finish their')} "
             f"current job, then {_verb(busy, 'stays', 'stay')} stopped"
         )
     if idle:
-        parts.append(f"{_plural(idle, 'idle agent')} {_verb(idle, 'stops', 'stop')} now")
+        parts.append(f"{plural(idle, 'idle agent')} {_verb(idle, 'stops', 'stop')} now")
     if standbys := _standbys(preview):
-        parts.append(f"{_plural(standbys, 'standby agent')} {_verb(standbys, 'stops', 'stop')} now")
+        parts.append(f"{plural(standbys, 'standby agent')} {_verb(standbys, 'stops', 'stop')} now")
     detail = "; ".join(parts) if parts else "no agent is running"
     body = (
-        f"All {_plural(total, 'agent')} are drained: {detail}. "
+        f"All {plural(total, 'agent')} are drained: {detail}. "
         "Nothing replaces them until you resume them (u on each agent). No job is killed."
     )
-    return Prompt(f"Drain all {_plural(total, 'agent')}?", body, "Drain all")
+    return Prompt(f"Drain all {plural(total, 'agent')}?", body, "Drain all")
 
 
 def restart_prompt(preview: CommandPreview) -> Prompt:
@@ -124,26 +121,26 @@ def restart_all_prompt(preview: CommandPreview) -> Prompt:
     idle = preview.count(Effect.REPLACE_NOW)
     parts = []
     if idle:
-        parts.append(f"{_plural(idle, 'idle agent')} {_verb(idle, 'is', 'are')} replaced now")
+        parts.append(f"{plural(idle, 'idle agent')} {_verb(idle, 'is', 'are')} replaced now")
     if busy:
         parts.append(
-            f"{_plural(busy, 'busy agent')} {_verb(busy, 'is', 'are')} replaced after "
+            f"{plural(busy, 'busy agent')} {_verb(busy, 'is', 'are')} replaced after "
             f"{_verb(busy, 'its', 'their')} current job"
         )
     if empty:
         parts.append(
-            f"{_plural(empty, 'slot')} without a container {_verb(empty, 'starts', 'start')} "
+            f"{plural(empty, 'slot')} without a container {_verb(empty, 'starts', 'start')} "
             "a fresh agent now"
         )
     body = "; ".join(parts) + ". No job is killed." if parts else "There are no agents."
     if parts and _standbys(preview):
         body += " Slots with a ready standby hand over to a fresh one first and keep taking jobs."
-    return Prompt(f"Restart all {_plural(total, 'agent')}?", body, "Restart all")
+    return Prompt(f"Restart all {plural(total, 'agent')}?", body, "Restart all")
 
 
 def scale_down_prompt(preview: CommandPreview, desired: int, new_count: int) -> Prompt:
     """Confirm removing the highest slots (they are drained, not killed)."""
-    title = f"Scale down to {_plural(new_count, 'agent')}?"
+    title = f"Scale down to {plural(new_count, 'agent')}?"
     if not preview.effects:
         body = f"The desired count goes from {desired} to {new_count}."
         return Prompt(title, body, "Scale down")
@@ -182,7 +179,7 @@ def quit_body(
     running = (
         "Running agents keep running and finish their current job"
         if not busy
-        else f"Running agents keep running ({_plural(busy, 'busy agent')} "
+        else f"Running agents keep running ({plural(busy, 'busy agent')} "
         f"{_verb(busy, 'finishes its', 'finish their')} current job)"
     )
     return (

@@ -15,6 +15,7 @@ from textual.widgets import DataTable
 from textual.widgets.data_table import RowDoesNotExist, RowKey
 
 from gpuci_tui.core.models import SlotSnapshot, SlotState, SupervisorSnapshot
+from gpuci_tui.core.wording import plural
 from gpuci_tui.widgets.format import (
     GPU_USE_WIDTH,
     clock_time,
@@ -213,7 +214,7 @@ def slot_detail(slot: SlotSnapshot, now: float) -> Text:
         if slot.last_exit.at:
             text.append(f" at {clock_time(slot.last_exit.at)}", style="bright_black")
     if slot.jobs_done:
-        text.append(f" · {slot.jobs_done} jobs done", style="bright_black")
+        text.append(f" · {plural(slot.jobs_done, 'job')} done", style="bright_black")
     standby = next((a for a in slot.agents if a.role == "standby"), None)
     if standby is not None:
         text.append(f" · standby {standby.name} {standby.phase}", style="bright_black")
