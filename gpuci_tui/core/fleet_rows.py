@@ -77,7 +77,8 @@ def gpus_busy(snapshot: SupervisorSnapshot) -> str:
     held: set[str] = set()
     for slot in snapshot.slots:
         if busy(slot):
-            held.update(slot.gpus)
+            # ("none",) is the policy's word for "no GPU", not a GPU to count.
+            held.update(g for g in slot.gpus if g != "none")
     if "all" in held:
         return "all"
     return str(len(held))

@@ -192,3 +192,10 @@ def test_problems_first_then_by_name_and_totals_of_live_hosts() -> None:
     assert (totals.hosts, totals.up, totals.busy, totals.idle, totals.standby, totals.parked) == (
         5, 3, 7, 5, 10, 1
     )  # fmt: skip
+
+
+def test_a_host_with_gpus_none_holds_no_gpu() -> None:
+    """gpus = "none" reaches the snapshot as ("none",): counting it showed 1 GPU."""
+    snapshot = healthy_snapshot()
+    no_gpu = tuple(replace(s, gpus=("none",)) for s in snapshot.slots)
+    assert gpus_busy(replace(snapshot, slots=no_gpu)) == "0"
