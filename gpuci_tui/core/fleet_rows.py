@@ -16,6 +16,7 @@ from enum import IntEnum
 from .fleet_link import HostStatus, LinkState
 from .models import HealthState, SlotState, SupervisorSnapshot
 from .preview import busy
+from .wording import plural
 
 _BAD_HEALTH = frozenset({HealthState.AUTH_FAILED, HealthState.UNREACHABLE, HealthState.ERROR})
 _AZURE_WORDS = {
@@ -84,6 +85,12 @@ def gpus_busy(snapshot: SupervisorSnapshot) -> str:
     return str(len(held))
 
 
+_OUT_OF_SERVICE = frozenset(
+    {SlotState.DRAINING, SlotState.DRAINED, SlotState.PARKED, SlotState.HELD, SlotState.QUARANTINED}
+)
+"""Slot states that take no next job until someone (or the GPU) lets them."""
+
+
 def host_problems(snapshot: SupervisorSnapshot) -> list[tuple[Severity, str]]:
     """What needs attention on a reachable host, most severe first."""
     found: list[tuple[Severity, str]] = []
@@ -101,6 +108,13 @@ def host_problems(snapshot: SupervisorSnapshot) -> list[tuple[Severity, str]]:
     backoff = [s.name for s in snapshot.slots if s.state is SlotState.BACKOFF]
     if backoff:
         found.append((Severity.WARNING, f"failing and backing off: {', '.join(backoff)}"))
+    queued = snapshot.pool_summary.queued_jobs
+    slots = snapshot.slots
+    if queued and slots and all(s.state in _OUT_OF_SERVICE for s in slots):
+        # A drained host with jobs waiting is not "all well": nothing here will take them.
+        found.append(
+            (Severity.WARNING, f"{plural(queued, 'job')} queued, but no agent here takes jobs")
+        )
     if snapshot.stopping:
         found.append((Severity.WARNING, "the daemon is stopping"))
     if snapshot.paused:

@@ -199,3 +199,16 @@ def test_a_host_with_gpus_none_holds_no_gpu() -> None:
     snapshot = healthy_snapshot()
     no_gpu = tuple(replace(s, gpus=("none",)) for s in snapshot.slots)
     assert gpus_busy(replace(snapshot, slots=no_gpu)) == "0"
+
+
+def test_a_drained_host_with_queued_jobs_is_not_all_well() -> None:
+    snapshot = healthy_snapshot()
+    drained = tuple(replace(s, state=SlotState.DRAINED, job=None) for s in snapshot.slots)
+    row = host_row("gpu3", "gpu3", up(replace(snapshot, slots=drained)))
+    assert row.problems == ("3 jobs queued, but no agent here takes jobs",)
+    assert row.severity is Severity.WARNING
+    # With no job waiting, a drained host is what the operator asked for.
+    calm = replace(
+        snapshot, slots=drained, pool_summary=replace(snapshot.pool_summary, queued_jobs=0)
+    )
+    assert host_row("gpu3", "gpu3", up(calm)).problems == ()
