@@ -273,6 +273,8 @@ class SupervisorEvent:
     message: str
     slot: int | None = None
     group: str = ""
+    agent: str = ""
+    """The agent the event is about (empty: the slot or the host as a whole)."""
 
 
 # --------------------------------------------------------------------------- commands

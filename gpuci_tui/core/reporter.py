@@ -34,8 +34,8 @@ class Reporter(Protocol):
         """Where snapshots come from."""
         ...
 
-    def event(self, kind: str, message: str, slot: int | None = None) -> None:
-        """Something happened (an operator-facing event)."""
+    def event(self, kind: str, message: str, slot: int | None = None, *, agent: str = "") -> None:
+        """Record and publish an event (``agent``: the agent it is about, if one)."""
         ...
 
     def changed(self) -> None:
@@ -80,9 +80,19 @@ class Broadcaster:
         """Stop feeding ``queue``."""
         self._subscribers.discard(queue)
 
-    def event(self, kind: str, message: str, slot: int | None = None, group: str = "") -> None:
-        """Record, log and broadcast an event."""
-        item = SupervisorEvent(at=self.clock(), kind=kind, message=message, slot=slot, group=group)
+    def event(
+        self,
+        kind: str,
+        message: str,
+        slot: int | None = None,
+        group: str = "",
+        *,
+        agent: str = "",
+    ) -> None:
+        """Record, log and broadcast an event (``agent``: the agent it is about)."""
+        item = SupervisorEvent(
+            at=self.clock(), kind=kind, message=message, slot=slot, group=group, agent=agent
+        )
         self.events.append(item)
         log.info("%s", message)
         self._broadcast(item)
@@ -128,9 +138,9 @@ class GroupTap:
     def bind(self, snapshot: Callable[[], SupervisorSnapshot]) -> None:
         """Ignored: the parent publishes its own merged snapshot."""
 
-    def event(self, kind: str, message: str, slot: int | None = None) -> None:
+    def event(self, kind: str, message: str, slot: int | None = None, *, agent: str = "") -> None:
         """Report an event of this group."""
-        self.parent.event(kind, message, slot, self.group)
+        self.parent.event(kind, message, slot, self.group, agent=agent)
 
     def changed(self) -> None:
         """The group changed: the parent publishes."""

@@ -281,6 +281,8 @@ class Note:
     kind: str
     message: str
     slot: int | None = None
+    agent: str = ""
+    """The agent (lane) the event is about; a slot's lanes take turns being its agent."""
 
 
 @dataclass(frozen=True)

@@ -298,7 +298,7 @@ class Supervisor:
         self.state = step.state
         for output in step.outputs:
             if isinstance(output, Note):
-                self.reporter.event(output.kind, output.message, output.slot)
+                self.reporter.event(output.kind, output.message, output.slot, agent=output.agent)
             elif self._on_job_finished is not None:
                 try:
                     self._on_job_finished(output)

@@ -159,7 +159,12 @@ def _started(state: EngineState, slot: SlotRecord, obs: Started, rules: Supervis
         early_destroyed=None,
     )
     slot = replace(slot.with_lane(lane), message="")
-    note = Note("container_started", f"{lane.name} started ({obs.container_id[:12]})", slot.number)
+    note = Note(
+        "container_started",
+        f"{lane.name} started ({obs.container_id[:12]})",
+        slot.number,
+        agent=lane.name,
+    )
     step = Step(state.with_slot(slot), (note,))
     if early is not None and early[0] == obs.container_id:
         # It exited before start() returned: its die event was kept for now.
@@ -195,18 +200,22 @@ def _start_failed(
             start_retry_at=obs.at + ENGINE_RETRY,
             docker=HealthSnapshot(HealthState.UNREACHABLE, obs.reason, obs.at),
         )
-        return Step(new, (Note("docker_error", f"{lane.name}: {obs.reason}", slot.number),))
+        return Step(
+            new, (Note("docker_error", f"{lane.name}: {obs.reason}", slot.number, agent=lane.name),)
+        )
     if obs.kind == "token":
         slot = replace(slot, message=f"cannot start: {obs.reason}")
         new = replace(state.with_slot(slot), start_retry_at=obs.at + TOKEN_RETRY)
-        return Step(new, (Note("token_error", obs.reason, slot.number),))
+        return Step(new, (Note("token_error", obs.reason, slot.number, agent=lane.name),))
     slot = replace(
         slot, last_exit=ExitInfo(code=None, at=obs.at, reason=f"start failed: {obs.reason}")
     )
     slot = count_failure(slot, f"start failed ({obs.reason})", obs.reason, obs.at, rules)
-    notes = [Note("start_failed", f"{lane.name}: {obs.reason}", slot.number)]
+    notes = [Note("start_failed", f"{lane.name}: {obs.reason}", slot.number, agent=lane.name)]
     if slot.parked:
-        notes.append(Note("slot_parked", f"{lane.name}: {slot.message}", slot.number))
+        notes.append(
+            Note("slot_parked", f"{lane.name}: {slot.message}", slot.number, agent=lane.name)
+        )
     return Step(state.with_slot(slot), tuple(notes))
 
 
@@ -219,7 +228,12 @@ def _appeared(state: EngineState, slot: SlotRecord, obs: Appeared) -> Step:
         return Step(state)
     # Started by someone else with our labels: adopt rather than duplicate.
     lane = container_started(lane, obs.container_id, obs.at, by_us=False)
-    note = Note("container_adopted", f"{lane.name} adopted ({obs.container_id[:12]})", slot.number)
+    note = Note(
+        "container_adopted",
+        f"{lane.name} adopted ({obs.container_id[:12]})",
+        slot.number,
+        agent=lane.name,
+    )
     return Step(state.with_slot(slot.with_lane(lane)), (note,))
 
 
@@ -281,9 +295,13 @@ def _died(state: EngineState, slot: SlotRecord, obs: Died, rules: SupervisorConf
     if slot.intent in (Intent.DRAIN, Intent.RETIRE) and not slot.live:
         slot = replace(slot, message="drained")
     kind = "slot_parked" if slot.parked else "container_exited"
-    outputs.insert(0, Note(kind, f"{lane.name} exited: {info.reason}", slot.number))
+    outputs.insert(
+        0, Note(kind, f"{lane.name} exited: {info.reason}", slot.number, agent=lane.name)
+    )
     if lane.took_job or info.took_job:
-        outputs.insert(1, Note("job_finished", f"{lane.name} finished its job", slot.number))
+        outputs.insert(
+            1, Note("job_finished", f"{lane.name} finished its job", slot.number, agent=lane.name)
+        )
     return Step(state.with_slot(slot), tuple(outputs))
 
 

@@ -75,7 +75,7 @@ def _job_note(before: LaneRecord, after: LaneRecord, slot: int) -> Note | None:
     job = after.job
     if job is None or (before.job is not None and before.job.request_id == job.request_id):
         return None
-    return Note("job_assigned", f"{after.name} runs job {job.request_id}", slot)
+    return Note("job_assigned", f"{after.name} runs job {job.request_id}", slot, agent=after.name)
 
 
 def pool_read(state: EngineState, obs: PoolRead) -> tuple[EngineState, tuple[Note, ...]]:
@@ -114,7 +114,7 @@ def agent_written(state: EngineState, obs: AgentWritten) -> tuple[EngineState, t
         known_at=obs.at,
     )
     verb = "enabled" if agent.enabled else "disabled"
-    note = Note(f"agent_{verb}", f"{lane.name} {verb} on the server", slot.number)
+    note = Note(f"agent_{verb}", f"{lane.name} {verb} on the server", slot.number, agent=lane.name)
     return state.with_slot(slot.with_lane(lane)), (note,)
 
 

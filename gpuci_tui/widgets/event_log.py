@@ -34,8 +34,9 @@ _KIND_STYLES = {
 
 def event_line(event: SupervisorEvent, slot_names: dict[int, str]) -> Text:
     """``12:03:04 gpuhost-2 job_finished  'train' 20261122.3 succeeded``."""
-    who = ""
-    if event.slot is not None:
+    # The agent the event is about, not the slot's current one: lanes take turns.
+    who = event.agent
+    if not who and event.slot is not None:
         who = slot_names.get(event.slot, f"slot {event.slot}")
     style = _KIND_STYLES.get(event.kind, "")
     if not style and ("error" in event.kind or "fail" in event.kind):

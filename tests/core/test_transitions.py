@@ -256,3 +256,10 @@ def test_listing_without_a_known_container_counts_it_as_gone() -> None:
     assert slot.lane(A).container_id is None and slot.lane(A).dying_id == "ca"
     assert slot.last_exit is not None and slot.last_exit.code is None
     assert slot.lane(B).container_id == "cb"
+
+
+def test_notes_name_the_agent_of_the_lane_they_are_about() -> None:
+    step = apply(started(), Died(0, A, CID, 143, 101.0), RULES)
+    notes = [o for o in step.outputs if isinstance(o, Note)]
+    lane_name = slot0(started()).lane(A).name
+    assert notes and all(n.agent == lane_name for n in notes)
