@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterable
-from typing import Any, Protocol
+from typing import Protocol
 
 from .models import Command, CommandResult, SupervisorEvent, SupervisorSnapshot
 from .preview import CommandPreview
@@ -22,7 +22,6 @@ class Supervised(Protocol):
     """What serves a console: a `Supervisor`, or a `GroupSupervisor` over several groups."""
 
     instance: str
-    gpu_watch: Any
 
     @property
     def events(self) -> Iterable[SupervisorEvent]:

@@ -150,8 +150,6 @@ class Supervisor:
         self._intent = intent_store
         self._on_job_finished = on_job_finished
         self._gpu_use = gpu_use
-        self.gpu_watch: Any = None
-        """The daemon's `GpuWatch`, when it samples GPUs (read by the metrics endpoint)."""
         self.started_at: float | None = None
         self._meta: SnapshotMeta | None = None
         self._inbox: asyncio.Queue[Observation | None] = asyncio.Queue()
