@@ -19,9 +19,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from gpuci_tui.core.config_file import ConfigError, raise_if_any, show
+from gpuci_tui.core.models import MAX_SLOTS
 from gpuci_tui.core.org_url import OrgUrlProblem, parse_org_url
 
-MAX_AGENTS = 64
+#: ``agents.count``'s upper bound: the one slot limit, `models.MAX_SLOTS`.
+MAX_AGENTS = MAX_SLOTS
 NAME_PREFIX_MAX = 50
 GPU_POLICIES = ("all", "none", "per-agent")
 NETWORK_MODES = ("bridge", "host")
@@ -165,7 +167,7 @@ def validate_pool(value: object) -> str:
 
 
 def validate_count(value: object) -> int:
-    """Check the number of agent slots: a whole number from 1 to 64."""
+    """Check the number of agent slots: a whole number from 1 to `MAX_SLOTS`."""
     return _whole(value, "agents.count", 1, MAX_AGENTS)
 
 

@@ -25,9 +25,6 @@ from enum import StrEnum
 from .models import ExitInfo, HealthSnapshot, JobInfo
 from .protocols import Agent
 
-#: Most slots one supervisor runs.
-MAX_SLOTS = 64
-
 
 class Intent(StrEnum):
     """What the operator wants from a slot."""
