@@ -65,7 +65,11 @@ def _targets(args: argparse.Namespace) -> list[tuple[str | None, tuple[int, ...]
 def build_commands(args: argparse.Namespace) -> list[Command]:
     """The command dataclasses for the parsed arguments (one per agent group named)."""
     name = args.command
-    kinds = {"drain": Drain, "resume": Resume, "restart": Restart}
+    kinds: dict[str, type[Drain | Resume | Restart]] = {
+        "drain": Drain,
+        "resume": Resume,
+        "restart": Restart,
+    }
     if name in kinds:
         return [kinds[name](slots, group) for group, slots in _targets(args)]
     if name == "scale":
