@@ -226,6 +226,7 @@ class PatAuth(requests.auth.AuthBase):
         self._header = Redacted(f"Basic {basic}")
 
     def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
+        """Add the Authorization header to ``request``."""
         request.headers["Authorization"] = self._header
         return request
 

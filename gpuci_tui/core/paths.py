@@ -64,7 +64,7 @@ def state_dir() -> Path:
 
 
 def log_dir() -> Path:
-    """platformdirs' user log directory (``$XDG_STATE_HOME/gpuci-tui/log``), created 0700."""
+    """Platformdirs' user log directory (``$XDG_STATE_HOME/gpuci-tui/log``), created 0700."""
     return _make_dir(platformdirs.user_log_path(APP, appauthor=False))
 
 

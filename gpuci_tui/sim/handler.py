@@ -95,6 +95,7 @@ class SimRequestHandler(BaseHTTPRequestHandler):
 
     @property
     def sim(self) -> SimServer:
+        """The server this request came to."""
         return self.server.sim
 
     def _serve(self, method: str) -> None:
