@@ -159,7 +159,7 @@ def build_demo(
     what hot standby hides.
     """
     from gpuci_tui.core.azure import AzureDevOpsClient
-    from gpuci_tui.core.gpu_synthetic import SyntheticSampler
+    from gpuci_tui.sim.gpu_synthetic import SyntheticSampler
     from gpuci_tui.sim.jobs import JobFeeder
     from gpuci_tui.sim.org import SimOrg
     from gpuci_tui.sim.records import REALISTIC_STARTUP, AgentStartup
