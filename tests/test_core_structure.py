@@ -214,7 +214,7 @@ def test_core_never_imports_the_ui_the_cli_or_the_simulation() -> None:
     [
         ("import subprocess", "subprocess"),
         ("from pathlib import Path", "pathlib"),
-        ("from gpuci_tui.core import daemon", "gpuci_tui.core.daemon"),
+        ("from gpuci_tui.core import elsewhere", "gpuci_tui.core.elsewhere"),
     ],
 )
 def test_the_layer_check_sees_an_offending_import(source: str, words: str) -> None:
