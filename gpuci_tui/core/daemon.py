@@ -25,7 +25,7 @@ from .assemble import assemble
 from .config import Config, agent_groups, for_group, instance_id
 from .control import ControlServer
 from .handle import Supervised
-from .history import IntentStore, JobHistory
+from .history import IntentFile, JobHistory
 from .metrics import Metrics, follow
 from .metrics_server import MetricsServer
 from .protocols import AgentPoolApi, ContainerRuntime, GpuciError, GpuSampler, TokenSource
@@ -213,12 +213,12 @@ async def serve(
     return 0
 
 
-def intent_stores(config: Config, paths: DaemonPaths) -> Callable[[str], IntentStore]:
+def intent_stores(config: Config, paths: DaemonPaths) -> Callable[[str], IntentFile]:
     """Each group's saved intent: ``paths.intent`` without groups, else the group's own file."""
     if not config.groups:
-        return lambda name: IntentStore(paths.intent)
+        return lambda name: IntentFile(paths.intent)
     by_group = {g.name: for_group(config, g) for g in agent_groups(config)}
-    return lambda name: IntentStore(DaemonPaths.for_instance(instance_id(by_group[name])).intent)
+    return lambda name: IntentFile(DaemonPaths.for_instance(instance_id(by_group[name])).intent)
 
 
 def _observe_requests(metrics: Metrics, api: AgentPoolApi) -> None:

@@ -54,7 +54,10 @@ __all__ = ["IntentStore", "Supervisor", "Update"]
 
 
 class IntentStore(Protocol):
-    """Keeps operator intent (count, paused, drained slots) across restarts."""
+    """Keeps operator intent (count, paused, drained slots) across restarts.
+
+    The protocol; `history.IntentFile` is the daemon's file-backed implementation.
+    """
 
     def load(self) -> dict[str, Any] | None:
         """The saved intent, or None."""
