@@ -153,7 +153,9 @@ def run_console(args: argparse.Namespace, setup: bool) -> int:
 
     async def start_supervisor(cfg: Config) -> SupervisorHandle:
         if foreground:
-            return in_process_supervisor(cfg, services.token_store, services.gpu)
+            # The App's current services: the wizard may have unlocked another token store.
+            now = app.services
+            return in_process_supervisor(cfg, now.token_store, now.gpu)
         sock = socket_for(cfg)
         if await asyncio.to_thread(daemon_alive, sock):
             return SocketHandle(sock)
@@ -195,8 +197,9 @@ def run_console(args: argparse.Namespace, setup: bool) -> int:
         start_supervisor=start_supervisor,
         readonly=bool(args.readonly),
     )
+    app = make_app(services)
     try:
-        make_app(services).run()
+        app.run()
     except CliExit as exc:
         return fail(exc)
     return exitcodes.OK
