@@ -9,6 +9,7 @@ creates clients itself: everything comes from `Services`.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any, ClassVar
 
 from textual.app import App, SystemCommand
@@ -28,7 +29,7 @@ from gpuci_tui.screens.fleet_host import HostDashboardScreen
 from gpuci_tui.screens.fleet_prompts import fleet_quit_prompt
 from gpuci_tui.screens.prompts import Prompt, quit_body
 from gpuci_tui.services import Services
-from gpuci_tui.ui_messages import SetupSaved
+from gpuci_tui.ui_messages import SetupSaved, TokenStoreChosen
 
 #: Binding ids a ``[keys]`` table may rebind (anything else is reported).
 KNOWN_BINDING_IDS = frozenset(
@@ -129,7 +130,7 @@ class GpuciApp(App[QuitChoice | None]):
 
     def attach(self, handle: SupervisorHandle) -> None:
         """Make ``handle`` the console's supervisor and follow it on the dashboard."""
-        self.services.handle = handle
+        self.services = replace(self.services, handle=handle)
         for screen in self.screen_stack:
             if isinstance(screen, DashboardScreen):
                 screen.attach(handle)
@@ -138,9 +139,13 @@ class GpuciApp(App[QuitChoice | None]):
         """The wizard saved the configuration: on to the dashboard."""
         self.show_dashboard(message.config)
 
+    def on_token_store_chosen(self, message: TokenStoreChosen) -> None:
+        """The wizard unlocked another token store: the App's services use it from now on."""
+        self.services = replace(self.services, token_store=message.token_store)
+
     def show_dashboard(self, config: Config) -> None:
         """Leave the wizard for the dashboard and start the supervisor (called by the wizard)."""
-        self.services.config = config
+        self.services = replace(self.services, config=config)
         self.apply_keymap(config)
         self.switch_screen(DashboardScreen(self.services))
         if self.services.handle is None:

@@ -83,43 +83,34 @@ class DemoEnvironment:
         each finished job to a history, so busy rows show GPU use and the history
         view (``h``) has content.
         """
-        from gpuci_tui.core.accounting import JobAccountant
+        from gpuci_tui.core.assemble import assemble
         from gpuci_tui.core.config import instance_id
-        from gpuci_tui.core.gpu_watch import GpuWatch, agent_owners
         from gpuci_tui.core.handle import InProcessHandle
         from gpuci_tui.core.history import JobHistory
-        from gpuci_tui.core.job_recorder import JobRecorder
-        from gpuci_tui.core.supervisor import Supervisor
         from gpuci_tui.services import Services
 
         history = JobHistory(self.history_path)
         seed_history(history, instance_id(self.config), time.time())
 
         async def start_supervisor(config: Config) -> Any:
-            accountant = JobAccountant(min_interval=1.0)
-            recorder = JobRecorder(
-                history, self.api, instance_id(config), pool_id=lambda: None, accountant=accountant
-            )
-            supervisor = Supervisor(
+            parts = assemble(
                 config,
                 api=self.api,
                 runtime=self.runtime,
                 tokens=self.tokens,
+                history=history,
                 mode="in-process",
+                gpu=self.gpu,
+                sample_interval=1.0,
                 extra_labels=self.extra_labels,
-                on_job_finished=recorder,
-                gpu_use=accountant.current,
             )
-            recorder.pool_id = lambda: supervisor.pool.pool_id
-            self.supervisor_holder[:] = [supervisor]
-            watch = GpuWatch(
-                self.gpu, accountant, lambda: agent_owners(supervisor.snapshot()), interval=1.0
-            )
+            self.supervisor_holder[:] = [parts.supervisor]
             loop = asyncio.get_running_loop()
-            for coro in (supervisor.run(), watch.run()):
-                task = loop.create_task(coro)
-                self._tasks.add(task)
-            return InProcessHandle(supervisor)
+            self._tasks.add(loop.create_task(parts.supervisor.run()))
+            watch = parts.start_watch()
+            if watch is not None:
+                self._tasks.add(watch)
+            return InProcessHandle(parts.supervisor)
 
         return Services(
             config=self.config,
@@ -184,7 +175,7 @@ def build_demo(
     what hot standby hides.
     """
     from gpuci_tui.core.azure import AzureDevOpsClient
-    from gpuci_tui.core.gpu_synthetic import SyntheticSampler
+    from gpuci_tui.sim.gpu_synthetic import SyntheticSampler
     from gpuci_tui.sim.jobs import JobFeeder
     from gpuci_tui.sim.org import SimOrg
     from gpuci_tui.sim.records import REALISTIC_STARTUP, AgentStartup

@@ -55,12 +55,15 @@ StartSupervisor = Callable[[Config], Awaitable[SupervisorHandle]]
 """Starts (or attaches to) a supervisor for a freshly saved configuration."""
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, frozen=True)
 class Services:
     """The console's injected dependencies.
 
     Attributes are read by the App and its screens only; nothing here is
-    created by the console itself.
+    created by the console itself. Frozen: what changes at run time (the
+    configuration the wizard saved, the token store it unlocked, the attached
+    supervisor) comes back as a new `Services` built by the App
+    (`dataclasses.replace`), never as a change to one a screen already holds.
     """
 
     config: Config | None

@@ -9,12 +9,16 @@ terminal renders the newest state instead of working through a backlog.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from textual.message import Message
 
 from gpuci_tui.core.config import Config
 from gpuci_tui.core.models import SupervisorEvent, SupervisorSnapshot
 from gpuci_tui.core.protocols import GpuFrame
+
+if TYPE_CHECKING:
+    from gpuci_tui.services import TokenStoreLike
 
 
 @dataclass
@@ -76,3 +80,14 @@ class SetupSaved(Message):
     """The setup wizard wrote the configuration; the App switches to the dashboard."""
 
     config: Config
+
+
+@dataclass
+class TokenStoreChosen(Message):
+    """The wizard changed where the PAT lives (e.g. unlocked the encrypted file store).
+
+    The App builds new `Services` with it (they are frozen), so the supervisor it
+    starts reads the PAT from the same store.
+    """
+
+    token_store: TokenStoreLike

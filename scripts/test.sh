@@ -47,8 +47,8 @@ docker version --format 'engine {{.Server.Version}} (API {{.Server.APIVersion}})
 log "ruff"
 "$VENV/bin/ruff" check gpuci_tui tests bench scripts
 "$VENV/bin/ruff" format --check gpuci_tui tests bench scripts
-log "mypy (strict on gpuci_tui/core)"
-"$VENV/bin/mypy" gpuci_tui/core
+log "mypy (strict on the whole gpuci_tui package)"
+"$VENV/bin/mypy" gpuci_tui
 log "pytest"
 set +e
 "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$@"

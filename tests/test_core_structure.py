@@ -1,8 +1,14 @@
-"""The shape of gpuci_tui/core, checked from its source: no import cycles, no private reach-ins.
+"""The shape of gpuci_tui/core, checked from its source: layers, no import cycles, no reach-ins.
 
 Every part of the engine talks to the others through their public names, and
 the modules form a DAG (deferred imports inside functions are counted too:
-a cycle hidden in a function is still a cycle).
+a cycle hidden in a function is still a cycle). Core is walked recursively,
+so the checks hold before and after its modules move into sub-packages
+(engine/, host/, ...): a module is named by its dotted path under core
+(``lifecycle`` flat, ``engine.lifecycle`` moved).
+
+Layers: the pure engine imports nothing that talks to the outside world, and
+nothing in core imports the UI, the CLI or the simulation.
 """
 
 from __future__ import annotations
@@ -10,36 +16,89 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 import gpuci_tui.core
 
 CORE = Path(gpuci_tui.core.__file__).parent
 
+#: The pure engine's modules, by file stem (flat, or under core/engine/ once moved).
+ENGINE = frozenset(
+    {
+        "lifecycle", "planner", "planner_run", "transitions", "transitions_server",
+        "commands", "preview", "snapshots", "steps", "exits",
+    }
+)  # fmt: skip
+#: Libraries that talk to the outside world (files, processes, network, devices, clocks).
+OUTSIDE = frozenset(
+    {
+        "docker", "requests", "urllib3", "http", "urllib", "socket", "ssl", "pynvml", "sqlite3",
+        "subprocess", "os", "shutil", "pathlib", "io", "tempfile", "glob", "fcntl", "keyring",
+        "asyncio", "threading", "time", "platformdirs", "prometheus_client", "signal", "select",
+    }
+)  # fmt: skip
+#: Core modules that do I/O (by stem, old flat names and the names they get once moved):
+#: the engine must not import them.
+IO_MODULES = frozenset(
+    {
+        "azure", "azure_http", "http", "client", "runtime", "runtime_client", "runtime_events",
+        "events", "history", "history_schema", "schema", "gpu", "nvml_sampler", "gpu_watch",
+        "secrets", "token_store", "paths", "cgroups", "control", "daemon", "supervisor",
+        "group_supervisor", "executor", "pool_observer", "container_observer", "fleet_link",
+        "link", "ssh_handle", "ssh_command", "metrics", "metrics_server", "job_recorder",
+        "assemble", "redaction",
+    }
+)  # fmt: skip
+#: What core never imports: the console, the command line, the simulation.
+OUTER = ("textual", "rich", "gpuci_tui.cli", "gpuci_tui.screens", "gpuci_tui.widgets",
+         "gpuci_tui.app", "gpuci_tui.sim", "gpuci_tui.services", "gpuci_tui.demo",
+         "gpuci_tui.ui_messages")  # fmt: skip
+
 
 def _modules() -> dict[str, ast.Module]:
-    return {p.stem: ast.parse(p.read_text(), str(p)) for p in sorted(CORE.glob("*.py"))}
+    """Every module of core (recursively), by dotted name under core; packages' ``__init__``
+    files by the package's name."""
+    found = {}
+    for path in sorted(CORE.rglob("*.py")):
+        parts = path.relative_to(CORE).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        if parts:
+            found[".".join(parts)] = ast.parse(path.read_text(), str(path))
+    return found
 
 
-def _imports(tree: ast.Module) -> set[str]:
-    """Core modules imported anywhere in ``tree`` (relative or absolute)."""
+def _raw_imports(name: str, tree: ast.Module) -> set[str]:
+    """Every module ``tree`` imports, absolute (``gpuci_tui.core.x.y``, ``os.path``…).
+
+    ``from P import n`` yields both ``P`` and ``P.n`` (``n`` may be a module).
+    """
+    package = ["gpuci_tui", "core", *name.split(".")[:-1]]
+    if (CORE / name.replace(".", "/") / "__init__.py").exists():
+        package = ["gpuci_tui", "core", *name.split(".")]
     found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
-            module = node.module or ""
-            if node.level == 1:
-                target = module.split(".")[0] if module else ""
-                if target:
-                    found.add(target)
-                else:  # from . import x, y
-                    found.update(alias.name for alias in node.names)
-            elif module.startswith("gpuci_tui.core."):
-                found.add(module.split(".")[2])
-            elif module == "gpuci_tui.core":
-                found.update(alias.name for alias in node.names)
+            if node.level:
+                base = package[: len(package) - (node.level - 1)]
+                module = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                module = node.module or ""
+            found.add(module)
+            found.update(f"{module}.{alias.name}" for alias in node.names)
         elif isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.name.startswith("gpuci_tui.core."):
-                    found.add(alias.name.split(".")[2])
+            found.update(alias.name for alias in node.names)
     return found
+
+
+def _imports(name: str, tree: ast.Module, modules: dict[str, ast.Module]) -> set[str]:
+    """The core modules (keys of ``modules``) that ``tree`` imports."""
+    prefix = "gpuci_tui.core."
+    return {
+        m[len(prefix) :]
+        for m in _raw_imports(name, tree)
+        if m.startswith(prefix) and m[len(prefix) :] in modules
+    }
 
 
 def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -66,7 +125,8 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_core_modules_import_each_other_without_cycles() -> None:
     modules = _modules()
-    graph = {name: {m for m in _imports(tree) if m in modules} for name, tree in modules.items()}
+    graph = {name: _imports(name, tree, modules) - {name} for name, tree in modules.items()}
+    assert any("." in name for name in modules) or "lifecycle" in modules
     assert _cycle(graph) is None, " -> ".join(_cycle(graph) or [])
 
 
@@ -111,3 +171,52 @@ def test_no_part_reaches_into_another_parts_private_members() -> None:
                 continue
             offences.append(f"{name}.py:{node.lineno}: .{attr}")
     assert offences == []
+
+
+def _engine(modules: dict[str, ast.Module]) -> list[str]:
+    return [
+        n for n in modules if n.rsplit(".", 1)[-1] in ENGINE and n.split(".")[0] in ("engine", n)
+    ]
+
+
+def test_the_engine_is_found_in_either_layout() -> None:
+    assert sorted(n.rsplit(".", 1)[-1] for n in _engine(_modules())) == sorted(ENGINE)
+
+
+def test_the_engine_imports_nothing_that_talks_to_the_outside_world() -> None:
+    modules = _modules()
+    offences = []
+    for name in _engine(modules):
+        for imported in sorted(_raw_imports(name, modules[name])):
+            top = imported.split(".")[0]
+            if top in OUTSIDE:
+                offences.append(f"{name}: {imported}")
+            inner = imported.removeprefix("gpuci_tui.core.")
+            io_module = inner in modules and inner.rsplit(".", 1)[-1] in IO_MODULES
+            if imported.startswith("gpuci_tui.core.") and io_module:
+                offences.append(f"{name}: {imported}")
+    assert offences == []
+
+
+def test_core_never_imports_the_ui_the_cli_or_the_simulation() -> None:
+    modules = _modules()
+    offences = [
+        f"{name}: {imported}"
+        for name, tree in modules.items()
+        for imported in sorted(_raw_imports(name, tree))
+        if any(imported == o or imported.startswith(o + ".") for o in OUTER)
+    ]
+    assert offences == []
+
+
+@pytest.mark.parametrize(
+    ("source", "words"),
+    [
+        ("import subprocess", "subprocess"),
+        ("from pathlib import Path", "pathlib"),
+        ("from gpuci_tui.core import elsewhere", "gpuci_tui.core.elsewhere"),
+    ],
+)
+def test_the_layer_check_sees_an_offending_import(source: str, words: str) -> None:
+    found = _raw_imports("engine.planner", ast.parse(source))
+    assert any(m.startswith(words) for m in found)

@@ -10,9 +10,9 @@ import gpuci_tui.core
 
 
 def _core_modules() -> list[str]:
-    return sorted(
-        f"gpuci_tui.core.{info.name}" for info in pkgutil.iter_modules(gpuci_tui.core.__path__)
-    )
+    """Every module of core, sub-packages included."""
+    found = pkgutil.walk_packages(gpuci_tui.core.__path__, prefix="gpuci_tui.core.")
+    return sorted(info.name for info in found)
 
 
 def test_core_has_modules() -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 from gpuci_tui.core.config import Config, daemon_instance
 from gpuci_tui.core.control import ControlError, SocketHandle, request
 from gpuci_tui.core.handle import InProcessHandle, SupervisorHandle
-from gpuci_tui.core.protocols import GpuciError, TokenSource
+from gpuci_tui.core.protocols import GpuciError, GpuSampler, TokenSource
 
 from . import exitcodes
 from .common import CliExit, config_path, fail, load, socket_for
@@ -79,21 +79,44 @@ def _tail(path: Path, lines: int) -> str:
         return ""
 
 
-def in_process_supervisor(config: Config, tokens: TokenSource | None = None) -> SupervisorHandle:
+def in_process_supervisor(
+    config: Config, tokens: TokenSource | None = None, gpu: GpuSampler | None = None
+) -> SupervisorHandle:
     """A supervisor running inside the console's event loop (``--foreground``).
 
+    Assembled like the daemon's (`gpuci_tui.core.assemble`): its groups, the
+    job history, the saved intent and, with ``gpu``, GPU accounting.
     ``tokens`` is the console's token store: after the wizard unlocked an
     encrypted file store with a passphrase, only that store can read the PAT.
     """
-    from gpuci_tui.core.supervisor import Supervisor
+    from gpuci_tui.core.assemble import assemble
+    from gpuci_tui.core.daemon import DaemonPaths, intent_stores
+    from gpuci_tui.core.history import JobHistory
 
     from .run_cmd import real_services
 
     api, runtime, tokens = real_services(config, tokens)
-    supervisor = Supervisor(config, api=api, runtime=runtime, tokens=tokens)  # type: ignore[arg-type]
-    task = asyncio.get_running_loop().create_task(supervisor.run())
+    paths = DaemonPaths.for_instance(daemon_instance(config))
+    history = JobHistory(
+        paths.history, keep_days=config.history.keep_days, max_rows=config.history.max_rows
+    )
+    parts = assemble(
+        config,
+        api=api,  # type: ignore[arg-type]
+        runtime=runtime,  # type: ignore[arg-type]
+        tokens=tokens,
+        history=history,
+        mode="in-process",
+        intent_store=intent_stores(config, paths),
+        gpu=gpu,
+    )
+    loop = asyncio.get_running_loop()
+    task = loop.create_task(parts.supervisor.run())
     _BACKGROUND.add(task)
-    return InProcessHandle(supervisor)
+    watch = parts.start_watch()
+    if watch is not None:
+        _BACKGROUND.add(watch)
+    return InProcessHandle(parts.supervisor)
 
 
 _BACKGROUND: set[asyncio.Task[None]] = set()
@@ -133,7 +156,9 @@ def run_console(args: argparse.Namespace, setup: bool) -> int:
 
     async def start_supervisor(cfg: Config) -> SupervisorHandle:
         if foreground:
-            return in_process_supervisor(cfg, services.token_store)  # type: ignore[arg-type]
+            # The App's current services: the wizard may have unlocked another token store.
+            now = app.services
+            return in_process_supervisor(cfg, now.token_store, now.gpu)
         sock = socket_for(cfg)
         if await asyncio.to_thread(daemon_alive, sock):
             return SocketHandle(sock)
@@ -175,8 +200,9 @@ def run_console(args: argparse.Namespace, setup: bool) -> int:
         start_supervisor=start_supervisor,
         readonly=bool(args.readonly),
     )
+    app = make_app(services)
     try:
-        make_app(services).run()
+        app.run()
     except CliExit as exc:
         return fail(exc)
     return exitcodes.OK

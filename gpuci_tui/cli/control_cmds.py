@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
-import socket
 import sys
-import time
 from typing import Any
 
 from gpuci_tui.core.config_file import is_ascii_number
 from gpuci_tui.core.config_observe import parse_listen
-from gpuci_tui.core.control import ControlError, request
+from gpuci_tui.core.control import ControlError, SocketHandle, request
 from gpuci_tui.core.history_file import damage_notice
 from gpuci_tui.core.models import (
     Command,
@@ -22,6 +21,7 @@ from gpuci_tui.core.models import (
     Scale,
     SlotState,
     Stop,
+    SupervisorEvent,
     Unpause,
     snapshot_from_dict,
     to_dict,
@@ -68,7 +68,7 @@ def _targets(args: argparse.Namespace) -> list[tuple[str | None, tuple[int, ...]
 def build_commands(args: argparse.Namespace) -> list[Command]:
     """The command dataclasses for the parsed arguments (one per agent group named)."""
     name = args.command
-    kinds: dict[str, type[Drain] | type[Resume] | type[Restart]] = {
+    kinds: dict[str, type[Drain | Resume | Restart]] = {
         "drain": Drain,
         "resume": Resume,
         "restart": Restart,
@@ -152,37 +152,22 @@ def _wanted(slot: Any, commands: list[Command]) -> bool:
 
 
 def _wait_drained(path: Any, commands: list[Command], timeout: float) -> int:
-    """Follow the daemon's stream until every targeted slot is drained."""
-    deadline = time.monotonic() + timeout if timeout > 0 else None
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.connect(str(path))
-    sock.settimeout(1.0)
-    sock.sendall(b'{"op":"subscribe"}\n')
-    buffer = b""
-    try:
-        while True:
-            if deadline is not None and time.monotonic() > deadline:
-                print("gpuci-tui: timed out waiting for the drain", file=sys.stderr)
-                return exitcodes.FAILED
-            try:
-                chunk = sock.recv(65536)
-            except TimeoutError:
+    """Follow the daemon's stream (`SocketHandle.updates`) until every targeted slot is drained."""
+
+    async def follow() -> int:
+        async for update in SocketHandle(path).updates():
+            if isinstance(update, SupervisorEvent):
+                print(update.message)
                 continue
-            if not chunk:
-                print("gpuci-tui: the daemon went away while draining", file=sys.stderr)
-                return exitcodes.NO_DAEMON
-            buffer += chunk
-            while b"\n" in buffer:
-                line, buffer = buffer.split(b"\n", 1)
-                message = json.loads(line)
-                if message.get("type") == "event":
-                    print(message["data"].get("message", ""))
-                if message.get("type") != "snapshot":
-                    continue
-                snap = snapshot_from_dict(message["data"])
-                wanted = [s for s in snap.slots if _wanted(s, commands)]
-                if all(s.state == SlotState.DRAINED for s in wanted):
-                    print("drained: " + (", ".join(s.name for s in wanted) or "no slots"))
-                    return exitcodes.OK
-    finally:
-        sock.close()
+            wanted = [s for s in update.slots if _wanted(s, commands)]
+            if all(s.state == SlotState.DRAINED for s in wanted):
+                print("drained: " + (", ".join(s.name for s in wanted) or "no slots"))
+                return exitcodes.OK
+        print("gpuci-tui: the daemon went away while draining", file=sys.stderr)
+        return exitcodes.NO_DAEMON
+
+    try:
+        return asyncio.run(asyncio.wait_for(follow(), timeout if timeout > 0 else None))
+    except TimeoutError:
+        print("gpuci-tui: timed out waiting for the drain", file=sys.stderr)
+        return exitcodes.FAILED

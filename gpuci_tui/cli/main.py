@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from gpuci_tui import __version__
+from gpuci_tui.core.models import MAX_SLOTS
 
 from . import exitcodes
 from .export_cmd import add_export_parser
@@ -103,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     restart = sub.add_parser("restart", help="replace idle agents now, busy ones after their job")
     _slots_args(restart, "restart")
     scale = sub.add_parser("scale", help="change the number of slots (scaling down drains)")
-    scale.add_argument("count", type=int, help="new number of slots (1-64)")
+    scale.add_argument("count", type=int, help=f"new number of slots (1-{MAX_SLOTS})")
     scale.add_argument("--group", help="the agent group to scale (needed with several)")
     sub.add_parser("pause", help="stop replenishing (running agents stay)")
     sub.add_parser("unpause", help="replenish again")

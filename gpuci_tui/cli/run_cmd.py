@@ -23,7 +23,8 @@ TOKEN_CACHE_SECONDS = 60.0
 class CachedToken:
     """Asks the token source at most once a minute, so a PAT swapped in the keyring is
     picked up, but keeps the last good PAT when the source goes away (a detached
-    daemon outlives the SSH login whose D-Bus session held the keyring)."""
+    daemon outlives the SSH login whose D-Bus session held the keyring).
+    """
 
     def __init__(self, tokens: TokenSource, org_url: str) -> None:
         self._tokens = tokens
@@ -33,6 +34,7 @@ class CachedToken:
         self._at = 0.0
 
     def __call__(self) -> str:
+        """The PAT: asked afresh once a minute, else the last good one."""
         with self._lock:
             now = time.monotonic()
             if not self._value or now - self._at > TOKEN_CACHE_SECONDS:

@@ -1,4 +1,4 @@
-"""Terminal-safe output for the CLI: control characters are shown, never obeyed.
+r"""Terminal-safe output for the CLI: control characters are shown, never obeyed.
 
 Container log tails, agent names from the server and configuration values reach
 ``status``, ``history`` and error messages. An ESC or another control character in
@@ -20,7 +20,7 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def escape_controls(text: str) -> str:
-    """``text`` with every control character but tab and newline shown as ``\\xNN``."""
+    r"""``text`` with every control character but tab and newline shown as ``\\xNN``."""
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 

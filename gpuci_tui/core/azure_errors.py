@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import difflib
-import ipaddress
 import socket
 import ssl
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ import requests
 import requests.auth
 import urllib3
 
+from gpuci_tui.core.org_url import OrgUrlProblem, is_loopback_host, parse_org_url
 from gpuci_tui.core.protocols import AzureAuthError, AzureError, AzureNotFoundError, Pool
 
 # --------------------------------------------------------------------------- organisation URL
@@ -55,52 +55,16 @@ class OrgUrl:
             AzureError: Not an http(s) URL, has credentials or a query, or is
                 ``http://`` to a host that is not this machine.
         """
-        text = raw.strip().rstrip("/")
-        parts = urlsplit(text)
-        scheme = parts.scheme.lower()
-        if scheme not in ("http", "https") or not parts.hostname:
-            raise AzureError(
-                f"{raw!r} is not an organisation URL. Use the address of your organisation, "
-                "e.g. https://dev.azure.com/ORG."
-            )
-        if parts.username is not None or parts.password is not None:
-            raise AzureError(
-                "The organisation URL must not contain a user name or password; "
-                "the PAT is stored separately (`gpuci-tui setup`)."
-            )
-        if parts.query or parts.fragment:
-            raise AzureError(
-                "The organisation URL must not contain '?' or '#' parts; "
-                "use e.g. https://dev.azure.com/ORG."
-            )
         try:
-            port = parts.port
-        except ValueError:
-            raise AzureError(f"The organisation URL {raw!r} has an invalid port.") from None
-        host = parts.hostname.lower()
-        shown_host = f"[{host}]" if ":" in host else host
-        segments = [s for s in parts.path.split("/") if s]
-        if host == "dev.azure.com" and not segments:
-            raise AzureError(
-                "The organisation URL lacks the organisation's name: use https://dev.azure.com/ORG."
-            )
-        if host == "dev.azure.com" and len(segments) > 1:
-            raise AzureError(
-                f"{raw.strip()} is a project or page address, not the organisation's: "
-                f"use https://dev.azure.com/{segments[0]}."
-            )
-        if segments:
-            name = segments[-1]
-        elif host.endswith(".visualstudio.com"):
-            name = host.split(".", 1)[0]
-        else:
-            name = host
+            address = parse_org_url(raw)
+        except OrgUrlProblem as problem:
+            raise AzureError(_problem_message(problem)) from None
         org = cls(
-            url=f"{scheme}://{parts.netloc.lower()}{parts.path.rstrip('/')}",
-            scheme=scheme,
-            host=host,
-            netloc=shown_host if port is None else f"{shown_host}:{port}",
-            name=name,
+            url=address.url,
+            scheme=address.scheme,
+            host=address.host,
+            netloc=address.netloc,
+            name=address.name,
         )
         org.check_safe(org.url)
         return org
@@ -128,15 +92,34 @@ class OrgUrl:
         )
 
 
-def is_loopback_host(host: str) -> bool:
-    """Whether ``host`` names this machine without going through DNS."""
-    host = host.strip("[]").lower()
-    if host in ("localhost", "localhost."):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+def _problem_message(problem: OrgUrlProblem) -> str:
+    """``problem`` worded for the client's caller."""
+    raw = problem.raw
+    if problem.kind in ("empty", "spaces", "no_scheme", "not_url"):
+        return (
+            f"{raw!r} is not an organisation URL. Use the address of your organisation, "
+            "e.g. https://dev.azure.com/ORG."
+        )
+    if problem.kind == "insecure_http":
+        host = urlsplit(raw).hostname or raw
+        return (
+            f"Refusing to send the PAT to {host} over plain http://: "
+            "anyone on the network could read it. Use the https:// address of the "
+            "organisation (http:// is only allowed for 127.0.0.1, ::1 and localhost)."
+        )
+    return {
+        "bad_port": f"The organisation URL {raw!r} has an invalid port.",
+        "credentials": "The organisation URL must not contain a user name or password; "
+        "the PAT is stored separately (`gpuci-tui setup`).",
+        "query": "The organisation URL must not contain '?' or '#' parts; "
+        "use e.g. https://dev.azure.com/ORG.",
+        "missing_org": "The organisation URL lacks the organisation's name: "
+        "use https://dev.azure.com/ORG.",
+        "project_page": f"{raw} is a project or page address, not the organisation's: "
+        f"use {problem.fix}.",
+        "bad_name": f"{problem.segment!r} is not a valid organisation name (letters, digits "
+        "and inner hyphens, at most 50): use https://dev.azure.com/ORG.",
+    }[problem.kind]
 
 
 # --------------------------------------------------------------------------- messages
@@ -235,6 +218,7 @@ class PatAuth(requests.auth.AuthBase):
         self._header = Redacted(f"Basic {basic}")
 
     def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
+        """Add the Authorization header to ``request``."""
         request.headers["Authorization"] = self._header
         return request
 

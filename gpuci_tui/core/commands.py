@@ -8,11 +8,13 @@ the loop's next turn.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from .lifecycle import MAX_SLOTS, EngineState, Intent, SlotRecord, new_slot
+from .lifecycle import EngineState, Intent, SlotRecord, new_slot
 from .models import (
+    MAX_SLOTS,
     Command,
     CommandResult,
     Drain,
@@ -28,14 +30,29 @@ from .snapshots import primary
 from .wording import plural
 
 
+def refusal(command: Command, numbers: Sequence[int]) -> str | None:
+    """Why ``command`` is refused where slots ``numbers`` exist (None: it is accepted).
+
+    The one statement of these rules: `apply_command` refuses with it, and
+    `preview.preview` answers with it before anything is sent.
+    """
+    if isinstance(command, Drain | Resume | Restart) and command.slots is not None:
+        unknown = [n for n in command.slots if n not in numbers]
+        if unknown:
+            valid = ", ".join(map(str, numbers)) or "none"
+            return f"no such slot: {', '.join(map(str, unknown))} (slots are {valid})"
+    if isinstance(command, Scale) and not 1 <= command.count <= MAX_SLOTS:
+        return f"scale: count must be from 1 to {MAX_SLOTS}, got {command.count}"
+    return None
+
+
 def apply_command(state: EngineState, command: Command) -> tuple[EngineState, CommandResult]:
     """Carry out ``command`` on the intents; say what it does."""
+    problem = refusal(command, [s.number for s in state.slots])
+    if problem is not None:
+        return state, CommandResult(False, problem)
     if isinstance(command, Drain | Resume | Restart):
-        targets, unknown = _targets(state, command.slots)
-        if unknown:
-            valid = ", ".join(str(s.number) for s in state.slots) or "none"
-            bad = ", ".join(map(str, unknown))
-            return state, CommandResult(False, f"no such slot: {bad} (slots are {valid})")
+        targets = _targets(state, command.slots)
         if isinstance(command, Drain):
             return drain(state, targets)
         if isinstance(command, Resume):
@@ -128,10 +145,6 @@ def _restart(state: EngineState, targets: list[SlotRecord]) -> tuple[EngineState
 
 
 def _scale(state: EngineState, count: int) -> tuple[EngineState, CommandResult]:
-    if not 1 <= count <= MAX_SLOTS:
-        return state, CommandResult(
-            False, f"scale: count must be from 1 to {MAX_SLOTS}, got {count}"
-        )
     old = state.desired
     state = replace(state, desired=count)
     for number in range(count):
@@ -149,13 +162,10 @@ def _scale(state: EngineState, count: int) -> tuple[EngineState, CommandResult]:
     )
 
 
-def _targets(
-    state: EngineState, numbers: tuple[int, ...] | None
-) -> tuple[list[SlotRecord], list[int]]:
+def _targets(state: EngineState, numbers: tuple[int, ...] | None) -> list[SlotRecord]:
     if numbers is None:
-        return list(state.slots), []
-    found = [slot for n in numbers if (slot := state.slot(n)) is not None]
-    return found, [n for n in numbers if state.slot(n) is None]
+        return list(state.slots)
+    return [slot for n in numbers if (slot := state.slot(n)) is not None]
 
 
 def _names(slots: list[SlotRecord]) -> str:

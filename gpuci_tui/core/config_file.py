@@ -30,7 +30,8 @@ from gpuci_tui.core.protocols import GpuciError
 
 class Document(Protocol):
     """What `config_to_toml` renders: a `config.Config` (named here without importing it,
-    so that ``config`` can import this module and not the other way round)."""
+    so that ``config`` can import this module and not the other way round).
+    """
 
     @property
     def azure(self) -> Any:

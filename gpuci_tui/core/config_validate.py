@@ -10,7 +10,6 @@ what is wrong and what to do. Nothing here knows the config dataclasses.
 from __future__ import annotations
 
 import difflib
-import ipaddress
 import math
 import os
 import posixpath
@@ -20,11 +19,13 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Protocol
-from urllib.parse import urlsplit
 
 from gpuci_tui.core.config_file import ConfigError, raise_if_any, show
+from gpuci_tui.core.models import MAX_SLOTS
+from gpuci_tui.core.org_url import OrgUrlProblem, parse_org_url
 
-MAX_AGENTS = 64
+#: ``agents.count``'s upper bound: the one slot limit, `models.MAX_SLOTS`.
+MAX_AGENTS = MAX_SLOTS
 POOL_NAME_MAX = 256
 CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 """C0, DEL and C1: never part of a name; in a terminal they are commands, not text."""
@@ -53,7 +54,6 @@ _SECRET_KEY = re.compile(
 )
 _NAME_PREFIX = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]*")
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_AZURE_ORG = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,48}[A-Za-z0-9])?")
 # Docker's reference grammar (distribution/reference): [registry[:port]/]path[:tag][@digest].
 _LABEL = r"[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?"
 _PART = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
@@ -140,72 +140,30 @@ def validate_org_url(text: object) -> str:
     """
     key, example = "azure.url", "https://dev.azure.com/ORG"
     raw = as_text(text, key)
-    if not raw:
-        raise ConfigError(f'is empty; set your organisation URL, e.g. "{example}"', key=key)
-    if any(c.isspace() for c in raw):
-        raise ConfigError(f"must not contain spaces, got {show(raw)}", key=key)
-    if "://" not in raw:
-        fix = f'"https://{raw.lstrip("/")}"'
-        raise ConfigError(
-            f"must be a URL starting with https://, e.g. {fix}; got {show(raw)}", key=key
-        )
-    scheme, rest = raw.split("://", 1)
-    scheme = scheme.lower()
     try:
-        parts = urlsplit(raw)
-        host, port = parts.hostname or "", parts.port
-    except ValueError:
-        raise ConfigError(
-            f"is not a valid URL (bad host or port), got {show(raw)}", key=key
-        ) from None
-    if parts.username is not None or parts.password is not None:
-        raise ConfigError(f"must not contain a user name or password; {PAT_ADVICE}", key=key)
-    if scheme not in ("https", "http") or not host:
-        problem = f'must be a URL starting with https://, e.g. "{example}"; got {show(raw)}'
-        raise ConfigError(problem, key=key)
-    if parts.query or parts.fragment or "?" in rest or "#" in rest:
-        raise ConfigError(f'must not contain "?" or "#"; use e.g. "{example}"', key=key)
-    if scheme == "http" and not _is_loopback(host):
-        raise ConfigError(
-            "must use https:// (http:// is only allowed for a server on this machine: "
-            f'127.0.0.1, ::1 or localhost); use "https://{rest.rstrip("/")}"',
-            key=key,
-        )
-    base, path = f"{scheme}://{host}", parts.path.rstrip("/")
-    if host == "dev.azure.com":
-        segments = [s for s in path.split("/") if s]
-        if not segments:
-            raise ConfigError(f'is missing the organisation; use "{example}"', key=key)
-        if len(segments) > 1:
-            raise ConfigError(
-                f'must be the organisation URL, not a project or page; use "{base}/{segments[0]}"',
-                key=key,
-            )
-        if not _AZURE_ORG.fullmatch(segments[0]):
-            raise ConfigError(
-                "has an invalid organisation name (letters, digits and inner hyphens, at most 50), "
-                f"got {show(segments[0])}",
-                key=key,
-            )
-    elif host.endswith(".visualstudio.com"):
-        if path.lower() not in ("", "/defaultcollection"):
-            raise ConfigError(
-                f'must be the organisation URL, not a project or page; use "{base}"', key=key
-            )
-        path = ""
-    netloc = f"[{host}]" if ":" in host else host
-    if port is not None and port != {"https": 443, "http": 80}[scheme]:
-        netloc += f":{port}"
-    return f"{scheme}://{netloc}{path}"
+        return parse_org_url(raw).url
+    except OrgUrlProblem as problem:
+        raise ConfigError(_org_url_message(problem, example), key=key) from None
 
 
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+def _org_url_message(problem: OrgUrlProblem, example: str) -> str:
+    """``problem`` worded for the ``azure.url`` key."""
+    raw = problem.raw
+    return {
+        "empty": f'is empty; set your organisation URL, e.g. "{example}"',
+        "spaces": f"must not contain spaces, got {show(raw)}",
+        "no_scheme": f'must be a URL starting with https://, e.g. "{problem.fix}"; got {show(raw)}',
+        "bad_port": f"is not a valid URL (bad host or port), got {show(raw)}",
+        "credentials": f"must not contain a user name or password; {PAT_ADVICE}",
+        "not_url": f'must be a URL starting with https://, e.g. "{example}"; got {show(raw)}',
+        "query": f'must not contain "?" or "#"; use e.g. "{example}"',
+        "insecure_http": "must use https:// (http:// is only allowed for a server on this "
+        f'machine: 127.0.0.1, ::1 or localhost); use "{problem.fix}"',
+        "missing_org": f'is missing the organisation; use "{example}"',
+        "project_page": f'must be the organisation URL, not a project or page; use "{problem.fix}"',
+        "bad_name": "has an invalid organisation name (letters, digits and inner hyphens, "
+        f"at most 50), got {show(problem.segment)}",
+    }[problem.kind]
 
 
 def validate_pool(value: object) -> str:
@@ -231,7 +189,7 @@ def validate_pool(value: object) -> str:
 
 
 def validate_count(value: object) -> int:
-    """Check the number of agent slots: a whole number from 1 to 64."""
+    """Check the number of agent slots: a whole number from 1 to `MAX_SLOTS`."""
     return _whole(value, "agents.count", 1, MAX_AGENTS)
 
 

@@ -18,24 +18,18 @@ import os
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import IO
 
-from .accounting import JobAccountant
+from .assemble import assemble
 from .config import Config, agent_groups, for_group, instance_id
 from .control_server import ControlServer
-from .gpu_gates import GpuGatekeeper
-from .gpu_watch import GpuWatch, agent_owners
-from .group_supervisor import GroupSupervisor
 from .handle import Supervised
-from .history import IntentStore, JobHistory
-from .job_recorder import JobRecorder
+from .history import IntentFile, JobHistory
 from .memory import trim_now_and_then
 from .metrics import Metrics, follow
 from .metrics_server import MetricsServer
 from .protocols import AgentPoolApi, ContainerRuntime, GpuciError, GpuSampler, TokenSource
-from .supervisor import Supervisor
 from .token_sweeper import TokenFileRemover, TokenSweeper
 
 log = logging.getLogger("gpuci_tui.daemon")
@@ -155,24 +149,40 @@ async def serve(
         keep_days=config.history.keep_days,
         max_rows=config.history.max_rows,
     )
-    accountant = JobAccountant(min_interval=config.gpu.sample_interval) if gpu else None
     watch_task: asyncio.Task[None] | None = None
     metrics_task: asyncio.Task[None] | None = None
     sweep_task: asyncio.Task[None] | None = None
     trim_task = asyncio.get_running_loop().create_task(trim_now_and_then())
-    recorders: dict[str, JobRecorder] = {}
     metrics = Metrics(groups=(g.name for g in groups)) if config.metrics.listen else None
     exporter = MetricsServer(metrics.registry, config.metrics.listen) if metrics else None
     try:
         if exporter is not None:
             exporter.start()  # first: a taken port must fail before anything else starts
-        supervisor, children = _supervisors(
-            config, api=api, runtime=runtime, tokens=tokens, paths=paths, history=history,
-            accountant=accountant, extra_labels=extra_labels, command=command,
-            recorders=recorders,
-        )  # fmt: skip
+        parts = assemble(
+            config,
+            api=api,
+            runtime=runtime,
+            tokens=tokens,
+            history=history,
+            mode="daemon",
+            intent_store=intent_stores(config, paths),
+            gpu=gpu,
+            extra_labels=extra_labels,
+            command=command,
+            agent_dir_root=str(paths.agents)
+            if any(g.agents.docker_socket for g in groups)
+            else None,
+            on_record=metrics.job_recorded if metrics is not None else None,
+            gpu_health_store=paths.intent.with_name(
+                paths.intent.name.replace("intent", "gpu-health")
+            ),
+        )
+        supervisor = parts.supervisor
         if metrics is not None:
-            _wire_metrics(metrics, api, recorders)
+            _observe_requests(metrics, api)
+            if parts.watch is not None:
+                watch = parts.watch
+                metrics.gpu_frame = lambda: watch.latest
             metrics_task = asyncio.get_running_loop().create_task(follow(supervisor, metrics))
         server = ControlServer(supervisor, paths.socket)
         await server.start()
@@ -181,27 +191,7 @@ async def serve(
             sweep_task = asyncio.get_running_loop().create_task(
                 TokenSweeper(runtime, supervisor).follow()
             )
-        if gpu is not None and accountant is not None:
-            watch = GpuWatch(
-                gpu,
-                accountant,
-                lambda: {k: v for c in children for k, v in agent_owners(c.snapshot()).items()},
-                interval=config.gpu.sample_interval,
-            )
-            supervisor.gpu_watch = watch
-            # One NVML pass per sample feeds the accounting and every group's GPU gates.
-            gatekeeper = GpuGatekeeper(
-                children,
-                lambda kind, message: supervisor.reporter.event(kind, message),
-                store=paths.intent.parent / paths.intent.name.replace("intent", "gpu-health"),
-            )
-            watch.gatekeeper = gatekeeper
-            supervisor.gatekeeper = gatekeeper
-            for child in children:
-                child.gatekeeper = gatekeeper
-            if metrics is not None:
-                metrics.gpu_frame = lambda: watch.latest
-            watch_task = asyncio.get_running_loop().create_task(watch.run())
+        watch_task = parts.start_watch()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             # Default: leave the agents running, so a restart of the daemon
@@ -217,13 +207,12 @@ async def serve(
                 with contextlib.suppress(Exception):
                     loop.remove_signal_handler(sig)
             await server.close()
-            for task in (watch_task, metrics_task, sweep_task, trim_task):
+            for task in (metrics_task, sweep_task):
                 if task is not None:
                     task.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
                         await task
-            for recorder in recorders.values():
-                await recorder.drain()
+            await parts.close(watch_task)
             calls = getattr(runtime, "api_call_count", None)
             if isinstance(calls, int):
                 # bench/bench_load.py reads this line: Docker API cost per job.
@@ -238,94 +227,17 @@ async def serve(
     return 0
 
 
-def _supervisors(
-    config: Config,
-    *,
-    api: AgentPoolApi,
-    runtime: ContainerRuntime,
-    tokens: TokenSource,
-    paths: DaemonPaths,
-    history: JobHistory,
-    accountant: JobAccountant | None,
-    extra_labels: dict[str, str] | None,
-    command: tuple[str, ...] | None,
-    recorders: dict[str, JobRecorder],
-) -> tuple[Supervised, list[Supervisor]]:
-    """The daemon's supervisor (one, or one per group) and the per-group supervisors.
-
-    ``recorders`` receives each group's job recorder, by group name ("" without groups).
-    """
-
-    def recorder_for(group_config: Config, name: str = "") -> JobRecorder:
-        recorder = JobRecorder(
-            history, api, instance_id(group_config), pool_id=lambda: None, accountant=accountant
-        )
-        recorders[name] = recorder
-        return recorder
-
-    # Busy slots show their job's GPU figures of the latest sweep (when GPUs are sampled).
-    gpu_use = accountant.current if accountant is not None else None
-
-    def agent_dir(group_config: Config) -> str | None:
-        return str(paths.agents) if group_config.agents.docker_socket else None
-
+def intent_stores(config: Config, paths: DaemonPaths) -> Callable[[str], IntentFile]:
+    """Each group's saved intent: ``paths.intent`` without groups, else the group's own file."""
     if not config.groups:
-        recorder = recorder_for(config)
-        single = Supervisor(
-            config,
-            api=api,
-            runtime=runtime,
-            tokens=tokens,
-            mode="daemon",
-            extra_labels=extra_labels,
-            command=command,
-            intent_store=IntentStore(paths.intent),
-            on_job_finished=recorder,
-            agent_dir_root=agent_dir(config),
-            gpu_use=gpu_use,
-        )
-        recorder.pool_id = lambda: single.pool.pool_id
-        recorder.blocked_until = single.pool.blocked_until
-        return single, [single]
+        return lambda name: IntentFile(paths.intent)
     by_group = {g.name: for_group(config, g) for g in agent_groups(config)}
-    made: dict[str, JobRecorder] = {}
-
-    def on_job(name: str) -> JobRecorder:
-        made[name] = recorder_for(by_group[name], name)
-        return made[name]
-
-    group = GroupSupervisor(
-        config,
-        api=api,
-        runtime=runtime,
-        tokens=tokens,
-        mode="daemon",
-        extra_labels=extra_labels,
-        command=command,
-        intent_store=lambda name: IntentStore(
-            DaemonPaths.for_instance(instance_id(by_group[name])).intent
-        ),
-        on_job_finished=on_job,
-        agent_dir_root=str(paths.agents)
-        if any(c.agents.docker_socket for c in by_group.values())
-        else None,
-        gpu_use=gpu_use,
-    )
-    for name, child in group.children.items():
-        made[name].pool_id = _pool_of(child)
-        made[name].blocked_until = child.pool.blocked_until
-    return group, list(group.children.values())
+    return lambda name: IntentFile(DaemonPaths.for_instance(instance_id(by_group[name])).intent)
 
 
-def _wire_metrics(metrics: Metrics, api: AgentPoolApi, recorders: dict[str, JobRecorder]) -> None:
-    """Feed ``metrics`` from the job recorders and the Azure DevOps client."""
-    for group, recorder in recorders.items():
-        recorder.on_record = partial(metrics.job_recorded, group)
+def _observe_requests(metrics: Metrics, api: AgentPoolApi) -> None:
+    """Feed ``metrics`` with the Azure DevOps client's HTTP attempts."""
     # Only the real client counts HTTP attempts; a test double simply has no such hook.
     observe = getattr(api, "observe_requests", None)
     if callable(observe):
         observe(metrics.azure_response)
-
-
-def _pool_of(child: Supervisor) -> Callable[[], int | None]:
-    return lambda: child.pool.pool_id

@@ -78,13 +78,19 @@ class GroupSupervisor:
         extra_labels: Mapping[str, str] | None = None,
         command: tuple[str, ...] | None = None,
         intent_store: Callable[[str], IntentStore | None] | None = None,
-        on_job_finished: Callable[[str], Callable[[JobEnded], None] | None] | None = None,
+        on_job_finished: Callable[[str, PoolObserver], Callable[[JobEnded], None] | None]
+        | None = None,
         agent_dir_root: str | None = None,
         gpu_use: Callable[[JobKey], JobGpuNow | None] | None = None,
     ) -> None:
         """One supervisor per group; ``intent_store``/``on_job_finished`` are per group name.
 
+        ``on_job_finished`` also gets the group's pool observer, so a job recorder
+        is built with the pool it reads from (its id, its backoff).
         ``gpu_use`` is shared by every group (see `Supervisor`): jobs are keyed by instance.
+        A configuration without ``[groups]`` is one implicit group: its supervisor
+        runs untagged (no group label, no group in its snapshots), exactly as a
+        lone `Supervisor` would, and every command goes to it.
         """
         self.config = config
         self.api = api
@@ -96,7 +102,9 @@ class GroupSupervisor:
         self.pools: dict[str, PoolObserver] = {}
         self.children: dict[str, Supervisor] = {}
         self.started_at: float | None = None
-        for group in agent_groups(config):
+        groups = agent_groups(config)
+        self.implicit = len(groups) == 1 and groups[0].implicit
+        for group in groups:
             pool = self.pools.get(group.pool)
             if pool is None:
                 pool = PoolObserver(
@@ -114,18 +122,19 @@ class GroupSupervisor:
                 tokens=tokens,
                 clock=clock,
                 mode=mode,
-                extra_labels={**(extra_labels or {}), LABEL_GROUP: group.name},
+                extra_labels=dict(extra_labels or {})
+                if self.implicit
+                else {**(extra_labels or {}), LABEL_GROUP: group.name},
                 command=command,
                 intent_store=intent_store(group.name) if intent_store else None,
-                on_job_finished=on_job_finished(group.name) if on_job_finished else None,
+                on_job_finished=on_job_finished(group.name, pool) if on_job_finished else None,
                 agent_dir_root=agent_dir_root,
-                reporter=GroupTap(self.reporter, group.name),
+                reporter=GroupTap(self.reporter, "" if self.implicit else group.name),
                 pool=pool,
-                group=group.name,
+                group="" if self.implicit else group.name,
                 gpu_use=gpu_use,
             )
         self._exited = asyncio.Event()
-        self.gpu_watch: Any = None
         self.gatekeeper: GpuGatekeeper | None = None
         """The daemon's GPU admission and health watch (``gpu clear``, the GPUs' states)."""
 
@@ -182,6 +191,9 @@ class GroupSupervisor:
 
     def snapshot(self) -> SupervisorSnapshot:
         """Every group's slots side by side, the pools, the worst health."""
+        if self.implicit:
+            # One implicit group: the lone supervisor's own snapshot, unchanged.
+            return next(iter(self.children.values())).snapshot()
         snaps = {name: child.snapshot() for name, child in self.children.items()}
         first = next(iter(snaps.values()))
         pools: dict[str, PoolSummary] = {}
@@ -238,6 +250,8 @@ class GroupSupervisor:
     def _route(self, command: Command) -> tuple[list[Supervisor], str | None]:
         """The groups ``command`` is for, or why it cannot be routed."""
         names = ", ".join(self.children)
+        if self.implicit:
+            return list(self.children.values()), None
         if isinstance(command, Pause | Unpause | Stop):
             return list(self.children.values()), None
         group = getattr(command, "group", None)

@@ -22,7 +22,6 @@ class Supervised(Protocol):
     """What serves a console: a `Supervisor`, or a `GroupSupervisor` over several groups."""
 
     instance: str
-    gpu_watch: Any
     gatekeeper: Any
     """The daemon's `GpuGatekeeper` (GPU admission and health), or None."""
     reporter: Any

@@ -4,7 +4,7 @@
 pipeline/run, times, Azure result, exit code, OOM flag and the job's GPU
 accounting) for the console, ``gpuci-tui history`` and post-mortems; the file
 format and its migrations are in `history_schema`. `read_history` reads it
-without a daemon. `IntentStore` keeps what the operator asked for (slot
+without a daemon. `IntentFile` keeps what the operator asked for (slot
 count, paused, drained slots) so a restarted daemon does not silently undo a
 drain.
 """
@@ -367,7 +367,7 @@ def _record(row: Sequence[Any]) -> JobRecord:
     return JobRecord(**values)
 
 
-class IntentStore:
+class IntentFile:
     """Operator intent as a small JSON file, written atomically."""
 
     def __init__(self, path: Path) -> None:

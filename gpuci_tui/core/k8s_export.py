@@ -196,7 +196,8 @@ def _problems(
 
 def gpus_per_pod(agents: AgentsConfig, options: ExportOptions) -> int:
     """GPUs each agent pod requests: 1 for ``per-agent``, the list's length for a list,
-    ``--gpus-per-agent`` for ``all`` (a cluster schedules GPUs by count, not by id)."""
+    ``--gpus-per-agent`` for ``all`` (a cluster schedules GPUs by count, not by id).
+    """
     if agents.gpus == "per-agent":
         return 1
     if agents.gpus == "list":

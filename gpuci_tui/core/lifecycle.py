@@ -26,9 +26,6 @@ from .gpu_admission import GateKind
 from .models import ExitInfo, HealthSnapshot, JobInfo
 from .protocols import Agent
 
-#: Most slots one supervisor runs.
-MAX_SLOTS = 64
-
 
 class Intent(StrEnum):
     """What the operator wants from a slot."""

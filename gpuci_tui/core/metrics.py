@@ -326,7 +326,8 @@ def _add_slots(
     parked: GaugeMetricFamily,
 ) -> None:
     """Per-group slot and agent counts; every state is exported, zeros too, so that a
-    dashboard's series do not appear and vanish with the states."""
+    dashboard's series do not appear and vanish with the states.
+    """
     wanted = {group_label(g.name): g.desired_count for g in snap.groups}
     if not snap.groups:
         wanted[DEFAULT_GROUP] = snap.desired_count

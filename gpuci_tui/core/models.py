@@ -21,6 +21,10 @@ from typing import Any, TypeVar, Union, get_args, get_origin
 #: Bumped when a field changes meaning; additions do not bump it.
 PROTOCOL_VERSION = 1
 
+#: Most agent slots one supervisor (one agent group) runs: the limit of ``agents.count``,
+#: of ``scale`` and of the command line's help, all read from here.
+MAX_SLOTS = 64
+
 
 class SlotState(StrEnum):
     """Where one agent slot is in its life cycle."""

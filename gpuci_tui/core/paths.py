@@ -69,7 +69,7 @@ def state_dir() -> Path:
 
 
 def log_dir() -> Path:
-    """platformdirs' user log directory (``$XDG_STATE_HOME/gpuci-tui/log``), created 0700."""
+    """Platformdirs' user log directory (``$XDG_STATE_HOME/gpuci-tui/log``), created 0700."""
     state_dir()  # first: made as a mere parent, it would get the umask's mode
     return _tighten(_make_dir(platformdirs.user_log_path(APP, appauthor=False)))
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .lifecycle import MAX_SLOTS
+from .commands import refusal
 from .models import (
     Command,
     Drain,
@@ -139,18 +139,16 @@ def preview(snapshot: SupervisorSnapshot, command: Command) -> CommandPreview:
         wanted, group = command.slots, command.group
         if group is not None:
             slots = [s for s in slots if s.group == group]
-        unknown = [n for n in wanted or () if snapshot.slot(n, group or "") is None]
-        if unknown:
-            valid = ", ".join(str(s.slot) for s in slots) or "none"
-            bad = ", ".join(map(str, unknown))
-            return CommandPreview(name, False, f"no such slot: {bad} (slots are {valid})")
+        problem = refusal(command, [s.slot for s in slots])
+        if problem is not None:
+            return CommandPreview(name, False, problem)
         targets = slots if wanted is None else [s for s in slots if s.slot in wanted]
         rule = {Drain: _stop, Resume: _resume, Restart: _restart}[type(command)]
         return CommandPreview(name, True, effects=tuple(rule(slot) for slot in targets))
     if isinstance(command, Scale):
-        if not 1 <= command.count <= MAX_SLOTS:
-            message = f"scale: count must be from 1 to {MAX_SLOTS}, got {command.count}"
-            return CommandPreview(name, False, message)
+        problem = refusal(command, [s.slot for s in slots])
+        if problem is not None:
+            return CommandPreview(name, False, problem)
         group_slots = [s for s in slots if command.group is None or s.group == command.group]
         gone = tuple(_stop(slot) for slot in group_slots if slot.slot >= command.count)
         return CommandPreview(name, True, effects=gone)

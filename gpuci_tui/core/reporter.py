@@ -123,7 +123,8 @@ class Broadcaster:
 
 class GroupTap:
     """A group supervisor's `Reporter`: its events, tagged with the group, go to the parent's
-    `Broadcaster`; its changes make the parent publish (the parent's snapshot covers all)."""
+    `Broadcaster`; its changes make the parent publish (the parent's snapshot covers all).
+    """
 
     def __init__(self, parent: Broadcaster, group: str) -> None:
         """Report into ``parent`` as ``group``."""

@@ -49,7 +49,7 @@ class SshSettings:
 
 
 def ssh_options(settings: SshSettings) -> list[str]:
-    """ssh's options for a bridge channel (before the destination)."""
+    """Ssh's options for a bridge channel (before the destination)."""
     options = ["-T", "-e", "none"]
     if settings.ssh_config is not None:
         options += ["-F", os.path.expanduser(settings.ssh_config)]

@@ -58,7 +58,10 @@ __all__ = ["IntentStore", "Supervisor", "Update"]
 
 
 class IntentStore(Protocol):
-    """Keeps operator intent (count, paused, drained slots) across restarts."""
+    """Keeps operator intent (count, paused, drained slots) across restarts.
+
+    The protocol; `history.IntentFile` is the daemon's file-backed implementation.
+    """
 
     def load(self) -> dict[str, Any] | None:
         """The saved intent, or None."""
@@ -154,8 +157,6 @@ class Supervisor:
         self._intent = intent_store
         self._on_job_finished = on_job_finished
         self._gpu_use = gpu_use
-        self.gpu_watch: Any = None
-        """The daemon's `GpuWatch`, when it samples GPUs (read by the metrics endpoint)."""
         self.gatekeeper: GpuGatekeeper | None = None
         """The daemon's GPU admission and health watch (``gpu clear``, the GPUs' states)."""
         self._gate_readings: tuple[tuple[int, GateReading], ...] = ()

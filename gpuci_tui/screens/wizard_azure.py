@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 from textual import on
@@ -14,6 +15,7 @@ from textual.widgets.option_list import Option
 from gpuci_tui.core.protocols import GpuciError, PatCheck
 from gpuci_tui.screens.keyring_help import KeyringOptions, PassphraseScreen, write_pat_file
 from gpuci_tui.screens.wizard_base import Step, config_problem
+from gpuci_tui.ui_messages import TokenStoreChosen
 
 
 def pat_problem(check: PatCheck, url: str, pool: str | None = None) -> str:
@@ -210,7 +212,10 @@ class PatStep(Step):
         except GpuciError as exc:
             self._ask_passphrase(str(exc))
             return
-        self.services.token_store = factory(backend)
+        # Services are frozen: the wizard takes a new one, and hands the store to the App.
+        store = factory(backend)
+        self.wizard.services = replace(self.services, token_store=store)
+        self.post_message(TokenStoreChosen(store))
         self.existing = "none"
         self.draft.pat_note = "stored in the encrypted file store (asks for its passphrase)"
         self.options.display = False

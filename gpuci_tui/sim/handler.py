@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
-from gpuci_tui.sim import private_api, wire
+from gpuci_tui.sim import locations, private_api, wire
 from gpuci_tui.sim.org import MANAGE_SCOPE, READ_SCOPE
 from gpuci_tui.sim.records import AgentRecord, PatRecord, SimAuthError, SimError, SimScopeError
 
@@ -26,6 +26,8 @@ ROUTES = [
     (re.compile(p, re.IGNORECASE), t)
     for p, t in (
         (r"/_apis/connectiondata", "/_apis/connectionData"),
+        (r"/_apis", "/_apis"),
+        (r"/_apis/resourceareas", "/_apis/ResourceAreas"),
         (_P + r"/pools", _P + "/pools"),
         (_P + r"/pools/(?P<pool>\d+)", _P + "/pools/{poolId}"),
         (_P + r"/pools/(?P<pool>\d+)/agents", _P + "/pools/{poolId}/agents"),
@@ -86,10 +88,14 @@ class SimRequestHandler(BaseHTTPRequestHandler):
     def do_DELETE(self) -> None:  # noqa: D102, N802
         self._serve("DELETE")
 
+    def do_OPTIONS(self) -> None:  # noqa: D102, N802
+        self._serve("OPTIONS")
+
     # ------------------------------------------------------------------ plumbing
 
     @property
     def sim(self) -> SimServer:
+        """The server this request came to."""
         return self.server.sim
 
     def _serve(self, method: str) -> None:
@@ -286,6 +292,14 @@ class SimRequestHandler(BaseHTTPRequestHandler):
             if method not in ("GET", "HEAD"):
                 raise _err(405, "Method not allowed.", "InvalidRequestException")
             reply = _Reply(200, wire.connection_data(self.sim.org, self._auth(token, None)))
+        elif route in ("/_apis", "/_apis/ResourceAreas"):
+            # The SDK's first calls: where each resource lives (see `locations`).
+            wanted = "OPTIONS" if route == "/_apis" else "GET"
+            if method != wanted:
+                raise _err(405, "Method not allowed.", "InvalidRequestException")
+            self._auth(token, READ_SCOPE)
+            body = locations.resource_locations() if route == "/_apis" else None
+            reply = _Reply(200, body or locations.resource_areas(self.sim.org_url))
         else:
             scope = READ_SCOPE if method in ("GET", "HEAD") else MANAGE_SCOPE
             self._auth(token, scope)

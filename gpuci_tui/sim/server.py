@@ -1,4 +1,4 @@
-"""`SimServer`: a `SimOrg` over real HTTP on a loopback address.
+r"""`SimServer`: a `SimOrg` over real HTTP on a loopback address.
 
 The public ``_apis`` endpoints answer with the shapes and behaviours of Azure
 DevOps (see azure-devops-api.md §7 and wire.py); the emulator's endpoints live

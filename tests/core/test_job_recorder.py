@@ -6,7 +6,6 @@ import asyncio
 from dataclasses import replace
 
 from gpuci_tui.core.accounting import JobAccountant
-from gpuci_tui.core.gpu_synthetic import FixtureSampler
 from gpuci_tui.core.gpu_watch import GpuWatch, agent_owners, key_of
 from gpuci_tui.core.history import JobHistory, JobQuery
 from gpuci_tui.core.job_recorder import JobRecorder, job_record, seconds_between
@@ -29,6 +28,7 @@ from gpuci_tui.core.protocols import (
 from gpuci_tui.core.steps import JobEnded
 from gpuci_tui.core.supervisor import Supervisor
 from gpuci_tui.sim.api import SimPoolApi
+from gpuci_tui.sim.gpu_synthetic import FixtureSampler
 from gpuci_tui.sim.org import SimOrg
 from tests.core.supervisor_env import PAT, Env, StaticTokens, wait_until
 

@@ -162,8 +162,8 @@ async def test_console_attaches_to_running_daemon_and_drains(rig: Rig, tmp_path:
 
     from gpuci_tui.app import make_app
     from gpuci_tui.core.control import SocketHandle
-    from gpuci_tui.core.gpu_synthetic import SyntheticSampler
     from gpuci_tui.services import Services
+    from gpuci_tui.sim.gpu_synthetic import SyntheticSampler
 
     await asyncio.to_thread(rig.start_daemon)
     await asyncio.to_thread(wait_for, lambda: rig.states() == ["idle", "idle"])

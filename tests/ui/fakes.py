@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from gpuci_tui.core.config import Config
-from gpuci_tui.core.gpu_synthetic import FixtureSampler
 from gpuci_tui.core.handle import Update
 from gpuci_tui.core.models import Command, CommandResult, SupervisorSnapshot
 from gpuci_tui.core.preview import CommandPreview, preview
@@ -31,6 +30,7 @@ from gpuci_tui.core.protocols import (
     Pool,
 )
 from gpuci_tui.services import Services
+from gpuci_tui.sim.gpu_synthetic import FixtureSampler
 from tests.ui.scenarios import frozen_clock, gpu_frame, sample_config
 
 # --------------------------------------------------------------------------- handle

@@ -229,7 +229,7 @@ async def test_supervisor_is_started_when_a_config_comes_without_a_handle(
     async with app.run_test(size=(100, 30)) as pilot:
         screen = await ready(pilot)
         assert started == [services.config]
-        assert services.handle is handle
+        assert app.services.handle is handle  # a new Services: they are frozen
         assert screen.handle is handle
 
 

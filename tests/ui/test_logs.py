@@ -171,8 +171,7 @@ async def test_ansi_colours_and_carriage_returns_are_stripped(handle: FakeHandle
 
 async def test_no_runtime_means_no_log_view() -> None:
     handle = FakeHandle(loaded_snapshot())
-    services = make_services(handle=handle)
-    services.runtime = None
+    services = replace(make_services(handle=handle), runtime=None)
     app = make_app(services)
     async with app.run_test(size=(100, 30)) as pilot:
         await wait_for(

@@ -8,14 +8,14 @@ from statistics import mean
 
 import pytest
 
-from gpuci_tui.core.gpu_synthetic import (
+from gpuci_tui.core.protocols import GpuFrame, GpuHostInfo, GpuProcess, GpuSample, GpuSampler
+from gpuci_tui.sim.gpu_synthetic import (
     MODELS,
     FixtureSampler,
     GpuModel,
     SyntheticSampler,
     save_frames,
 )
-from gpuci_tui.core.protocols import GpuFrame, GpuHostInfo, GpuProcess, GpuSample, GpuSampler
 
 CID = "ab" * 32
 
