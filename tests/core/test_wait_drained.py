@@ -11,7 +11,8 @@ import pytest
 from gpuci_tui.cli import control_cmds, exitcodes
 from gpuci_tui.core.assemble import assemble
 from gpuci_tui.core.config import load_config
-from gpuci_tui.core.control import ControlError, ControlServer
+from gpuci_tui.core.control import ControlError
+from gpuci_tui.core.control_server import ControlServer
 from gpuci_tui.core.history import JobHistory
 from gpuci_tui.core.models import Drain, SlotState
 from gpuci_tui.sim.api import SimPoolApi
