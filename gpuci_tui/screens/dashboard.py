@@ -198,12 +198,12 @@ class DashboardScreen(DashboardActions):
         self.status_bar.refresh()
         self.pool_panel.refresh()
         self.agents_table.tick()
-        self.slot_detail.refresh()
+        self._show_selected()
 
     def _show_selected(self) -> None:
         key = self.selected_slot_key()
         slot = None if self.snapshot is None or key is None else self.snapshot.slot_by_key(key)
-        self.slot_detail.show(slot)
+        self.slot_detail.show(slot, self.agents_table.hidden_cells(key))
 
     @on(DataTable.RowHighlighted, "#agents")
     def _on_row_highlighted(self) -> None:
