@@ -334,6 +334,14 @@ async def test_80x24_shows_every_count_column_and_the_keys() -> None:
         assert sum(1 for line in lines if "● up" in line or "✗ down" in line) == 3
         assert "⏎ Open" in lines[-1] and "d Drain" in lines[-1] and "q Quit" in lines[-1]
         assert "2/3 hosts up" in lines[0]
+        # A host's dashboard has one key more: the least used ones hide, the way back stays.
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, HostDashboardScreen), what="drill")
+        await wait_for(
+            pilot, lambda: screen_text(app).splitlines()[-1].rstrip().endswith("q Fleet")
+        )
+        footer = screen_text(app).splitlines()[-1]
+        assert "d Drain" in footer and "? Help" in footer and "p Pause" not in footer
 
 
 async def test_keys_are_rebound_from_the_configuration_and_help_lists_them() -> None:

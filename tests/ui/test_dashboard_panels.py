@@ -53,7 +53,11 @@ async def test_gpu_cards_are_one_line_each_on_short_terminals(handle: FakeHandle
         assert card.size.height == 1
         line = card.render().plain
         assert line.startswith("0 ")
-        assert line.endswith("88% 60/80G 71°C 312W gpuhost-1")
+        assert line.endswith("88%  60/80G  71°C  312W gpuhost-1")
+        # The figures line up whatever owns the GPU (an agent, nobody, a foreign process).
+        lines = [c.render().plain for c in screen.gpu_panel.query(GpuCard)]
+        assert len({line.index("%") for line in lines if "%" in line}) == 1
+        assert len({line.index("W") for line in lines if "W" in line}) == 1, lines
 
 
 async def test_sparkline_history_grows_with_samples(handle: FakeHandle) -> None:
