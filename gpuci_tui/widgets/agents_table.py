@@ -35,7 +35,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("job", "Job", 16, priority=70, grow=True, ideal=25),
     Column("uptime", "Up", 6, priority=50),
     Column("gpus", "GPU", 3, max_width=8, priority=30),
-    Column("exit", "Last exit", 14, max_width=24, priority=20),
+    Column("exit", "Last exit", 14, max_width=40, priority=20),
     Column("container", "Container", 12, priority=10),
     Column("message", "Message", 20, max_width=60, priority=5),
 )
@@ -133,10 +133,15 @@ class AgentsTable(KeyedTable):
         )
 
     def fit_cell(self, row: str, column: str, cell: Text, width: int) -> Text:
-        """The job cell is laid out anew so its GPU figures stay whole at the right."""
+        """The job cell is laid out anew so its GPU figures stay whole and line up.
+
+        They end where the longest job's figures end (or at the column's edge),
+        not at the far end of a wide column, away from their job.
+        """
         slot = self._slots.get(row)
-        if column == "job" and slot is not None and cell.cell_len > width:
-            return job_cell(slot, width, measured=self._measured)
+        if column == "job" and slot is not None and self._measured and slot.job is not None:
+            widest = max(cells["job"].cell_len for cells in self.natural_rows.values())
+            return job_cell(slot, min(width, widest), measured=True)
         return fit_text(cell, width)
 
 

@@ -50,9 +50,9 @@ COLUMNS: tuple[HistoryColumn, ...] = (
     HistoryColumn(
         "run",
         "Run",
-        8,
+        11,
         max_width=24,
-        priority=60,
+        priority=75,
         sort_key=lambda r: _text_key(r.run),
         descending=False,
     ),
@@ -134,6 +134,7 @@ class HistoryTable(KeyedTable):
     """The jobs, sorted by one column; the cursor row is the selected job."""
 
     COLUMNS = COLUMNS
+    VALUES_IN_MARKER = True
 
     def __init__(self, *, id: str | None = None) -> None:
         """An empty table sorted newest first."""

@@ -115,6 +115,8 @@ class KeyedTable(DataTable[Text]):
     """Rows keyed by a string; columns sized by `plan_layout`; cursor row = selection."""
 
     COLUMNS: tuple[Column, ...] = ()
+    VALUES_IN_MARKER = False
+    """Tell the selected row's collapsed values next to ``+N cols ›`` (no detail line below)."""
 
     def __init__(self, *, id: str | None = None, zebra_stripes: bool = False) -> None:
         """An empty table; rows arrive with `set_rows`."""
@@ -182,8 +184,10 @@ class KeyedTable(DataTable[Text]):
             self._shown[key] = new
         if self._order != order:
             self._rebuild(layout, order, keep)
-        elif keep is not None and self.selected_key != keep:
+            return
+        if keep is not None and self.selected_key != keep:
             self.move_to(keep)
+        self._mark_collapsed()
 
     def _apply_widths(self, layout: Layout) -> None:
         """New widths for the same columns, in place: the rows stay, the cursor stays."""
@@ -192,11 +196,17 @@ class KeyedTable(DataTable[Text]):
             column.width = width
             column.auto_width = False
         self.layout_now = layout
+        self._mark_collapsed()
         # DataTable has no public call for "a column's width changed"; these two
         # are what its own add_column does.
         self._require_update_dimensions = True
         self._clear_caches()
         self.refresh()
+
+    @property
+    def natural_rows(self) -> dict[str, dict[str, Text]]:
+        """The cells of every row at their natural width (before fitting)."""
+        return self._natural
 
     def hidden_cells(self, key: str | None) -> list[tuple[str, Text]]:
         """``(label, value)`` of the collapsed columns in row ``key``, for the detail line."""
@@ -243,11 +253,24 @@ class KeyedTable(DataTable[Text]):
             self.add_row(*self._shown[key].values(), key=key)
         self._order = order
         self.layout_now = layout
-        count = len(layout.hidden)
-        self.border_subtitle = f"+{count} col{'s' if count > 1 else ''} ›" if count else ""
+        self._mark_collapsed()
         if not self.move_to(keep) and order:
             # The row has gone (filters, retention): the cursor stays where it was.
             self.move_cursor(row=min(row_before, len(order) - 1), animate=False)
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        """A new row under the cursor: its collapsed values in the marker."""
+        self._mark_collapsed()
+
+    def _mark_collapsed(self) -> None:
+        count = len(self.layout_now.hidden)
+        marker = f"+{count} col{'s' if count > 1 else ''} ›" if count else ""
+        if count and self.VALUES_IN_MARKER:
+            values = " · ".join(
+                f"{label} {cell.plain}" for label, cell in self.hidden_cells(self.selected_key)
+            )
+            marker = f"{values}  {marker}" if values else marker
+        self.border_subtitle = marker
 
     def move_to(self, key: str | None) -> bool:
         """Put the cursor on row ``key``; False when there is no such row."""
