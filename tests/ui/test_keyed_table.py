@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from gpuci_tui.app import make_app
+from gpuci_tui.screens.dashboard import DashboardScreen
 from gpuci_tui.widgets.agents_table import COLUMNS as AGENT_COLUMNS
 from gpuci_tui.widgets.keyed_table import Column, plan_layout
+from tests.ui.fakes import FakeHandle, make_services
+from tests.ui.helpers import ready, wait_for
+from tests.ui.scenarios import measured_snapshot
 
 COLS = (
     Column("name", "Name", 4, priority=90),
@@ -40,3 +45,23 @@ def test_agents_at_80_columns_keep_up_whole_and_the_job_roomy() -> None:
     assert widths["uptime"] == 6, "12m05s keeps its unit"
     assert widths["job"] >= 25
     assert {"container", "message"} <= set(layout.hidden)
+
+
+async def test_columns_follow_a_resize_and_the_detail_line_tells_the_collapsed_ones() -> None:
+    app = make_app(make_services(handle=FakeHandle(measured_snapshot())))
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await ready(pilot)
+        table = screen.agents_table
+        await wait_for(pilot, lambda: "container" in table.layout_now.hidden, what="80 cols")
+        assert table.border_subtitle.endswith("cols ›")
+        await wait_for(pilot, lambda: "Container 01c0ffee01ab" in detail_text(screen))
+        await pilot.resize_terminal(200, 60)
+        await wait_for(pilot, lambda: table.layout_now.hidden == (), what="all columns at 200")
+        assert table.border_subtitle == ""
+        assert screen.selected_slot_number() == 1, "the cursor stays on its slot"
+        await pilot.resize_terminal(80, 24)
+        await wait_for(pilot, lambda: "container" in table.layout_now.hidden, what="back to 80")
+
+
+def detail_text(screen: DashboardScreen) -> str:
+    return screen.slot_detail.render().plain
