@@ -158,9 +158,14 @@ def totals_line(totals: FleetTotals, *, readonly: bool, width: int) -> Text:
     return Text.assemble(left, " " * gap, badge, no_wrap=True)
 
 
-def host_detail(row: HostRow, now: float) -> Text:
-    """The selected host in full: target, daemon, since when, every problem."""
+def host_detail(row: HostRow, now: float, collapsed: Sequence[tuple[str, Text]] = ()) -> Text:
+    """The selected host in full: target, daemon, since when, the table's collapsed
+    columns (``collapsed``: label and cell; Problems follow anyway), every problem."""
     text = Text.assemble((row.label, "bold"), " ", (row.target, "bright_black"))
+    for label, cell in collapsed:
+        if label not in ("Host", "Problems"):
+            text.append(f" · {label} ", style="bright_black")
+            text.append_text(cell)
     if row.link is LinkState.DOWN:
         text.append(f" · down since {ago(row.since, now)}", style="red")
         text.append(f", retry {until(row.retry_at, now)}" if row.retry_at else ", retrying…")
@@ -204,14 +209,16 @@ class FleetDetail(Widget):
         super().__init__(id=id)
         self._clock = clock
         self.row: HostRow | None = None
+        self.collapsed: list[tuple[str, Text]] = []
 
-    def show(self, row: HostRow | None) -> None:
-        """Describe ``row`` (None: no host)."""
+    def show(self, row: HostRow | None, collapsed: Sequence[tuple[str, Text]] = ()) -> None:
+        """Describe ``row`` (None: no host) and the table's collapsed cells of its row."""
         self.row = row
+        self.collapsed = list(collapsed)
         self.refresh()
 
     def render(self) -> Text:
         """The detail line, wrapped to the width (two lines at most)."""
         if self.row is None:
             return Text("no host selected", style="bright_black")
-        return host_detail(self.row, self._clock())
+        return host_detail(self.row, self._clock(), self.collapsed)

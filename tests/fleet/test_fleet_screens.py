@@ -344,6 +344,18 @@ async def test_80x24_shows_every_count_column_and_the_keys() -> None:
         assert "d Drain" in footer and "? Help" in footer and "p Pause" not in footer
 
 
+async def test_a_narrow_fleet_tells_its_collapsed_columns_in_the_detail_line() -> None:
+    services, _ = three_hosts()
+    app = make_app(services)
+    async with app.run_test(size=(64, 24)) as pilot:
+        screen = await overview(pilot)
+        await wait_for(pilot, lambda: "gpus" in screen.table.layout_now.hidden, what="collapse")
+        assert screen.table.border_subtitle.endswith("cols ›")
+        await pilot.press("down")  # gpu2, a host that is up
+        detail = screen.query_one(FleetDetail)
+        await wait_for(pilot, lambda: "GPU 3" in detail.render().plain, what="detail")
+
+
 async def test_keys_are_rebound_from_the_configuration_and_help_lists_them() -> None:
     async with fleet_console(keys={"drain": "x"}) as (app, pilot, screen, handles):
         await select(pilot, screen, "gpu3")
