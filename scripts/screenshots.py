@@ -85,11 +85,28 @@ async def shoot(out: Path, size: tuple[int, int]) -> list[Path]:
     return written
 
 
+def keep_spaces(svg_text: str) -> str:
+    """``svg_text`` with ``xml:space="preserve"`` on its root element.
+
+    Textual writes runs of spaces as ``&#160;`` at the start of ``<text>``
+    elements; without the attribute librsvg strips and collapses them
+    ("gpuci-tui127.0.0.1", "online 10offline"). Browsers keep them either way.
+    """
+    if 'xml:space="preserve"' in svg_text:
+        return svg_text
+    return svg_text.replace("<svg ", '<svg xml:space="preserve" ', 1)
+
+
 def to_png(svg: Path) -> Path | None:
-    """Render ``svg`` with rsvg-convert (legible monospace; cairosvg misaligns columns)."""
+    """Render ``svg`` with rsvg-convert (legible monospace; cairosvg misaligns columns).
+
+    The SVG itself is first made to keep its spaces (`keep_spaces`), so the PNG
+    shows what the terminal showed.
+    """
     if shutil.which("rsvg-convert") is None:
         print("rsvg-convert missing (apt-get install librsvg2-bin): PNGs not made")
         return None
+    svg.write_text(keep_spaces(svg.read_text(encoding="utf-8")), encoding="utf-8")
     png = svg.with_suffix(".png")
     subprocess.run(
         ["rsvg-convert", "-z", "1", "-b", "#1e1e1e", str(svg), "-o", str(png)], check=True

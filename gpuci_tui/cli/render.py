@@ -4,19 +4,8 @@ from __future__ import annotations
 
 import time
 
+from gpuci_tui.core.formatting import duration
 from gpuci_tui.core.models import PoolSummary, SlotSnapshot, SupervisorSnapshot
-
-
-def duration(seconds: float | None) -> str:
-    """``1h02m``, ``5m03s``, ``12s`` or ``-``."""
-    if seconds is None or seconds < 0:
-        return "-"
-    seconds = int(seconds)
-    if seconds >= 3600:
-        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
-    if seconds >= 60:
-        return f"{seconds // 60}m{seconds % 60:02d}s"
-    return f"{seconds}s"
 
 
 def _job(slot: SlotSnapshot) -> str:

@@ -21,7 +21,7 @@ from textual import on, work
 from textual.binding import BindingType
 from textual.containers import Horizontal
 from textual.widget import Widget
-from textual.widgets import DataTable, Footer
+from textual.widgets import DataTable
 
 from gpuci_tui.core.models import SupervisorSnapshot
 from gpuci_tui.core.protocols import GpuFrame, GpuHostInfo
@@ -34,6 +34,7 @@ from gpuci_tui.ui_messages import (
 )
 from gpuci_tui.widgets.agents_table import AgentsTable, SlotDetail
 from gpuci_tui.widgets.event_log import EventLog
+from gpuci_tui.widgets.fit_footer import FitFooter
 from gpuci_tui.widgets.gpu_panel import GpuPanel
 from gpuci_tui.widgets.pool_panel import PoolPanel
 from gpuci_tui.widgets.status_bar import StatusBar
@@ -55,6 +56,10 @@ def owner_map(snapshot: SupervisorSnapshot) -> dict[str, str]:
             owners[slot.container_id] = slot.name
             owners[slot.container_id[:12]] = slot.name
     return owners
+
+
+#: Footer keys hidden first on a narrow screen (they stay bound and in the help).
+FOOTER_DROP_ORDER = ("pause", "scale_down", "scale_up", "history", "logs")
 
 
 class DashboardScreen(DashboardActions):
@@ -89,9 +94,10 @@ class DashboardScreen(DashboardActions):
         yield AgentsTable(clock=clock, id="agents")
         yield SlotDetail(clock=clock, id="slot-detail")
         yield EventLog(id="events")
-        # Compact, and without the palette hint: at 80 columns every agent key
-        # must stay visible (ctrl+p still opens the palette; `?` says so).
-        yield Footer(compact=True, show_command_palette=False)
+        # Compact, and without the palette hint (ctrl+p still opens it; `?` says so):
+        # when even that is too wide (a fleet host's extra key) the least used keys
+        # hide, never the agent keys, help or the way out.
+        yield FitFooter(drop_order=FOOTER_DROP_ORDER)
 
     # ------------------------------------------------------------------ typed accessors
 
@@ -208,12 +214,12 @@ class DashboardScreen(DashboardActions):
         self.status_bar.refresh()
         self.pool_panel.refresh()
         self.agents_table.tick()
-        self.slot_detail.refresh()
+        self._show_selected()
 
     def _show_selected(self) -> None:
         key = self.selected_slot_key()
         slot = None if self.snapshot is None or key is None else self.snapshot.slot_by_key(key)
-        self.slot_detail.show(slot)
+        self.slot_detail.show(slot, self.agents_table.hidden_cells(key))
 
     @on(DataTable.RowHighlighted, "#agents")
     def _on_row_highlighted(self) -> None:

@@ -182,11 +182,13 @@ class FleetScreen(Screen[None]):
         self._show_selected()
 
     def _tick(self) -> None:
-        self.query_one(FleetDetail).refresh()
+        # Also after a resize: the columns the table collapsed may have changed.
+        self._show_selected()
 
     def _show_selected(self) -> None:
         index = self.table.selected
-        self.query_one(FleetDetail).show(None if index is None else self.rows.get(index))
+        row = None if index is None else self.rows.get(index)
+        self.query_one(FleetDetail).show(row, self.table.hidden_cells(self.table.selected_key))
 
     @on(DataTable.RowHighlighted, "#fleet-table")
     def _on_highlighted(self) -> None:

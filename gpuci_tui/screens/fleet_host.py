@@ -36,6 +36,8 @@ class HostDashboardScreen(DashboardScreen):
     def __init__(self, services: Services, member: FleetMember, number: int, total: int) -> None:
         """Show ``member``'s daemon (``services.handle`` is its handle); host ``number`` of ``total``."""
         super().__init__(services)
+        # The host line takes a row: the stylesheet gives the agents table one less.
+        self.add_class("-fleet-host")
         self.member = member
         self.number = number
         self.total = total

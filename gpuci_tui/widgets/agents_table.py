@@ -7,12 +7,10 @@ selected (the selection *is* the cursor row).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from rich.text import Text
 from textual.widget import Widget
-from textual.widgets import DataTable
-from textual.widgets.data_table import RowDoesNotExist, RowKey
 
 from gpuci_tui.core.models import SlotSnapshot, SlotState, SupervisorSnapshot
 from gpuci_tui.core.wording import plural
@@ -26,37 +24,36 @@ from gpuci_tui.widgets.format import (
     job_label,
     standby_text,
     state_text,
-    truncate,
+)
+from gpuci_tui.widgets.keyed_table import Column, KeyedTable, fit_text
+
+#: The columns, most important kept longest; the job takes the spare room.
+COLUMNS: tuple[Column, ...] = (
+    Column("slot", "#", 1, priority=90),
+    Column("agent", "Agent", 8, max_width=28, priority=80),
+    Column("state", "State", 7, max_width=17, priority=85),
+    Column("standby", "Standby", 7, priority=40),
+    Column("job", "Job", 16, priority=70, grow=True, ideal=25),
+    Column("uptime", "Up", 6, priority=50),
+    Column("gpus", "GPU", 3, max_width=8, priority=30),
+    Column("exit", "Last exit", 14, max_width=40, priority=20),
+    Column("container", "Container", 12, priority=10),
+    Column("message", "Message", 20, max_width=60, priority=5),
 )
 
-#: (key, label, fixed width or None for "fit the content").
-COLUMNS: tuple[tuple[str, str, int | None], ...] = (
-    ("slot", "#", None),
-    ("agent", "Agent", None),
-    ("state", "State", 15),
-    ("standby", "Standby", 8),
-    ("job", "Job", 26),
-    ("uptime", "Up", 6),
-    ("gpus", "GPU", 4),
-    ("exit", "Last exit", 22),
-    ("container", "Container", 12),
-    ("message", "Message", None),
-)
 
-_MESSAGE_WIDTH = 60
-
-
-def job_cell(slot: SlotSnapshot, width: int, *, measured: bool) -> Text:
+def job_cell(slot: SlotSnapshot, width: int | None, *, measured: bool) -> Text:
     """The job, and on a busy row of a GPU-measuring supervisor its GPU figures now.
 
     The figures are right-aligned at the end of the cell and the job label gives
-    way to them (the detail line under the table shows the job in full): at 80
-    columns there is no room for another column, and job, container and GPU use
-    belong on one row.
+    way to them (the detail line under the table shows the job in full): job,
+    container and GPU use belong on one row. ``width`` None: the whole label.
     """
     if slot.job is None or not measured:
         return Text(job_label(slot.job, width))
     use = gpu_use_text(slot.gpu_memory_bytes, slot.gpu_util_percent)
+    if width is None:
+        width = len(job_label(slot.job)) + 1 + GPU_USE_WIDTH
     room = width - GPU_USE_WIDTH - 1
     text = Text(job_label(slot.job, room).ljust(room + 1 + GPU_USE_WIDTH - len(use.plain)))
     text.append_text(use)
@@ -64,11 +61,10 @@ def job_cell(slot: SlotSnapshot, width: int, *, measured: bool) -> Text:
 
 
 def row_cells(slot: SlotSnapshot, now: float, *, measured: bool = False) -> dict[str, Text]:
-    """The cells of one slot's row (pure; used by the table and the tests).
+    """The cells of one slot's row at their natural width (pure; used by the table and the tests).
 
     ``measured``: the supervisor measures GPU use per job (`SupervisorSnapshot.gpu_accounting`).
     """
-    widths = {key: width for key, _, width in COLUMNS}
     uptime = None if slot.started_at is None else now - slot.started_at
     agent = Text(slot.name)
     # With hot standby, a busy agent is disabled on purpose (its next container is the
@@ -79,19 +75,17 @@ def row_cells(slot: SlotSnapshot, now: float, *, measured: bool = False) -> dict
         and slot.standby in ("", "off")
     ):
         agent.append(" (disabled)", style="magenta")
-    exit_text = exit_label(slot.last_exit)
-    exit_text.truncate(widths["exit"] or 0, overflow="ellipsis")
     return {
         "slot": Text(slot.key, justify="right"),
         "agent": agent,
         "state": state_text(slot, now),
         "standby": standby_text(slot),
-        "job": job_cell(slot, widths["job"] or 0, measured=measured),
-        "uptime": Text(duration(uptime) if uptime is not None else "-", justify="right"),
+        "job": job_cell(slot, None, measured=measured),
+        "uptime": Text(duration(uptime), justify="right"),
         "gpus": Text(gpus_label(slot.gpus)),
-        "exit": exit_text,
+        "exit": exit_label(slot.last_exit),
         "container": Text((slot.container_id or "-")[:12], style="bright_black"),
-        "message": Text(truncate(slot.message, _MESSAGE_WIDTH)),
+        "message": Text(slot.message or "-", style="" if slot.message else "bright_black"),
     }
 
 
@@ -101,8 +95,10 @@ def _order(key: str) -> tuple[str, int]:
     return group, int(number)
 
 
-class AgentsTable(DataTable[Text]):
-    """DataTable of agent slots; the cursor row is the selected slot."""
+class AgentsTable(KeyedTable):
+    """Table of agent slots; the cursor row is the selected slot."""
+
+    COLUMNS = COLUMNS
 
     def __init__(self, *, clock: Callable[[], float], id: str | None = None) -> None:
         """Create the table.
@@ -111,28 +107,11 @@ class AgentsTable(DataTable[Text]):
             clock: Wall clock for uptimes and backoff countdowns.
             id: Widget id.
         """
-        super().__init__(id=id, cursor_type="row", zebra_stripes=False)
+        super().__init__(id=id)
         self._clock = clock
-        self._cells: dict[str, dict[str, Text]] = {}
         self._slots: dict[str, SlotSnapshot] = {}
         self._measured = False
         self.border_title = "Agents"
-
-    def on_mount(self) -> None:
-        """Create the columns once; rows come and go with the snapshots."""
-        for key, label, width in COLUMNS:
-            self.add_column(label, key=key, width=width)
-
-    @property
-    def selected_key(self) -> str | None:
-        """The key (``SLOT`` or ``GROUP/SLOT``) of the slot under the cursor, or None."""
-        if self.row_count == 0:
-            return None
-        try:
-            key = self.coordinate_to_cell_key(self.cursor_coordinate).row_key
-        except Exception:  # noqa: BLE001 - the cursor is outside the rows
-            return None
-        return None if key.value is None else str(key.value)
 
     @property
     def selected_slot(self) -> int | None:
@@ -142,62 +121,47 @@ class AgentsTable(DataTable[Text]):
 
     def show_snapshot(self, snapshot: SupervisorSnapshot) -> None:
         """Bring the rows in line with ``snapshot``, touching only what changed."""
-        now = self._clock()
         self._measured = snapshot.gpu_accounting
-        selected = self.selected_key
-        wanted = {slot.key: slot for slot in snapshot.slots}
-        for key in [k for k in self._cells if k not in wanted]:
-            self.remove_row(key)
-            del self._cells[key]
-            self._slots.pop(key, None)
-        appended_out_of_order = False
-        for key in sorted(wanted, key=_order):
-            slot = wanted[key]
-            self._slots[key] = slot
-            cells = row_cells(slot, now, measured=self._measured)
-            old = self._cells.get(key)
-            if old is None:
-                if self._cells and _order(key) < max(map(_order, self._cells)):
-                    appended_out_of_order = True
-                self.add_row(*(cells[name] for name, _, _ in COLUMNS), key=key)
-            else:
-                self._update_changed(key, old, cells)
-            self._cells[key] = cells
-        if appended_out_of_order:
-            self.sort("slot", key=lambda text: _order(text.plain))
-            self._move_to(selected)
-        elif selected is not None and selected in wanted and self.selected_key != selected:
-            self._move_to(selected)
+        self._slots = {slot.key: slot for slot in snapshot.slots}
+        self.tick()
 
     def tick(self) -> None:
         """Re-render the time-dependent cells (uptime, backoff countdown)."""
         now = self._clock()
-        for key, slot in self._slots.items():
-            old = self._cells.get(key)
-            if old is None:
-                continue
-            cells = row_cells(slot, now, measured=self._measured)
-            self._update_changed(key, old, cells)
-            self._cells[key] = cells
+        keys = sorted(self._slots, key=_order)
+        self.set_rows(
+            [(key, row_cells(self._slots[key], now, measured=self._measured)) for key in keys]
+        )
 
-    def _update_changed(self, row: str, old: dict[str, Text], new: dict[str, Text]) -> None:
-        for key, _, width in COLUMNS:
-            if old.get(key) != new[key]:
-                self.update_cell(row, key, new[key], update_width=width is None)
+    def fit_cell(self, row: str, column: str, cell: Text, width: int) -> Text:
+        """The job cell is laid out anew so its GPU figures stay whole and line up.
 
-    def _move_to(self, key: str | None) -> None:
-        if key is None:
-            return
-        try:
-            row = self.get_row_index(RowKey(key))
-        except RowDoesNotExist:
-            return
-        self.move_cursor(row=row, animate=False)
+        They end where the longest job's figures end (or at the column's edge),
+        not at the far end of a wide column, away from their job.
+        """
+        slot = self._slots.get(row)
+        if column == "job" and slot is not None and self._measured and slot.job is not None:
+            widest = max(cells["job"].cell_len for cells in self.natural_rows.values())
+            return job_cell(slot, min(width, widest), measured=True)
+        return fit_text(cell, width)
 
 
-def slot_detail(slot: SlotSnapshot, now: float) -> Text:
-    """Everything about one slot in a line: the table may be too narrow for it."""
+#: Collapsed columns the detail line tells anyway, so it does not repeat them.
+_IN_DETAIL = {"Agent", "State", "Job", "Last exit", "Message"}
+
+
+def slot_detail(slot: SlotSnapshot, now: float, collapsed: Sequence[tuple[str, Text]] = ()) -> Text:
+    """Everything about one slot in a line: the table may be too narrow for it.
+
+    ``collapsed``: ``(label, cell)`` of the table's collapsed columns, told right
+    after the state so a narrow screen still shows them.
+    """
     text = Text.assemble((slot.name, "bold"), " ", state_text(slot, now), no_wrap=True)
+    for label, cell in collapsed:
+        if label not in _IN_DETAIL:
+            # "GPU 0,1" would read like the GPU use told below: say which GPUs.
+            text.append(f" · {'GPUs' if label == 'GPU' else label} ", style="bright_black")
+            text.append_text(cell)
     job = job_label(slot.job) if slot.job is not None else ""
     if job and job not in slot.message:
         text.append(f" · {job}")
@@ -229,16 +193,18 @@ class SlotDetail(Widget):
         super().__init__(id=id)
         self._clock = clock
         self.slot: SlotSnapshot | None = None
+        self.collapsed: list[tuple[str, Text]] = []
 
-    def show(self, slot: SlotSnapshot | None) -> None:
-        """Describe ``slot`` (None: nothing selected)."""
+    def show(self, slot: SlotSnapshot | None, collapsed: Sequence[tuple[str, Text]] = ()) -> None:
+        """Describe ``slot`` (None: nothing selected) and the table's collapsed cells of its row."""
         self.slot = slot
+        self.collapsed = list(collapsed)
         self.refresh()
 
     def render(self) -> Text:
         """The detail line, cut to the width."""
         if self.slot is None:
             return Text("no agent selected", style="bright_black")
-        text = slot_detail(self.slot, self._clock())
+        text = slot_detail(self.slot, self._clock(), self.collapsed)
         text.truncate(max(1, self.size.width), overflow="ellipsis")
         return text

@@ -13,28 +13,27 @@ from collections.abc import Callable, Sequence
 from rich.text import Text
 from textual import events
 from textual.widget import Widget
-from textual.widgets import DataTable
-from textual.widgets.data_table import RowDoesNotExist, RowKey
 
 from gpuci_tui.core.fleet_link import LinkState
 from gpuci_tui.core.fleet_rows import FleetTotals, HostRow, Severity
 from gpuci_tui.core.models import HealthState
-from gpuci_tui.widgets.format import ago, truncate, until
+from gpuci_tui.widgets.format import ago, until
+from gpuci_tui.widgets.keyed_table import Column, KeyedTable, fit_text
 
-#: (key, label, width); the last column takes what is left (and scrolls off at 80 columns,
-#: where the detail line under the table shows the selected host's problems in full).
-COLUMNS: tuple[tuple[str, str, int | None], ...] = (
-    ("host", "Host", 12),
-    ("link", "Link", 7),
-    ("busy", "Busy", 4),
-    ("idle", "Idle", 4),
-    ("standby", "Stby", 4),
-    ("parked", "Park", 4),
-    ("drained", "Drain", 5),
-    ("queued", "Queue", 5),
-    ("gpus", "GPU", 3),
-    ("azure", "Azure", 8),
-    ("problems", "Problems", None),
+#: The columns, most important kept longest; Problems takes the spare room and the
+#: detail line under the table shows the selected host's problems in full.
+COLUMNS: tuple[Column, ...] = (
+    Column("host", "Host", 8, max_width=24, priority=90),
+    Column("link", "Link", 6, priority=80),
+    Column("busy", "Busy", 4, priority=70),
+    Column("idle", "Idle", 4, priority=65),
+    Column("standby", "Stby", 4, priority=40),
+    Column("parked", "Park", 4, priority=60),
+    Column("drained", "Drain", 5, priority=35),
+    Column("queued", "Queue", 5, priority=50),
+    Column("gpus", "GPU", 3, max_width=8, priority=30),
+    Column("azure", "Azure", 7, priority=45),
+    Column("problems", "Problems", 8, max_width=120, priority=25, grow=True),
 )
 
 _AZURE_CELLS: dict[HealthState, tuple[str, str]] = {
@@ -78,7 +77,7 @@ def row_cells(row: HostRow) -> dict[str, Text]:
     queued = "-" if row.queued is None or not row.seen else str(row.queued)
     dim = "bright_black" if row.stale else ""
     return {
-        "host": Text(middle(row.label, 12), style="bold"),
+        "host": Text(row.label, style="bold"),
         "link": Text(link, style=link_style),
         "busy": _count(row.busy, row, "bold yellow"),
         "idle": _count(row.idle, row, "green"),
@@ -88,28 +87,22 @@ def row_cells(row: HostRow) -> dict[str, Text]:
         "queued": Text(queued, justify="right", style=dim),
         "gpus": Text(row.gpus_busy or "-", justify="right", style=dim),
         "azure": Text(azure, style=azure_style),
-        "problems": Text(
-            truncate(problems, 80), style=_SEVERITY_STYLES.get(row.severity, "bright_black")
-        ),
+        "problems": Text(problems, style=_SEVERITY_STYLES.get(row.severity, "bright_black")),
     }
 
 
-class FleetTable(DataTable[Text]):
-    """DataTable of hosts; the cursor row is the selected host."""
+class FleetTable(KeyedTable):
+    """Table of hosts; the cursor row is the selected host."""
+
+    COLUMNS = COLUMNS
 
     def __init__(self, *, id: str | None = None) -> None:
-        """Create the table (columns are added on mount)."""
-        super().__init__(id=id, cursor_type="row", zebra_stripes=False)
+        """Create the table (columns come with the first rows)."""
+        super().__init__(id=id)
         self.border_title = "Hosts"
-        self._order: list[int] = []
-        self._cells: dict[int, dict[str, Text]] = {}
+        self._host_order: list[int] = []
         self.chosen = False
         """The operator moved the cursor (keys or mouse): it follows their host from now on."""
-
-    def on_mount(self) -> None:
-        """Create the columns once."""
-        for key, label, width in COLUMNS:
-            self.add_column(label, key=key, width=width)
 
     def on_key(self, event: events.Key) -> None:
         """Any key that reaches the table (arrows, page keys) means a host was chosen."""
@@ -122,43 +115,28 @@ class FleetTable(DataTable[Text]):
     @property
     def selected(self) -> int | None:
         """The fleet index of the host under the cursor (None when there is none)."""
-        if self.row_count == 0:
-            return None
-        try:
-            key = self.coordinate_to_cell_key(self.cursor_coordinate).row_key
-        except Exception:  # noqa: BLE001 - the cursor is outside the rows
-            return None
-        return None if key.value is None else int(key.value)
+        key = self.selected_key
+        return None if key is None else int(key)
 
     def show_rows(self, rows: Sequence[tuple[int, HostRow]]) -> None:
         """Show ``(fleet index, row)`` in this order, keeping the cursor on its host."""
-        selected = self.selected
         order = [index for index, _ in rows]
-        cells = {index: row_cells(row) for index, row in rows}
-        if order != self._order:
-            self.clear()
-            for index in order:
-                self.add_row(*(cells[index][key] for key, _, _ in COLUMNS), key=str(index))
-            self._order = order
+        cursor_to = None
+        if order != self._host_order:
+            # A new order: the top row (the host most in need) unless a host was chosen.
+            selected = self.selected
             keep = selected if self.chosen and selected is not None else None
-            self._move_to(keep if keep is not None else (order[0] if order else None))
-        else:
-            for index in order:
-                old = self._cells.get(index, {})
-                for key, _, width in COLUMNS:
-                    if old.get(key) != cells[index][key]:
-                        value = cells[index][key]
-                        self.update_cell(str(index), key, value, update_width=width is None)
-        self._cells = cells
+            first = order[0] if order else None
+            target = keep if keep is not None else first
+            cursor_to = None if target is None else str(target)
+            self._host_order = order
+        self.set_rows([(str(index), row_cells(row)) for index, row in rows], cursor_to=cursor_to)
 
-    def _move_to(self, index: int | None) -> None:
-        if index is None:
-            return
-        try:
-            row = self.get_row_index(RowKey(str(index)))
-        except RowDoesNotExist:
-            return
-        self.move_cursor(row=row, animate=False)
+    def fit_cell(self, row: str, column: str, cell: Text, width: int) -> Text:
+        """A long host label is cut in the middle: both ends tell hosts apart."""
+        if column == "host" and cell.cell_len > width:
+            return Text(middle(cell.plain, width), style=cell.style)
+        return fit_text(cell, width)
 
 
 def totals_line(totals: FleetTotals, *, readonly: bool, width: int) -> Text:
@@ -180,9 +158,14 @@ def totals_line(totals: FleetTotals, *, readonly: bool, width: int) -> Text:
     return Text.assemble(left, " " * gap, badge, no_wrap=True)
 
 
-def host_detail(row: HostRow, now: float) -> Text:
-    """The selected host in full: target, daemon, since when, every problem."""
+def host_detail(row: HostRow, now: float, collapsed: Sequence[tuple[str, Text]] = ()) -> Text:
+    """The selected host in full: target, daemon, since when, the table's collapsed
+    columns (``collapsed``: label and cell; Problems follow anyway), every problem."""
     text = Text.assemble((row.label, "bold"), " ", (row.target, "bright_black"))
+    for label, cell in collapsed:
+        if label not in ("Host", "Problems"):
+            text.append(f" · {label} ", style="bright_black")
+            text.append_text(cell)
     if row.link is LinkState.DOWN:
         text.append(f" · down since {ago(row.since, now)}", style="red")
         text.append(f", retry {until(row.retry_at, now)}" if row.retry_at else ", retrying…")
@@ -226,14 +209,16 @@ class FleetDetail(Widget):
         super().__init__(id=id)
         self._clock = clock
         self.row: HostRow | None = None
+        self.collapsed: list[tuple[str, Text]] = []
 
-    def show(self, row: HostRow | None) -> None:
-        """Describe ``row`` (None: no host)."""
+    def show(self, row: HostRow | None, collapsed: Sequence[tuple[str, Text]] = ()) -> None:
+        """Describe ``row`` (None: no host) and the table's collapsed cells of its row."""
         self.row = row
+        self.collapsed = list(collapsed)
         self.refresh()
 
     def render(self) -> Text:
         """The detail line, wrapped to the width (two lines at most)."""
         if self.row is None:
             return Text("no host selected", style="bright_black")
-        return host_detail(self.row, self._clock())
+        return host_detail(self.row, self._clock(), self.collapsed)

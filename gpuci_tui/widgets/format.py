@@ -10,6 +10,8 @@ import time
 
 from rich.text import Text
 
+# Re-exported: the panels take every formatter from this module.
+from gpuci_tui.core.formatting import duration as duration
 from gpuci_tui.core.models import ExitInfo, JobInfo, SlotSnapshot, SlotState
 
 NA = "N/A"
@@ -73,23 +75,6 @@ def truncate(text: str, width: int) -> str:
     if len(text) <= width:
         return text
     return text[: max(0, width - 1)] + "…"
-
-
-def duration(seconds: float | None) -> str:
-    """A compact duration: ``45s``, ``12m05s``, ``3h02m``, ``2d04h``."""
-    if seconds is None:
-        return "-"
-    total = max(0, int(seconds))
-    days, rest = divmod(total, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    if days:
-        return f"{days}d{hours:02d}h"
-    if hours:
-        return f"{hours}h{minutes:02d}m"
-    if minutes:
-        return f"{minutes}m{secs:02d}s"
-    return f"{secs}s"
 
 
 def ago(then: float | None, now: float) -> str:

@@ -28,6 +28,13 @@ HISTORY_SAMPLES = 180
 
 _SPARK_LEVELS = "▁▂▃▄▅▆▇█"
 
+# Cells of the compact line's fields (``80/80G``, ``100°C``, ``1000W``) and the
+# room kept for the owners' names before the history takes the rest.
+_MEM_CELLS = 7
+_TEMP_CELLS = 5
+_POWER_CELLS = 5
+_OWNER_CELLS = 10
+
 
 def spark(values: Iterable[float | None], width: int) -> Text:
     """A sparkline on a fixed 0–100 scale, newest sample on the right.
@@ -117,32 +124,39 @@ class GpuCard(Widget):
         return self._render_card(sample, width)
 
     def _render_line(self, sample: GpuSample, width: int) -> Text:
-        """``0 ▃▅▇█ 88% 60/80G 71°C 312W gpuhost-1``: the history fills the spare width."""
+        """``0 ▃▅▇█  88%  60/80G  71°C  312W gpuhost-1``: fixed-width fields, then the owners.
+
+        Every figure has a fixed width and the history's width depends only on
+        the panel's width, so the % column lines up on every card whatever the
+        agent names after it.
+        """
         util = sample.utilization_pct
         util_text = " N/A" if util is None else f"{util:3.0f}%"
         if sample.memory_used_mib is None or sample.memory_total_mib is None:
-            mem = "N/A"
+            mem = NA
         else:
             mem = f"{sample.memory_used_mib / 1024:.0f}/{sample.memory_total_mib / 1024:.0f}G"
-        tail = Text(
-            f" {mem} {number(sample.temperature_c, unit='°C')} {number(sample.power_w, unit='W')}",
-            no_wrap=True,
-        )
+        temp = number(sample.temperature_c, unit="°C")
+        power = number(sample.power_w, unit="W")
+        figures = Text(f" {mem:>{_MEM_CELLS}} {temp:>{_TEMP_CELLS}} {power:>{_POWER_CELLS}}")
         owners = [self._owner_name(p) for p in sample.processes]
         named = [name for name in owners if name]
+        tail = Text(no_wrap=True)
+        if self.gate is not None:  # first: on a narrow panel the owners are cut, not this
+            tail.append(f" {self.gate.state.upper()}", style=GATE_STYLES.get(self.gate.state, ""))
         if named:
             tail.append(" " + ",".join(named), style="bold")
         if len(named) < len(owners):
             tail.append(" +foreign", style="yellow")
-        if self.gate is not None:
-            tail.append(f" {self.gate.state.upper()}", style=GATE_STYLES.get(self.gate.state, ""))
-        head = Text.assemble((f"{sample.index} ", "bold"))
-        spark_width = max(3, min(20, width - head.cell_len - len(util_text) - 1 - tail.cell_len))
+        head = Text(f"{sample.index} ", style="bold")
+        fixed = head.cell_len + 1 + len(util_text) + figures.cell_len
+        spark_width = max(3, min(20, width - fixed - _OWNER_CELLS))
         line = Text.assemble(
             head,
             spark(self.history, spark_width),
             " ",
             (util_text, level_style(util)),
+            figures,
             tail,
             no_wrap=True,
         )

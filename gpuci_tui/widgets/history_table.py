@@ -8,27 +8,23 @@ across refreshes and re-sorts.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from rich.text import Text
-from textual.widgets import DataTable
-from textual.widgets.data_table import ColumnKey, RowDoesNotExist, RowKey
+from textual.widgets.data_table import ColumnKey
 
 from gpuci_tui.core.history import JobRecord
-from gpuci_tui.widgets.format import duration, level_style, truncate
+from gpuci_tui.widgets.format import duration, level_style
+from gpuci_tui.widgets.keyed_table import Column, KeyedTable
 
 
 @dataclass(frozen=True)
-class HistoryColumn:
-    """One column: its label, width and how its rows sort (None: not sortable)."""
+class HistoryColumn(Column):
+    """One column: its sizing and how its rows sort (None: not sortable)."""
 
-    key: str
-    label: str
-    width: int
     sort_key: Callable[[JobRecord], Any] | None = None
     descending: bool = True
     """The first direction of a sort by this column (newest / biggest first)."""
@@ -38,17 +34,43 @@ def _text_key(value: str | None) -> tuple[bool, str]:
     return value is None, (value or "").lower()
 
 
-#: Sized for 80 columns: ended … result fit; slot and GPUs follow past the edge.
+#: Sized to their content; the pipeline takes the spare room, slot and GPUs collapse first.
 COLUMNS: tuple[HistoryColumn, ...] = (
-    HistoryColumn("ended", "Ended", 11, lambda r: r.ended_at),
-    HistoryColumn("pipeline", "Pipeline", 16, lambda r: _text_key(r.pipeline), descending=False),
-    HistoryColumn("run", "Run", 11, lambda r: _text_key(r.run), descending=False),
-    HistoryColumn("duration", "Took", 6, lambda r: r.duration_s),
-    HistoryColumn("memory", "Mem", 5, lambda r: r.peak_gpu_memory_mib),
-    HistoryColumn("util", "Util", 5, lambda r: r.mean_util_pct),
-    HistoryColumn("result", "Result", 9, lambda r: (r.failed, _text_key(result_label(r)))),
-    HistoryColumn("slot", "Slot", 4, lambda r: (r.instance, r.slot)),
-    HistoryColumn("gpus", "GPU", 5),
+    HistoryColumn("ended", "Ended", 11, priority=90, sort_key=lambda r: r.ended_at),
+    HistoryColumn(
+        "pipeline",
+        "Pipeline",
+        12,
+        priority=85,
+        grow=True,
+        ideal=24,
+        sort_key=lambda r: _text_key(r.pipeline),
+        descending=False,
+    ),
+    HistoryColumn(
+        "run",
+        "Run",
+        11,
+        max_width=24,
+        priority=75,
+        sort_key=lambda r: _text_key(r.run),
+        descending=False,
+    ),
+    HistoryColumn("duration", "Took", 6, priority=70, sort_key=lambda r: r.duration_s),
+    HistoryColumn("memory", "Mem", 5, priority=65, sort_key=lambda r: r.peak_gpu_memory_mib),
+    HistoryColumn("util", "Util", 5, priority=55, sort_key=lambda r: r.mean_util_pct),
+    HistoryColumn(
+        "result",
+        "Result",
+        7,
+        max_width=16,
+        priority=80,
+        sort_key=lambda r: (r.failed, _text_key(result_label(r))),
+    ),
+    HistoryColumn(
+        "slot", "Slot", 4, max_width=12, priority=30, sort_key=lambda r: (r.instance, r.slot)
+    ),
+    HistoryColumn("gpus", "GPU", 3, max_width=12, priority=20),
 )
 SORTABLE = tuple(c.key for c in COLUMNS if c.sort_key is not None)
 
@@ -95,36 +117,37 @@ def row_cells(r: JobRecord) -> dict[str, Text]:
     result = result_label(r)
     return {
         "ended": Text(time.strftime("%m-%d %H:%M", time.localtime(r.ended_at))),
-        "pipeline": Text(truncate(r.pipeline or "-", column("pipeline").width)),
-        "run": Text(truncate(r.run or "-", column("run").width)),
+        "pipeline": Text(r.pipeline or "-"),
+        "run": Text(r.run or "-"),
         "duration": Text(duration(r.duration_s), justify="right"),
         "memory": Text(memory_label(r.peak_gpu_memory_mib), justify="right"),
         "util": Text(
             "-" if util is None else f"{util:.0f}%", style=level_style(util), justify="right"
         ),
-        "result": Text(
-            truncate(result, column("result").width), style="red" if r.failed else "green"
-        ),
+        "result": Text(result, style="red" if r.failed else "green"),
         "slot": Text(str(r.slot), justify="right"),
         "gpus": Text(",".join(str(i) for i in r.gpus) or "-"),
     }
 
 
-class HistoryTable(DataTable[Text]):
+class HistoryTable(KeyedTable):
     """The jobs, sorted by one column; the cursor row is the selected job."""
+
+    COLUMNS = COLUMNS
+    VALUES_IN_MARKER = True
 
     def __init__(self, *, id: str | None = None) -> None:
         """An empty table sorted newest first."""
-        super().__init__(id=id, cursor_type="row", zebra_stripes=True)
+        super().__init__(id=id, zebra_stripes=True)
         self.sort_key = "ended"
         self.descending = True
         self.rows_shown: list[JobRecord] = []
 
-    def on_mount(self) -> None:
-        """Create the columns once."""
-        for item in COLUMNS:
-            self.add_column(item.label, key=item.key, width=item.width)
-        self._label_sorted_column()
+    def column_label(self, column: Column) -> Text:
+        """The sorted column's header carries the direction: ``Took▼``."""
+        if column.key == self.sort_key:
+            return Text(f"{column.label}{'▼' if self.descending else '▲'}")
+        return Text(column.label)
 
     @property
     def selected(self) -> JobRecord | None:
@@ -135,16 +158,10 @@ class HistoryTable(DataTable[Text]):
 
     def show(self, rows: Sequence[JobRecord]) -> None:
         """Replace the rows (sorted as chosen), keeping the cursor on the same job."""
-        previous = self.selected
         self.rows_shown = sort_rows(rows, self.sort_key, self.descending)
-        self.clear()
-        for index, r in enumerate(self.rows_shown):
-            cells = row_cells(r)
-            self.add_row(*(cells[c.key] for c in COLUMNS), key=str(r.id or f"#{index}"))
-        if previous is not None and previous.id is not None:
-            # The job may have left (filters, retention): then the cursor stays where it was.
-            with contextlib.suppress(RowDoesNotExist):
-                self.move_cursor(row=self.get_row_index(RowKey(str(previous.id))), animate=False)
+        self.set_rows(
+            [(str(r.id or f"#{index}"), row_cells(r)) for index, r in enumerate(self.rows_shown)]
+        )
 
     def sort_by(self, key: str, descending: bool | None = None) -> None:
         """Sort by column ``key``; None picks the column's first direction."""
@@ -174,8 +191,6 @@ class HistoryTable(DataTable[Text]):
 
     def _label_sorted_column(self) -> None:
         for item in COLUMNS:
-            label = item.label
-            if item.key == self.sort_key:
-                label = f"{label}{'▼' if self.descending else '▲'}"
-            self.columns[ColumnKey(item.key)].label = Text(label)
+            if item.key in self.columns:
+                self.columns[ColumnKey(item.key)].label = self.column_label(item)
         self.refresh()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from gpuci_tui.app import make_app
-from gpuci_tui.widgets.agents_table import row_cells
+from gpuci_tui.widgets.agents_table import job_cell, row_cells
 from gpuci_tui.widgets.format import gpu_use_text
 from tests.ui.fakes import FakeHandle, make_services
 from tests.ui.helpers import ready, screen_text
@@ -23,8 +23,10 @@ def test_figures_are_compact_and_dashed_when_not_known() -> None:
 
 def test_the_job_cell_gives_way_to_the_figures_within_its_width() -> None:
     slots = {s.slot: s for s in measured_snapshot().slots}
-    job = row_cells(slots[1], NOW, measured=True)["job"].plain
+    job = job_cell(slots[1], 26, measured=True).plain
     assert job == "'train - main' …   57G 92%" and len(job) == 26
+    natural = row_cells(slots[1], NOW, measured=True)["job"].plain
+    assert natural.startswith("'train - main' 20261122.3") and natural.endswith(" 57G 92%")
     assert row_cells(slots[4], NOW, measured=True)["job"].plain.endswith(" —")
     # Idle rows, and a supervisor that does not measure, keep the plain job label.
     assert row_cells(slots[2], NOW, measured=True)["job"].plain == "-"

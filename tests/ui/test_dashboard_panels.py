@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 from textual.widgets import Static
+from textual.widgets._toast import Toast
 
 from gpuci_tui.app import make_app
 from gpuci_tui.core.models import (
@@ -18,7 +19,7 @@ from gpuci_tui.screens.confirm import ConfirmScreen
 from gpuci_tui.widgets.gpu_panel import GpuCard
 from tests.ui.fakes import FakeHandle, FakeSampler, make_services
 from tests.ui.helpers import ready, screen_text, wait_for
-from tests.ui.scenarios import NO_GPU, NOW, gpu_frame, loaded_snapshot
+from tests.ui.scenarios import NO_GPU, NOW, gpu_frame, loaded_snapshot, measured_snapshot
 
 
 async def test_gpu_cards_map_processes_to_agent_slots(handle: FakeHandle) -> None:
@@ -53,7 +54,11 @@ async def test_gpu_cards_are_one_line_each_on_short_terminals(handle: FakeHandle
         assert card.size.height == 1
         line = card.render().plain
         assert line.startswith("0 ")
-        assert line.endswith("88% 60/80G 71°C 312W gpuhost-1")
+        assert line.endswith("88%  60/80G  71°C  312W gpuhost-1")
+        # The figures line up whatever owns the GPU (an agent, nobody, a foreign process).
+        lines = [c.render().plain for c in screen.gpu_panel.query(GpuCard)]
+        assert len({line.index("%") for line in lines if "%" in line}) == 1
+        assert len({line.index("W") for line in lines if "W" in line}) == 1, lines
 
 
 async def test_sparkline_history_grows_with_samples(handle: FakeHandle) -> None:
@@ -180,3 +185,16 @@ async def test_events_are_appended_with_slot_names(handle: FakeHandle) -> None:
         text = screen_text(app)
         assert "08:26:35 gpuhost-1    job_finished     'train' [20261122.2] ok" in text
         assert "08:26:40              azure_error      HTTP 503" in text
+
+
+async def test_notices_never_cover_the_events_log() -> None:
+    app = make_app(make_services(handle=FakeHandle(measured_snapshot())))
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        screen = await ready(pilot)
+        app.notify("a notice long enough to take a few lines in its toast " * 2, timeout=30)
+        await wait_for(pilot, lambda: bool(app.screen.query(Toast)), what="the toast")
+        await pilot.pause()
+        events = screen.event_log.region
+        for toast in app.screen.query(Toast):
+            assert not toast.region.overlaps(events), (toast.region, events)
+            assert toast.region.y >= 2, "the status lines stay readable"

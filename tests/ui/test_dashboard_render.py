@@ -16,6 +16,7 @@ from gpuci_tui.core.models import (
 )
 from gpuci_tui.screens.dashboard import DashboardScreen
 from gpuci_tui.widgets.agents_table import row_cells
+from gpuci_tui.widgets.keyed_table import fit_text
 from tests.ui.fakes import FakeHandle, make_services
 from tests.ui.helpers import notes, ready, screen_text, wait_for
 from tests.ui.scenarios import NOW, idle_slot, loaded_snapshot
@@ -97,7 +98,8 @@ def test_row_cells_say_everything_about_a_slot() -> None:
     }
     backoff = {k: v.plain for k, v in row_cells(slots[5], NOW).items()}
     assert backoff["state"] == "backoff in 12 s"
-    assert backoff["exit"] == "137 OOM killed: out o…", "cut to the 22-cell column with an ellipsis"
+    assert backoff["exit"] == "137 OOM killed: out of memory", "natural width: the table cuts"
+    assert fit_text(row_cells(slots[5], NOW)["exit"], 22).plain == "137 OOM killed: out o…"
     assert backoff["gpus"] == "all"
     assert backoff["standby"] == "-"
     parked = {k: v.plain for k, v in row_cells(slots[6], NOW).items()}

@@ -123,8 +123,9 @@ def test_wizard_first_step(snap_compare: Snap, tmp_path: Path) -> None:
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
 
 
-def test_history_80x24(snap_compare: Snap, tmp_path: Path) -> None:
-    """The history view at 80x24: jobs, filters, the selected pipeline's trend, the keys."""
+def history_app(tmp_path: Path) -> tuple[GpuciApp, Callable[[Pilot[Any]], Any]]:
+    """The console over a written history, and a run_before that opens the history view
+    on the OOM-killed 'train - main' job (its trend shown)."""
     from gpuci_tui.screens.history import HistoryScreen
     from tests.ui.test_history_view import write_history
 
@@ -143,4 +144,10 @@ def test_history_80x24(snap_compare: Snap, tmp_path: Path) -> None:
         await wait_for(pilot, lambda: screen.trend.pipeline == "train - main", what="trend")
         await pilot.pause()
 
+    return app, run_before
+
+
+def test_history_80x24(snap_compare: Snap, tmp_path: Path) -> None:
+    """The history view at 80x24: jobs, filters, the selected pipeline's trend, the keys."""
+    app, run_before = history_app(tmp_path)
     assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)

@@ -141,3 +141,13 @@ def test_quit_body_depends_on_where_the_supervisor_runs() -> None:
     snap = loaded_snapshot()
     body = quit_body(snap, "in-process", preview(snap, Stop()))
     assert "busy agents finish their current job" in body
+
+
+def test_cli_and_console_share_one_duration() -> None:
+    from gpuci_tui.cli import render
+    from gpuci_tui.core import formatting
+    from gpuci_tui.widgets import format as widget_format
+
+    assert render.duration is formatting.duration is widget_format.duration
+    assert formatting.duration(-5) == "-"
+    assert formatting.duration(86400 * 12 + 3600) == "12d01h"
