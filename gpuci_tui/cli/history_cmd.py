@@ -130,7 +130,7 @@ def run_history(args: argparse.Namespace, now: float | None = None) -> int:
 
 def render_history(rows: list[JobRecord]) -> str:
     """The plain aligned table, one line per `JobRecord`."""
-    from .render import duration
+    from gpuci_tui.core.formatting import duration
 
     table = [HEADER]
     for r in rows:

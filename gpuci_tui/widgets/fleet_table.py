@@ -160,7 +160,8 @@ def totals_line(totals: FleetTotals, *, readonly: bool, width: int) -> Text:
 
 def host_detail(row: HostRow, now: float, collapsed: Sequence[tuple[str, Text]] = ()) -> Text:
     """The selected host in full: target, daemon, since when, the table's collapsed
-    columns (``collapsed``: label and cell; Problems follow anyway), every problem."""
+    columns (``collapsed``: label and cell; Problems follow anyway), every problem.
+    """
     text = Text.assemble((row.label, "bold"), " ", (row.target, "bright_black"))
     for label, cell in collapsed:
         if label not in ("Host", "Problems"):
