@@ -26,7 +26,8 @@ CORE = Path(gpuci_tui.core.__file__).parent
 ENGINE = frozenset(
     {
         "lifecycle", "planner", "planner_run", "transitions", "transitions_server",
-        "commands", "preview", "snapshots", "steps", "exits",
+        "commands", "preview", "snapshots", "steps", "exits", "planner_hold",
+        "transitions_gpu", "gpu_admission", "gpu_health",
     }
 )  # fmt: skip
 #: Libraries that talk to the outside world (files, processes, network, devices, clocks).
