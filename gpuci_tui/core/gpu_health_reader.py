@@ -14,8 +14,8 @@ sample. NVML is thread-safe; the watch never holds the sampler's lock while
 it waits. A driver without event support is logged once and simply has no
 Xid events.
 
-Run ``python -m gpuci_tui.core.gpu_health_reader`` on a GPU host to print one
-frame with its health readings and the cost of each call.
+``python bench/nvml_health_probe.py`` on a GPU host prints one frame with its
+health readings and the cost of each call.
 """
 
 from __future__ import annotations
@@ -204,41 +204,3 @@ class XidWatch:
 def _address(handle: Any) -> int:
     """A device handle's pointer value (the same GPU always has the same handle)."""
     return int(ctypes.cast(handle, ctypes.c_void_p).value or 0)
-
-
-def _main() -> None:  # pragma: no cover - a tool for a real GPU host
-    """Print one frame with health readings, then each health call's cost."""
-    import json
-    from dataclasses import asdict
-
-    from gpuci_tui.core.gpu import NvmlSampler
-
-    sampler = NvmlSampler()
-    sampler.sample()
-    time.sleep(1.0)  # let the Xid watch run and per-process utilisation get a window
-    frame = sampler.sample()
-    print(json.dumps(asdict(frame), indent=1, default=str))
-    if frame.host.available:
-        handle = pynvml.nvmlDeviceGetHandleByIndex(0)
-        unc = pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED
-        calls: dict[str, Callable[[], object]] = {
-            "memory_v2": lambda: pynvml.nvmlDeviceGetMemoryInfo(handle, pynvml.nvmlMemory_v2),
-            "ecc_volatile": lambda: pynvml.nvmlDeviceGetTotalEccErrors(handle, unc, 0),
-            "remapped_rows": lambda: pynvml.nvmlDeviceGetRemappedRows(handle),
-            "clocks_event_reasons": lambda: pynvml.nvmlDeviceGetCurrentClocksEventReasons(handle),
-            "energy": lambda: pynvml.nvmlDeviceGetTotalEnergyConsumption(handle),
-        }
-        for name, fn in calls.items():
-            start = time.perf_counter()
-            for _ in range(20):
-                try:
-                    fn()
-                except pynvml.NVMLError as exc:
-                    print(f"{name}: {exc}")
-                    break
-            print(f"{name}: {(time.perf_counter() - start) / 20 * 1000:.3f} ms a call")
-    sampler.close()
-
-
-if __name__ == "__main__":  # pragma: no cover
-    _main()
