@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .config import Config, config_hash, instance_id
-from .lifecycle import Lane, lane_name
-from .protocols import ContainerSpec, VolumeMount
+from gpuci_tui.core.config import Config, config_hash, instance_id
+from gpuci_tui.core.lifecycle import Lane, lane_name
+from gpuci_tui.core.protocols import ContainerSpec, VolumeMount
 
 LABEL_PROJECT = "io.gpuci-tui.project"
 LABEL_INSTANCE = "io.gpuci-tui.instance"

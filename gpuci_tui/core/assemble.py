@@ -17,16 +17,16 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from .accounting import JobAccountant
-from .config import Config, agent_groups, for_group, instance_id
-from .gpu_gates import GpuGatekeeper
-from .gpu_watch import GpuWatch, agent_owners
-from .group_supervisor import GroupSupervisor
-from .history import JobHistory, JobRecord
-from .job_recorder import JobRecorder
-from .pool_observer import PoolObserver
-from .protocols import AgentPoolApi, ContainerRuntime, GpuSampler, TokenSource
-from .supervisor import IntentStore, Supervisor
+from gpuci_tui.core.accounting import JobAccountant
+from gpuci_tui.core.config import Config, agent_groups, for_group, instance_id
+from gpuci_tui.core.gpu_gates import GpuGatekeeper
+from gpuci_tui.core.gpu_watch import GpuWatch, agent_owners
+from gpuci_tui.core.group_supervisor import GroupSupervisor
+from gpuci_tui.core.history import JobHistory, JobRecord
+from gpuci_tui.core.job_recorder import JobRecorder
+from gpuci_tui.core.pool_observer import PoolObserver
+from gpuci_tui.core.protocols import AgentPoolApi, ContainerRuntime, GpuSampler, TokenSource
+from gpuci_tui.core.supervisor import IntentStore, Supervisor
 
 __all__ = ["Assembly", "assemble"]
 

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from .lifecycle import EngineState, Intent, SlotRecord, new_slot
-from .models import (
+from gpuci_tui.core.lifecycle import EngineState, Intent, SlotRecord, new_slot
+from gpuci_tui.core.models import (
     MAX_SLOTS,
     Command,
     CommandResult,
@@ -26,8 +26,8 @@ from .models import (
     Stop,
     Unpause,
 )
-from .snapshots import primary
-from .wording import plural
+from gpuci_tui.core.snapshots import primary
+from gpuci_tui.core.wording import plural
 
 
 def refusal(command: Command, numbers: Sequence[int]) -> str | None:

@@ -16,9 +16,9 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 
-from .agentspec import lane_of, slot_of
-from .protocols import ContainerEvent, ContainerRuntime, GpuciError
-from .steps import (
+from gpuci_tui.core.agentspec import lane_of, slot_of
+from gpuci_tui.core.protocols import ContainerEvent, ContainerRuntime, GpuciError
+from gpuci_tui.core.steps import (
     Appeared,
     Destroyed,
     Died,

@@ -28,8 +28,8 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .handle import Update
-from .models import (
+from gpuci_tui.core.handle import Update
+from gpuci_tui.core.models import (
     Command,
     CommandResult,
     SupervisorEvent,
@@ -38,8 +38,8 @@ from .models import (
     snapshot_from_dict,
     to_dict,
 )
-from .preview import CommandPreview
-from .protocols import GpuciError
+from gpuci_tui.core.preview import CommandPreview
+from gpuci_tui.core.protocols import GpuciError
 
 log = logging.getLogger("gpuci_tui.control")
 

@@ -21,16 +21,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from .assemble import assemble
-from .config import Config, agent_groups, for_group, instance_id
-from .control_server import ControlServer
-from .handle import Supervised
-from .history import IntentFile, JobHistory
-from .memory import trim_now_and_then
-from .metrics import Metrics, follow
-from .metrics_server import MetricsServer
-from .protocols import AgentPoolApi, ContainerRuntime, GpuciError, GpuSampler, TokenSource
-from .token_sweeper import TokenFileRemover, TokenSweeper
+from gpuci_tui.core.assemble import assemble
+from gpuci_tui.core.config import Config, agent_groups, for_group, instance_id
+from gpuci_tui.core.control_server import ControlServer
+from gpuci_tui.core.handle import Supervised
+from gpuci_tui.core.history import IntentFile, JobHistory
+from gpuci_tui.core.memory import trim_now_and_then
+from gpuci_tui.core.metrics import Metrics, follow
+from gpuci_tui.core.metrics_server import MetricsServer
+from gpuci_tui.core.protocols import AgentPoolApi, ContainerRuntime, GpuciError, GpuSampler, TokenSource
+from gpuci_tui.core.token_sweeper import TokenFileRemover, TokenSweeper
 
 log = logging.getLogger("gpuci_tui.daemon")
 
@@ -53,7 +53,7 @@ class DaemonPaths:
     @classmethod
     def for_instance(cls, instance: str) -> DaemonPaths:
         """The standard XDG locations for ``instance``."""
-        from . import paths
+        from gpuci_tui.core import paths
 
         state = paths.state_dir()
         return cls(

@@ -12,11 +12,11 @@ import contextlib
 import os
 from collections.abc import Callable, Mapping
 
-from .agentspec import build_spec
-from .config import Config
-from .lifecycle import Lane
-from .pool_observer import PoolObserver
-from .protocols import (
+from gpuci_tui.core.agentspec import build_spec
+from gpuci_tui.core.config import Config
+from gpuci_tui.core.lifecycle import Lane
+from gpuci_tui.core.pool_observer import PoolObserver
+from gpuci_tui.core.protocols import (
     AgentPoolApi,
     AzureError,
     AzureNotFoundError,
@@ -26,8 +26,8 @@ from .protocols import (
     RuntimeUnavailableError,
     TokenSource,
 )
-from .redaction import redact_lines
-from .steps import (
+from gpuci_tui.core.redaction import redact_lines
+from gpuci_tui.core.steps import (
     Action,
     AgentChecked,
     AgentWritten,

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .agent_exit import describe
-from .config import SupervisorConfig
-from .lifecycle import LaneRecord, SlotRecord
-from .models import ExitInfo
+from gpuci_tui.core.agent_exit import describe
+from gpuci_tui.core.config import SupervisorConfig
+from gpuci_tui.core.lifecycle import LaneRecord, SlotRecord
+from gpuci_tui.core.models import ExitInfo
 
 #: Exit codes of a container ended politely by a signal (SIGINT, SIGTERM). SIGKILL (137)
 #: still counts: it is also what a missed OOM kill looks like, and an image that is

@@ -16,10 +16,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
-from .fleet import FleetHost
-from .handle import SupervisorHandle
-from .models import SupervisorEvent, SupervisorSnapshot
-from .protocols import GpuFrame, GpuHostInfo
+from gpuci_tui.core.fleet import FleetHost
+from gpuci_tui.core.handle import SupervisorHandle
+from gpuci_tui.core.models import SupervisorEvent, SupervisorSnapshot
+from gpuci_tui.core.protocols import GpuFrame, GpuHostInfo
 
 
 class LinkState(StrEnum):

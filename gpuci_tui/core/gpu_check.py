@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from .config import Config, ConfigError, agent_groups
-from .protocols import GpuFrame
+from gpuci_tui.core.config import Config, ConfigError, agent_groups
+from gpuci_tui.core.protocols import GpuFrame
 
 
 def _index_of(frame: GpuFrame) -> dict[str, int]:

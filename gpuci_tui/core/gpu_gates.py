@@ -24,12 +24,12 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from .accounting import JobKey, owner_of
-from .cgroups import PROC_ROOT
-from .gpu_admission import FOREIGN_PROCESS, GpuAdmission, verdict
-from .gpu_health import HealthBook, assess, book_data, book_from_data, clear
-from .models import CommandResult, GpuGateSnapshot
-from .protocols import GpuFrame, GpuProcess
+from gpuci_tui.core.accounting import JobKey, owner_of
+from gpuci_tui.core.cgroups import PROC_ROOT
+from gpuci_tui.core.gpu_admission import FOREIGN_PROCESS, GpuAdmission, verdict
+from gpuci_tui.core.gpu_health import HealthBook, assess, book_data, book_from_data, clear
+from gpuci_tui.core.models import CommandResult, GpuGateSnapshot
+from gpuci_tui.core.protocols import GpuFrame, GpuProcess
 
 log = logging.getLogger("gpuci_tui.gpu")
 

@@ -13,10 +13,10 @@ import asyncio
 import logging
 from collections.abc import Callable, Mapping
 
-from .accounting import JobAccountant, JobKey
-from .gpu_gates import GpuGatekeeper
-from .models import SupervisorSnapshot
-from .protocols import GpuFrame, GpuSampler
+from gpuci_tui.core.accounting import JobAccountant, JobKey
+from gpuci_tui.core.gpu_gates import GpuGatekeeper
+from gpuci_tui.core.models import SupervisorSnapshot
+from gpuci_tui.core.protocols import GpuFrame, GpuSampler
 
 log = logging.getLogger("gpuci_tui.gpu")
 

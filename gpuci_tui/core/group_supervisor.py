@@ -17,9 +17,9 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from .agentspec import LABEL_GROUP
-from .config import Config, agent_groups, daemon_instance, for_group
-from .models import (
+from gpuci_tui.core.agentspec import LABEL_GROUP
+from gpuci_tui.core.config import Config, agent_groups, daemon_instance, for_group
+from gpuci_tui.core.models import (
     Command,
     CommandResult,
     Drain,
@@ -36,16 +36,16 @@ from .models import (
     SupervisorSnapshot,
     Unpause,
 )
-from .pool_observer import PoolObserver
-from .preview import CommandPreview, preview
-from .protocols import AgentPoolApi, ContainerRuntime, TokenSource
-from .reporter import Broadcaster, GroupTap, Update
-from .steps import JobEnded
-from .supervisor import IntentStore, Supervisor, clear_gpu
+from gpuci_tui.core.pool_observer import PoolObserver
+from gpuci_tui.core.preview import CommandPreview, preview
+from gpuci_tui.core.protocols import AgentPoolApi, ContainerRuntime, TokenSource
+from gpuci_tui.core.reporter import Broadcaster, GroupTap, Update
+from gpuci_tui.core.steps import JobEnded
+from gpuci_tui.core.supervisor import IntentStore, Supervisor, clear_gpu
 
 if TYPE_CHECKING:
-    from .accounting import JobGpuNow, JobKey
-    from .gpu_gates import GpuGatekeeper
+    from gpuci_tui.core.accounting import JobGpuNow, JobKey
+    from gpuci_tui.core.gpu_gates import GpuGatekeeper
 
 #: Worst first: the health shown for several pools is the worst of them.
 _SEVERITY = [

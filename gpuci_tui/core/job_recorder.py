@@ -17,11 +17,11 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 
-from .accounting import JobAccountant, JobGpuStats
-from .gpu_watch import key_of
-from .history import JobHistory, JobRecord
-from .protocols import AgentPoolApi, GpuciError, JobRequest
-from .steps import JobEnded
+from gpuci_tui.core.accounting import JobAccountant, JobGpuStats
+from gpuci_tui.core.gpu_watch import key_of
+from gpuci_tui.core.history import JobHistory, JobRecord
+from gpuci_tui.core.protocols import AgentPoolApi, GpuciError, JobRequest
+from gpuci_tui.core.steps import JobEnded
 
 log = logging.getLogger("gpuci_tui.history")
 

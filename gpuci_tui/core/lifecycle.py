@@ -22,9 +22,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
-from .gpu_admission import GateKind
-from .models import ExitInfo, HealthSnapshot, JobInfo
-from .protocols import Agent
+from gpuci_tui.core.gpu_admission import GateKind
+from gpuci_tui.core.models import ExitInfo, HealthSnapshot, JobInfo
+from gpuci_tui.core.protocols import Agent
 
 
 class Intent(StrEnum):

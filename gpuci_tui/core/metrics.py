@@ -27,11 +27,11 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from .config_model import DEFAULT_GROUP
-from .handle import Supervised
-from .history import JobRecord
-from .models import HealthState, SlotState, SupervisorEvent, SupervisorSnapshot
-from .protocols import GpuFrame
+from gpuci_tui.core.config_model import DEFAULT_GROUP
+from gpuci_tui.core.handle import Supervised
+from gpuci_tui.core.history import JobRecord
+from gpuci_tui.core.models import HealthState, SlotState, SupervisorEvent, SupervisorSnapshot
+from gpuci_tui.core.protocols import GpuFrame
 
 MIB = 1024 * 1024
 

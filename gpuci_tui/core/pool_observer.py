@@ -19,9 +19,9 @@ import contextlib
 import logging
 from collections.abc import Callable
 
-from .lifecycle import PoolView
-from .models import HealthSnapshot, HealthState
-from .protocols import (
+from gpuci_tui.core.lifecycle import PoolView
+from gpuci_tui.core.models import HealthSnapshot, HealthState
+from gpuci_tui.core.protocols import (
     AgentPoolApi,
     AzureAuthError,
     AzureError,
@@ -31,7 +31,7 @@ from .protocols import (
     AzureUnreachableError,
     JobRequest,
 )
-from .steps import Observation, PoolRead
+from gpuci_tui.core.steps import Observation, PoolRead
 
 log = logging.getLogger("gpuci_tui.supervisor.azure")
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .commands import refusal
-from .models import (
+from gpuci_tui.core.commands import refusal
+from gpuci_tui.core.models import (
     Command,
     Drain,
     GpuClear,

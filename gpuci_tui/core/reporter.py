@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Protocol
 
-from .models import SupervisorEvent, SupervisorSnapshot
+from gpuci_tui.core.models import SupervisorEvent, SupervisorSnapshot
 
 log = logging.getLogger("gpuci_tui.supervisor")
 

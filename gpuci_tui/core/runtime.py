@@ -27,26 +27,26 @@ from typing import Any
 import docker
 import docker.errors
 
-from .protocols import (
+from gpuci_tui.core.protocols import (
     ContainerEvent,
     ContainerInfo,
     ContainerSpec,
     ContainerStartError,
     RuntimeUnavailableError,
 )
-from .redaction import redact
-from .runtime_client import EngineConnection
-from .runtime_errors import (
+from gpuci_tui.core.redaction import redact
+from gpuci_tui.core.runtime_client import EngineConnection
+from gpuci_tui.core.runtime_errors import (
     ContainerOperationError,
     api_explanation,
     image_missing,
     is_engine_failure,
     start_failure,
 )
-from .runtime_events import EVENT_ACTIONS, follow_events
-from .runtime_files import remove_file
-from .runtime_leftovers import discard, reclaim_half_made
-from .runtime_mapping import (
+from gpuci_tui.core.runtime_events import EVENT_ACTIONS, follow_events
+from gpuci_tui.core.runtime_files import remove_file
+from gpuci_tui.core.runtime_leftovers import discard, reclaim_half_made
+from gpuci_tui.core.runtime_mapping import (
     host_config_kwargs,
     info_from_inspect,
     info_from_summary,

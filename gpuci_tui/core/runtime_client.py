@@ -16,8 +16,8 @@ from typing import Any
 import docker
 import docker.errors
 
-from .protocols import RuntimeUnavailableError
-from .runtime_errors import (
+from gpuci_tui.core.protocols import RuntimeUnavailableError
+from gpuci_tui.core.runtime_errors import (
     engine_unavailable,
     invalid_endpoint,
     is_engine_failure,

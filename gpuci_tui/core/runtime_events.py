@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from .protocols import ContainerEvent
+from gpuci_tui.core.protocols import ContainerEvent
 
 log = logging.getLogger("gpuci_tui.runtime")
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from docker.types import DeviceRequest, Mount
 
-from .protocols import ContainerInfo, ContainerSpec
+from gpuci_tui.core.protocols import ContainerInfo, ContainerSpec
 
 GPU_CAPABILITIES = [["gpu"]]
 """What ``docker run --gpus`` asks for: any driver offering the ``gpu`` capability."""

@@ -10,9 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .gpu_admission import GateKind
-from .lifecycle import EngineState, Intent, LanePhase, LaneRecord, SlotRecord
-from .models import (
+from gpuci_tui.core.gpu_admission import GateKind
+from gpuci_tui.core.lifecycle import EngineState, Intent, LanePhase, LaneRecord, SlotRecord
+from gpuci_tui.core.models import (
     AgentSnapshot,
     GpuGateSnapshot,
     HealthSnapshot,
@@ -23,7 +23,7 @@ from .models import (
 )
 
 if TYPE_CHECKING:
-    from .accounting import JobGpuNow
+    from gpuci_tui.core.accounting import JobGpuNow
 
 GpuNowOf = Callable[[int, str], "JobGpuNow | None"]
 """(slot number, agent name) → what that agent's job uses of the GPUs now."""

@@ -21,7 +21,7 @@ import json
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from .control import (
+from gpuci_tui.core.control import (
     MAX_LINE,
     ControlError,
     preview_reply,
@@ -29,11 +29,11 @@ from .control import (
     snapshot_reply,
     update_of,
 )
-from .fleet import FleetHost
-from .handle import Update
-from .models import PROTOCOL_VERSION, Command, CommandResult, SupervisorSnapshot, to_dict
-from .preview import CommandPreview
-from .ssh_command import SshSettings, bridge_argv, destination, explain_exit, ssh_options
+from gpuci_tui.core.fleet import FleetHost
+from gpuci_tui.core.handle import Update
+from gpuci_tui.core.models import PROTOCOL_VERSION, Command, CommandResult, SupervisorSnapshot, to_dict
+from gpuci_tui.core.preview import CommandPreview
+from gpuci_tui.core.ssh_command import SshSettings, bridge_argv, destination, explain_exit, ssh_options
 
 STDERR_KEEP = 4096
 """Bytes of a channel's stderr kept for the error message."""

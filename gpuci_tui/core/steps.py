@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .gpu_admission import GateReading
-from .lifecycle import Lane, PoolView
-from .models import ExitInfo, JobInfo
-from .protocols import Agent, ContainerInfo
+from gpuci_tui.core.gpu_admission import GateReading
+from gpuci_tui.core.lifecycle import Lane, PoolView
+from gpuci_tui.core.models import ExitInfo, JobInfo
+from gpuci_tui.core.protocols import Agent, ContainerInfo
 
 # =========================================================================== observations
 

@@ -28,29 +28,29 @@ import time
 from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .agentspec import instance_id, instance_labels, slot_gpus
-from .commands import apply_command, intent_data, restore_intent
-from .config import Config
-from .container_observer import ContainerObserver
-from .executor import Executor
-from .gpu_admission import GateReading, GpuAdmission, slot_reading
-from .gpu_watch import key_of
-from .lifecycle import EngineState, new_slot
-from .models import Command, CommandResult, GpuClear, Stop, SupervisorSnapshot
-from .planner import decide
-from .pool_observer import PoolObserver
-from .preview import CommandPreview, preview
-from .protocols import AgentPoolApi, ContainerRuntime, TokenSource
-from .reporter import Broadcaster, Reporter, Update
-from .snapshots import SnapshotMeta, supervisor_snapshot
-from .steps import Action, GpuObserved, JobEnded, Note, Observation
-from .transitions import apply
+from gpuci_tui.core.agentspec import instance_id, instance_labels, slot_gpus
+from gpuci_tui.core.commands import apply_command, intent_data, restore_intent
+from gpuci_tui.core.config import Config
+from gpuci_tui.core.container_observer import ContainerObserver
+from gpuci_tui.core.executor import Executor
+from gpuci_tui.core.gpu_admission import GateReading, GpuAdmission, slot_reading
+from gpuci_tui.core.gpu_watch import key_of
+from gpuci_tui.core.lifecycle import EngineState, new_slot
+from gpuci_tui.core.models import Command, CommandResult, GpuClear, Stop, SupervisorSnapshot
+from gpuci_tui.core.planner import decide
+from gpuci_tui.core.pool_observer import PoolObserver
+from gpuci_tui.core.preview import CommandPreview, preview
+from gpuci_tui.core.protocols import AgentPoolApi, ContainerRuntime, TokenSource
+from gpuci_tui.core.reporter import Broadcaster, Reporter, Update
+from gpuci_tui.core.snapshots import SnapshotMeta, supervisor_snapshot
+from gpuci_tui.core.steps import Action, GpuObserved, JobEnded, Note, Observation
+from gpuci_tui.core.transitions import apply
 
 if TYPE_CHECKING:
-    from .accounting import JobGpuNow, JobKey
-    from .gpu_gates import GpuGatekeeper, Ours
-    from .gpu_health import HealthBook
-    from .protocols import GpuFrame
+    from gpuci_tui.core.accounting import JobGpuNow, JobKey
+    from gpuci_tui.core.gpu_gates import GpuGatekeeper, Ours
+    from gpuci_tui.core.gpu_health import HealthBook
+    from gpuci_tui.core.protocols import GpuFrame
 
 log = logging.getLogger("gpuci_tui.supervisor")
 

@@ -20,9 +20,9 @@ import logging
 from collections.abc import Iterable
 from typing import Protocol, runtime_checkable
 
-from .agentspec import TOKEN_PATH
-from .handle import Supervised
-from .models import SupervisorSnapshot
+from gpuci_tui.core.agentspec import TOKEN_PATH
+from gpuci_tui.core.handle import Supervised
+from gpuci_tui.core.models import SupervisorSnapshot
 
 log = logging.getLogger(__name__)
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .agentspec import lane_of, slot_of
-from .config import SupervisorConfig
-from .exits import count_failure, forgive, judge_exit
-from .lifecycle import (
+from gpuci_tui.core.agentspec import lane_of, slot_of
+from gpuci_tui.core.config import SupervisorConfig
+from gpuci_tui.core.exits import count_failure, forgive, judge_exit
+from gpuci_tui.core.lifecycle import (
     EngineState,
     Intent,
     Lane,
@@ -23,9 +23,9 @@ from .lifecycle import (
     SlotRecord,
     new_slot,
 )
-from .models import ExitInfo, HealthSnapshot, HealthState
-from .protocols import ContainerInfo
-from .steps import (
+from gpuci_tui.core.models import ExitInfo, HealthSnapshot, HealthState
+from gpuci_tui.core.protocols import ContainerInfo
+from gpuci_tui.core.steps import (
     AgentChecked,
     AgentWritten,
     Appeared,
@@ -48,8 +48,8 @@ from .steps import (
     StartFailed,
     Stopped,
 )
-from .transitions_gpu import gpu_observed
-from .transitions_server import agent_checked, agent_written, pool_read, server_failed
+from gpuci_tui.core.transitions_gpu import gpu_observed
+from gpuci_tui.core.transitions_server import agent_checked, agent_written, pool_read, server_failed
 
 #: Pause of every start after the PAT could not be read.
 TOKEN_RETRY = 30.0
