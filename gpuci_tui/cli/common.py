@@ -61,8 +61,8 @@ def load(
     """
     from gpuci_tui.core.config import load_config
     from gpuci_tui.core.config_file import raise_if_any
+    from gpuci_tui.core.errors import GpuciError
     from gpuci_tui.core.gpu_check import check_host_gpus
-    from gpuci_tui.core.protocols import GpuciError
 
     try:
         path = config_path(args)
@@ -85,7 +85,7 @@ def load(
 def own_containers(config: Config) -> set[str]:
     """Ids of the agent containers of this configuration (empty when Docker is unusable)."""
     from gpuci_tui.core.agentspec import LABEL_PROJECT, PROJECT
-    from gpuci_tui.core.protocols import GpuciError
+    from gpuci_tui.core.errors import GpuciError
     from gpuci_tui.core.runtime import DockerRuntime
 
     try:
@@ -97,8 +97,8 @@ def own_containers(config: Config) -> set[str]:
 
 def socket_for(config: Config) -> Path:
     """The control socket of the daemon that supervises ``config``'s agents."""
+    from gpuci_tui.core.errors import GpuciError
     from gpuci_tui.core.paths import socket_path
-    from gpuci_tui.core.protocols import GpuciError
 
     try:
         return socket_path(daemon_instance(config))

@@ -19,8 +19,9 @@ from pathlib import Path
 
 from gpuci_tui.core.config import Config, daemon_instance
 from gpuci_tui.core.control import ControlError, SocketHandle, request
+from gpuci_tui.core.errors import GpuciError
 from gpuci_tui.core.handle import InProcessHandle, SupervisorHandle
-from gpuci_tui.core.protocols import GpuciError, GpuSampler, TokenSource
+from gpuci_tui.core.protocols import GpuSampler, TokenSource
 
 from . import exitcodes
 from .common import CliExit, config_path, fail, load, socket_for

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from gpuci_tui.core.protocols import GpuciError
+from gpuci_tui.core.errors import GpuciError
 
 from . import exitcodes
 

@@ -87,9 +87,9 @@ def _count(text: str, option: str, what: str) -> int:
 
 def run_history(args: argparse.Namespace, now: float | None = None) -> int:
     """Print the history matching the options; see the module docstring for ``--json``."""
+    from gpuci_tui.core.errors import GpuciError
     from gpuci_tui.core.history import JobQuery, read_history
     from gpuci_tui.core.paths import history_db_path
-    from gpuci_tui.core.protocols import GpuciError
 
     now = time.time() if now is None else now
     try:

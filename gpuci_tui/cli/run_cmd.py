@@ -12,7 +12,8 @@ from collections.abc import Callable
 from functools import partial
 
 from gpuci_tui.core.config import Config, daemon_instance
-from gpuci_tui.core.protocols import GpuciError, RuntimeUnavailableError, TokenSource
+from gpuci_tui.core.errors import GpuciError, RuntimeUnavailableError
+from gpuci_tui.core.protocols import TokenSource
 
 from . import exitcodes
 from .common import CliExit, fail, load

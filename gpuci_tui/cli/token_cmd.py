@@ -6,7 +6,7 @@ import argparse
 import getpass
 import sys
 
-from gpuci_tui.core.protocols import GpuciError
+from gpuci_tui.core.errors import GpuciError
 
 from . import exitcodes
 from .common import CliExit, fail, load

@@ -40,15 +40,8 @@ from gpuci_tui.core.azure_parse import (
     parse_pool,
 )
 from gpuci_tui.core.azure_validate import check_pat
-from gpuci_tui.core.protocols import (
-    Agent,
-    AzureAuthError,
-    AzureError,
-    AzureNotFoundError,
-    JobRequest,
-    PatCheck,
-    Pool,
-)
+from gpuci_tui.core.errors import AzureAuthError, AzureError, AzureNotFoundError
+from gpuci_tui.core.protocols import Agent, JobRequest, PatCheck, Pool
 
 LOG = logging.getLogger("gpuci_tui.azure")
 

@@ -39,7 +39,7 @@ from gpuci_tui.core.azure_errors import (
     scope_message,
 )
 from gpuci_tui.core.azure_parse import RateLimitState, parse_retry_after, server_message
-from gpuci_tui.core.protocols import (
+from gpuci_tui.core.errors import (
     AzureAuthError,
     AzureError,
     AzureNotFoundError,

@@ -12,16 +12,15 @@ from typing import Any, Protocol
 
 from gpuci_tui.core.azure_errors import AzurePoolAmbiguousError
 from gpuci_tui.core.azure_parse import as_mapping, opt_str
-from gpuci_tui.core.protocols import (
+from gpuci_tui.core.errors import (
     AzureAuthError,
     AzureNotFoundError,
     AzureRateLimitError,
     AzureScopeError,
     AzureUnreachableError,
     GpuciError,
-    PatCheck,
-    Pool,
 )
+from gpuci_tui.core.protocols import PatCheck, Pool
 
 REASONS = (
     "ok",

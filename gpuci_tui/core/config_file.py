@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 import tomli_w
 
-from gpuci_tui.core.protocols import GpuciError
+from gpuci_tui.core.errors import GpuciError
 
 
 class Document(Protocol):

@@ -17,7 +17,8 @@ import threading
 from collections.abc import Callable, Mapping
 
 from gpuci_tui.core.agentspec import lane_of, slot_of
-from gpuci_tui.core.protocols import ContainerEvent, ContainerRuntime, GpuciError
+from gpuci_tui.core.errors import GpuciError
+from gpuci_tui.core.protocols import ContainerEvent, ContainerRuntime
 from gpuci_tui.core.steps import (
     Appeared,
     Destroyed,

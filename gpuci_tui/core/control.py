@@ -28,6 +28,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from gpuci_tui.core.errors import GpuciError
 from gpuci_tui.core.handle import Update
 from gpuci_tui.core.models import (
     Command,
@@ -39,7 +40,6 @@ from gpuci_tui.core.models import (
     to_dict,
 )
 from gpuci_tui.core.preview import CommandPreview
-from gpuci_tui.core.protocols import GpuciError
 
 log = logging.getLogger("gpuci_tui.control")
 

@@ -14,18 +14,16 @@ from collections.abc import Callable, Mapping
 
 from gpuci_tui.core.agentspec import build_spec
 from gpuci_tui.core.config import Config
-from gpuci_tui.core.lifecycle import Lane
-from gpuci_tui.core.pool_observer import PoolObserver
-from gpuci_tui.core.protocols import (
-    AgentPoolApi,
+from gpuci_tui.core.errors import (
     AzureError,
     AzureNotFoundError,
     ContainerNameConflictError,
-    ContainerRuntime,
     GpuciError,
     RuntimeUnavailableError,
-    TokenSource,
 )
+from gpuci_tui.core.lifecycle import Lane
+from gpuci_tui.core.pool_observer import PoolObserver
+from gpuci_tui.core.protocols import AgentPoolApi, ContainerRuntime, TokenSource
 from gpuci_tui.core.redaction import redact_lines
 from gpuci_tui.core.steps import (
     Action,

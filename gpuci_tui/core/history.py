@@ -27,13 +27,13 @@ from typing import TYPE_CHECKING, Any
 
 from gpuci_tui.core import history_schema as schema
 from gpuci_tui.core.config_file import is_ascii_number
+from gpuci_tui.core.errors import GpuciError
 from gpuci_tui.core.history_file import (
     FileIdentity,
     drop_stale_wal,
     move_aside,
     open_or_move_aside,
 )
-from gpuci_tui.core.protocols import GpuciError
 from gpuci_tui.core.redaction import redact
 
 log = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ from pathlib import Path
 import platformdirs
 
 from gpuci_tui.core.config_file import ConfigError, os_reason
-from gpuci_tui.core.protocols import GpuciError
+from gpuci_tui.core.errors import GpuciError
 
 APP = "gpuci-tui"
 SOCKET_PATH_MAX = 100

@@ -19,18 +19,17 @@ import contextlib
 import logging
 from collections.abc import Callable
 
-from gpuci_tui.core.lifecycle import PoolView
-from gpuci_tui.core.models import HealthSnapshot, HealthState
-from gpuci_tui.core.protocols import (
-    AgentPoolApi,
+from gpuci_tui.core.errors import (
     AzureAuthError,
     AzureError,
     AzureNotFoundError,
     AzureRateLimitError,
     AzureScopeError,
     AzureUnreachableError,
-    JobRequest,
 )
+from gpuci_tui.core.lifecycle import PoolView
+from gpuci_tui.core.models import HealthSnapshot, HealthState
+from gpuci_tui.core.protocols import AgentPoolApi, JobRequest
 from gpuci_tui.core.steps import Observation, PoolRead
 
 log = logging.getLogger("gpuci_tui.supervisor.azure")

@@ -16,61 +16,6 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-# --------------------------------------------------------------------------- errors
-
-
-class GpuciError(Exception):
-    """Base of every error the engine turns into a plain message for the operator.
-
-    `str(error)` is meant to be shown as is: it says what happened and what to do.
-    It never contains a secret.
-    """
-
-
-class AzureError(GpuciError):
-    """Azure DevOps could not be used."""
-
-
-class AzureAuthError(AzureError):
-    """The PAT was rejected (401, or a 203/HTML sign-in page)."""
-
-
-class AzureScopeError(AzureError):
-    """The PAT is valid but lacks the Agent Pools scope (403 / TF400813 on pools)."""
-
-
-class AzureNotFoundError(AzureError):
-    """A pool or agent does not exist."""
-
-
-class AzureRateLimitError(AzureError):
-    """429, or a rate-limit delay; `retry_after` is in seconds."""
-
-    def __init__(self, message: str, retry_after: float) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
-class AzureUnreachableError(AzureError):
-    """DNS, connection refused, TLS or timeout: the organisation could not be reached."""
-
-
-class AzureServerError(AzureError):
-    """5xx after retries."""
-
-
-class RuntimeUnavailableError(GpuciError):
-    """The container engine could not be reached (socket missing, permission, down)."""
-
-
-class ContainerStartError(GpuciError):
-    """An agent container could not be created or started (image missing, no GPU runtime…)."""
-
-
-class ContainerNameConflictError(ContainerStartError):
-    """The slot's container name is still taken (the old container is being removed)."""
-
-
 # --------------------------------------------------------------------------- Azure DevOps
 
 

@@ -27,13 +27,8 @@ from typing import Any
 import docker
 import docker.errors
 
-from gpuci_tui.core.protocols import (
-    ContainerEvent,
-    ContainerInfo,
-    ContainerSpec,
-    ContainerStartError,
-    RuntimeUnavailableError,
-)
+from gpuci_tui.core.errors import ContainerStartError, RuntimeUnavailableError
+from gpuci_tui.core.protocols import ContainerEvent, ContainerInfo, ContainerSpec
 from gpuci_tui.core.redaction import redact
 from gpuci_tui.core.runtime_client import EngineConnection
 from gpuci_tui.core.runtime_errors import (

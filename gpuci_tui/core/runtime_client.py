@@ -16,7 +16,7 @@ from typing import Any
 import docker
 import docker.errors
 
-from gpuci_tui.core.protocols import RuntimeUnavailableError
+from gpuci_tui.core.errors import RuntimeUnavailableError
 from gpuci_tui.core.runtime_errors import (
     engine_unavailable,
     invalid_endpoint,

@@ -22,7 +22,7 @@ import docker.errors
 import requests.exceptions
 import urllib3.exceptions
 
-from gpuci_tui.core.protocols import (
+from gpuci_tui.core.errors import (
     ContainerNameConflictError,
     ContainerStartError,
     GpuciError,

@@ -27,7 +27,7 @@ from keyring.backend import KeyringBackend
 
 from gpuci_tui.core import paths
 from gpuci_tui.core.config_validate import validate_org_url
-from gpuci_tui.core.protocols import GpuciError
+from gpuci_tui.core.errors import GpuciError
 
 # SecretRedactor and mask_token are re-exported: callers deal with this module only.
 from gpuci_tui.core.redaction import SecretRedactor as SecretRedactor

@@ -31,9 +31,21 @@ from gpuci_tui.core.control import (
 )
 from gpuci_tui.core.fleet import FleetHost
 from gpuci_tui.core.handle import Update
-from gpuci_tui.core.models import PROTOCOL_VERSION, Command, CommandResult, SupervisorSnapshot, to_dict
+from gpuci_tui.core.models import (
+    PROTOCOL_VERSION,
+    Command,
+    CommandResult,
+    SupervisorSnapshot,
+    to_dict,
+)
 from gpuci_tui.core.preview import CommandPreview
-from gpuci_tui.core.ssh_command import SshSettings, bridge_argv, destination, explain_exit, ssh_options
+from gpuci_tui.core.ssh_command import (
+    SshSettings,
+    bridge_argv,
+    destination,
+    explain_exit,
+    ssh_options,
+)
 
 STDERR_KEEP = 4096
 """Bytes of a channel's stderr kept for the error message."""

@@ -24,8 +24,8 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Input, Static
 
+from gpuci_tui.core.errors import GpuciError
 from gpuci_tui.core.history import JobQuery, JobRecord, read_history
-from gpuci_tui.core.protocols import GpuciError
 from gpuci_tui.core.wording import plural
 from gpuci_tui.widgets.history_table import HistoryTable
 from gpuci_tui.widgets.history_trend import TREND_RUNS, HistoryTrend

@@ -12,7 +12,8 @@ from textual.widget import Widget
 from textual.widgets import Button, Input, OptionList, Static
 from textual.widgets.option_list import Option
 
-from gpuci_tui.core.protocols import GpuciError, PatCheck
+from gpuci_tui.core.errors import GpuciError
+from gpuci_tui.core.protocols import PatCheck
 from gpuci_tui.screens.keyring_help import KeyringOptions, PassphraseScreen, write_pat_file
 from gpuci_tui.screens.wizard_base import Step, config_problem
 from gpuci_tui.ui_messages import TokenStoreChosen

@@ -13,17 +13,15 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from gpuci_tui.core.protocols import (
-    Agent,
+from gpuci_tui.core.errors import (
     AzureAuthError,
     AzureNotFoundError,
     AzureRateLimitError,
     AzureScopeError,
     AzureServerError,
     AzureUnreachableError,
-    JobRequest,
-    Pool,
 )
+from gpuci_tui.core.protocols import Agent, JobRequest, Pool
 from gpuci_tui.sim.org import MANAGE_SCOPE, READ_SCOPE, SimOrg
 from gpuci_tui.sim.records import (
     AgentRecord,

@@ -18,7 +18,7 @@ import tarfile
 from importlib import resources
 from typing import Any
 
-from gpuci_tui.core.protocols import GpuciError
+from gpuci_tui.core.errors import GpuciError
 
 DEFAULT_TAG = "gpuci-sim/agent:1"
 HASH_LABEL = "gpuci.sim.hash"

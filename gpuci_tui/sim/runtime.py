@@ -26,14 +26,12 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
 
-from gpuci_tui.core.protocols import (
-    ContainerEvent,
-    ContainerInfo,
+from gpuci_tui.core.errors import (
     ContainerNameConflictError,
-    ContainerSpec,
     ContainerStartError,
     RuntimeUnavailableError,
 )
+from gpuci_tui.core.protocols import ContainerEvent, ContainerInfo, ContainerSpec
 from gpuci_tui.sim.agent_program import AgentTiming, SimContainer, run_agent
 from gpuci_tui.sim.org import SimOrg
 

@@ -20,14 +20,14 @@ from requests.adapters import HTTPAdapter
 
 from gpuci_tui.cli import exitcodes
 from gpuci_tui.core.azure import AzureDevOpsClient
-from gpuci_tui.core.protocols import (
+from gpuci_tui.core.errors import (
     AzureError,
     AzureNotFoundError,
-    ContainerSpec,
     ContainerStartError,
     GpuciError,
     RuntimeUnavailableError,
 )
+from gpuci_tui.core.protocols import ContainerSpec
 from gpuci_tui.core.runtime import DockerRuntime
 from gpuci_tui.core.secrets import TokenStore, diagnose_keyring
 from gpuci_tui.sim.org import SimOrg

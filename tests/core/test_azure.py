@@ -10,11 +10,8 @@ from collections.abc import Iterator
 import pytest
 
 from gpuci_tui.core.azure import AzureDevOpsClient, AzurePoolAmbiguousError
-from gpuci_tui.core.protocols import (
-    AgentPoolApi,
-    AzureError,
-    AzureNotFoundError,
-)
+from gpuci_tui.core.errors import AzureError, AzureNotFoundError
+from gpuci_tui.core.protocols import AgentPoolApi
 from tests.core.test_azure_fake import PAT, FakeAzure, Reply, envelope
 
 POOLS = "_apis/distributedtask/pools"

@@ -12,7 +12,7 @@ import requests
 
 from gpuci_tui.core.azure import AzureDevOpsClient
 from gpuci_tui.core.azure_errors import PatAuth
-from gpuci_tui.core.protocols import AzureAuthError, AzureError, AzureScopeError
+from gpuci_tui.core.errors import AzureAuthError, AzureError, AzureScopeError
 from tests.core.test_azure_fake import PAT, FakeAzure, Reply, closed_port, envelope
 
 POOLS = "_apis/distributedtask/pools"

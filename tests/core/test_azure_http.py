@@ -15,7 +15,7 @@ import urllib3
 from requests.adapters import HTTPAdapter
 
 from gpuci_tui.core.azure import AzureDevOpsClient
-from gpuci_tui.core.protocols import (
+from gpuci_tui.core.errors import (
     AzureError,
     AzureRateLimitError,
     AzureServerError,

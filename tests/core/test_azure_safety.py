@@ -10,7 +10,7 @@ from requests.adapters import HTTPAdapter
 
 from gpuci_tui.core.azure import AzureDevOpsClient
 from gpuci_tui.core.azure_errors import OrgUrl
-from gpuci_tui.core.protocols import AzureAuthError, AzureError
+from gpuci_tui.core.errors import AzureAuthError, AzureError
 from tests.core.test_azure_fake import PAT, FakeAzure, FakeClock, Reply
 
 POOLS = "_apis/distributedtask/pools"

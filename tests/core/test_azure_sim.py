@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from gpuci_tui.core.azure import AzureDevOpsClient
-from gpuci_tui.core.protocols import (
+from gpuci_tui.core.errors import (
     AzureAuthError,
     AzureNotFoundError,
     AzureRateLimitError,

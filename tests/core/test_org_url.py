@@ -6,7 +6,7 @@ import pytest
 
 from gpuci_tui.core.azure import AzureDevOpsClient
 from gpuci_tui.core.config import ConfigError, validate_org_url
-from gpuci_tui.core.protocols import AzureError
+from gpuci_tui.core.errors import AzureError
 
 PAT = "p" * 52
 

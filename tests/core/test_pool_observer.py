@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import time
 
+from gpuci_tui.core.errors import AzureRateLimitError
 from gpuci_tui.core.models import HealthState
 from gpuci_tui.core.pool_observer import PoolObserver
-from gpuci_tui.core.protocols import Agent, AzureRateLimitError, JobRequest, Pool
+from gpuci_tui.core.protocols import Agent, JobRequest, Pool
 from tests.core.supervisor_env import wait_until
 
 RETRY_AFTER = 1.5

@@ -13,12 +13,8 @@ import pytest
 import requests
 from docker.types import HostConfig
 
-from gpuci_tui.core.protocols import (
-    ContainerEvent,
-    ContainerRuntime,
-    ContainerStartError,
-    RuntimeUnavailableError,
-)
+from gpuci_tui.core.errors import ContainerStartError, RuntimeUnavailableError
+from gpuci_tui.core.protocols import ContainerEvent, ContainerRuntime
 from gpuci_tui.core.runtime import DockerRuntime
 from gpuci_tui.core.runtime_errors import (
     NO_GPU_RUNTIME,

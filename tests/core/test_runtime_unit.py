@@ -10,11 +10,8 @@ import requests
 import urllib3.exceptions
 from docker.types import HostConfig
 
-from gpuci_tui.core.protocols import (
-    ContainerEvent,
-    ContainerNameConflictError,
-    VolumeMount,
-)
+from gpuci_tui.core.errors import ContainerNameConflictError
+from gpuci_tui.core.protocols import ContainerEvent, VolumeMount
 from gpuci_tui.core.runtime_errors import (
     NO_GPU_RUNTIME,
     Endpoint,

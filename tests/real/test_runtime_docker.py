@@ -21,11 +21,8 @@ import docker
 import docker.errors
 import pytest
 
-from gpuci_tui.core.protocols import (
-    ContainerNameConflictError,
-    ContainerStartError,
-    VolumeMount,
-)
+from gpuci_tui.core.errors import ContainerNameConflictError, ContainerStartError
+from gpuci_tui.core.protocols import VolumeMount
 from gpuci_tui.core.runtime import DockerRuntime
 from gpuci_tui.core.runtime_errors import NO_GPU_RUNTIME
 from tests.real.docker_runtime_helpers import (

@@ -18,9 +18,7 @@ import time
 
 import pytest
 
-from gpuci_tui.core.protocols import (
-    RuntimeUnavailableError,
-)
+from gpuci_tui.core.errors import RuntimeUnavailableError
 from gpuci_tui.core.runtime import DockerRuntime
 from gpuci_tui.core.runtime_events import STREAM_ENDED
 from tests.real.docker_runtime_helpers import (

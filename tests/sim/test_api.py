@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuci_tui.core.protocols import (
+from gpuci_tui.core.errors import (
     AzureAuthError,
     AzureNotFoundError,
     AzureRateLimitError,

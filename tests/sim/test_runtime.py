@@ -8,14 +8,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from gpuci_tui.core.protocols import (
-    ContainerEvent,
+from gpuci_tui.core.errors import (
     ContainerNameConflictError,
-    ContainerRuntime,
-    ContainerSpec,
     ContainerStartError,
     RuntimeUnavailableError,
 )
+from gpuci_tui.core.protocols import ContainerEvent, ContainerRuntime, ContainerSpec
 from gpuci_tui.sim.org import SimOrg
 from gpuci_tui.sim.runtime import DEFAULT_IMAGE, SimulatedRuntime
 

@@ -10,6 +10,7 @@ from textual.pilot import Pilot
 from textual.widgets import Static
 
 from gpuci_tui.app import GpuciApp, make_app
+from gpuci_tui.core.errors import GpuciError
 from gpuci_tui.core.models import (
     Command,
     CommandResult,
@@ -21,7 +22,6 @@ from gpuci_tui.core.models import (
     SlotState,
     Unpause,
 )
-from gpuci_tui.core.protocols import GpuciError
 from gpuci_tui.screens.confirm import ConfirmScreen
 from gpuci_tui.screens.dashboard import DashboardScreen
 from gpuci_tui.screens.help import HelpScreen

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from textual.widgets import Input, OptionList
 
-from gpuci_tui.core.protocols import GpuciError, PatCheck, Pool
+from gpuci_tui.core.errors import GpuciError
+from gpuci_tui.core.protocols import PatCheck, Pool
 from gpuci_tui.screens.confirm import ConfirmScreen
 from gpuci_tui.screens.keyring_help import KeyringOptions, PassphraseScreen
 from gpuci_tui.screens.wizard import WizardScreen
