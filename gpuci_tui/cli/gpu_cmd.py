@@ -13,8 +13,8 @@ import sys
 from typing import Any
 
 from gpuci_tui.core.control import ControlError, preview_reply, request
+from gpuci_tui.core.engine.preview import gpu_clear_words
 from gpuci_tui.core.models import GpuClear, to_dict
-from gpuci_tui.core.preview import gpu_clear_words
 
 from . import exitcodes
 from .common import CliExit, fail, load, socket_for

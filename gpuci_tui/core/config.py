@@ -57,8 +57,8 @@ from gpuci_tui.core.config_validate import (
     validate_name_prefix,
     validate_org_url,
 )
+from gpuci_tui.core.engine.gpu_admission import parse_admission, validate_hold_down
 from gpuci_tui.core.fleet import FleetConfig, check_fleet_table
-from gpuci_tui.core.gpu_admission import parse_admission, validate_hold_down
 
 # Re-exported so that callers need only this module; the wizard may use any
 # other `config_validate.validate_*` for a single field.

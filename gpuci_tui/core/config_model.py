@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpuci_tui.core.config_observe import GpuConfig, HistoryConfig, MetricsConfig
+from gpuci_tui.core.engine.gpu_admission import GpuAdmission
 from gpuci_tui.core.fleet import FleetConfig
-from gpuci_tui.core.gpu_admission import GpuAdmission
 
 #: Name of the one group an ``[agents]``-only configuration runs.
 DEFAULT_GROUP = "default"

@@ -17,9 +17,7 @@ import threading
 from collections.abc import Callable, Mapping
 
 from gpuci_tui.core.agentspec import lane_of, slot_of
-from gpuci_tui.core.errors import GpuciError
-from gpuci_tui.core.protocols import ContainerEvent, ContainerRuntime
-from gpuci_tui.core.steps import (
+from gpuci_tui.core.engine.steps import (
     Appeared,
     Destroyed,
     Died,
@@ -29,6 +27,8 @@ from gpuci_tui.core.steps import (
     Observation,
     OutOfMemory,
 )
+from gpuci_tui.core.errors import GpuciError
+from gpuci_tui.core.protocols import ContainerEvent, ContainerRuntime
 
 log = logging.getLogger("gpuci_tui.supervisor")
 

@@ -28,6 +28,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from gpuci_tui.core.engine.preview import CommandPreview
 from gpuci_tui.core.errors import GpuciError
 from gpuci_tui.core.handle import Update
 from gpuci_tui.core.models import (
@@ -39,7 +40,6 @@ from gpuci_tui.core.models import (
     snapshot_from_dict,
     to_dict,
 )
-from gpuci_tui.core.preview import CommandPreview
 
 log = logging.getLogger("gpuci_tui.control")
 

@@ -14,18 +14,8 @@ from collections.abc import Callable, Mapping
 
 from gpuci_tui.core.agentspec import build_spec
 from gpuci_tui.core.config import Config
-from gpuci_tui.core.errors import (
-    AzureError,
-    AzureNotFoundError,
-    ContainerNameConflictError,
-    GpuciError,
-    RuntimeUnavailableError,
-)
-from gpuci_tui.core.lifecycle import Lane
-from gpuci_tui.core.pool_observer import PoolObserver
-from gpuci_tui.core.protocols import AgentPoolApi, ContainerRuntime, TokenSource
-from gpuci_tui.core.redaction import redact_lines
-from gpuci_tui.core.steps import (
+from gpuci_tui.core.engine.lifecycle import Lane
+from gpuci_tui.core.engine.steps import (
     Action,
     AgentChecked,
     AgentWritten,
@@ -43,6 +33,16 @@ from gpuci_tui.core.steps import (
     StopAgent,
     Stopped,
 )
+from gpuci_tui.core.errors import (
+    AzureError,
+    AzureNotFoundError,
+    ContainerNameConflictError,
+    GpuciError,
+    RuntimeUnavailableError,
+)
+from gpuci_tui.core.pool_observer import PoolObserver
+from gpuci_tui.core.protocols import AgentPoolApi, ContainerRuntime, TokenSource
+from gpuci_tui.core.redaction import redact_lines
 
 
 class Executor:

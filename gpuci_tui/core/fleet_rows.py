@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
+from gpuci_tui.core.engine.preview import busy
 from gpuci_tui.core.fleet_link import HostStatus, LinkState
 from gpuci_tui.core.models import HealthState, SlotState, SupervisorSnapshot
-from gpuci_tui.core.preview import busy
 from gpuci_tui.core.wording import plural
 
 _BAD_HEALTH = frozenset({HealthState.AUTH_FAILED, HealthState.UNREACHABLE, HealthState.ERROR})

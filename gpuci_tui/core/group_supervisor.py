@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from gpuci_tui.core.agentspec import LABEL_GROUP
 from gpuci_tui.core.config import Config, agent_groups, daemon_instance, for_group
+from gpuci_tui.core.engine.preview import CommandPreview, preview
+from gpuci_tui.core.engine.steps import JobEnded
 from gpuci_tui.core.models import (
     Command,
     CommandResult,
@@ -37,10 +39,8 @@ from gpuci_tui.core.models import (
     Unpause,
 )
 from gpuci_tui.core.pool_observer import PoolObserver
-from gpuci_tui.core.preview import CommandPreview, preview
 from gpuci_tui.core.protocols import AgentPoolApi, ContainerRuntime, TokenSource
 from gpuci_tui.core.reporter import Broadcaster, GroupTap, Update
-from gpuci_tui.core.steps import JobEnded
 from gpuci_tui.core.supervisor import IntentStore, Supervisor, clear_gpu
 
 if TYPE_CHECKING:

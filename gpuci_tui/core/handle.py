@@ -12,8 +12,8 @@ import asyncio
 from collections.abc import AsyncIterator, Iterable
 from typing import Any, Protocol
 
+from gpuci_tui.core.engine.preview import CommandPreview
 from gpuci_tui.core.models import Command, CommandResult, SupervisorEvent, SupervisorSnapshot
-from gpuci_tui.core.preview import CommandPreview
 
 Update = SupervisorSnapshot | SupervisorEvent
 

@@ -19,6 +19,8 @@ import contextlib
 import logging
 from collections.abc import Callable
 
+from gpuci_tui.core.engine.lifecycle import PoolView
+from gpuci_tui.core.engine.steps import Observation, PoolRead
 from gpuci_tui.core.errors import (
     AzureAuthError,
     AzureError,
@@ -27,10 +29,8 @@ from gpuci_tui.core.errors import (
     AzureScopeError,
     AzureUnreachableError,
 )
-from gpuci_tui.core.lifecycle import PoolView
 from gpuci_tui.core.models import HealthSnapshot, HealthState
 from gpuci_tui.core.protocols import AgentPoolApi, JobRequest
-from gpuci_tui.core.steps import Observation, PoolRead
 
 log = logging.getLogger("gpuci_tui.supervisor.azure")
 

@@ -29,6 +29,7 @@ from gpuci_tui.core.control import (
     snapshot_reply,
     update_of,
 )
+from gpuci_tui.core.engine.preview import CommandPreview
 from gpuci_tui.core.fleet import FleetHost
 from gpuci_tui.core.handle import Update
 from gpuci_tui.core.models import (
@@ -38,7 +39,6 @@ from gpuci_tui.core.models import (
     SupervisorSnapshot,
     to_dict,
 )
-from gpuci_tui.core.preview import CommandPreview
 from gpuci_tui.core.ssh_command import (
     SshSettings,
     bridge_argv,

@@ -15,6 +15,7 @@ from textual.binding import Binding
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
 
+from gpuci_tui.core.engine.preview import CommandPreview, gpu_clear_words, preview, resumable
 from gpuci_tui.core.models import (
     Command,
     Drain,
@@ -28,7 +29,6 @@ from gpuci_tui.core.models import (
     SupervisorSnapshot,
     Unpause,
 )
-from gpuci_tui.core.preview import CommandPreview, gpu_clear_words, preview, resumable
 from gpuci_tui.screens.confirm import ConfirmScreen
 from gpuci_tui.screens.help import HelpScreen, KeyHelp
 from gpuci_tui.screens.history import HistoryScreen

@@ -26,10 +26,10 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import DataTable, Footer
 
+from gpuci_tui.core.engine.preview import CommandPreview
 from gpuci_tui.core.fleet_link import FleetMember, HostLink, HostStatus, LinkState, RemoteGpus
 from gpuci_tui.core.fleet_rows import HostRow, fleet_rows, fleet_totals
 from gpuci_tui.core.models import Command, CommandResult, Drain, Restart, Resume, SupervisorEvent
-from gpuci_tui.core.preview import CommandPreview
 from gpuci_tui.screens.confirm import ConfirmScreen
 from gpuci_tui.screens.fleet_host import HostDashboardScreen
 from gpuci_tui.screens.fleet_prompts import effects_phrase, fleet_prompt, host_prompt

@@ -1,7 +1,7 @@
 """The words of the fleet's confirmations, built from each host's own `CommandPreview`.
 
 The daemon of every host answers "what would this do?" by its own rules
-(`gpuci_tui.core.preview`); these functions only count its answers and say
+(`gpuci_tui.core.engine.preview`); these functions only count its answers and say
 them. "No job is killed" is said for drain and restart, where it is true:
 busy agents always finish their job first.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gpuci_tui.core.preview import CommandPreview, Effect
+from gpuci_tui.core.engine.preview import CommandPreview, Effect
 from gpuci_tui.core.wording import plural
 from gpuci_tui.screens.prompts import Prompt
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpuci_tui.core.engine.preview import CommandPreview, Effect, SlotEffect
 from gpuci_tui.core.models import SupervisorSnapshot
-from gpuci_tui.core.preview import CommandPreview, Effect, SlotEffect
 from gpuci_tui.core.wording import plural
 from gpuci_tui.widgets.format import job_label
 

@@ -23,8 +23,8 @@ def test_a_boolean_is_no_count_on_the_control_socket(value: bool) -> None:
 
 
 def test_saved_intent_with_a_boolean_count_is_ignored() -> None:
-    from gpuci_tui.core.commands import restore_intent
-    from gpuci_tui.core.lifecycle import EngineState
+    from gpuci_tui.core.engine.commands import restore_intent
+    from gpuci_tui.core.engine.lifecycle import EngineState
 
     state = EngineState(prefix="gpu", desired=2)
     assert restore_intent(state, {"count": True, "drained": [True]}).desired == 2

@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 from gpuci_tui.core.config import SupervisorConfig
-from gpuci_tui.core.lifecycle import (
+from gpuci_tui.core.engine.lifecycle import (
     EngineState,
     Intent,
     Lane,
@@ -19,10 +19,10 @@ from gpuci_tui.core.lifecycle import (
     SlotRecord,
     new_slot,
 )
+from gpuci_tui.core.engine.planner import Plan, decide
+from gpuci_tui.core.engine.steps import Action, Died, Observation, Started
+from gpuci_tui.core.engine.transitions import apply
 from gpuci_tui.core.models import JobInfo
-from gpuci_tui.core.planner import Plan, decide
-from gpuci_tui.core.steps import Action, Died, Observation, Started
-from gpuci_tui.core.transitions import apply
 
 RULES = SupervisorConfig()
 NOW = 30.0

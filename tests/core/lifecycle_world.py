@@ -23,14 +23,12 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from gpuci_tui.core.commands import apply_command
 from gpuci_tui.core.config import SupervisorConfig
-from gpuci_tui.core.gpu_admission import FOREIGN_PROCESS, GateKind, GateReading
-from gpuci_tui.core.lifecycle import EngineState, Lane, PoolView, lane_name, new_slot
-from gpuci_tui.core.models import Command
-from gpuci_tui.core.planner import FAST_POLL, decide
-from gpuci_tui.core.protocols import Agent, JobRequest
-from gpuci_tui.core.steps import (
+from gpuci_tui.core.engine.commands import apply_command
+from gpuci_tui.core.engine.gpu_admission import FOREIGN_PROCESS, GateKind, GateReading
+from gpuci_tui.core.engine.lifecycle import EngineState, Lane, PoolView, lane_name, new_slot
+from gpuci_tui.core.engine.planner import FAST_POLL, decide
+from gpuci_tui.core.engine.steps import (
     Action,
     AgentChecked,
     AgentWritten,
@@ -50,7 +48,9 @@ from gpuci_tui.core.steps import (
     StopAgent,
     Stopped,
 )
-from gpuci_tui.core.transitions import apply
+from gpuci_tui.core.engine.transitions import apply
+from gpuci_tui.core.models import Command
+from gpuci_tui.core.protocols import Agent, JobRequest
 
 RULES = SupervisorConfig(backoff_base=1.0, backoff_max=4.0, park_after=50)
 #: Seconds after a GPU turns bad within which a job may still be handed to its slot.

@@ -6,10 +6,10 @@ import asyncio
 import json
 
 from gpuci_tui.core.accounting import JobAccountant, JobGpuNow, JobKey
+from gpuci_tui.core.engine.snapshots import SnapshotMeta, supervisor_snapshot
 from gpuci_tui.core.gpu_watch import key_of
 from gpuci_tui.core.models import HealthSnapshot, SlotState, snapshot_from_dict, to_dict
 from gpuci_tui.core.protocols import GpuFrame, GpuHostInfo, GpuProcess, GpuSample
-from gpuci_tui.core.snapshots import SnapshotMeta, supervisor_snapshot
 from gpuci_tui.core.supervisor import Supervisor
 from tests.core.lifecycle_helpers import ACTIVE, BUSY, NOW, STANDBY, engine
 from tests.core.supervisor_env import Env, StaticTokens, wait_until

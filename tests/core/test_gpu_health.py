@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from gpuci_tui.core.gpu_admission import (
+from gpuci_tui.core.engine.gpu_admission import (
     FOREIGN_PROCESS,
     GateKind,
     GpuAdmission,
     slot_reading,
     verdict,
 )
-from gpuci_tui.core.gpu_health import (
+from gpuci_tui.core.engine.gpu_health import (
     APPLICATION_XIDS,
     SUSTAINED_SLOWDOWN,
     HealthBook,

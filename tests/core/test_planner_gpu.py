@@ -12,10 +12,10 @@ from dataclasses import replace
 
 import pytest
 
-from gpuci_tui.core.gpu_admission import FOREIGN_PROCESS, GateKind, GateReading
-from gpuci_tui.core.lifecycle import EngineState, Gate, Intent, Lane
-from gpuci_tui.core.planner import decide
-from gpuci_tui.core.steps import (
+from gpuci_tui.core.engine.gpu_admission import FOREIGN_PROCESS, GateKind, GateReading
+from gpuci_tui.core.engine.lifecycle import EngineState, Gate, Intent, Lane
+from gpuci_tui.core.engine.planner import decide
+from gpuci_tui.core.engine.steps import (
     Action,
     CheckAgent,
     Died,
@@ -24,8 +24,8 @@ from gpuci_tui.core.steps import (
     StartAgent,
     StopAgent,
 )
-from gpuci_tui.core.transitions import apply
-from gpuci_tui.core.transitions_gpu import next_gate
+from gpuci_tui.core.engine.transitions import apply
+from gpuci_tui.core.engine.transitions_gpu import next_gate
 from tests.core.lifecycle_helpers import (
     ABSENT,
     ACTIVE,
@@ -181,8 +181,8 @@ def test_unknown_slot_in_a_reading_is_ignored() -> None:
 
 
 def test_a_gated_slot_shows_held_or_quarantined_even_without_a_container() -> None:
+    from gpuci_tui.core.engine.snapshots import slot_state
     from gpuci_tui.core.models import SlotState
-    from gpuci_tui.core.snapshots import slot_state
 
     assert slot_state(slot0(gated(engine(ABSENT, ABSENT), HELD)), NOW) is SlotState.HELD
     quarantined = slot0(gated(engine(PARKED_DISABLED, STANDBY), QUARANTINED))

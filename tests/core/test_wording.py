@@ -17,8 +17,8 @@ def test_plural(count: int, word: str, many: str | None, said: str) -> None:
 
 
 def test_scaling_to_one_slot_says_one_slot() -> None:
-    from gpuci_tui.core.commands import apply_command, restore_intent
-    from gpuci_tui.core.lifecycle import EngineState
+    from gpuci_tui.core.engine.commands import apply_command, restore_intent
+    from gpuci_tui.core.engine.lifecycle import EngineState
     from gpuci_tui.core.models import Scale
 
     state = restore_intent(EngineState(prefix="gpu", desired=2), {"count": 2})

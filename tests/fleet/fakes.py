@@ -12,6 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from gpuci_tui.core.control import ControlError
+from gpuci_tui.core.engine.preview import CommandPreview
 from gpuci_tui.core.fleet import parse_target
 from gpuci_tui.core.fleet_link import Backoff, Fleet, FleetMember
 from gpuci_tui.core.handle import Update
@@ -23,7 +24,6 @@ from gpuci_tui.core.models import (
     PoolSummary,
     SupervisorSnapshot,
 )
-from gpuci_tui.core.preview import CommandPreview
 from gpuci_tui.services import Services
 from tests.ui.fakes import FakeHandle, make_services
 from tests.ui.scenarios import NOW, busy_slot, idle_slot, loaded_snapshot

@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from gpuci_tui.core.engine.preview import preview
 from gpuci_tui.core.models import (
     PROTOCOL_VERSION,
     CommandResult,
@@ -20,7 +21,6 @@ from gpuci_tui.core.models import (
     command_from_dict,
     to_dict,
 )
-from gpuci_tui.core.preview import preview
 
 
 class ProtocolDaemon:

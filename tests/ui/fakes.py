@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from gpuci_tui.core.config import Config
+from gpuci_tui.core.engine.preview import CommandPreview, preview
 from gpuci_tui.core.errors import GpuciError
 from gpuci_tui.core.handle import Update
 from gpuci_tui.core.models import Command, CommandResult, SupervisorSnapshot
-from gpuci_tui.core.preview import CommandPreview, preview
 from gpuci_tui.core.protocols import (
     ContainerEvent,
     ContainerInfo,

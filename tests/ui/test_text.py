@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import pytest
 
+from gpuci_tui.core.engine.preview import preview
 from gpuci_tui.core.models import (
     Drain,
     ExitInfo,
@@ -16,7 +17,6 @@ from gpuci_tui.core.models import (
     SlotState,
     Stop,
 )
-from gpuci_tui.core.preview import preview
 from gpuci_tui.screens.prompts import (
     drain_all_prompt,
     drain_prompt,

@@ -12,9 +12,9 @@ from dataclasses import replace
 
 import pytest
 
-from gpuci_tui.core.lifecycle import EngineState, Intent, Lane, LanePhase
-from gpuci_tui.core.planner import DESTROY_GRACE, decide
-from gpuci_tui.core.steps import (
+from gpuci_tui.core.engine.lifecycle import EngineState, Intent, Lane, LanePhase
+from gpuci_tui.core.engine.planner import DESTROY_GRACE, decide
+from gpuci_tui.core.engine.steps import (
     Action,
     CheckAgent,
     RemoveContainer,

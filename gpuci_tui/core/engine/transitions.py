@@ -12,8 +12,8 @@ from dataclasses import dataclass, replace
 
 from gpuci_tui.core.agentspec import lane_of, slot_of
 from gpuci_tui.core.config import SupervisorConfig
-from gpuci_tui.core.exits import count_failure, forgive, judge_exit
-from gpuci_tui.core.lifecycle import (
+from gpuci_tui.core.engine.exits import count_failure, forgive, judge_exit
+from gpuci_tui.core.engine.lifecycle import (
     EngineState,
     Intent,
     Lane,
@@ -23,9 +23,7 @@ from gpuci_tui.core.lifecycle import (
     SlotRecord,
     new_slot,
 )
-from gpuci_tui.core.models import ExitInfo, HealthSnapshot, HealthState
-from gpuci_tui.core.protocols import ContainerInfo
-from gpuci_tui.core.steps import (
+from gpuci_tui.core.engine.steps import (
     AgentChecked,
     AgentWritten,
     Appeared,
@@ -48,8 +46,15 @@ from gpuci_tui.core.steps import (
     StartFailed,
     Stopped,
 )
-from gpuci_tui.core.transitions_gpu import gpu_observed
-from gpuci_tui.core.transitions_server import agent_checked, agent_written, pool_read, server_failed
+from gpuci_tui.core.engine.transitions_gpu import gpu_observed
+from gpuci_tui.core.engine.transitions_server import (
+    agent_checked,
+    agent_written,
+    pool_read,
+    server_failed,
+)
+from gpuci_tui.core.models import ExitInfo, HealthSnapshot, HealthState
+from gpuci_tui.core.protocols import ContainerInfo
 
 #: Pause of every start after the PAT could not be read.
 TOKEN_RETRY = 30.0

@@ -24,7 +24,7 @@ from enum import StrEnum
 
 from gpuci_tui.core.config_file import ConfigError, show
 from gpuci_tui.core.config_observe import number_in
-from gpuci_tui.core.gpu_health import Fault, HealthBook
+from gpuci_tui.core.engine.gpu_health import Fault, HealthBook
 from gpuci_tui.core.protocols import GpuFrame, GpuProcess, GpuSample
 
 EXCLUSIVE = "exclusive"

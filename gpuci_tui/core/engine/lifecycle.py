@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
-from gpuci_tui.core.gpu_admission import GateKind
+from gpuci_tui.core.engine.gpu_admission import GateKind
 from gpuci_tui.core.models import ExitInfo, HealthSnapshot, JobInfo
 from gpuci_tui.core.protocols import Agent
 

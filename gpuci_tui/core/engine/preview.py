@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpuci_tui.core.commands import refusal
+from gpuci_tui.core.engine.commands import refusal
 from gpuci_tui.core.models import (
     Command,
     Drain,

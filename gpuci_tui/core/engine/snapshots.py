@@ -10,8 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gpuci_tui.core.gpu_admission import GateKind
-from gpuci_tui.core.lifecycle import EngineState, Intent, LanePhase, LaneRecord, SlotRecord
+from gpuci_tui.core.engine.gpu_admission import GateKind
+from gpuci_tui.core.engine.lifecycle import EngineState, Intent, LanePhase, LaneRecord, SlotRecord
 from gpuci_tui.core.models import (
     AgentSnapshot,
     GpuGateSnapshot,

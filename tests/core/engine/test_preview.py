@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from gpuci_tui.core.engine.preview import CommandPreview, Effect, preview, resumable
 from gpuci_tui.core.models import (
     Drain,
     JobInfo,
@@ -18,7 +19,6 @@ from gpuci_tui.core.models import (
     from_dict,
     to_dict,
 )
-from gpuci_tui.core.preview import CommandPreview, Effect, preview, resumable
 
 JOB = JobInfo(request_id=7, pipeline="train", run="1")
 

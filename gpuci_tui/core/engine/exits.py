@@ -10,7 +10,7 @@ from dataclasses import replace
 
 from gpuci_tui.core.agent_exit import describe
 from gpuci_tui.core.config import SupervisorConfig
-from gpuci_tui.core.lifecycle import LaneRecord, SlotRecord
+from gpuci_tui.core.engine.lifecycle import LaneRecord, SlotRecord
 from gpuci_tui.core.models import ExitInfo
 
 #: Exit codes of a container ended politely by a signal (SIGINT, SIGTERM). SIGKILL (137)

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gpuci_tui.core.gpu_admission import GateKind, GateReading
-from gpuci_tui.core.lifecycle import EngineState, Gate, SlotRecord
-from gpuci_tui.core.steps import GpuObserved, Note
+from gpuci_tui.core.engine.gpu_admission import GateKind, GateReading
+from gpuci_tui.core.engine.lifecycle import EngineState, Gate, SlotRecord
+from gpuci_tui.core.engine.steps import GpuObserved, Note
 
 
 def gpu_observed(state: EngineState, obs: GpuObserved) -> tuple[EngineState, tuple[Note, ...]]:

@@ -19,10 +19,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from gpuci_tui.core.lifecycle import EngineState, Intent, LanePhase, LaneRecord, Op, SlotRecord
-from gpuci_tui.core.planner_hold import plan_held
-from gpuci_tui.core.planner_run import Draft, plan_run, take_out
-from gpuci_tui.core.steps import (
+from gpuci_tui.core.engine.lifecycle import (
+    EngineState,
+    Intent,
+    LanePhase,
+    LaneRecord,
+    Op,
+    SlotRecord,
+)
+from gpuci_tui.core.engine.planner_hold import plan_held
+from gpuci_tui.core.engine.planner_run import Draft, plan_run, take_out
+from gpuci_tui.core.engine.steps import (
     Action,
     CheckAgent,
     FetchLogs,

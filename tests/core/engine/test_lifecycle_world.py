@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuci_tui.core.lifecycle import Intent
+from gpuci_tui.core.engine.lifecycle import Intent
 from tests.core.lifecycle_world import World
 
 SEEDS = range(40)

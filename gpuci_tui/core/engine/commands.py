@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from gpuci_tui.core.lifecycle import EngineState, Intent, SlotRecord, new_slot
+from gpuci_tui.core.engine.lifecycle import EngineState, Intent, SlotRecord, new_slot
+from gpuci_tui.core.engine.snapshots import primary
 from gpuci_tui.core.models import (
     MAX_SLOTS,
     Command,
@@ -26,7 +27,6 @@ from gpuci_tui.core.models import (
     Stop,
     Unpause,
 )
-from gpuci_tui.core.snapshots import primary
 from gpuci_tui.core.wording import plural
 
 

@@ -7,11 +7,9 @@ from dataclasses import replace
 import pytest
 
 from gpuci_tui.core.agentspec import LABEL_LANE, LABEL_SLOT
-from gpuci_tui.core.lifecycle import EngineState, Intent, Lane, LanePhase, PoolView
-from gpuci_tui.core.models import HealthState, SlotState
-from gpuci_tui.core.protocols import Agent, ContainerInfo, JobRequest
-from gpuci_tui.core.snapshots import slot_state
-from gpuci_tui.core.steps import (
+from gpuci_tui.core.engine.lifecycle import EngineState, Intent, Lane, LanePhase, PoolView
+from gpuci_tui.core.engine.snapshots import slot_state
+from gpuci_tui.core.engine.steps import (
     AgentChecked,
     AgentWritten,
     Destroyed,
@@ -24,7 +22,9 @@ from gpuci_tui.core.steps import (
     Started,
     StartFailed,
 )
-from gpuci_tui.core.transitions import ENGINE_RETRY, TOKEN_RETRY, apply
+from gpuci_tui.core.engine.transitions import ENGINE_RETRY, TOKEN_RETRY, apply
+from gpuci_tui.core.models import HealthState, SlotState
+from gpuci_tui.core.protocols import Agent, ContainerInfo, JobRequest
 from tests.core.lifecycle_helpers import (
     ACTIVE,
     BUSY,
@@ -138,7 +138,7 @@ def test_an_exit_reported_before_start_returned_is_applied_on_start() -> None:
     state = engine(UNKNOWN, UNKNOWN, standby=False)
     slot = slot0(state)
     starting = replace(slot.lane(A), op=None, phase=LanePhase.STARTING)
-    from gpuci_tui.core.lifecycle import Op
+    from gpuci_tui.core.engine.lifecycle import Op
 
     state = state.with_slot(slot.with_lane(replace(starting, op=Op.START)))
     state = observe(state, Died(0, A, CID, 1, 100.05), Destroyed(0, A, CID, 100.1))

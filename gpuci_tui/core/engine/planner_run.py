@@ -18,8 +18,22 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from gpuci_tui.core.lifecycle import EngineState, Intent, Lane, LanePhase, LaneRecord, SlotRecord
-from gpuci_tui.core.steps import Action, CheckAgent, FetchLogs, SetEnabled, StartAgent, StopAgent
+from gpuci_tui.core.engine.lifecycle import (
+    EngineState,
+    Intent,
+    Lane,
+    LanePhase,
+    LaneRecord,
+    SlotRecord,
+)
+from gpuci_tui.core.engine.steps import (
+    Action,
+    CheckAgent,
+    FetchLogs,
+    SetEnabled,
+    StartAgent,
+    StopAgent,
+)
 
 _PHASE_RANK = {LanePhase.READY: 0, LanePhase.BOOTING: 1, LanePhase.STARTING: 2}
 

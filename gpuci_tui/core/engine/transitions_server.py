@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gpuci_tui.core.lifecycle import EngineState, LanePhase, LaneRecord, Op, SlotRecord
+from gpuci_tui.core.engine.lifecycle import EngineState, LanePhase, LaneRecord, Op, SlotRecord
+from gpuci_tui.core.engine.steps import AgentChecked, AgentWritten, Note, PoolRead, ServerFailed
 from gpuci_tui.core.models import JobInfo
 from gpuci_tui.core.protocols import Agent, JobRequest
-from gpuci_tui.core.steps import AgentChecked, AgentWritten, Note, PoolRead, ServerFailed
 
 
 def job_info(request: JobRequest) -> JobInfo:

@@ -19,9 +19,9 @@ slot, so drain, restart and scale behave as without admission.
 
 from __future__ import annotations
 
-from gpuci_tui.core.gpu_admission import GateKind
-from gpuci_tui.core.lifecycle import LanePhase, LaneRecord
-from gpuci_tui.core.planner_run import Draft, take_out
+from gpuci_tui.core.engine.gpu_admission import GateKind
+from gpuci_tui.core.engine.lifecycle import LanePhase, LaneRecord
+from gpuci_tui.core.engine.planner_run import Draft, take_out
 
 
 def plan_held(draft: Draft) -> None:

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpuci_tui.core.gpu_admission import GateReading
-from gpuci_tui.core.lifecycle import Lane, PoolView
+from gpuci_tui.core.engine.gpu_admission import GateReading
+from gpuci_tui.core.engine.lifecycle import Lane, PoolView
 from gpuci_tui.core.models import ExitInfo, JobInfo
 from gpuci_tui.core.protocols import Agent, ContainerInfo
 
