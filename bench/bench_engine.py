@@ -36,7 +36,7 @@ import docker
 import psutil
 
 from gpuci_tui.core.agentspec import LABEL_INSTANCE, LABEL_SLOT, instance_id
-from gpuci_tui.core.config import (
+from gpuci_tui.core.config.loader import (
     AgentsConfig,
     AzureConfig,
     Config,

@@ -48,7 +48,13 @@ import psutil
 from bench_engine import EventRecorder, machine, percentile
 
 from gpuci_tui.core.agentspec import LABEL_INSTANCE, LABEL_SLOT, instance_id
-from gpuci_tui.core.config import AgentsConfig, AzureConfig, Config, SupervisorConfig, save_config
+from gpuci_tui.core.config.loader import (
+    AgentsConfig,
+    AzureConfig,
+    Config,
+    SupervisorConfig,
+    save_config,
+)
 from gpuci_tui.sim.image import build_emulator_image
 from gpuci_tui.sim.org import SimOrg
 from gpuci_tui.sim.server import SimServer

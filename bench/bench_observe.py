@@ -39,7 +39,7 @@ import psutil
 import requests
 from bench_engine import machine, percentile, stop_daemon
 
-from gpuci_tui.core.config import (
+from gpuci_tui.core.config.loader import (
     AgentsConfig,
     AzureConfig,
     Config,

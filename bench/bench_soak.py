@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from gpuci_tui.core import memory  # noqa: E402
-from gpuci_tui.core.config import (  # noqa: E402
+from gpuci_tui.core.config.loader import (  # noqa: E402
     AgentsConfig,
     AzureConfig,
     Config,

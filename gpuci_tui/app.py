@@ -16,7 +16,7 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
 
-from gpuci_tui.core.config import Config
+from gpuci_tui.core.config.loader import Config
 from gpuci_tui.core.engine.preview import preview
 from gpuci_tui.core.fleet_link import Fleet
 from gpuci_tui.core.handle import SupervisorHandle

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpuci_tui.core.agentspec import LABEL_DEMO, instance_labels
-from gpuci_tui.core.config import AgentsConfig, AzureConfig, Config, SupervisorConfig
+from gpuci_tui.core.config.loader import AgentsConfig, AzureConfig, Config, SupervisorConfig
 from gpuci_tui.core.protocols import ContainerRuntime, GpuSampler
 
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ class DemoEnvironment:
         view (``h``) has content.
         """
         from gpuci_tui.core.assemble import assemble
-        from gpuci_tui.core.config import instance_id
+        from gpuci_tui.core.config.loader import instance_id
         from gpuci_tui.core.handle import InProcessHandle
         from gpuci_tui.core.history import JobHistory
         from gpuci_tui.services import Services

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from gpuci_tui.core.config import Config
+from gpuci_tui.core.config.loader import Config
 from gpuci_tui.core.fleet_link import Fleet
 from gpuci_tui.core.handle import SupervisorHandle
 from gpuci_tui.core.protocols import ContainerRuntime, GpuSampler, PatCheck, Pool

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from textual.message import Message
 
-from gpuci_tui.core.config import Config
+from gpuci_tui.core.config.loader import Config
 from gpuci_tui.core.models import SupervisorEvent, SupervisorSnapshot
 from gpuci_tui.core.protocols import GpuFrame
 

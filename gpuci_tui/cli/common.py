@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from gpuci_tui.core.config import Config, daemon_instance
+from gpuci_tui.core.config.loader import Config, daemon_instance
 from gpuci_tui.core.protocols import GpuFrame
 
 from . import exitcodes
@@ -23,7 +23,7 @@ class CliExit(Exception):
 
 def config_path(args: argparse.Namespace) -> Path:
     """``--config`` beats ``$GPUCI_CONFIG`` beats the XDG default."""
-    from gpuci_tui.core.paths import resolve_config_path
+    from gpuci_tui.core.config.paths import resolve_config_path
 
     return resolve_config_path(getattr(args, "config", None))
 
@@ -59,8 +59,8 @@ def load(
     GPU ids that do not exist (errors) and GPUs other processes hold (warnings,
     printed to stderr).
     """
-    from gpuci_tui.core.config import load_config
-    from gpuci_tui.core.config_file import raise_if_any
+    from gpuci_tui.core.config.file import raise_if_any
+    from gpuci_tui.core.config.loader import load_config
     from gpuci_tui.core.errors import GpuciError
     from gpuci_tui.core.gpu_check import check_host_gpus
 
@@ -97,8 +97,8 @@ def own_containers(config: Config) -> set[str]:
 
 def socket_for(config: Config) -> Path:
     """The control socket of the daemon that supervises ``config``'s agents."""
+    from gpuci_tui.core.config.paths import socket_path
     from gpuci_tui.core.errors import GpuciError
-    from gpuci_tui.core.paths import socket_path
 
     try:
         return socket_path(daemon_instance(config))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from gpuci_tui.core.config_model import AgentGroup, AgentsConfig
+from gpuci_tui.core.config.model import AgentGroup, AgentsConfig
 
 from . import exitcodes
 from .common import CliExit, config_path, fail, load

@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from gpuci_tui.core.config import Config, daemon_instance
+from gpuci_tui.core.config.loader import Config, daemon_instance
 from gpuci_tui.core.control import ControlError, SocketHandle, request
 from gpuci_tui.core.errors import GpuciError
 from gpuci_tui.core.handle import InProcessHandle, SupervisorHandle
@@ -43,7 +43,7 @@ def start_detached_daemon(config_file: Path, config: Config) -> SocketHandle:
     Raises:
         GpuciError: the daemon exited or did not answer in time (with its last log lines).
     """
-    from gpuci_tui.core.paths import log_dir
+    from gpuci_tui.core.config.paths import log_dir
 
     sock = socket_for(config)
     log_path = log_dir() / f"daemon-{daemon_instance(config)}.log"
@@ -126,7 +126,7 @@ _BACKGROUND: set[asyncio.Task[None]] = set()
 def run_console(args: argparse.Namespace, setup: bool) -> int:
     """Open the console (wizard or dashboard)."""
     from gpuci_tui.app import make_app
-    from gpuci_tui.core.config import ConfigError, load_config
+    from gpuci_tui.core.config.loader import ConfigError, load_config
     from gpuci_tui.core.gpu import NvmlSampler
     from gpuci_tui.core.secrets import TokenStore
     from gpuci_tui.services import Services
@@ -183,7 +183,7 @@ def run_console(args: argparse.Namespace, setup: bool) -> int:
         return info.name if info is not None else None
 
     try:
-        from gpuci_tui.core.paths import history_db_path
+        from gpuci_tui.core.config.paths import history_db_path
 
         # The daemon of this host writes it; the history view opens it read-only.
         history_path: Path | None = history_db_path()

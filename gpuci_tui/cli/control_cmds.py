@@ -8,8 +8,9 @@ import json
 import sys
 from typing import Any
 
-from gpuci_tui.core.config_file import is_ascii_number
-from gpuci_tui.core.config_observe import parse_listen
+from gpuci_tui.core.config.file import is_ascii_number
+from gpuci_tui.core.config.observe import parse_listen
+from gpuci_tui.core.config.paths import history_db_path
 from gpuci_tui.core.control import ControlError, SocketHandle, request
 from gpuci_tui.core.history_file import damage_notice
 from gpuci_tui.core.models import (
@@ -26,7 +27,6 @@ from gpuci_tui.core.models import (
     snapshot_from_dict,
     to_dict,
 )
-from gpuci_tui.core.paths import history_db_path
 
 from . import exitcodes
 from .common import CliExit, fail, load, socket_for

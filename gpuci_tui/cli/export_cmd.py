@@ -19,7 +19,7 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from gpuci_tui.core.config import agent_groups
+from gpuci_tui.core.config.loader import agent_groups
 from gpuci_tui.core.k8s_export import DEFAULT_GROUP, DEFAULT_NAMESPACE, DEFAULT_SECRET_NAME
 
 from . import exitcodes

@@ -21,11 +21,11 @@ import threading
 import time
 from pathlib import Path
 
-from gpuci_tui.core.config_file import ConfigError, read_toml
+from gpuci_tui.core.config.file import ConfigError, read_toml
+from gpuci_tui.core.config.paths import SHORT_SOCKET_BASE
 from gpuci_tui.core.errors import GpuciError
 from gpuci_tui.core.fleet import FleetConfig, load_fleet, parse_cli_hosts
 from gpuci_tui.core.fleet_link import Fleet, FleetMember, RemoteGpus
-from gpuci_tui.core.paths import SHORT_SOCKET_BASE
 from gpuci_tui.core.ssh_command import SshSettings
 from gpuci_tui.core.ssh_handle import SshHandle
 

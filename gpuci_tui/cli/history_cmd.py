@@ -20,7 +20,7 @@ import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from gpuci_tui.core.config_file import is_ascii_number
+from gpuci_tui.core.config.file import is_ascii_number
 
 from . import exitcodes
 from .common import CliExit, fail
@@ -87,9 +87,9 @@ def _count(text: str, option: str, what: str) -> int:
 
 def run_history(args: argparse.Namespace, now: float | None = None) -> int:
     """Print the history matching the options; see the module docstring for ``--json``."""
+    from gpuci_tui.core.config.paths import history_db_path
     from gpuci_tui.core.errors import GpuciError
     from gpuci_tui.core.history import JobQuery, read_history
-    from gpuci_tui.core.paths import history_db_path
 
     now = time.time() if now is None else now
     try:

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from functools import partial
 
-from gpuci_tui.core.config import Config, daemon_instance
+from gpuci_tui.core.config.loader import Config, daemon_instance
 from gpuci_tui.core.errors import GpuciError, RuntimeUnavailableError
 from gpuci_tui.core.protocols import TokenSource
 

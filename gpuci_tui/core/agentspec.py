@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from gpuci_tui.core.config import Config, config_hash, instance_id
+from gpuci_tui.core.config.loader import Config, config_hash, instance_id
 from gpuci_tui.core.engine.lifecycle import Lane, lane_name
 from gpuci_tui.core.protocols import ContainerSpec, VolumeMount
 

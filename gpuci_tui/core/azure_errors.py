@@ -23,8 +23,8 @@ import requests
 import requests.auth
 import urllib3
 
+from gpuci_tui.core.config.org_url import OrgUrlProblem, is_loopback_host, parse_org_url
 from gpuci_tui.core.errors import AzureAuthError, AzureError, AzureNotFoundError
-from gpuci_tui.core.org_url import OrgUrlProblem, is_loopback_host, parse_org_url
 from gpuci_tui.core.protocols import Pool
 
 # --------------------------------------------------------------------------- organisation URL

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import IO
 
 from gpuci_tui.core.assemble import assemble
-from gpuci_tui.core.config import Config, agent_groups, for_group, instance_id
+from gpuci_tui.core.config.loader import Config, agent_groups, for_group, instance_id
 from gpuci_tui.core.control_server import ControlServer
 from gpuci_tui.core.errors import GpuciError
 from gpuci_tui.core.handle import Supervised
@@ -54,7 +54,7 @@ class DaemonPaths:
     @classmethod
     def for_instance(cls, instance: str) -> DaemonPaths:
         """The standard XDG locations for ``instance``."""
-        from gpuci_tui.core import paths
+        from gpuci_tui.core.config import paths
 
         state = paths.state_dir()
         return cls(

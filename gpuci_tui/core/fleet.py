@@ -31,8 +31,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from gpuci_tui.core.config_file import ConfigError, is_ascii_number, raise_if_any, read_toml, show
-from gpuci_tui.core.config_validate import as_text, check_keys, validate_key_binding
+from gpuci_tui.core.config.file import ConfigError, is_ascii_number, raise_if_any, read_toml, show
+from gpuci_tui.core.config.validate import as_text, check_keys, validate_key_binding
 
 DEFAULT_COMMAND = "gpuci-tui"
 DEFAULT_CONNECT_TIMEOUT = 10.0

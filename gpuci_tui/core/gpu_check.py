@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from gpuci_tui.core.config import Config, ConfigError, agent_groups
+from gpuci_tui.core.config.loader import Config, ConfigError, agent_groups
 from gpuci_tui.core.protocols import GpuFrame
 
 

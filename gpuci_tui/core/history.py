@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpuci_tui.core import history_schema as schema
-from gpuci_tui.core.config_file import is_ascii_number
+from gpuci_tui.core.config.file import is_ascii_number
 from gpuci_tui.core.errors import GpuciError
 from gpuci_tui.core.history_file import (
     FileIdentity,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from gpuci_tui.core.config import AgentsConfig, AzureConfig
+from gpuci_tui.core.config.loader import AgentsConfig, AzureConfig
 
 MIN_KEDA_VERSION = "2.18"
 """The oldest KEDA whose azure-pipelines scaler knows ``fetchUnfinishedJobsOnly``."""

@@ -27,7 +27,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from gpuci_tui.core.config_model import DEFAULT_GROUP
+from gpuci_tui.core.config.model import DEFAULT_GROUP
 from gpuci_tui.core.handle import Supervised
 from gpuci_tui.core.history import JobRecord
 from gpuci_tui.core.models import HealthState, SlotState, SupervisorEvent, SupervisorSnapshot

@@ -22,7 +22,7 @@ import threading
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from gpuci_tui.core.config_observe import parse_listen
+from gpuci_tui.core.config.observe import parse_listen
 from gpuci_tui.core.errors import GpuciError
 from gpuci_tui.core.serving import MAX_CLIENTS, REQUEST_TIMEOUT, BoundedListener
 

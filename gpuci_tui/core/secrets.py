@@ -25,8 +25,8 @@ import keyring
 import keyring.errors
 from keyring.backend import KeyringBackend
 
-from gpuci_tui.core import paths
-from gpuci_tui.core.config_validate import validate_org_url
+from gpuci_tui.core.config import paths
+from gpuci_tui.core.config.validate import validate_org_url
 from gpuci_tui.core.errors import GpuciError
 
 # SecretRedactor and mask_token are re-exported: callers deal with this module only.

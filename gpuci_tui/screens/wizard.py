@@ -83,8 +83,8 @@ class ReviewStep(Step):
 
     def build(self) -> Any:
         """The `Config` the draft describes (settings the wizard does not ask about are kept)."""
-        from gpuci_tui.core.config import AgentsConfig, AzureConfig, Config
-        from gpuci_tui.core.config_model import AgentGroup
+        from gpuci_tui.core.config.loader import AgentsConfig, AzureConfig, Config
+        from gpuci_tui.core.config.model import AgentGroup
 
         draft = self.draft
         base = self.services.config
@@ -116,7 +116,7 @@ class ReviewStep(Step):
 
     async def validate(self) -> str | None:
         """Write the file atomically (mode 0600)."""
-        from gpuci_tui.core.config import ConfigError, save_config
+        from gpuci_tui.core.config.loader import ConfigError, save_config
 
         config = self.build()
         path: Path = self.services.config_path

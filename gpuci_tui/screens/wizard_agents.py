@@ -12,7 +12,7 @@ from textual.widget import Widget
 from textual.widgets import Button, Input, OptionList, RadioButton, RadioSet, Static
 from textual.widgets.option_list import Option
 
-from gpuci_tui.core.config import VolumeConfig
+from gpuci_tui.core.config.loader import VolumeConfig
 from gpuci_tui.screens.wizard_base import Step, config_problem
 
 DEFAULT_IMAGE_REPO = "gpuci-agent"
@@ -138,8 +138,8 @@ class ImageStep(Step):
 
     async def validate(self) -> str | None:
         """A valid reference is required; CUDA and presence problems are warnings."""
-        from gpuci_tui.core.config import ConfigError
-        from gpuci_tui.core.config_validate import validate_image
+        from gpuci_tui.core.config.loader import ConfigError
+        from gpuci_tui.core.config.validate import validate_image
 
         value = self.query_one("#image", Input).value
         try:
@@ -200,7 +200,7 @@ class AgentsStep(Step):
         self.run_worker(self._host(), group="agents-host", exclusive=True, exit_on_error=False)
 
     async def _host(self) -> None:
-        from gpuci_tui.core.config import default_name_prefix
+        from gpuci_tui.core.config.loader import default_name_prefix
 
         if not self.draft.gpus:
             frame = await self.wizard.in_thread(self.services.gpu.sample)
@@ -232,8 +232,8 @@ class AgentsStep(Step):
 
     async def validate(self) -> str | None:
         """Count, prefix and policy must fit the rules and this host's GPUs."""
-        from gpuci_tui.core.config import ConfigError, validate_count, validate_name_prefix
-        from gpuci_tui.core.config_validate import check_gpu_count
+        from gpuci_tui.core.config.loader import ConfigError, validate_count, validate_name_prefix
+        from gpuci_tui.core.config.validate import check_gpu_count
 
         policy = self._chosen("gpu-policy", GPU_POLICY_LABELS)
         typed = self.query_one("#count", Input).value.strip()
@@ -269,7 +269,7 @@ class AgentsStep(Step):
 
     def _group_fields(self, policy: str) -> str | None:
         """Read the group name and its GPUs (second and later groups only)."""
-        from gpuci_tui.core.config_groups import GROUP_NAME
+        from gpuci_tui.core.config.groups import GROUP_NAME
 
         name = self.query_one("#group-name", Input).value.strip()
         if not GROUP_NAME.fullmatch(name):
@@ -351,7 +351,7 @@ class VolumesStep(Step):
 
     def add(self) -> str | None:
         """Add the typed volume; return the problem, or None when added."""
-        from gpuci_tui.core.config import ConfigError, validate_volume
+        from gpuci_tui.core.config.loader import ConfigError, validate_volume
 
         host, container, env = self._typed()
         try:

@@ -55,7 +55,7 @@ class UrlStep(Step):
 
     async def validate(self) -> str | None:
         """Normalise the URL with the config rules."""
-        from gpuci_tui.core.config import ConfigError, validate_org_url
+        from gpuci_tui.core.config.loader import ConfigError, validate_org_url
 
         field = self.query_one("#url", Input)
         try:
@@ -186,7 +186,7 @@ class PatStep(Step):
         self._ask_passphrase("")
 
     def _ask_passphrase(self, error: str) -> None:
-        from gpuci_tui.core import paths
+        from gpuci_tui.core.config import paths
 
         store = paths.cryptfile_path()
 
@@ -311,8 +311,8 @@ class PoolStep(Step):
 
     async def validate(self) -> str | None:
         """The name must be valid and the PAT must reach that pool."""
-        from gpuci_tui.core.config import ConfigError
-        from gpuci_tui.core.config_validate import validate_pool
+        from gpuci_tui.core.config.loader import ConfigError
+        from gpuci_tui.core.config.validate import validate_pool
 
         try:
             name = validate_pool(self.query_one("#pool-name", Input).value)

@@ -17,7 +17,7 @@ from textual.containers import VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Static
 
-from gpuci_tui.core.config import VolumeConfig
+from gpuci_tui.core.config.loader import VolumeConfig
 from gpuci_tui.core.protocols import GpuHostInfo, GpuSample, Pool
 
 if TYPE_CHECKING:

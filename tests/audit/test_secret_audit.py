@@ -30,8 +30,8 @@ from requests.adapters import HTTPAdapter
 
 from gpuci_tui.core.agentspec import LABEL_INSTANCE
 from gpuci_tui.core.azure import AzureDevOpsClient
+from gpuci_tui.core.config.paths import socket_path
 from gpuci_tui.core.errors import AzureError
-from gpuci_tui.core.paths import socket_path
 from tests.badinput.helpers import as_nobody, save_good, shared_dir
 from tests.real.rig import PAT, Rig, make_rig, wait_for
 

@@ -123,7 +123,7 @@ def typo_host(env: Env) -> str:
 
 
 def load_url(url: str) -> str:
-    from gpuci_tui.core.config import validate_org_url
+    from gpuci_tui.core.config.loader import validate_org_url
 
     return validate_org_url(url)
 

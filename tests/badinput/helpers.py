@@ -20,7 +20,7 @@ from typing import Any
 
 import tomli_w
 
-from gpuci_tui.core.config import AgentsConfig, AzureConfig, Config, save_config
+from gpuci_tui.core.config.loader import AgentsConfig, AzureConfig, Config, save_config
 
 GOOD_URL = "https://dev.azure.com/acme"
 NOBODY = 65534

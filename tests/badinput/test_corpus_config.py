@@ -20,7 +20,7 @@ import pytest
 
 from gpuci_tui.cli import exitcodes
 from gpuci_tui.cli.main import main
-from gpuci_tui.core.config import (
+from gpuci_tui.core.config.loader import (
     AgentsConfig,
     AzureConfig,
     Config,
@@ -31,7 +31,7 @@ from gpuci_tui.core.config import (
     save_config,
     validate_config,
 )
-from gpuci_tui.core.config_validate import PAT_ADVICE
+from gpuci_tui.core.config.validate import PAT_ADVICE
 from tests.badinput.helpers import (
     AGENTS_KEYS,
     PAT,
@@ -351,7 +351,7 @@ def test_unwritable_config_directory_keeps_the_old_file() -> None:
         before = Snapshot(directory)
         code = (
             "import dataclasses, sys\n"
-            "from gpuci_tui.core.config import load_config, save_config\n"
+            "from gpuci_tui.core.config.loader import load_config, save_config\n"
             f"path = __import__('pathlib').Path({str(path)!r})\n"
             "config = load_config(path)\n"
             "changed = dataclasses.replace(config, agents=dataclasses.replace(config.agents, "

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuci_tui.core.config import (
+from gpuci_tui.core.config.loader import (
     load_config,
 )
 from tests.badinput.cases import (

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from gpuci_tui.core.config import MetricsConfig, save_config
-from gpuci_tui.core.paths import socket_path
+from gpuci_tui.core.config.loader import MetricsConfig, save_config
+from gpuci_tui.core.config.paths import socket_path
 from gpuci_tui.core.serving import MAX_CLIENTS
 from tests.badinput.users import flood, local_user, open_fds, thread_count
 from tests.real.rig import Rig, make_rig, wait_for

@@ -18,8 +18,8 @@ import pytest
 
 from gpuci_tui.cli import exitcodes
 from gpuci_tui.cli.main import main
-from gpuci_tui.core.config import load_config
-from gpuci_tui.core.config_file import ConfigError, ConfigErrors
+from gpuci_tui.core.config.file import ConfigError, ConfigErrors
+from gpuci_tui.core.config.loader import load_config
 from tests.badinput.helpers import NOBODY, good_doc, save_good, write_toml
 
 HOSTILE = """

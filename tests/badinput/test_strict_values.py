@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuci_tui.core.config_file import ConfigError, is_ascii_number
-from gpuci_tui.core.config_observe import parse_listen
+from gpuci_tui.core.config.file import ConfigError, is_ascii_number
+from gpuci_tui.core.config.observe import parse_listen
 from gpuci_tui.core.fleet import parse_target
 from gpuci_tui.core.models import command_from_dict
 

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from gpuci_tui.cli.safe_output import escape_controls
-from gpuci_tui.core.config import load_config
-from gpuci_tui.core.config_file import ConfigError, ConfigErrors
+from gpuci_tui.core.config.file import ConfigError, ConfigErrors
+from gpuci_tui.core.config.loader import load_config
 from tests.badinput.helpers import good_doc, write_toml
 from tests.real.rig import Rig, make_rig, wait_for
 

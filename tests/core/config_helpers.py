@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import tomli_w
 
-from gpuci_tui.core.config import (
+from gpuci_tui.core.config.loader import (
     AgentsConfig,
     AzureConfig,
     Config,

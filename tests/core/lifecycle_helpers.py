@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from gpuci_tui.core.config import SupervisorConfig
+from gpuci_tui.core.config.loader import SupervisorConfig
 from gpuci_tui.core.engine.lifecycle import (
     EngineState,
     Intent,

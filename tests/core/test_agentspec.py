@@ -13,7 +13,7 @@ from gpuci_tui.core.agentspec import (
     instance_id,
     slot_of,
 )
-from gpuci_tui.core.config import AgentsConfig, AzureConfig, Config, VolumeConfig
+from gpuci_tui.core.config.loader import AgentsConfig, AzureConfig, Config, VolumeConfig
 
 
 def make(**agents: object) -> Config:

@@ -12,12 +12,12 @@ import pytest
 from gpuci_tui.cli import console_cmd, run_cmd
 from gpuci_tui.core.agentspec import LABEL_GROUP
 from gpuci_tui.core.assemble import assemble
-from gpuci_tui.core.config import daemon_instance, instance_id, load_config
+from gpuci_tui.core.config.loader import daemon_instance, instance_id, load_config
+from gpuci_tui.core.config.paths import history_db_path
 from gpuci_tui.core.daemon import DaemonPaths
 from gpuci_tui.core.group_supervisor import GroupSupervisor
 from gpuci_tui.core.history import JobHistory, JobQuery
 from gpuci_tui.core.models import Scale, SlotState, Stop
-from gpuci_tui.core.paths import history_db_path
 from gpuci_tui.sim.api import SimPoolApi
 from gpuci_tui.sim.org import SimOrg
 from gpuci_tui.sim.runtime import DEFAULT_IMAGE, SimulatedRuntime
@@ -104,7 +104,7 @@ async def test_foreground_console_has_groups_history_and_intent(
 
 
 def config_for(config: Any, name: str) -> Any:
-    from gpuci_tui.core.config import agent_groups, for_group
+    from gpuci_tui.core.config.loader import agent_groups, for_group
 
     return for_group(config, next(g for g in agent_groups(config) if g.name == name))
 

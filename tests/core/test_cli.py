@@ -10,7 +10,7 @@ import pytest
 
 from gpuci_tui.cli import exitcodes
 from gpuci_tui.cli.main import build_parser, main
-from gpuci_tui.core.config import AgentsConfig, AzureConfig, Config, save_config
+from gpuci_tui.core.config.loader import AgentsConfig, AzureConfig, Config, save_config
 
 COMMANDS = [
     "setup",

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from gpuci_tui.core.config import load_config, save_config
+from gpuci_tui.core.config.loader import load_config, save_config
 from gpuci_tui.core.engine.gpu_admission import EXCLUSIVE, LIMITS, OFF, GpuAdmission
 
 from .config_helpers import base_doc, problems, write

@@ -15,7 +15,7 @@ from pathlib import Path
 def test_check_config_counts_host_gpus_for_per_agent(fake_nvml_lib: Path, tmp_path: Path) -> None:
     """`check-config` asks NVML how many GPUs there are: 3 per-agent slots on 2 GPUs fail."""
 
-    from gpuci_tui.core.config import AgentsConfig, AzureConfig, Config, save_config
+    from gpuci_tui.core.config.loader import AgentsConfig, AzureConfig, Config, save_config
 
     path = tmp_path / "config.toml"
     agents = AgentsConfig(count=2, image="acme/agent:1", name_prefix="h", gpus="per-agent")

@@ -14,7 +14,7 @@ import pytest
 from gpuci_tui.cli.common import CliExit
 from gpuci_tui.cli.control_cmds import build_commands, parse_slot
 from gpuci_tui.core.agentspec import LABEL_GROUP, build_spec, slot_gpus
-from gpuci_tui.core.config import (
+from gpuci_tui.core.config.loader import (
     ConfigError,
     agent_groups,
     daemon_instance,

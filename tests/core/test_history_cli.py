@@ -20,7 +20,7 @@ import pytest
 from gpuci_tui.cli import exitcodes
 from gpuci_tui.cli.history_cmd import parse_since
 from gpuci_tui.cli.main import main
-from gpuci_tui.core import paths
+from gpuci_tui.core.config import paths
 from gpuci_tui.core.history import JobHistory, JobRecord
 
 JSON_KEYS = [

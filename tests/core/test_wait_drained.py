@@ -10,7 +10,7 @@ import pytest
 
 from gpuci_tui.cli import control_cmds, exitcodes
 from gpuci_tui.core.assemble import assemble
-from gpuci_tui.core.config import load_config
+from gpuci_tui.core.config.loader import load_config
 from gpuci_tui.core.control import ControlError
 from gpuci_tui.core.control_server import ControlServer
 from gpuci_tui.core.history import JobHistory

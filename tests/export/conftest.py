@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from gpuci_tui.core.config import AgentsConfig, AzureConfig, VolumeConfig
+from gpuci_tui.core.config.loader import AgentsConfig, AzureConfig, VolumeConfig
 from gpuci_tui.core.k8s_export import DEFAULT_GROUP, ExportOptions, render_manifests
 
 AZURE = AzureConfig(url="https://dev.azure.com/acme", pool="gpu")

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from gpuci_tui.core.config import AgentsConfig
+from gpuci_tui.core.config.loader import AgentsConfig
 from gpuci_tui.core.k8s_export import TRIGGER_METADATA_KEYS, TRIGGER_TYPE
 
 from .conftest import AGENTS, Render

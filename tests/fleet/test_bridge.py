@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from gpuci_tui.core.agentspec import instance_id
-from gpuci_tui.core.config import save_config
+from gpuci_tui.core.config.loader import save_config
+from gpuci_tui.core.config.paths import socket_path
 from gpuci_tui.core.models import PROTOCOL_VERSION
-from gpuci_tui.core.paths import socket_path
 from tests.ui.scenarios import sample_config
 
 BRIDGE = [sys.executable, "-m", "gpuci_tui.cli.main", "bridge"]

@@ -10,7 +10,7 @@ import pytest
 
 from gpuci_tui.cli.fleet_cmd import fleet_config, fleet_requested
 from gpuci_tui.cli.main import build_parser
-from gpuci_tui.core.config import save_config
+from gpuci_tui.core.config.loader import save_config
 from tests.ui.scenarios import sample_config
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuci_tui.core.config import ConfigError, load_config, save_config
-from gpuci_tui.core.config_file import config_to_toml
+from gpuci_tui.core.config.file import config_to_toml
+from gpuci_tui.core.config.loader import ConfigError, load_config, save_config
 from gpuci_tui.core.fleet import (
     FleetConfig,
     FleetHost,

@@ -25,9 +25,15 @@ from pathlib import Path
 from typing import Any
 
 from gpuci_tui.core.agentspec import LABEL_INSTANCE, LABEL_LANE, LABEL_SLOT, instance_id
-from gpuci_tui.core.config import AgentsConfig, AzureConfig, Config, SupervisorConfig, save_config
+from gpuci_tui.core.config.loader import (
+    AgentsConfig,
+    AzureConfig,
+    Config,
+    SupervisorConfig,
+    save_config,
+)
+from gpuci_tui.core.config.paths import socket_path
 from gpuci_tui.core.control import ControlError, request
-from gpuci_tui.core.paths import socket_path
 
 PAT = "it-pat-" + uuid.uuid4().hex + uuid.uuid4().hex[:12]
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from gpuci_tui.core.agentspec import LABEL_INSTANCE
-from gpuci_tui.core.paths import socket_path
+from gpuci_tui.core.config.paths import socket_path
 from tests.real.rig import PAT, Rig, build_broken_image, make_rig, wait_for
 
 pytestmark = pytest.mark.docker

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from gpuci_tui.core import paths
+from gpuci_tui.core.config import paths
 from gpuci_tui.core.secrets import (
     KeyringLockedError,
     KeyringUnavailableError,

@@ -14,7 +14,7 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpuci_tui.cli import exitcodes
-from gpuci_tui.core.config import MetricsConfig, save_config
+from gpuci_tui.core.config.loader import MetricsConfig, save_config
 from tests.real.rig import Rig, make_rig, wait_for
 
 pytestmark = pytest.mark.docker

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from gpuci_tui.core.config import Config
+from gpuci_tui.core.config.loader import Config
 from gpuci_tui.core.engine.preview import CommandPreview, preview
 from gpuci_tui.core.errors import GpuciError
 from gpuci_tui.core.handle import Update

@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from gpuci_tui.core.config import AgentsConfig, AzureConfig, Config
+from gpuci_tui.core.config.loader import AgentsConfig, AzureConfig, Config
 from gpuci_tui.core.models import (
     ExitInfo,
     HealthSnapshot,

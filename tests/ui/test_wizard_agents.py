@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from textual.widgets import Button, Input, OptionList, RadioButton
 
-from gpuci_tui.core.config import VolumeConfig, load_config
+from gpuci_tui.core.config.loader import VolumeConfig, load_config
 from gpuci_tui.core.protocols import GpuFrame, GpuHostInfo
 from gpuci_tui.screens.dashboard import DashboardScreen
 from tests.ui.fakes import (

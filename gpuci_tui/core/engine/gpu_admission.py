@@ -22,8 +22,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from gpuci_tui.core.config_file import ConfigError, show
-from gpuci_tui.core.config_observe import number_in
+from gpuci_tui.core.config.file import ConfigError, show
+from gpuci_tui.core.config.observe import number_in
 from gpuci_tui.core.engine.gpu_health import Fault, HealthBook
 from gpuci_tui.core.protocols import GpuFrame, GpuProcess, GpuSample
 

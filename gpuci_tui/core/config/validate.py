@@ -20,9 +20,9 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Protocol
 
-from gpuci_tui.core.config_file import ConfigError, raise_if_any, show
+from gpuci_tui.core.config.file import ConfigError, raise_if_any, show
+from gpuci_tui.core.config.org_url import OrgUrlProblem, parse_org_url
 from gpuci_tui.core.models import MAX_SLOTS
-from gpuci_tui.core.org_url import OrgUrlProblem, parse_org_url
 
 #: ``agents.count``'s upper bound: the one slot limit, `models.MAX_SLOTS`.
 MAX_AGENTS = MAX_SLOTS

@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
-from gpuci_tui.core.config import (
+from gpuci_tui.core.config.loader import (
     MetricsConfig,
     config_to_toml,
     load_config,
     save_config,
     validate_config,
 )
-from gpuci_tui.core.config_observe import parse_listen
+from gpuci_tui.core.config.observe import parse_listen
 from tests.core.config_helpers import base_doc, full_config, problems, with_value, write
 
 EXAMPLE = 'e.g. "127.0.0.1:9464"'

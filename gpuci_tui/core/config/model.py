@@ -12,7 +12,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpuci_tui.core.config_observe import GpuConfig, HistoryConfig, MetricsConfig
+from gpuci_tui.core.config.observe import GpuConfig, HistoryConfig, MetricsConfig
 from gpuci_tui.core.engine.gpu_admission import GpuAdmission
 from gpuci_tui.core.fleet import FleetConfig
 

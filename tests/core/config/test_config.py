@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from gpuci_tui.core.config import (
+from gpuci_tui.core.config.loader import (
     AzureConfig,
     ConfigError,
     ConfigErrors,

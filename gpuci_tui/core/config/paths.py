@@ -15,7 +15,7 @@ from pathlib import Path
 
 import platformdirs
 
-from gpuci_tui.core.config_file import ConfigError, os_reason
+from gpuci_tui.core.config.file import ConfigError, os_reason
 from gpuci_tui.core.errors import GpuciError
 
 APP = "gpuci-tui"

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpuci_tui.core.config_file import ConfigError, is_ascii_number, show
+from gpuci_tui.core.config.file import ConfigError, is_ascii_number, show
 
 SAMPLE_INTERVAL_RANGE = (0.1, 3600.0)
 """Seconds; below 0.1 s NVML sweeps start to cost real CPU on many-GPU hosts."""

@@ -28,8 +28,8 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from gpuci_tui.core.config_file import ConfigError, show
-from gpuci_tui.core.config_validate import GPU_POLICIES, check_keys, suggest, validate_pool
+from gpuci_tui.core.config.file import ConfigError, show
+from gpuci_tui.core.config.validate import GPU_POLICIES, check_keys, suggest, validate_pool
 
 GROUP_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,19}")
 _GPU_ID = re.compile(r"\d{1,3}|(?:GPU|MIG)-[0-9A-Za-z-]{8,}")

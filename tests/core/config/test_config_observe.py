@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from gpuci_tui.core.config import (
+from gpuci_tui.core.config.loader import (
     GpuConfig,
     HistoryConfig,
     config_to_toml,

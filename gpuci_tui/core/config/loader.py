@@ -16,8 +16,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from gpuci_tui.core import config_validate as rules
-from gpuci_tui.core.config_file import (
+from gpuci_tui.core.config import validate as rules
+from gpuci_tui.core.config.file import (
     ConfigError,
     ConfigErrors,
     config_to_toml,
@@ -27,8 +27,8 @@ from gpuci_tui.core.config_file import (
     show,
     write_config_text,
 )
-from gpuci_tui.core.config_groups import parse_gpus, parse_groups
-from gpuci_tui.core.config_model import (
+from gpuci_tui.core.config.groups import parse_gpus, parse_groups
+from gpuci_tui.core.config.model import (
     DEFAULT_GROUP,
     AgentGroup,
     AgentsConfig,
@@ -39,7 +39,7 @@ from gpuci_tui.core.config_model import (
     agent_groups,
     for_group,
 )
-from gpuci_tui.core.config_observe import (
+from gpuci_tui.core.config.observe import (
     GpuConfig,
     HistoryConfig,
     MetricsConfig,
@@ -48,7 +48,7 @@ from gpuci_tui.core.config_observe import (
     validate_history,
     validate_metrics,
 )
-from gpuci_tui.core.config_validate import (
+from gpuci_tui.core.config.validate import (
     GPU_POLICIES,
     NETWORK_MODES,
     check_volume,

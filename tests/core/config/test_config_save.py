@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from gpuci_tui.core import config_validate
-from gpuci_tui.core.config import (
+from gpuci_tui.core.config import validate as config_validate
+from gpuci_tui.core.config.loader import (
     AgentsConfig,
     AzureConfig,
     Config,
@@ -410,7 +410,7 @@ def test_every_agents_field_has_a_rule() -> None:
     fields |= {f"gpu.{f.name}" for f in dataclasses.fields(GpuConfig)}
     fields |= {f"history.{f.name}" for f in dataclasses.fields(HistoryConfig)}
     fields |= {f"metrics.{f.name}" for f in dataclasses.fields(MetricsConfig)}
-    from gpuci_tui.core import config as config_module
+    from gpuci_tui.core.config import loader as config_module
 
     assert set(config_module._FIELDS) == fields
     assert config_validate.MAX_AGENTS == 64

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from gpuci_tui.core import paths
-from gpuci_tui.core.config import ConfigError
-from gpuci_tui.core.paths import PathError
+from gpuci_tui.core.config import paths
+from gpuci_tui.core.config.loader import ConfigError
+from gpuci_tui.core.config.paths import PathError
 
 OTHER_UID = 54321
 
