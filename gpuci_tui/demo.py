@@ -174,7 +174,7 @@ def build_demo(
     their session (default: the real agent's ~6 s and ~3 s), so the demo shows
     what hot standby hides.
     """
-    from gpuci_tui.core.azure import AzureDevOpsClient
+    from gpuci_tui.core.azure.client import AzureDevOpsClient
     from gpuci_tui.sim.gpu_synthetic import SyntheticSampler
     from gpuci_tui.sim.jobs import JobFeeder
     from gpuci_tui.sim.org import SimOrg

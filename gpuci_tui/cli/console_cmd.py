@@ -174,7 +174,7 @@ def run_console(args: argparse.Namespace, setup: bool) -> int:
         runtime = None
 
     def azure_factory(url: str, pat: str) -> object:
-        from gpuci_tui.core.azure import AzureDevOpsClient
+        from gpuci_tui.core.azure.client import AzureDevOpsClient
 
         return AzureDevOpsClient(url, pat)
 

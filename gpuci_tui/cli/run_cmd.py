@@ -73,7 +73,7 @@ def real_services(
     config: Config, tokens: TokenSource | None = None
 ) -> tuple[object, object, TokenSource]:
     """Azure client, Docker runtime and token store for ``config`` (checked up front)."""
-    from gpuci_tui.core.azure import AzureDevOpsClient
+    from gpuci_tui.core.azure.client import AzureDevOpsClient
     from gpuci_tui.core.runtime import DockerRuntime
     from gpuci_tui.core.secrets import TokenStore
 

@@ -44,7 +44,7 @@ def run_token(args: argparse.Namespace) -> int:
 
 
 def _check(store: object, config: object) -> int:
-    from gpuci_tui.core.azure import AzureDevOpsClient
+    from gpuci_tui.core.azure.client import AzureDevOpsClient
 
     url = config.azure.url  # type: ignore[attr-defined]
     pat = store.get_token(url)  # type: ignore[attr-defined]

@@ -29,7 +29,7 @@ import requests
 from requests.adapters import HTTPAdapter
 
 from gpuci_tui.core.agentspec import LABEL_INSTANCE
-from gpuci_tui.core.azure import AzureDevOpsClient
+from gpuci_tui.core.azure.client import AzureDevOpsClient
 from gpuci_tui.core.config.paths import socket_path
 from gpuci_tui.core.errors import AzureError
 from tests.badinput.helpers import as_nobody, save_good, shared_dir

@@ -19,7 +19,7 @@ from keyring.backends import fail
 from requests.adapters import HTTPAdapter
 
 from gpuci_tui.cli import exitcodes
-from gpuci_tui.core.azure import AzureDevOpsClient
+from gpuci_tui.core.azure.client import AzureDevOpsClient
 from gpuci_tui.core.errors import (
     AzureError,
     AzureNotFoundError,

@@ -11,7 +11,7 @@ import requests
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from gpuci_tui.core.azure import AzureDevOpsClient
+from gpuci_tui.core.azure.client import AzureDevOpsClient
 from gpuci_tui.core.errors import AzureNotFoundError
 from gpuci_tui.core.metrics import Metrics
 from gpuci_tui.core.metrics_server import MetricsListenError, MetricsServer

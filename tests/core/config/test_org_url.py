@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuci_tui.core.azure import AzureDevOpsClient
+from gpuci_tui.core.azure.client import AzureDevOpsClient
 from gpuci_tui.core.config.loader import ConfigError, validate_org_url
 from gpuci_tui.core.errors import AzureError
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import requests
 
-from gpuci_tui.core.azure import AzureDevOpsClient
-from gpuci_tui.core.azure_errors import PatAuth
+from gpuci_tui.core.azure.client import AzureDevOpsClient
+from gpuci_tui.core.azure.errors import PatAuth
 from gpuci_tui.core.errors import AzureAuthError, AzureError, AzureScopeError
-from tests.core.test_azure_fake import PAT, FakeAzure, Reply, closed_port, envelope
+from tests.core.azure.test_azure_fake import PAT, FakeAzure, Reply, closed_port, envelope
 
 POOLS = "_apis/distributedtask/pools"
 CONNECTION = "_apis/connectionData"

@@ -26,9 +26,9 @@ from typing import Any, TypeVar
 import requests
 
 from gpuci_tui import __version__
-from gpuci_tui.core.azure_errors import AzurePoolAmbiguousError, no_pool_message
-from gpuci_tui.core.azure_http import Answer, AzureTransport, TokenProvider
-from gpuci_tui.core.azure_parse import (
+from gpuci_tui.core.azure.errors import AzurePoolAmbiguousError, no_pool_message
+from gpuci_tui.core.azure.http import Answer, AzureTransport, TokenProvider
+from gpuci_tui.core.azure.parse import (
     MalformedError,
     RateLimitState,
     as_mapping,
@@ -39,7 +39,7 @@ from gpuci_tui.core.azure_parse import (
     parse_job_request,
     parse_pool,
 )
-from gpuci_tui.core.azure_validate import check_pat
+from gpuci_tui.core.azure.validate import check_pat
 from gpuci_tui.core.errors import AzureAuthError, AzureError, AzureNotFoundError
 from gpuci_tui.core.protocols import Agent, JobRequest, PatCheck, Pool
 

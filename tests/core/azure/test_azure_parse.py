@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from gpuci_tui.core.azure_errors import no_pool_message
-from gpuci_tui.core.azure_parse import (
+from gpuci_tui.core.azure.errors import no_pool_message
+from gpuci_tui.core.azure.parse import (
     MalformedError,
     RateLimitState,
     collection,

@@ -9,10 +9,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from gpuci_tui.core.azure import AzureDevOpsClient, AzurePoolAmbiguousError
+from gpuci_tui.core.azure.client import AzureDevOpsClient, AzurePoolAmbiguousError
 from gpuci_tui.core.errors import AzureError, AzureNotFoundError
 from gpuci_tui.core.protocols import AgentPoolApi
-from tests.core.test_azure_fake import PAT, FakeAzure, Reply, envelope
+from tests.core.azure.test_azure_fake import PAT, FakeAzure, Reply, envelope
 
 POOLS = "_apis/distributedtask/pools"
 CONNECTION = "_apis/connectionData"

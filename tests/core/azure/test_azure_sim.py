@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from gpuci_tui.core.azure import AzureDevOpsClient
+from gpuci_tui.core.azure.client import AzureDevOpsClient
 from gpuci_tui.core.errors import (
     AzureAuthError,
     AzureNotFoundError,

@@ -8,10 +8,10 @@ import pytest
 import requests
 from requests.adapters import HTTPAdapter
 
-from gpuci_tui.core.azure import AzureDevOpsClient
-from gpuci_tui.core.azure_errors import OrgUrl
+from gpuci_tui.core.azure.client import AzureDevOpsClient
+from gpuci_tui.core.azure.errors import OrgUrl
 from gpuci_tui.core.errors import AzureAuthError, AzureError
-from tests.core.test_azure_fake import PAT, FakeAzure, FakeClock, Reply
+from tests.core.azure.test_azure_fake import PAT, FakeAzure, FakeClock, Reply
 
 POOLS = "_apis/distributedtask/pools"
 POOL_LIST = {"count": 1, "value": [{"id": 7, "name": "gpu"}]}

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from gpuci_tui.core.azure_errors import AzurePoolAmbiguousError
-from gpuci_tui.core.azure_parse import as_mapping, opt_str
+from gpuci_tui.core.azure.errors import AzurePoolAmbiguousError
+from gpuci_tui.core.azure.parse import as_mapping, opt_str
 from gpuci_tui.core.errors import (
     AzureAuthError,
     AzureNotFoundError,

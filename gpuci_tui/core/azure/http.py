@@ -30,7 +30,7 @@ from urllib.parse import quote, urlencode
 
 import requests
 
-from gpuci_tui.core.azure_errors import (
+from gpuci_tui.core.azure.errors import (
     AUTH_MESSAGE,
     OrgUrl,
     PatAuth,
@@ -38,7 +38,7 @@ from gpuci_tui.core.azure_errors import (
     redirect_error,
     scope_message,
 )
-from gpuci_tui.core.azure_parse import RateLimitState, parse_retry_after, server_message
+from gpuci_tui.core.azure.parse import RateLimitState, parse_retry_after, server_message
 from gpuci_tui.core.errors import (
     AzureAuthError,
     AzureError,

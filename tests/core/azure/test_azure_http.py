@@ -14,14 +14,14 @@ import requests
 import urllib3
 from requests.adapters import HTTPAdapter
 
-from gpuci_tui.core.azure import AzureDevOpsClient
+from gpuci_tui.core.azure.client import AzureDevOpsClient
 from gpuci_tui.core.errors import (
     AzureError,
     AzureRateLimitError,
     AzureServerError,
     AzureUnreachableError,
 )
-from tests.core.test_azure_fake import PAT, FakeAzure, FakeClock, Reply, closed_port
+from tests.core.azure.test_azure_fake import PAT, FakeAzure, FakeClock, Reply, closed_port
 
 POOLS = "_apis/distributedtask/pools"
 POOL_LIST = {"count": 1, "value": [{"id": 7, "name": "gpu"}]}

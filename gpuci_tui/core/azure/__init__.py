@@ -1,0 +1,1 @@
+"""The Azure DevOps agent-pool client (the real AgentPoolApi): HTTP transport, parsing, errors and PAT checks."""
