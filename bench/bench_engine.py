@@ -35,7 +35,6 @@ from typing import Any
 import docker
 import psutil
 
-from gpuci_tui.core.agentspec import LABEL_INSTANCE, LABEL_SLOT, instance_id
 from gpuci_tui.core.config.loader import (
     AgentsConfig,
     AzureConfig,
@@ -43,6 +42,7 @@ from gpuci_tui.core.config.loader import (
     SupervisorConfig,
     save_config,
 )
+from gpuci_tui.core.docker.agentspec import LABEL_INSTANCE, LABEL_SLOT, instance_id
 from gpuci_tui.sim.image import build_emulator_image
 from gpuci_tui.sim.org import SimOrg
 from gpuci_tui.sim.server import SimServer

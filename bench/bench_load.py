@@ -47,7 +47,6 @@ import docker.errors
 import psutil
 from bench_engine import EventRecorder, machine, percentile
 
-from gpuci_tui.core.agentspec import LABEL_INSTANCE, LABEL_SLOT, instance_id
 from gpuci_tui.core.config.loader import (
     AgentsConfig,
     AzureConfig,
@@ -55,6 +54,7 @@ from gpuci_tui.core.config.loader import (
     SupervisorConfig,
     save_config,
 )
+from gpuci_tui.core.docker.agentspec import LABEL_INSTANCE, LABEL_SLOT, instance_id
 from gpuci_tui.sim.image import build_emulator_image
 from gpuci_tui.sim.org import SimOrg
 from gpuci_tui.sim.server import SimServer

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Entry point of a gpuci-tui agent container: register one Azure Pipelines
 # agent, run exactly one job (run.sh --once), exit. docs/dockeragent.md explains
-# every choice made here; gpuci_tui/core/agent_exit.py mirrors the exit codes.
+# every choice made here; gpuci_tui/core/docker/agent_exit.py mirrors the exit codes.
 #
 # Environment (set by gpuci-tui's supervisor):
 #   AZP_URL          organisation URL, e.g. https://dev.azure.com/ORG (required)
@@ -24,7 +24,7 @@
 #                             agent to run as root (it then refuses to start)
 set -euo pipefail
 
-# Exit codes: keep equal to gpuci_tui/core/agent_exit.py.
+# Exit codes: keep equal to gpuci_tui/core/docker/agent_exit.py.
 readonly EXIT_AGENT_ERROR=1 EXIT_RETRYABLE=2 EXIT_CONFIG_FAILED=10 EXIT_TOKEN_MISSING=11
 readonly EXIT_AGENT_UPDATING=12 EXIT_BAD_SETUP=13
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpuci_tui.core.agentspec import LABEL_DEMO, instance_labels
 from gpuci_tui.core.config.loader import AgentsConfig, AzureConfig, Config, SupervisorConfig
+from gpuci_tui.core.docker.agentspec import LABEL_DEMO, instance_labels
 from gpuci_tui.core.protocols import ContainerRuntime, GpuSampler
 
 if TYPE_CHECKING:
@@ -193,7 +193,7 @@ def build_demo(
     if docker:
         import docker as docker_sdk
 
-        from gpuci_tui.core.runtime import DockerRuntime
+        from gpuci_tui.core.docker.runtime import DockerRuntime
         from gpuci_tui.sim.image import build_emulator_image
 
         docker_runtime = DockerRuntime()

@@ -84,9 +84,9 @@ def load(
 
 def own_containers(config: Config) -> set[str]:
     """Ids of the agent containers of this configuration (empty when Docker is unusable)."""
-    from gpuci_tui.core.agentspec import LABEL_PROJECT, PROJECT
+    from gpuci_tui.core.docker.agentspec import LABEL_PROJECT, PROJECT
+    from gpuci_tui.core.docker.runtime import DockerRuntime
     from gpuci_tui.core.errors import GpuciError
-    from gpuci_tui.core.runtime import DockerRuntime
 
     try:
         listed = DockerRuntime().list_containers({LABEL_PROJECT: PROJECT})

@@ -167,7 +167,7 @@ def run_console(args: argparse.Namespace, setup: bool) -> int:
 
     runtime = None
     try:
-        from gpuci_tui.core.runtime import DockerRuntime
+        from gpuci_tui.core.docker.runtime import DockerRuntime
 
         runtime = DockerRuntime()
     except GpuciError:

@@ -74,7 +74,7 @@ def real_services(
 ) -> tuple[object, object, TokenSource]:
     """Azure client, Docker runtime and token store for ``config`` (checked up front)."""
     from gpuci_tui.core.azure.client import AzureDevOpsClient
-    from gpuci_tui.core.runtime import DockerRuntime
+    from gpuci_tui.core.docker.runtime import DockerRuntime
     from gpuci_tui.core.secrets import TokenStore
 
     tokens = tokens or TokenStore()

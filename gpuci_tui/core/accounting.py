@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpuci_tui.core.cgroups import PROC_ROOT, container_id_of_pid
+from gpuci_tui.core.docker.cgroups import PROC_ROOT, container_id_of_pid
 from gpuci_tui.core.models import SupervisorSnapshot
 from gpuci_tui.core.protocols import GpuFrame, GpuProcess, GpuSample
 

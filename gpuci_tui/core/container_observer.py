@@ -16,7 +16,7 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 
-from gpuci_tui.core.agentspec import lane_of, slot_of
+from gpuci_tui.core.docker.agentspec import lane_of, slot_of
 from gpuci_tui.core.engine.steps import (
     Appeared,
     Destroyed,

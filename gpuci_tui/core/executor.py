@@ -12,8 +12,8 @@ import contextlib
 import os
 from collections.abc import Callable, Mapping
 
-from gpuci_tui.core.agentspec import build_spec
 from gpuci_tui.core.config.loader import Config
+from gpuci_tui.core.docker.agentspec import build_spec
 from gpuci_tui.core.engine.lifecycle import Lane
 from gpuci_tui.core.engine.steps import (
     Action,

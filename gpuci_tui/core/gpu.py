@@ -23,7 +23,7 @@ Design rules, all taken from what breaks on real GPU hosts:
   calls of a sample together, and only per-job accounting needs it: it is read
   only for a GPU that runs a compute process.
 - Processes are NVML's *host* PIDs, mapped to Docker containers through
-  `gpuci_tui.core.cgroups` and, optionally, to container names through a
+  `gpuci_tui.core.docker.cgroups` and, optionally, to container names through a
   callable the caller passes in (the sampler never talks to Docker itself).
 - All NVML calls happen under one lock: the sampler may be shared between the
   console's GPU worker and the supervisor.
@@ -42,7 +42,12 @@ from typing import Any, TypeVar
 
 import pynvml
 
-from gpuci_tui.core.cgroups import PROC_ROOT, ContainerNames, container_id_of_pid, process_name
+from gpuci_tui.core.docker.cgroups import (
+    PROC_ROOT,
+    ContainerNames,
+    container_id_of_pid,
+    process_name,
+)
 from gpuci_tui.core.gpu_health_reader import XidWatch, read_health
 from gpuci_tui.core.gpu_procs import ProcessUtil, ProcessUtilization, running_processes
 from gpuci_tui.core.protocols import GpuFrame, GpuHealthReading, GpuHostInfo, GpuProcess, GpuSample

@@ -17,8 +17,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from gpuci_tui.core.agentspec import LABEL_GROUP
 from gpuci_tui.core.config.loader import Config, agent_groups, daemon_instance, for_group
+from gpuci_tui.core.docker.agentspec import LABEL_GROUP
 from gpuci_tui.core.engine.preview import CommandPreview, preview
 from gpuci_tui.core.engine.steps import JobEnded
 from gpuci_tui.core.models import (

@@ -49,9 +49,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from gpuci_tui.core.agentspec import TOKEN_PATH
 from gpuci_tui.core.config.loader import DEFAULT_GROUP as CONFIG_DEFAULT_GROUP
 from gpuci_tui.core.config.loader import AgentsConfig, AzureConfig
+from gpuci_tui.core.docker.agentspec import TOKEN_PATH
 from gpuci_tui.core.errors import GpuciError
 from gpuci_tui.core.k8s_notes import MIN_KEDA_VERSION, notes
 from gpuci_tui.core.k8s_yaml import Node, dump_documents

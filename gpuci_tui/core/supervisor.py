@@ -28,9 +28,9 @@ import time
 from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from gpuci_tui.core.agentspec import instance_id, instance_labels, slot_gpus
 from gpuci_tui.core.config.loader import Config
 from gpuci_tui.core.container_observer import ContainerObserver
+from gpuci_tui.core.docker.agentspec import instance_id, instance_labels, slot_gpus
 from gpuci_tui.core.engine.commands import apply_command, intent_data, restore_intent
 from gpuci_tui.core.engine.gpu_admission import GateReading, GpuAdmission, slot_reading
 from gpuci_tui.core.engine.lifecycle import EngineState, new_slot

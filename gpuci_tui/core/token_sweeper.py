@@ -20,7 +20,7 @@ import logging
 from collections.abc import Iterable
 from typing import Protocol, runtime_checkable
 
-from gpuci_tui.core.agentspec import TOKEN_PATH
+from gpuci_tui.core.docker.agentspec import TOKEN_PATH
 from gpuci_tui.core.handle import Supervised
 from gpuci_tui.core.models import SupervisorSnapshot
 

@@ -28,9 +28,9 @@ import pytest
 import requests
 from requests.adapters import HTTPAdapter
 
-from gpuci_tui.core.agentspec import LABEL_INSTANCE
 from gpuci_tui.core.azure.client import AzureDevOpsClient
 from gpuci_tui.core.config.paths import socket_path
+from gpuci_tui.core.docker.agentspec import LABEL_INSTANCE
 from gpuci_tui.core.errors import AzureError
 from tests.badinput.helpers import as_nobody, save_good, shared_dir
 from tests.real.rig import PAT, Rig, make_rig, wait_for
@@ -356,7 +356,7 @@ def _nobody_connect(path: Path, cwd: Path) -> str:
 
 def build_token_printing_image(docker_client: Any, busybox_image: str) -> str:
     """An image that shows its token while failing to start (``set -x``, then reads it)."""
-    from gpuci_tui.core.agentspec import TOKEN_PATH
+    from gpuci_tui.core.docker.agentspec import TOKEN_PATH
 
     container = docker_client.containers.create(busybox_image, ["true"])
     try:

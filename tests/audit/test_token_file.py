@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from gpuci_tui.core.agentspec import LABEL_INSTANCE, TOKEN_PATH
+from gpuci_tui.core.docker.agentspec import LABEL_INSTANCE, TOKEN_PATH
 from tests.real.rig import Rig, make_rig, wait_for
 
 pytestmark = pytest.mark.docker

@@ -20,6 +20,7 @@ from requests.adapters import HTTPAdapter
 
 from gpuci_tui.cli import exitcodes
 from gpuci_tui.core.azure.client import AzureDevOpsClient
+from gpuci_tui.core.docker.runtime import DockerRuntime
 from gpuci_tui.core.errors import (
     AzureError,
     AzureNotFoundError,
@@ -28,7 +29,6 @@ from gpuci_tui.core.errors import (
     RuntimeUnavailableError,
 )
 from gpuci_tui.core.protocols import ContainerSpec
-from gpuci_tui.core.runtime import DockerRuntime
 from gpuci_tui.core.secrets import TokenStore, diagnose_keyring
 from gpuci_tui.sim.org import SimOrg
 from gpuci_tui.sim.server import SimServer
@@ -250,7 +250,7 @@ def docker_socket_denied(env: Env) -> str:
             listener.listen()
             path.chmod(0o600)
             code = (
-                "from gpuci_tui.core.runtime import DockerRuntime\n"
+                "from gpuci_tui.core.docker.runtime import DockerRuntime\n"
                 "try:\n"
                 f"    DockerRuntime(base_url='unix://{path}').ping()\n"
                 "except Exception as exc:\n"

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 import requests
 
+from gpuci_tui.core.docker.runtime import DockerRuntime
 from gpuci_tui.core.errors import ContainerNameConflictError, RuntimeUnavailableError
-from gpuci_tui.core.runtime import DockerRuntime
 from tests.real.docker_runtime_helpers import make_spec, ours, secret
 
 pytestmark = pytest.mark.docker

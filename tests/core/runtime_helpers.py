@@ -11,11 +11,11 @@ import docker.errors
 import requests
 import urllib3.exceptions
 
+from gpuci_tui.core.docker.errors import (
+    Endpoint,
+)
 from gpuci_tui.core.protocols import (
     ContainerSpec,
-)
-from gpuci_tui.core.runtime_errors import (
-    Endpoint,
 )
 
 TOKEN = "patUNIT0123456789abcdefghijklmnopqrstuvwxyzABCDEFG"

@@ -13,7 +13,6 @@ import pytest
 
 from gpuci_tui.cli.common import CliExit
 from gpuci_tui.cli.control_cmds import build_commands, parse_slot
-from gpuci_tui.core.agentspec import LABEL_GROUP, build_spec, slot_gpus
 from gpuci_tui.core.config.loader import (
     ConfigError,
     agent_groups,
@@ -23,6 +22,7 @@ from gpuci_tui.core.config.loader import (
     load_config,
     save_config,
 )
+from gpuci_tui.core.docker.agentspec import LABEL_GROUP, build_spec, slot_gpus
 from gpuci_tui.core.gpu_check import check_host_gpus
 from gpuci_tui.core.group_supervisor import GroupSupervisor
 from gpuci_tui.core.models import Drain, Restart, Scale, SlotState

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 
-from gpuci_tui.core import runtime_mapping
+from gpuci_tui.core.docker import mapping as runtime_mapping
 
 
 def _no_device_requests(gpus: str | tuple[str, ...]) -> list[object]:

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from gpuci_tui.core.agentspec import TOKEN_PATH
 from gpuci_tui.core.config.loader import AgentsConfig, AzureConfig
+from gpuci_tui.core.docker.agentspec import TOKEN_PATH
 from gpuci_tui.core.k8s_export import (
     AGENT_CAPABILITIES,
     DEFAULT_GROUP,

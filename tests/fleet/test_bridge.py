@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from gpuci_tui.core.agentspec import instance_id
 from gpuci_tui.core.config.loader import save_config
 from gpuci_tui.core.config.paths import socket_path
+from gpuci_tui.core.docker.agentspec import instance_id
 from gpuci_tui.core.models import PROTOCOL_VERSION
 from tests.ui.scenarios import sample_config
 

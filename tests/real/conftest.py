@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from gpuci_tui.core.runtime import DockerRuntime
+from gpuci_tui.core.docker.runtime import DockerRuntime
 
 
 @pytest.fixture

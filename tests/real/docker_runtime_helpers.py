@@ -8,11 +8,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from gpuci_tui.core.docker.runtime import DockerRuntime
 from gpuci_tui.core.protocols import (
     ContainerEvent,
     ContainerSpec,
 )
-from gpuci_tui.core.runtime import DockerRuntime
 
 DOCKER_SOCKET = "/var/run/docker.sock"
 

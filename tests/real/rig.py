@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpuci_tui.core.agentspec import LABEL_INSTANCE, LABEL_LANE, LABEL_SLOT, instance_id
 from gpuci_tui.core.config.loader import (
     AgentsConfig,
     AzureConfig,
@@ -34,6 +33,7 @@ from gpuci_tui.core.config.loader import (
 )
 from gpuci_tui.core.config.paths import socket_path
 from gpuci_tui.core.control import ControlError, request
+from gpuci_tui.core.docker.agentspec import LABEL_INSTANCE, LABEL_LANE, LABEL_SLOT, instance_id
 
 PAT = "it-pat-" + uuid.uuid4().hex + uuid.uuid4().hex[:12]
 

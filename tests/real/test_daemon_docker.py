@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from gpuci_tui.core.agentspec import LABEL_INSTANCE
 from gpuci_tui.core.config.paths import socket_path
+from gpuci_tui.core.docker.agentspec import LABEL_INSTANCE
 from tests.real.rig import PAT, Rig, build_broken_image, make_rig, wait_for
 
 pytestmark = pytest.mark.docker

@@ -21,10 +21,10 @@ import docker
 import docker.errors
 import pytest
 
+from gpuci_tui.core.docker.errors import NO_GPU_RUNTIME
+from gpuci_tui.core.docker.runtime import DockerRuntime
 from gpuci_tui.core.errors import ContainerNameConflictError, ContainerStartError
 from gpuci_tui.core.protocols import VolumeMount
-from gpuci_tui.core.runtime import DockerRuntime
-from gpuci_tui.core.runtime_errors import NO_GPU_RUNTIME
 from tests.real.docker_runtime_helpers import (
     EventCollector,
     make_spec,

@@ -18,9 +18,9 @@ import time
 
 import pytest
 
+from gpuci_tui.core.docker.events import STREAM_ENDED
+from gpuci_tui.core.docker.runtime import DockerRuntime
 from gpuci_tui.core.errors import RuntimeUnavailableError
-from gpuci_tui.core.runtime import DockerRuntime
-from gpuci_tui.core.runtime_events import STREAM_ENDED
 from tests.real.docker_runtime_helpers import (
     DOCKER_SOCKET,
     EventCollector,
@@ -96,7 +96,7 @@ def test_permission_denied_for_a_user_outside_the_docker_group() -> None:
     listener.listen()
     os.chmod(path, 0o600)  # like /var/run/docker.sock for someone not in the group
     code = (
-        "from gpuci_tui.core.runtime import DockerRuntime\n"
+        "from gpuci_tui.core.docker.runtime import DockerRuntime\n"
         "try:\n"
         f"    DockerRuntime(base_url='unix://{path}').ping()\n"
         "except Exception as exc:\n"

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from gpuci_tui.core.agentspec import lane_of, slot_of
 from gpuci_tui.core.config.loader import SupervisorConfig
+from gpuci_tui.core.docker.agentspec import lane_of, slot_of
 from gpuci_tui.core.engine.exits import count_failure, forgive, judge_exit
 from gpuci_tui.core.engine.lifecycle import (
     EngineState,

@@ -391,7 +391,7 @@ def test_config_hash_changes_with_the_container_only(tmp_path: Path) -> None:
 
 def test_identity_matches_the_agent_spec_labels(tmp_path: Path) -> None:
     # agentspec labels containers with its own copy; both must agree or adoption breaks.
-    from gpuci_tui.core import agentspec
+    from gpuci_tui.core.docker import agentspec
 
     config = full_config(tmp_path)
     assert agentspec.instance_id(config) == instance_id(config)

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from gpuci_tui.core.agentspec import LABEL_LANE, LABEL_SLOT
+from gpuci_tui.core.docker.agentspec import LABEL_LANE, LABEL_SLOT
 from gpuci_tui.core.engine.lifecycle import EngineState, Intent, Lane, LanePhase, PoolView
 from gpuci_tui.core.engine.snapshots import slot_state
 from gpuci_tui.core.engine.steps import (

@@ -7,7 +7,7 @@ from typing import Any
 
 import docker.errors
 
-from gpuci_tui.core.runtime_errors import ContainerOperationError, api_explanation
+from gpuci_tui.core.docker.errors import ContainerOperationError, api_explanation
 
 
 def remove_file(api: Any, container_id: str, path: str) -> bool:

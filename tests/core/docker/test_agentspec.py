@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gpuci_tui.core.agentspec import (
+from gpuci_tui.core.config.loader import AgentsConfig, AzureConfig, Config, VolumeConfig
+from gpuci_tui.core.docker.agentspec import (
     LABEL_CONFIG,
     LABEL_INSTANCE,
     LABEL_SLOT,
@@ -13,7 +14,6 @@ from gpuci_tui.core.agentspec import (
     instance_id,
     slot_of,
 )
-from gpuci_tui.core.config.loader import AgentsConfig, AzureConfig, Config, VolumeConfig
 
 
 def make(**agents: object) -> Config:

@@ -13,13 +13,13 @@ import pytest
 import requests
 from docker.types import HostConfig
 
-from gpuci_tui.core.errors import ContainerStartError, RuntimeUnavailableError
-from gpuci_tui.core.protocols import ContainerEvent, ContainerRuntime
-from gpuci_tui.core.runtime import DockerRuntime
-from gpuci_tui.core.runtime_errors import (
+from gpuci_tui.core.docker.errors import (
     NO_GPU_RUNTIME,
 )
-from gpuci_tui.core.runtime_events import STREAM_ENDED, follow_events
+from gpuci_tui.core.docker.events import STREAM_ENDED, follow_events
+from gpuci_tui.core.docker.runtime import DockerRuntime
+from gpuci_tui.core.errors import ContainerStartError, RuntimeUnavailableError
+from gpuci_tui.core.protocols import ContainerEvent, ContainerRuntime
 from tests.core.runtime_helpers import (
     TOKEN,
     api_error,

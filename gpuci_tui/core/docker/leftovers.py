@@ -20,7 +20,7 @@ from typing import Any
 
 import docker.errors
 
-from gpuci_tui.core.agentspec import LABEL_INSTANCE, LABEL_LANE, LABEL_SLOT
+from gpuci_tui.core.docker.agentspec import LABEL_INSTANCE, LABEL_LANE, LABEL_SLOT
 
 log = logging.getLogger("gpuci_tui.runtime")
 

@@ -8,7 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from gpuci_tui.core.cgroups import container_id_from_cgroup, container_id_of_pid, process_name
+from gpuci_tui.core.docker.cgroups import (
+    container_id_from_cgroup,
+    container_id_of_pid,
+    process_name,
+)
 
 A = "3fbfa934d72fbc75f740dd3ee4d571b2afa23c8176de6ba941330fd6cd7f4e5c"
 B = "0123456789abcdef" * 4

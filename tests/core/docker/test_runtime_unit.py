@@ -10,9 +10,7 @@ import requests
 import urllib3.exceptions
 from docker.types import HostConfig
 
-from gpuci_tui.core.errors import ContainerNameConflictError
-from gpuci_tui.core.protocols import ContainerEvent, VolumeMount
-from gpuci_tui.core.runtime_errors import (
+from gpuci_tui.core.docker.errors import (
     NO_GPU_RUNTIME,
     Endpoint,
     engine_unavailable,
@@ -20,8 +18,8 @@ from gpuci_tui.core.runtime_errors import (
     resolve_endpoint,
     start_failure,
 )
-from gpuci_tui.core.runtime_events import parse_event
-from gpuci_tui.core.runtime_mapping import (
+from gpuci_tui.core.docker.events import parse_event
+from gpuci_tui.core.docker.mapping import (
     device_requests,
     exit_code_from_status,
     host_config_kwargs,
@@ -31,6 +29,8 @@ from gpuci_tui.core.runtime_mapping import (
     parse_docker_time,
     token_archive,
 )
+from gpuci_tui.core.errors import ContainerNameConflictError
+from gpuci_tui.core.protocols import ContainerEvent, VolumeMount
 from tests.core.runtime_helpers import (
     SOCKET,
     TOKEN,

@@ -16,13 +16,13 @@ from typing import Any
 import docker
 import docker.errors
 
-from gpuci_tui.core.errors import RuntimeUnavailableError
-from gpuci_tui.core.runtime_errors import (
+from gpuci_tui.core.docker.errors import (
     engine_unavailable,
     invalid_endpoint,
     is_engine_failure,
     resolve_endpoint,
 )
+from gpuci_tui.core.errors import RuntimeUnavailableError
 
 
 class _CallCounter:

@@ -27,26 +27,26 @@ from typing import Any
 import docker
 import docker.errors
 
-from gpuci_tui.core.errors import ContainerStartError, RuntimeUnavailableError
-from gpuci_tui.core.protocols import ContainerEvent, ContainerInfo, ContainerSpec
-from gpuci_tui.core.redaction import redact
-from gpuci_tui.core.runtime_client import EngineConnection
-from gpuci_tui.core.runtime_errors import (
+from gpuci_tui.core.docker.client import EngineConnection
+from gpuci_tui.core.docker.errors import (
     ContainerOperationError,
     api_explanation,
     image_missing,
     is_engine_failure,
     start_failure,
 )
-from gpuci_tui.core.runtime_events import EVENT_ACTIONS, follow_events
-from gpuci_tui.core.runtime_files import remove_file
-from gpuci_tui.core.runtime_leftovers import discard, reclaim_half_made
-from gpuci_tui.core.runtime_mapping import (
+from gpuci_tui.core.docker.events import EVENT_ACTIONS, follow_events
+from gpuci_tui.core.docker.files import remove_file
+from gpuci_tui.core.docker.leftovers import discard, reclaim_half_made
+from gpuci_tui.core.docker.mapping import (
     host_config_kwargs,
     info_from_inspect,
     info_from_summary,
     token_archive,
 )
+from gpuci_tui.core.errors import ContainerStartError, RuntimeUnavailableError
+from gpuci_tui.core.protocols import ContainerEvent, ContainerInfo, ContainerSpec
+from gpuci_tui.core.redaction import redact
 
 __all__ = ["ContainerOperationError", "DockerRuntime"]
 
