@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench_observe import build_fake_nvml  # noqa: E402
 
-from gpuci_tui.core.gpu import NvmlSampler  # noqa: E402
+from gpuci_tui.core.gpu.nvml_sampler import NvmlSampler  # noqa: E402
 
 GPUS = 8
 H100 = "gpu NVIDIA_H100_80GB_HBM3 GPU-{i:08d} 0 0 0 81559 38 70800 700000 0\nreserved {i} 480\n"

@@ -16,7 +16,7 @@ import pynvml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gpuci_tui.core.gpu import NvmlSampler  # noqa: E402
+from gpuci_tui.core.gpu.nvml_sampler import NvmlSampler  # noqa: E402
 
 
 def main() -> None:

@@ -30,7 +30,7 @@ def config_path(args: argparse.Namespace) -> Path:
 
 def host_gpus() -> GpuFrame | None:
     """One NVML sample of the host, or None when NVML is not available (then not checked)."""
-    from gpuci_tui.core.gpu import NvmlSampler
+    from gpuci_tui.core.gpu.nvml_sampler import NvmlSampler
 
     sampler = NvmlSampler()
     try:
@@ -62,7 +62,7 @@ def load(
     from gpuci_tui.core.config.file import raise_if_any
     from gpuci_tui.core.config.loader import load_config
     from gpuci_tui.core.errors import GpuciError
-    from gpuci_tui.core.gpu_check import check_host_gpus
+    from gpuci_tui.core.gpu.check import check_host_gpus
 
     try:
         path = config_path(args)

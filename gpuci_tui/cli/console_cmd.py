@@ -127,7 +127,7 @@ def run_console(args: argparse.Namespace, setup: bool) -> int:
     """Open the console (wizard or dashboard)."""
     from gpuci_tui.app import make_app
     from gpuci_tui.core.config.loader import ConfigError, load_config
-    from gpuci_tui.core.gpu import NvmlSampler
+    from gpuci_tui.core.gpu.nvml_sampler import NvmlSampler
     from gpuci_tui.core.secrets import TokenStore
     from gpuci_tui.services import Services
 

@@ -131,7 +131,7 @@ def run_daemon(args: argparse.Namespace) -> int:
         config = load(args, check_gpus=True)
         api, runtime, tokens = real_services(config)
         paths = DaemonPaths.for_instance(daemon_instance(config))
-        from gpuci_tui.core.gpu import NvmlSampler
+        from gpuci_tui.core.gpu.nvml_sampler import NvmlSampler
 
         # No NVIDIA driver is "no GPU", not an error: the sampler then reports none.
         gpu = NvmlSampler()

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from gpuci_tui.core.accounting import JobAccountant
 from gpuci_tui.core.config.loader import Config, agent_groups, for_group, instance_id
+from gpuci_tui.core.gpu.accounting import JobAccountant
 from gpuci_tui.core.gpu_gates import GpuGatekeeper
 from gpuci_tui.core.gpu_watch import GpuWatch, agent_owners
 from gpuci_tui.core.group_supervisor import GroupSupervisor

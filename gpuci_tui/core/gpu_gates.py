@@ -24,10 +24,10 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from gpuci_tui.core.accounting import JobKey, owner_of
 from gpuci_tui.core.docker.cgroups import PROC_ROOT
 from gpuci_tui.core.engine.gpu_admission import FOREIGN_PROCESS, GpuAdmission, verdict
 from gpuci_tui.core.engine.gpu_health import HealthBook, assess, book_data, book_from_data, clear
+from gpuci_tui.core.gpu.accounting import JobKey, owner_of
 from gpuci_tui.core.models import CommandResult, GpuGateSnapshot
 from gpuci_tui.core.protocols import GpuFrame, GpuProcess
 

@@ -13,7 +13,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Mapping
 
-from gpuci_tui.core.accounting import JobAccountant, JobKey
+from gpuci_tui.core.gpu.accounting import JobAccountant, JobKey
 from gpuci_tui.core.gpu_gates import GpuGatekeeper
 from gpuci_tui.core.models import SupervisorSnapshot
 from gpuci_tui.core.protocols import GpuFrame, GpuSampler

@@ -44,7 +44,7 @@ from gpuci_tui.core.reporter import Broadcaster, GroupTap, Update
 from gpuci_tui.core.supervisor import IntentStore, Supervisor, clear_gpu
 
 if TYPE_CHECKING:
-    from gpuci_tui.core.accounting import JobGpuNow, JobKey
+    from gpuci_tui.core.gpu.accounting import JobGpuNow, JobKey
     from gpuci_tui.core.gpu_gates import GpuGatekeeper
 
 #: Worst first: the health shown for several pools is the worst of them.

@@ -39,7 +39,7 @@ from gpuci_tui.core.redaction import redact
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
-    from gpuci_tui.core.accounting import JobGpuStats
+    from gpuci_tui.core.gpu.accounting import JobGpuStats
 
 FAILED_RESULTS = ("failed", "canceled", "abandoned")
 """Azure DevOps job results that count as failed (besides an OOM kill or a non-zero exit)."""

@@ -17,9 +17,9 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 
-from gpuci_tui.core.accounting import JobAccountant, JobGpuStats
 from gpuci_tui.core.engine.steps import JobEnded
 from gpuci_tui.core.errors import GpuciError
+from gpuci_tui.core.gpu.accounting import JobAccountant, JobGpuStats
 from gpuci_tui.core.gpu_watch import key_of
 from gpuci_tui.core.history import JobHistory, JobRecord
 from gpuci_tui.core.protocols import AgentPoolApi, JobRequest

@@ -47,8 +47,8 @@ from gpuci_tui.core.protocols import AgentPoolApi, ContainerRuntime, TokenSource
 from gpuci_tui.core.reporter import Broadcaster, Reporter, Update
 
 if TYPE_CHECKING:
-    from gpuci_tui.core.accounting import JobGpuNow, JobKey
     from gpuci_tui.core.engine.gpu_health import HealthBook
+    from gpuci_tui.core.gpu.accounting import JobGpuNow, JobKey
     from gpuci_tui.core.gpu_gates import GpuGatekeeper, Ours
     from gpuci_tui.core.protocols import GpuFrame
 

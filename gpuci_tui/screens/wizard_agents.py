@@ -54,7 +54,7 @@ class ImageStep(Step):
         self.run_worker(self._suggest(), group="image-suggest", exclusive=True, exit_on_error=False)
 
     async def _suggest(self) -> None:
-        from gpuci_tui.core.imagechoice import suggest_image
+        from gpuci_tui.core.gpu.imagechoice import suggest_image
 
         host = self.draft.host
         if host is None:
@@ -82,7 +82,7 @@ class ImageStep(Step):
 
     def _compat(self, image: str) -> str:
         """Show whether the driver runs the image's CUDA; return a warning or ''."""
-        from gpuci_tui.core.imagechoice import Verdict, check_compatibility, image_cuda
+        from gpuci_tui.core.gpu.imagechoice import Verdict, check_compatibility, image_cuda
 
         host = self.draft.host
         verdict = check_compatibility(

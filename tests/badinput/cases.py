@@ -286,7 +286,7 @@ def nvml_missing(env: Env) -> str:
     """A fresh interpreter without the test's fake libnvidia-ml (this one may have it loaded)."""
     code = (
         "import json\n"
-        "from gpuci_tui.core.gpu import NvmlSampler\n"
+        "from gpuci_tui.core.gpu.nvml_sampler import NvmlSampler\n"
         "s = NvmlSampler()\n"
         "host = s.host_info()\n"
         "s.close()\n"

@@ -13,7 +13,7 @@ import keyring
 import pytest
 from keyring.backend import KeyringBackend
 
-from gpuci_tui.core.gpu import NvmlSampler
+from gpuci_tui.core.gpu.nvml_sampler import NvmlSampler
 from tests.core.nvml_helpers import NvmlState
 from tests.core.supervisor_env import Env, make_env
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from gpuci_tui.core.gpu import NvmlSampler, is_lost
-from gpuci_tui.core.gpu_health_reader import slowdown_names
+from gpuci_tui.core.gpu.health_reader import slowdown_names
+from gpuci_tui.core.gpu.nvml_sampler import NvmlSampler, is_lost
 from gpuci_tui.core.protocols import GpuFrame
 
 pytestmark = pytest.mark.nvml

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from gpuci_tui.core import history
-from gpuci_tui.core.accounting import JobGpuStats, JobKey
+from gpuci_tui.core.gpu.accounting import JobGpuStats, JobKey
 from gpuci_tui.core.history import HistoryError, JobHistory, JobQuery, JobRecord, read_history
 from gpuci_tui.core.history_schema import open_reader
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 
-from gpuci_tui.core.accounting import JobAccountant
 from gpuci_tui.core.engine.lifecycle import Lane
 from gpuci_tui.core.engine.steps import JobEnded
+from gpuci_tui.core.gpu.accounting import JobAccountant
 from gpuci_tui.core.gpu_watch import GpuWatch, agent_owners, key_of
 from gpuci_tui.core.history import JobHistory, JobQuery
 from gpuci_tui.core.job_recorder import JobRecorder, job_record, seconds_between

@@ -83,7 +83,7 @@ def test_build_sh_tags_match_matrix() -> None:
     out = subprocess.run(
         [str(ROOT / "dockeragent" / "build.sh"), "tags"], capture_output=True, text=True, check=True
     ).stdout.split()
-    from gpuci_tui.core.imagechoice import KNOWN_TAGS
+    from gpuci_tui.core.gpu.imagechoice import KNOWN_TAGS
 
     assert out == list(KNOWN_TAGS)
 

@@ -23,7 +23,7 @@ from gpuci_tui.core.models import (
 )
 
 if TYPE_CHECKING:
-    from gpuci_tui.core.accounting import JobGpuNow
+    from gpuci_tui.core.gpu.accounting import JobGpuNow
 
 GpuNowOf = Callable[[int, str], "JobGpuNow | None"]
 """(slot number, agent name) → what that agent's job uses of the GPUs now."""

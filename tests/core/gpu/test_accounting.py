@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuci_tui.core.accounting import (
+from gpuci_tui.core.gpu.accounting import (
     ENERGY_COUNTER_RESET,
     ENERGY_NOT_REPORTED,
     ENERGY_NOT_SEEN,

@@ -48,8 +48,8 @@ from gpuci_tui.core.docker.cgroups import (
     container_id_of_pid,
     process_name,
 )
-from gpuci_tui.core.gpu_health_reader import XidWatch, read_health
-from gpuci_tui.core.gpu_procs import ProcessUtil, ProcessUtilization, running_processes
+from gpuci_tui.core.gpu.health_reader import XidWatch, read_health
+from gpuci_tui.core.gpu.nvml_procs import ProcessUtil, ProcessUtilization, running_processes
 from gpuci_tui.core.protocols import GpuFrame, GpuHealthReading, GpuHostInfo, GpuProcess, GpuSample
 
 log = logging.getLogger(__name__)

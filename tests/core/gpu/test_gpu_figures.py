@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 
-from gpuci_tui.core.accounting import JobAccountant, JobGpuNow, JobKey
 from gpuci_tui.core.engine.snapshots import SnapshotMeta, supervisor_snapshot
+from gpuci_tui.core.gpu.accounting import JobAccountant, JobGpuNow, JobKey
 from gpuci_tui.core.gpu_watch import key_of
 from gpuci_tui.core.models import HealthSnapshot, SlotState, snapshot_from_dict, to_dict
 from gpuci_tui.core.protocols import GpuFrame, GpuHostInfo, GpuProcess, GpuSample

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from gpuci_tui.core.accounting import (
+from gpuci_tui.core.gpu.accounting import (
     ENERGY_SHARED,
     JobAccountant,
     JobKey,

@@ -17,7 +17,7 @@ from pathlib import Path
 import pynvml
 import pytest
 
-from gpuci_tui.core.gpu import LOST_MARK, cuda_version_tuple, is_lost
+from gpuci_tui.core.gpu.nvml_sampler import LOST_MARK, cuda_version_tuple, is_lost
 from tests.core.nvml_helpers import NvmlState
 
 pytestmark = pytest.mark.nvml
@@ -352,7 +352,7 @@ def test_no_library_means_no_gpu_and_init_is_lazy(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "LD_PRELOAD")}
     code = """
 import json, pynvml
-from gpuci_tui.core.gpu import NvmlSampler
+from gpuci_tui.core.gpu.nvml_sampler import NvmlSampler
 s = NvmlSampler()
 lazy = pynvml.nvmlLib is None
 frame = s.sample()
@@ -373,7 +373,7 @@ def test_library_found_through_linker_path(fake_nvml_lib: Path, state: NvmlState
     env = dict(os.environ, LD_LIBRARY_PATH=str(fake_nvml_lib.parent))
     code = """
 import json
-from gpuci_tui.core.gpu import NvmlSampler
+from gpuci_tui.core.gpu.nvml_sampler import NvmlSampler
 s = NvmlSampler()
 frame = s.sample()
 s.close()

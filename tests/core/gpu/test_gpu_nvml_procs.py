@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuci_tui.core.gpu import is_lost
+from gpuci_tui.core.gpu.nvml_sampler import is_lost
 from tests.core.nvml_helpers import NvmlState
 
 pytestmark = pytest.mark.nvml
@@ -140,7 +140,7 @@ def test_driver_lacking_the_symbols(fake_nvml_old_driver_lib: Path, tmp_path: Pa
     code = f"""
 import json
 import pynvml
-from gpuci_tui.core.gpu import NvmlSampler
+from gpuci_tui.core.gpu.nvml_sampler import NvmlSampler
 s = NvmlSampler(library_path={str(fake_nvml_old_driver_lib)!r})
 frame = s.sample()
 pynvml.nvmlInit()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuci_tui.core.imagechoice import (
+from gpuci_tui.core.gpu.imagechoice import (
     KNOWN_TAGS,
     Verdict,
     check_compatibility,
@@ -20,7 +20,7 @@ from gpuci_tui.core.imagechoice import (
     tag_of,
 )
 
-MATRIX = Path(__file__).resolve().parents[2] / "dockeragent" / "matrix.txt"
+MATRIX = Path(__file__).resolve().parents[3] / "dockeragent" / "matrix.txt"
 
 
 @pytest.mark.parametrize(
