@@ -21,7 +21,7 @@ from gpuci_tui.core.protocols import ContainerRuntime, GpuSampler, PatCheck, Poo
 
 
 class TokenStoreLike(Protocol):
-    """The part of `gpuci_tui.core.secrets.TokenStore` the console uses."""
+    """The part of `gpuci_tui.core.secrets.token_store.TokenStore` the console uses."""
 
     def get_token(self, org_url: str) -> str:
         """Return the PAT for ``org_url`` or raise `GpuciError` with advice."""
@@ -78,7 +78,7 @@ class Services:
     runtime: ContainerRuntime | None = None
     """For the log view and the wizard's image check; None disables both."""
     token_store: TokenStoreLike | None = None
-    """Where the wizard stores the PAT (`gpuci_tui.core.secrets.TokenStore`)."""
+    """Where the wizard stores the PAT (`gpuci_tui.core.secrets.token_store.TokenStore`)."""
     azure_factory: AzureFactory | None = None
     """Builds an Azure DevOps client for the wizard's PAT and pool checks."""
     start_supervisor: StartSupervisor | None = None
@@ -99,13 +99,13 @@ class Services:
     log_interval: float = 1.0
     """Seconds between log polls while the log view is open."""
     keyring_diagnose: Callable[[], Any] | None = None
-    """Override for `gpuci_tui.core.secrets.diagnose_keyring` (tests)."""
+    """Override for `gpuci_tui.core.secrets.token_store.diagnose_keyring` (tests)."""
     open_cryptfile: Callable[[str], Any] | None = None
-    """Override for `gpuci_tui.core.secrets.open_cryptfile` (tests); receives the
+    """Override for `gpuci_tui.core.secrets.token_store.open_cryptfile` (tests); receives the
     passphrase and returns a keyring backend (or raises `GpuciError`)."""
     token_store_factory: Callable[[Any], TokenStoreLike] | None = None
     """Builds a token store on an explicit keyring backend (default:
-    ``gpuci_tui.core.secrets.TokenStore(backend=...)``)."""
+    ``gpuci_tui.core.secrets.token_store.TokenStore(backend=...)``)."""
     hostname: str | None = None
     """Default agent name prefix in the wizard (default: this host's name)."""
     history_path: Path | None = None

@@ -128,7 +128,7 @@ def run_console(args: argparse.Namespace, setup: bool) -> int:
     from gpuci_tui.app import make_app
     from gpuci_tui.core.config.loader import ConfigError, load_config
     from gpuci_tui.core.gpu.nvml_sampler import NvmlSampler
-    from gpuci_tui.core.secrets import TokenStore
+    from gpuci_tui.core.secrets.token_store import TokenStore
     from gpuci_tui.services import Services
 
     if not sys.stdin.isatty() or not sys.stdout.isatty():
@@ -137,7 +137,7 @@ def run_console(args: argparse.Namespace, setup: bool) -> int:
             file=sys.stderr,
         )
         return exitcodes.USAGE
-    from gpuci_tui.core.no_core_dumps import forbid_core_dumps
+    from gpuci_tui.core.secrets.no_core_dumps import forbid_core_dumps
 
     forbid_core_dumps()  # the wizard and --foreground hold the PAT in memory
     try:

@@ -182,7 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception:  # noqa: BLE001 - a crash: Python's own traceback could print the PAT
         import traceback
 
-        from gpuci_tui.core.redaction import redact
+        from gpuci_tui.core.secrets.redaction import redact
 
         print(redact(traceback.format_exc()), file=sys.stderr, end="")
         return exitcodes.FAILED

@@ -59,7 +59,7 @@ def cached_token(tokens: TokenSource, org_url: str) -> CachedToken:
 
 def setup_logging(level: str) -> None:
     """Log to stderr (journald under systemd) with every known secret redacted."""
-    from gpuci_tui.core.secrets import SecretRedactor
+    from gpuci_tui.core.secrets.token_store import SecretRedactor
 
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
@@ -75,7 +75,7 @@ def real_services(
     """Azure client, Docker runtime and token store for ``config`` (checked up front)."""
     from gpuci_tui.core.azure.client import AzureDevOpsClient
     from gpuci_tui.core.docker.runtime import DockerRuntime
-    from gpuci_tui.core.secrets import TokenStore
+    from gpuci_tui.core.secrets.token_store import TokenStore
 
     tokens = tokens or TokenStore()
     try:
@@ -119,7 +119,7 @@ def _limit(value: int) -> str:
 def run_daemon(args: argparse.Namespace) -> int:
     """Serve until SIGINT/SIGTERM or `gpuci-tui stop`."""
     from gpuci_tui.core.daemon import AlreadyRunningError, DaemonPaths, serve
-    from gpuci_tui.core.no_core_dumps import forbid_core_dumps
+    from gpuci_tui.core.secrets.no_core_dumps import forbid_core_dumps
 
     try:
         setup_logging(args.log_level)

@@ -14,7 +14,7 @@ from .common import CliExit, fail, load
 
 def run_token(args: argparse.Namespace) -> int:
     """Manage the PAT of the configured organisation."""
-    from gpuci_tui.core.secrets import TokenStore
+    from gpuci_tui.core.secrets.token_store import TokenStore
 
     try:
         config = load(args)

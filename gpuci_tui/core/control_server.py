@@ -24,7 +24,7 @@ from typing import Any
 from gpuci_tui.core.control import MAX_LINE, OPS, ControlError, peer_uid
 from gpuci_tui.core.handle import Supervised
 from gpuci_tui.core.models import PROTOCOL_VERSION, SupervisorSnapshot, command_from_dict, to_dict
-from gpuci_tui.core.redaction import redact
+from gpuci_tui.core.secrets.redaction import redact
 from gpuci_tui.core.serving import (
     IDLE_TIMEOUT,
     MAX_CLIENTS,

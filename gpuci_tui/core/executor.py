@@ -42,7 +42,7 @@ from gpuci_tui.core.errors import (
 )
 from gpuci_tui.core.pool_observer import PoolObserver
 from gpuci_tui.core.protocols import AgentPoolApi, ContainerRuntime, TokenSource
-from gpuci_tui.core.redaction import redact_lines
+from gpuci_tui.core.secrets.redaction import redact_lines
 
 
 class Executor:

@@ -34,7 +34,7 @@ from gpuci_tui.core.history_file import (
     move_aside,
     open_or_move_aside,
 )
-from gpuci_tui.core.redaction import redact
+from gpuci_tui.core.secrets.redaction import redact
 
 log = logging.getLogger(__name__)
 

@@ -104,7 +104,7 @@ class PatStep(Step):
     def _diagnose(self) -> Any:
         diagnose = self.services.keyring_diagnose
         if diagnose is None:
-            from gpuci_tui.core.secrets import diagnose_keyring
+            from gpuci_tui.core.secrets.token_store import diagnose_keyring
 
             diagnose = diagnose_keyring
         return diagnose()
@@ -203,7 +203,7 @@ class PatStep(Step):
         opener = self.services.open_cryptfile
         factory = self.services.token_store_factory
         if opener is None or factory is None:
-            from gpuci_tui.core import secrets
+            from gpuci_tui.core.secrets import token_store as secrets
 
             opener = opener or secrets.open_cryptfile
             factory = factory or (lambda backend: secrets.TokenStore(backend=backend))

@@ -16,7 +16,7 @@ from tests.real.rig import Rig, make_rig, wait_for
 def test_forbid_core_dumps_sets_no_core_size_and_not_dumpable() -> None:
     code = (
         "import resource\n"
-        "from gpuci_tui.core.no_core_dumps import dumpable, forbid_core_dumps\n"
+        "from gpuci_tui.core.secrets.no_core_dumps import dumpable, forbid_core_dumps\n"
         "assert dumpable() is True\n"
         "assert forbid_core_dumps()\n"
         "print(resource.getrlimit(resource.RLIMIT_CORE), dumpable())\n"

@@ -190,7 +190,7 @@ def test_pat_appears_nowhere_after_jobs_drain_and_restarts(rig: Rig) -> None:
 CRASH_LOG = """
 import logging, sys
 from gpuci_tui.cli.run_cmd import setup_logging
-from gpuci_tui.core.redaction import register_secret
+from gpuci_tui.core.secrets.redaction import register_secret
 pat = sys.argv[1]
 register_secret(pat)
 setup_logging("INFO")
@@ -209,7 +209,7 @@ import gpuci_tui.cli.run_cmd as run_cmd
 from gpuci_tui.cli.main import main
 
 def real_services(config, tokens=None):
-    from gpuci_tui.core.secrets import TokenStore
+    from gpuci_tui.core.secrets.token_store import TokenStore
     pat = TokenStore().get_token(config.azure.url)  # registers it, as the daemon does
     raise RuntimeError(f"unexpected failure talking to Azure with {pat}")
 

@@ -29,7 +29,7 @@ from gpuci_tui.core.errors import (
     RuntimeUnavailableError,
 )
 from gpuci_tui.core.protocols import ContainerSpec
-from gpuci_tui.core.secrets import TokenStore, diagnose_keyring
+from gpuci_tui.core.secrets.token_store import TokenStore, diagnose_keyring
 from gpuci_tui.sim.org import SimOrg
 from gpuci_tui.sim.server import SimServer
 from tests.badinput.helpers import (
@@ -193,7 +193,7 @@ def pat_file_unreadable(env: Env) -> str:
         path.write_text(PAT + "\n")
         path.chmod(0o600)
         code = (
-            "from gpuci_tui.core.secrets import TokenStore\n"
+            "from gpuci_tui.core.secrets.token_store import TokenStore\n"
             "try:\n"
             f"    TokenStore(environ={{'GPUCI_PAT_FILE': {str(path)!r}}}).get_token("
             f"{GOOD_URL!r})\n"

@@ -13,7 +13,7 @@ import yaml
 
 from gpuci_tui.cli import exitcodes
 from gpuci_tui.cli.main import main
-from gpuci_tui.core.secrets import TokenStore
+from gpuci_tui.core.secrets.token_store import TokenStore
 from tests.keyring_fakes import MemoryKeyring
 
 ORG = "https://dev.azure.com/acme"

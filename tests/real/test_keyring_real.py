@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from gpuci_tui.core.config import paths
-from gpuci_tui.core.secrets import (
+from gpuci_tui.core.secrets.token_store import (
     KeyringLockedError,
     KeyringUnavailableError,
     TokenStore,
@@ -46,7 +46,7 @@ TOOLS = {
 
 CHILD = r"""
 import dataclasses, json, subprocess, sys
-from gpuci_tui.core.secrets import TokenStore, diagnose_keyring
+from gpuci_tui.core.secrets.token_store import TokenStore, diagnose_keyring
 
 url, actions = sys.argv[1], json.loads(sys.argv[2])
 store, results = TokenStore(), []

@@ -48,7 +48,7 @@ from gpuci_tui.core.errors import (
     AzureServerError,
     AzureUnreachableError,
 )
-from gpuci_tui.core.redaction import redact
+from gpuci_tui.core.secrets.redaction import redact
 
 LOG = logging.getLogger("gpuci_tui.azure")
 

@@ -46,7 +46,7 @@ from gpuci_tui.core.docker.mapping import (
 )
 from gpuci_tui.core.errors import ContainerStartError, RuntimeUnavailableError
 from gpuci_tui.core.protocols import ContainerEvent, ContainerInfo, ContainerSpec
-from gpuci_tui.core.redaction import redact
+from gpuci_tui.core.secrets.redaction import redact
 
 __all__ = ["ContainerOperationError", "DockerRuntime"]
 

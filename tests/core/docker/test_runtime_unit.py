@@ -182,7 +182,7 @@ def test_start_failure_mapping() -> None:
 
 
 def test_the_one_redactor_masks_a_secret_passed_explicitly() -> None:
-    from gpuci_tui.core.redaction import redact
+    from gpuci_tui.core.secrets.redaction import redact
 
     assert redact(f"x {TOKEN} y", TOKEN) == "x *** y"
     assert redact("abc", "") == "abc"

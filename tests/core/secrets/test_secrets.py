@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from keyring.backends import fail
 
-from gpuci_tui.core import secrets
-from gpuci_tui.core.secrets import (
+from gpuci_tui.core.secrets import token_store as secrets
+from gpuci_tui.core.secrets.token_store import (
     InvalidTokenError,
     KeyringUnavailableError,
     TokenFileError,
@@ -162,7 +162,7 @@ def test_pat_file_open_to_others_warns_once(
     pat = new_pat()
     path = pat_file(tmp_path, pat, mode=0o644)
     store = TokenStore(MemoryKeyring(), environ={"GPUCI_PAT_FILE": str(path)})
-    with caplog.at_level(logging.WARNING, logger="gpuci_tui.core.secrets"):
+    with caplog.at_level(logging.WARNING, logger="gpuci_tui.core.secrets.token_store"):
         assert store.get_token(URL) == pat
         assert store.get_token(URL) == pat
     assert [r.getMessage() for r in caplog.records] == [
@@ -170,6 +170,6 @@ def test_pat_file_open_to_others_warns_once(
     ]
     caplog.clear()
     path.chmod(0o600)
-    with caplog.at_level(logging.WARNING, logger="gpuci_tui.core.secrets"):
+    with caplog.at_level(logging.WARNING, logger="gpuci_tui.core.secrets.token_store"):
         store.get_token(URL)
     assert caplog.records == []

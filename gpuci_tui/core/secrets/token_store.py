@@ -30,9 +30,9 @@ from gpuci_tui.core.config.validate import validate_org_url
 from gpuci_tui.core.errors import GpuciError
 
 # SecretRedactor and mask_token are re-exported: callers deal with this module only.
-from gpuci_tui.core.redaction import SecretRedactor as SecretRedactor
-from gpuci_tui.core.redaction import mask_token as mask_token
-from gpuci_tui.core.redaction import redact, register_secret
+from gpuci_tui.core.secrets.redaction import SecretRedactor as SecretRedactor
+from gpuci_tui.core.secrets.redaction import mask_token as mask_token
+from gpuci_tui.core.secrets.redaction import redact, register_secret
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

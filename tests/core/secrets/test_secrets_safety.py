@@ -14,8 +14,8 @@ import keyring.errors
 import pytest
 from keyring.backends import chainer, fail, null
 
-from gpuci_tui.core import secrets
-from gpuci_tui.core.secrets import (
+from gpuci_tui.core.secrets import token_store as secrets
+from gpuci_tui.core.secrets.token_store import (
     KeyringLockedError,
     KeyringUnavailableError,
     PlaintextKeyringRefusedError,

@@ -1,0 +1,1 @@
+"""The PAT: where it is stored (OS keyring, encrypted file, environment) and how it is kept out of logs."""
