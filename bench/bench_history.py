@@ -31,8 +31,8 @@ from typing import Any
 
 import psutil
 
-from gpuci_tui.core import history_schema
-from gpuci_tui.core.history import JobHistory, JobQuery, JobRecord, query_sql, read_history
+from gpuci_tui.core.store import schema as history_schema
+from gpuci_tui.core.store.history import JobHistory, JobQuery, JobRecord, query_sql, read_history
 
 ROOT = Path(__file__).resolve().parent.parent
 PIPELINES = [f"train-{i:02d}" for i in range(20)]

@@ -25,7 +25,7 @@ from gpuci_tui.core.docker.agentspec import LABEL_DEMO, instance_labels
 from gpuci_tui.core.protocols import ContainerRuntime, GpuSampler
 
 if TYPE_CHECKING:
-    from gpuci_tui.core.history import JobHistory
+    from gpuci_tui.core.store.history import JobHistory
 
 DEMO_POOL = "gpu-demo"
 DEMO_PREFIX = "demo-gpu"
@@ -86,7 +86,7 @@ class DemoEnvironment:
         from gpuci_tui.core.assemble import assemble
         from gpuci_tui.core.config.loader import instance_id
         from gpuci_tui.core.handle import InProcessHandle
-        from gpuci_tui.core.history import JobHistory
+        from gpuci_tui.core.store.history import JobHistory
         from gpuci_tui.services import Services
 
         history = JobHistory(self.history_path)
@@ -272,7 +272,7 @@ def seed_history(history: JobHistory, instance: str, now: float, seed: int = 7) 
     'train - main' creeps up over its last runs, so the trend view shows what
     a regression looks like.
     """
-    from gpuci_tui.core.history import JobRecord
+    from gpuci_tui.core.store.history import JobRecord
     from gpuci_tui.sim.jobs import PIPELINES
 
     rng = random.Random(seed)

@@ -92,7 +92,7 @@ def in_process_supervisor(
     """
     from gpuci_tui.core.assemble import assemble
     from gpuci_tui.core.daemon import DaemonPaths, intent_stores
-    from gpuci_tui.core.history import JobHistory
+    from gpuci_tui.core.store.history import JobHistory
 
     from .run_cmd import real_services
 

@@ -12,7 +12,6 @@ from gpuci_tui.core.config.file import is_ascii_number
 from gpuci_tui.core.config.observe import parse_listen
 from gpuci_tui.core.config.paths import history_db_path
 from gpuci_tui.core.control import ControlError, SocketHandle, request
-from gpuci_tui.core.history_file import damage_notice
 from gpuci_tui.core.models import (
     Command,
     Drain,
@@ -27,6 +26,7 @@ from gpuci_tui.core.models import (
     snapshot_from_dict,
     to_dict,
 )
+from gpuci_tui.core.store.file import damage_notice
 
 from . import exitcodes
 from .common import CliExit, fail, load, socket_for

@@ -26,7 +26,7 @@ from . import exitcodes
 from .common import CliExit, fail
 
 if TYPE_CHECKING:
-    from gpuci_tui.core.history import JobRecord
+    from gpuci_tui.core.store.history import JobRecord
 
 SINCE_FORMS = (
     "a duration back from now like 30m, 12h, 2d or 1w, "
@@ -89,7 +89,7 @@ def run_history(args: argparse.Namespace, now: float | None = None) -> int:
     """Print the history matching the options; see the module docstring for ``--json``."""
     from gpuci_tui.core.config.paths import history_db_path
     from gpuci_tui.core.errors import GpuciError
-    from gpuci_tui.core.history import JobQuery, read_history
+    from gpuci_tui.core.store.history import JobQuery, read_history
 
     now = time.time() if now is None else now
     try:

@@ -26,11 +26,11 @@ from gpuci_tui.core.config.loader import Config, agent_groups, for_group, instan
 from gpuci_tui.core.control_server import ControlServer
 from gpuci_tui.core.errors import GpuciError
 from gpuci_tui.core.handle import Supervised
-from gpuci_tui.core.history import IntentFile, JobHistory
 from gpuci_tui.core.memory import trim_now_and_then
 from gpuci_tui.core.metrics import Metrics, follow
 from gpuci_tui.core.metrics_server import MetricsServer
 from gpuci_tui.core.protocols import AgentPoolApi, ContainerRuntime, GpuSampler, TokenSource
+from gpuci_tui.core.store.history import IntentFile, JobHistory
 from gpuci_tui.core.token_sweeper import TokenFileRemover, TokenSweeper
 
 log = logging.getLogger("gpuci_tui.daemon")

@@ -21,8 +21,8 @@ from gpuci_tui.core.engine.steps import JobEnded
 from gpuci_tui.core.errors import GpuciError
 from gpuci_tui.core.gpu.accounting import JobAccountant, JobGpuStats
 from gpuci_tui.core.gpu_watch import key_of
-from gpuci_tui.core.history import JobHistory, JobRecord
 from gpuci_tui.core.protocols import AgentPoolApi, JobRequest
+from gpuci_tui.core.store.history import JobHistory, JobRecord
 
 log = logging.getLogger("gpuci_tui.history")
 

@@ -153,7 +153,7 @@ class DashboardScreen(DashboardActions):
 
     def _notice_damaged_history(self) -> None:
         """Say so while a damaged history the daemon moved aside lies in the state directory."""
-        from gpuci_tui.core.history_file import damage_notice
+        from gpuci_tui.core.store.file import damage_notice
 
         path = self.services.history_path
         notice = damage_notice(path) if path is not None else None

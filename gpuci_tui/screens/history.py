@@ -1,6 +1,6 @@
 """`h`: the finished jobs of the local history, sortable and filterable, with a trend.
 
-Reads the history file read-only (`gpuci_tui.core.history.read_history`), so it
+Reads the history file read-only (`gpuci_tui.core.store.history.read_history`), so it
 works beside a running daemon (SQLite WAL: readers never block the writer),
 with none, and in ``--readonly``. Every read runs in a thread worker with a
 LIMIT and is repeated every few seconds, so jobs that land while the view is
@@ -25,7 +25,7 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Input, Static
 
 from gpuci_tui.core.errors import GpuciError
-from gpuci_tui.core.history import JobQuery, JobRecord, read_history
+from gpuci_tui.core.store.history import JobQuery, JobRecord, read_history
 from gpuci_tui.core.wording import plural
 from gpuci_tui.widgets.history_table import HistoryTable
 from gpuci_tui.widgets.history_trend import TREND_RUNS, HistoryTrend

@@ -1,6 +1,6 @@
 """The finished-jobs table of the history view: cells, sort orders and the table itself.
 
-Rows come from `gpuci_tui.core.history` (already filtered by its `JobQuery`);
+Rows come from `gpuci_tui.core.store.history` (already filtered by its `JobQuery`);
 sorting happens here, on the rows shown, so a click on a header never costs a
 query. Rows are keyed by their history id so the cursor stays on the same job
 across refreshes and re-sorts.
@@ -16,7 +16,7 @@ from typing import Any
 from rich.text import Text
 from textual.widgets.data_table import ColumnKey
 
-from gpuci_tui.core.history import JobRecord
+from gpuci_tui.core.store.history import JobRecord
 from gpuci_tui.widgets.format import duration, level_style
 from gpuci_tui.widgets.keyed_table import Column, KeyedTable
 

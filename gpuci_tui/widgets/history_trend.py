@@ -14,7 +14,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
 from textual.widgets import Sparkline, Static
 
-from gpuci_tui.core.history import JobRecord
+from gpuci_tui.core.store.history import JobRecord
 from gpuci_tui.widgets.format import duration
 from gpuci_tui.widgets.history_table import memory_label
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from gpuci_tui.core.history import JobHistory, JobRecord, read_history
-from gpuci_tui.core.history_file import damage_notice, moved_aside
+from gpuci_tui.core.store.file import damage_notice, moved_aside
+from gpuci_tui.core.store.history import JobHistory, JobRecord, read_history
 from tests.real.rig import Rig, make_rig, wait_for
 
 GARBAGE = b"this is not a database\x00" * 200

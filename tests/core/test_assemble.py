@@ -16,8 +16,8 @@ from gpuci_tui.core.config.paths import history_db_path
 from gpuci_tui.core.daemon import DaemonPaths
 from gpuci_tui.core.docker.agentspec import LABEL_GROUP
 from gpuci_tui.core.group_supervisor import GroupSupervisor
-from gpuci_tui.core.history import JobHistory, JobQuery
 from gpuci_tui.core.models import Scale, SlotState, Stop
+from gpuci_tui.core.store.history import JobHistory, JobQuery
 from gpuci_tui.sim.api import SimPoolApi
 from gpuci_tui.sim.org import SimOrg
 from gpuci_tui.sim.runtime import DEFAULT_IMAGE, SimulatedRuntime

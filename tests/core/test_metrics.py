@@ -12,7 +12,6 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from gpuci_tui.core.history import JobRecord
 from gpuci_tui.core.metrics import Metrics, azure_outcome, follow, result_label
 from gpuci_tui.core.models import (
     GroupSummary,
@@ -27,6 +26,7 @@ from gpuci_tui.core.models import (
 )
 from gpuci_tui.core.protocols import GpuFrame, GpuHostInfo, GpuSample
 from gpuci_tui.core.reporter import Broadcaster
+from gpuci_tui.core.store.history import JobRecord
 from tests.core.supervisor_env import wait_until
 
 Labels = tuple[tuple[str, str], ...]

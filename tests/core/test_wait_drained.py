@@ -13,8 +13,8 @@ from gpuci_tui.core.assemble import assemble
 from gpuci_tui.core.config.loader import load_config
 from gpuci_tui.core.control import ControlError
 from gpuci_tui.core.control_server import ControlServer
-from gpuci_tui.core.history import JobHistory
 from gpuci_tui.core.models import Drain, SlotState
+from gpuci_tui.core.store.history import JobHistory
 from gpuci_tui.sim.api import SimPoolApi
 from gpuci_tui.sim.org import SimOrg
 from gpuci_tui.sim.runtime import DEFAULT_IMAGE, SimulatedRuntime

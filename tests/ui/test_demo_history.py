@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpuci_tui.core.history import JobQuery, read_history
+from gpuci_tui.core.store.history import JobQuery, read_history
 from gpuci_tui.demo import SEEDED_RUNS, build_demo
 
 

@@ -9,7 +9,7 @@ import pytest
 from textual.pilot import Pilot
 
 from gpuci_tui.app import make_app
-from gpuci_tui.core.history import JobHistory, JobRecord
+from gpuci_tui.core.store.history import JobHistory, JobRecord
 from gpuci_tui.screens.dashboard import DashboardScreen
 from gpuci_tui.screens.history import HistoryScreen
 from gpuci_tui.widgets.history_table import sort_rows

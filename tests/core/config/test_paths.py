@@ -196,7 +196,7 @@ def test_a_state_dir_of_ours_open_to_others_is_tightened() -> None:
 
 
 def test_the_history_is_created_0600_and_tightened(tmp_path: Path) -> None:
-    from gpuci_tui.core.history_schema import open_writer
+    from gpuci_tui.core.store.schema import open_writer
 
     path = tmp_path / "history.sqlite3"
     open_writer(path).close()

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpuci_tui.core import history_schema as schema
+from gpuci_tui.core.store import schema
 
 log = logging.getLogger(__name__)
 

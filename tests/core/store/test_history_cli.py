@@ -21,7 +21,7 @@ from gpuci_tui.cli import exitcodes
 from gpuci_tui.cli.history_cmd import parse_since
 from gpuci_tui.cli.main import main
 from gpuci_tui.core.config import paths
-from gpuci_tui.core.history import JobHistory, JobRecord
+from gpuci_tui.core.store.history import JobHistory, JobRecord
 
 JSON_KEYS = [
     "id", "instance", "slot", "agent", "request_id", "pipeline", "run", "started_at",

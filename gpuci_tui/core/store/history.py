@@ -25,16 +25,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpuci_tui.core import history_schema as schema
 from gpuci_tui.core.config.file import is_ascii_number
 from gpuci_tui.core.errors import GpuciError
-from gpuci_tui.core.history_file import (
+from gpuci_tui.core.secrets.redaction import redact
+from gpuci_tui.core.store import schema
+from gpuci_tui.core.store.file import (
     FileIdentity,
     drop_stale_wal,
     move_aside,
     open_or_move_aside,
 )
-from gpuci_tui.core.secrets.redaction import redact
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ import threading
 import time
 from pathlib import Path
 
-from gpuci_tui.core.history import JobHistory, JobQuery, JobRecord, read_history
+from gpuci_tui.core.store.history import JobHistory, JobQuery, JobRecord, read_history
 
 ALL = JobQuery(limit=None)
 
@@ -61,7 +61,7 @@ def test_thread_reader_while_writer_inserts(tmp_path: Path) -> None:
 READER = """
 import json, sys, time
 from pathlib import Path
-from gpuci_tui.core.history import JobQuery, read_history
+from gpuci_tui.core.store.history import JobQuery, read_history
 path, target = Path(sys.argv[1]), int(sys.argv[2])
 seen, errors = [], []
 print("ready", flush=True)

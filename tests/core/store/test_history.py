@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from gpuci_tui.core import history
 from gpuci_tui.core.gpu.accounting import JobGpuStats, JobKey
-from gpuci_tui.core.history import HistoryError, JobHistory, JobQuery, JobRecord, read_history
-from gpuci_tui.core.history_schema import open_reader
+from gpuci_tui.core.store import history
+from gpuci_tui.core.store.history import HistoryError, JobHistory, JobQuery, JobRecord, read_history
+from gpuci_tui.core.store.schema import open_reader
 
-# The table exactly as the first release created it (gpuci_tui/core/history.py @19350dc),
+# The table exactly as the first release created it (gpuci_tui/core/store/history.py @19350dc),
 # written here literally so that later schema edits cannot change what "old" means.
 V1_SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
