@@ -42,7 +42,6 @@ import requests
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from gpuci_tui.core import memory  # noqa: E402
 from gpuci_tui.core.config.loader import (  # noqa: E402
     AgentsConfig,
     AzureConfig,
@@ -50,8 +49,9 @@ from gpuci_tui.core.config.loader import (  # noqa: E402
     MetricsConfig,
     SupervisorConfig,
 )
-from gpuci_tui.core.daemon import DaemonPaths, serve  # noqa: E402
-from gpuci_tui.core.memory import limit_arenas  # noqa: E402
+from gpuci_tui.core.host import memory
+from gpuci_tui.core.host.daemon import DaemonPaths, serve  # noqa: E402
+from gpuci_tui.core.host.memory import limit_arenas  # noqa: E402
 from gpuci_tui.sim.api import SimPoolApi  # noqa: E402
 from gpuci_tui.sim.org import SimOrg  # noqa: E402
 from gpuci_tui.sim.runtime import DEFAULT_IMAGE, SimulatedRuntime  # noqa: E402

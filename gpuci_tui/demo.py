@@ -83,9 +83,9 @@ class DemoEnvironment:
         each finished job to a history, so busy rows show GPU use and the history
         view (``h``) has content.
         """
-        from gpuci_tui.core.assemble import assemble
         from gpuci_tui.core.config.loader import instance_id
-        from gpuci_tui.core.handle import InProcessHandle
+        from gpuci_tui.core.host.assemble import assemble
+        from gpuci_tui.core.host.handle import InProcessHandle
         from gpuci_tui.core.store.history import JobHistory
         from gpuci_tui.services import Services
 

@@ -16,7 +16,7 @@ def _core_modules() -> list[str]:
 
 
 def test_core_has_modules() -> None:
-    assert "gpuci_tui.core.supervisor" in _core_modules()
+    assert "gpuci_tui.core.host.supervisor" in _core_modules()
 
 
 def test_core_never_imports_textual_or_rich() -> None:

@@ -30,7 +30,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from gpuci_tui.core.control import MAX_LINE, OPS
+from gpuci_tui.core.host.control import MAX_LINE, OPS
 from gpuci_tui.core.models import PROTOCOL_VERSION
 
 from . import exitcodes

@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 
 from gpuci_tui.core.config.loader import Config, daemon_instance
-from gpuci_tui.core.control import ControlError, SocketHandle, request
 from gpuci_tui.core.errors import GpuciError
-from gpuci_tui.core.handle import InProcessHandle, SupervisorHandle
+from gpuci_tui.core.host.control import ControlError, SocketHandle, request
+from gpuci_tui.core.host.handle import InProcessHandle, SupervisorHandle
 from gpuci_tui.core.protocols import GpuSampler, TokenSource
 
 from . import exitcodes
@@ -85,13 +85,13 @@ def in_process_supervisor(
 ) -> SupervisorHandle:
     """A supervisor running inside the console's event loop (``--foreground``).
 
-    Assembled like the daemon's (`gpuci_tui.core.assemble`): its groups, the
+    Assembled like the daemon's (`gpuci_tui.core.host.assemble`): its groups, the
     job history, the saved intent and, with ``gpu``, GPU accounting.
     ``tokens`` is the console's token store: after the wizard unlocked an
     encrypted file store with a passphrase, only that store can read the PAT.
     """
-    from gpuci_tui.core.assemble import assemble
-    from gpuci_tui.core.daemon import DaemonPaths, intent_stores
+    from gpuci_tui.core.host.assemble import assemble
+    from gpuci_tui.core.host.daemon import DaemonPaths, intent_stores
     from gpuci_tui.core.store.history import JobHistory
 
     from .run_cmd import real_services

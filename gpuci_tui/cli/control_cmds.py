@@ -11,7 +11,7 @@ from typing import Any
 from gpuci_tui.core.config.file import is_ascii_number
 from gpuci_tui.core.config.observe import parse_listen
 from gpuci_tui.core.config.paths import history_db_path
-from gpuci_tui.core.control import ControlError, SocketHandle, request
+from gpuci_tui.core.host.control import ControlError, SocketHandle, request
 from gpuci_tui.core.models import (
     Command,
     Drain,

@@ -12,8 +12,8 @@ import argparse
 import sys
 from typing import Any
 
-from gpuci_tui.core.control import ControlError, preview_reply, request
 from gpuci_tui.core.engine.preview import gpu_clear_words
+from gpuci_tui.core.host.control import ControlError, preview_reply, request
 from gpuci_tui.core.models import GpuClear, to_dict
 
 from . import exitcodes

@@ -98,7 +98,7 @@ def raise_file_limit() -> Callable[[], None]:
     Logged once the daemon is about to serve, so a run that stops on its
     configuration prints only why.
     """
-    from gpuci_tui.core.serving import raise_nofile_limit
+    from gpuci_tui.core.host.serving import raise_nofile_limit
 
     before, after, hard = raise_nofile_limit()
     return partial(
@@ -118,16 +118,16 @@ def _limit(value: int) -> str:
 
 def run_daemon(args: argparse.Namespace) -> int:
     """Serve until SIGINT/SIGTERM or `gpuci-tui stop`."""
-    from gpuci_tui.core.daemon import AlreadyRunningError, DaemonPaths, serve
+    from gpuci_tui.core.host.daemon import AlreadyRunningError, DaemonPaths, serve
     from gpuci_tui.core.secrets.no_core_dumps import forbid_core_dumps
 
     try:
         setup_logging(args.log_level)
         forbid_core_dumps()  # before the PAT is read: no core file or ptrace may hold it
         report_file_limit = raise_file_limit()
-        from gpuci_tui.core.memory import limit_arenas
+        from gpuci_tui.core.host.memory import limit_arenas
 
-        limit_arenas()  # before any thread starts: see core/memory.py
+        limit_arenas()  # before any thread starts: see core/host/memory.py
         config = load(args, check_gpus=True)
         api, runtime, tokens = real_services(config)
         paths = DaemonPaths.for_instance(daemon_instance(config))

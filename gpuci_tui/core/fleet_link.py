@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from gpuci_tui.core.fleet import FleetHost
-from gpuci_tui.core.handle import SupervisorHandle
+from gpuci_tui.core.host.handle import SupervisorHandle
 from gpuci_tui.core.models import SupervisorEvent, SupervisorSnapshot
 from gpuci_tui.core.protocols import GpuFrame, GpuHostInfo
 

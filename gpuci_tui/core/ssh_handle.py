@@ -21,7 +21,9 @@ import json
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from gpuci_tui.core.control import (
+from gpuci_tui.core.engine.preview import CommandPreview
+from gpuci_tui.core.fleet import FleetHost
+from gpuci_tui.core.host.control import (
     MAX_LINE,
     ControlError,
     preview_reply,
@@ -29,9 +31,7 @@ from gpuci_tui.core.control import (
     snapshot_reply,
     update_of,
 )
-from gpuci_tui.core.engine.preview import CommandPreview
-from gpuci_tui.core.fleet import FleetHost
-from gpuci_tui.core.handle import Update
+from gpuci_tui.core.host.handle import Update
 from gpuci_tui.core.models import (
     PROTOCOL_VERSION,
     Command,

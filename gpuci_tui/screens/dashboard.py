@@ -40,7 +40,7 @@ from gpuci_tui.widgets.pool_panel import PoolPanel
 from gpuci_tui.widgets.status_bar import StatusBar
 
 if TYPE_CHECKING:
-    from gpuci_tui.core.handle import SupervisorHandle
+    from gpuci_tui.core.host.handle import SupervisorHandle
     from gpuci_tui.services import Services
 
 RECONNECT_MAX = 10.0

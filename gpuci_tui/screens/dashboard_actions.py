@@ -50,7 +50,7 @@ def gpu_clear_prompt(answer: CommandPreview, gpu: str) -> Prompt:
 
 
 if TYPE_CHECKING:
-    from gpuci_tui.core.handle import SupervisorHandle
+    from gpuci_tui.core.host.handle import SupervisorHandle
     from gpuci_tui.services import Services
 
 DASHBOARD_BINDINGS = [

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from gpuci_tui.core.control_server import ControlServer
+from gpuci_tui.core.host.control_server import ControlServer
 from gpuci_tui.core.models import Command, CommandResult, SupervisorEvent, SupervisorSnapshot
 
 

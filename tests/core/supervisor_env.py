@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from gpuci_tui.core.config.loader import AgentsConfig, AzureConfig, Config, SupervisorConfig
-from gpuci_tui.core.supervisor import Supervisor
+from gpuci_tui.core.host.supervisor import Supervisor
 from gpuci_tui.sim.api import SimPoolApi
 from gpuci_tui.sim.org import SimOrg
 from gpuci_tui.sim.runtime import DEFAULT_IMAGE, SimulatedRuntime

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuci_tui.core.gpu_gates import GpuGatekeeper
+from gpuci_tui.core.host.gpu_gates import GpuGatekeeper
+from gpuci_tui.core.host.supervisor import Supervisor
 from gpuci_tui.core.models import GpuClear, SlotState
 from gpuci_tui.core.protocols import (
     GpuFrame,
@@ -24,7 +25,6 @@ from gpuci_tui.core.protocols import (
     GpuSample,
     XidEvent,
 )
-from gpuci_tui.core.supervisor import Supervisor
 from gpuci_tui.sim.records import AgentStartup
 from tests.core.supervisor_env import Env, StaticTokens, wait_until
 

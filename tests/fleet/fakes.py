@@ -11,11 +11,11 @@ from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
 
-from gpuci_tui.core.control import ControlError
 from gpuci_tui.core.engine.preview import CommandPreview
 from gpuci_tui.core.fleet import parse_target
 from gpuci_tui.core.fleet_link import Backoff, Fleet, FleetMember
-from gpuci_tui.core.handle import Update
+from gpuci_tui.core.host.control import ControlError
+from gpuci_tui.core.host.handle import Update
 from gpuci_tui.core.models import (
     Command,
     CommandResult,

@@ -17,9 +17,9 @@ import pytest
 
 from gpuci_tui.core.config.loader import save_config
 from gpuci_tui.core.config.paths import socket_path
-from gpuci_tui.core.control import ControlError
 from gpuci_tui.core.docker.agentspec import instance_id
 from gpuci_tui.core.fleet import parse_target, validate_host_entry
+from gpuci_tui.core.host.control import ControlError
 from gpuci_tui.core.models import Drain, Resume, SupervisorSnapshot
 from gpuci_tui.core.ssh_command import SshSettings, bridge_argv, explain_exit, remote_command
 from gpuci_tui.core.ssh_handle import SshHandle

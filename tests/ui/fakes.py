@@ -18,7 +18,7 @@ from typing import Any
 from gpuci_tui.core.config.loader import Config
 from gpuci_tui.core.engine.preview import CommandPreview, preview
 from gpuci_tui.core.errors import GpuciError
-from gpuci_tui.core.handle import Update
+from gpuci_tui.core.host.handle import Update
 from gpuci_tui.core.models import Command, CommandResult, SupervisorSnapshot
 from gpuci_tui.core.protocols import (
     ContainerEvent,

@@ -19,14 +19,14 @@ from pathlib import Path
 
 from gpuci_tui.core.config.loader import Config, agent_groups, for_group, instance_id
 from gpuci_tui.core.gpu.accounting import JobAccountant
-from gpuci_tui.core.gpu_gates import GpuGatekeeper
-from gpuci_tui.core.gpu_watch import GpuWatch, agent_owners
-from gpuci_tui.core.group_supervisor import GroupSupervisor
-from gpuci_tui.core.job_recorder import JobRecorder
-from gpuci_tui.core.pool_observer import PoolObserver
+from gpuci_tui.core.host.gpu_gates import GpuGatekeeper
+from gpuci_tui.core.host.gpu_watch import GpuWatch, agent_owners
+from gpuci_tui.core.host.group_supervisor import GroupSupervisor
+from gpuci_tui.core.host.job_recorder import JobRecorder
+from gpuci_tui.core.host.pool_observer import PoolObserver
+from gpuci_tui.core.host.supervisor import IntentStore, Supervisor
 from gpuci_tui.core.protocols import AgentPoolApi, ContainerRuntime, GpuSampler, TokenSource
 from gpuci_tui.core.store.history import JobHistory, JobRecord
-from gpuci_tui.core.supervisor import IntentStore, Supervisor
 
 __all__ = ["Assembly", "assemble"]
 

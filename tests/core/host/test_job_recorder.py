@@ -8,8 +8,9 @@ from dataclasses import replace
 from gpuci_tui.core.engine.lifecycle import Lane
 from gpuci_tui.core.engine.steps import JobEnded
 from gpuci_tui.core.gpu.accounting import JobAccountant
-from gpuci_tui.core.gpu_watch import GpuWatch, agent_owners, key_of
-from gpuci_tui.core.job_recorder import JobRecorder, job_record, seconds_between
+from gpuci_tui.core.host.gpu_watch import GpuWatch, agent_owners, key_of
+from gpuci_tui.core.host.job_recorder import JobRecorder, job_record, seconds_between
+from gpuci_tui.core.host.supervisor import Supervisor
 from gpuci_tui.core.models import (
     AgentSnapshot,
     ExitInfo,
@@ -26,7 +27,6 @@ from gpuci_tui.core.protocols import (
     JobRequest,
 )
 from gpuci_tui.core.store.history import JobHistory, JobQuery
-from gpuci_tui.core.supervisor import Supervisor
 from gpuci_tui.sim.api import SimPoolApi
 from gpuci_tui.sim.gpu_synthetic import FixtureSampler
 from gpuci_tui.sim.org import SimOrg

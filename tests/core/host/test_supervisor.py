@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from gpuci_tui.core.host.supervisor import Supervisor
 from gpuci_tui.core.models import Drain, Pause, Restart, Resume, Scale, SlotState, Unpause
-from gpuci_tui.core.supervisor import Supervisor
 from tests.core.supervisor_env import BROKEN, Env, wait_until
 
 

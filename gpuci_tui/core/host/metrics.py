@@ -28,7 +28,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from gpuci_tui.core.config.model import DEFAULT_GROUP
-from gpuci_tui.core.handle import Supervised
+from gpuci_tui.core.host.handle import Supervised
 from gpuci_tui.core.models import HealthState, SlotState, SupervisorEvent, SupervisorSnapshot
 from gpuci_tui.core.protocols import GpuFrame
 from gpuci_tui.core.store.history import JobRecord

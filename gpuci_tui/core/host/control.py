@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 from gpuci_tui.core.engine.preview import CommandPreview
 from gpuci_tui.core.errors import GpuciError
-from gpuci_tui.core.handle import Update
+from gpuci_tui.core.host.handle import Update
 from gpuci_tui.core.models import (
     Command,
     CommandResult,

@@ -40,7 +40,7 @@ from gpuci_tui.core.errors import (
     GpuciError,
     RuntimeUnavailableError,
 )
-from gpuci_tui.core.pool_observer import PoolObserver
+from gpuci_tui.core.host.pool_observer import PoolObserver
 from gpuci_tui.core.protocols import AgentPoolApi, ContainerRuntime, TokenSource
 from gpuci_tui.core.secrets.redaction import redact_lines
 

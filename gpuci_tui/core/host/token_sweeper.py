@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from typing import Protocol, runtime_checkable
 
 from gpuci_tui.core.docker.agentspec import TOKEN_PATH
-from gpuci_tui.core.handle import Supervised
+from gpuci_tui.core.host.handle import Supervised
 from gpuci_tui.core.models import SupervisorSnapshot
 
 log = logging.getLogger(__name__)

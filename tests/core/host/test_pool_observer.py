@@ -6,8 +6,8 @@ import asyncio
 import time
 
 from gpuci_tui.core.errors import AzureRateLimitError
+from gpuci_tui.core.host.pool_observer import PoolObserver
 from gpuci_tui.core.models import HealthState
-from gpuci_tui.core.pool_observer import PoolObserver
 from gpuci_tui.core.protocols import Agent, JobRequest, Pool
 from tests.core.supervisor_env import wait_until
 

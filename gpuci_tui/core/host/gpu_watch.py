@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable, Mapping
 
 from gpuci_tui.core.gpu.accounting import JobAccountant, JobKey
-from gpuci_tui.core.gpu_gates import GpuGatekeeper
+from gpuci_tui.core.host.gpu_gates import GpuGatekeeper
 from gpuci_tui.core.models import SupervisorSnapshot
 from gpuci_tui.core.protocols import GpuFrame, GpuSampler
 

@@ -29,7 +29,6 @@ from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from gpuci_tui.core.config.loader import Config
-from gpuci_tui.core.container_observer import ContainerObserver
 from gpuci_tui.core.docker.agentspec import instance_id, instance_labels, slot_gpus
 from gpuci_tui.core.engine.commands import apply_command, intent_data, restore_intent
 from gpuci_tui.core.engine.gpu_admission import GateReading, GpuAdmission, slot_reading
@@ -39,17 +38,18 @@ from gpuci_tui.core.engine.preview import CommandPreview, preview
 from gpuci_tui.core.engine.snapshots import SnapshotMeta, supervisor_snapshot
 from gpuci_tui.core.engine.steps import Action, GpuObserved, JobEnded, Note, Observation
 from gpuci_tui.core.engine.transitions import apply
-from gpuci_tui.core.executor import Executor
-from gpuci_tui.core.gpu_watch import key_of
+from gpuci_tui.core.host.container_observer import ContainerObserver
+from gpuci_tui.core.host.executor import Executor
+from gpuci_tui.core.host.gpu_watch import key_of
+from gpuci_tui.core.host.pool_observer import PoolObserver
+from gpuci_tui.core.host.reporter import Broadcaster, Reporter, Update
 from gpuci_tui.core.models import Command, CommandResult, GpuClear, Stop, SupervisorSnapshot
-from gpuci_tui.core.pool_observer import PoolObserver
 from gpuci_tui.core.protocols import AgentPoolApi, ContainerRuntime, TokenSource
-from gpuci_tui.core.reporter import Broadcaster, Reporter, Update
 
 if TYPE_CHECKING:
     from gpuci_tui.core.engine.gpu_health import HealthBook
     from gpuci_tui.core.gpu.accounting import JobGpuNow, JobKey
-    from gpuci_tui.core.gpu_gates import GpuGatekeeper, Ours
+    from gpuci_tui.core.host.gpu_gates import GpuGatekeeper, Ours
     from gpuci_tui.core.protocols import GpuFrame
 
 log = logging.getLogger("gpuci_tui.supervisor")

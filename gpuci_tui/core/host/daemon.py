@@ -21,17 +21,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from gpuci_tui.core.assemble import assemble
 from gpuci_tui.core.config.loader import Config, agent_groups, for_group, instance_id
-from gpuci_tui.core.control_server import ControlServer
 from gpuci_tui.core.errors import GpuciError
-from gpuci_tui.core.handle import Supervised
-from gpuci_tui.core.memory import trim_now_and_then
-from gpuci_tui.core.metrics import Metrics, follow
-from gpuci_tui.core.metrics_server import MetricsServer
+from gpuci_tui.core.host.assemble import assemble
+from gpuci_tui.core.host.control_server import ControlServer
+from gpuci_tui.core.host.handle import Supervised
+from gpuci_tui.core.host.memory import trim_now_and_then
+from gpuci_tui.core.host.metrics import Metrics, follow
+from gpuci_tui.core.host.metrics_server import MetricsServer
+from gpuci_tui.core.host.token_sweeper import TokenFileRemover, TokenSweeper
 from gpuci_tui.core.protocols import AgentPoolApi, ContainerRuntime, GpuSampler, TokenSource
 from gpuci_tui.core.store.history import IntentFile, JobHistory
-from gpuci_tui.core.token_sweeper import TokenFileRemover, TokenSweeper
 
 log = logging.getLogger("gpuci_tui.daemon")
 

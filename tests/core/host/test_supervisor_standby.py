@@ -11,8 +11,8 @@ from dataclasses import replace
 import pytest
 
 from gpuci_tui.core.config.loader import SupervisorConfig
+from gpuci_tui.core.host.supervisor import Supervisor
 from gpuci_tui.core.models import Drain, Restart, Resume, SlotState
-from gpuci_tui.core.supervisor import Supervisor
 from gpuci_tui.sim.records import AgentStartup
 from tests.core.supervisor_env import Env, StaticTokens, wait_until
 

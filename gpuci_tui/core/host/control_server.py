@@ -21,11 +21,9 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from gpuci_tui.core.control import MAX_LINE, OPS, ControlError, peer_uid
-from gpuci_tui.core.handle import Supervised
-from gpuci_tui.core.models import PROTOCOL_VERSION, SupervisorSnapshot, command_from_dict, to_dict
-from gpuci_tui.core.secrets.redaction import redact
-from gpuci_tui.core.serving import (
+from gpuci_tui.core.host.control import MAX_LINE, OPS, ControlError, peer_uid
+from gpuci_tui.core.host.handle import Supervised
+from gpuci_tui.core.host.serving import (
     IDLE_TIMEOUT,
     MAX_CLIENTS,
     MAX_DEPTH,
@@ -35,6 +33,8 @@ from gpuci_tui.core.serving import (
     LineTooLongError,
     too_deep,
 )
+from gpuci_tui.core.models import PROTOCOL_VERSION, SupervisorSnapshot, command_from_dict, to_dict
+from gpuci_tui.core.secrets.redaction import redact
 
 log = logging.getLogger("gpuci_tui.control")
 

@@ -21,6 +21,9 @@ from gpuci_tui.core.config.loader import Config, agent_groups, daemon_instance, 
 from gpuci_tui.core.docker.agentspec import LABEL_GROUP
 from gpuci_tui.core.engine.preview import CommandPreview, preview
 from gpuci_tui.core.engine.steps import JobEnded
+from gpuci_tui.core.host.pool_observer import PoolObserver
+from gpuci_tui.core.host.reporter import Broadcaster, GroupTap, Update
+from gpuci_tui.core.host.supervisor import IntentStore, Supervisor, clear_gpu
 from gpuci_tui.core.models import (
     Command,
     CommandResult,
@@ -38,14 +41,11 @@ from gpuci_tui.core.models import (
     SupervisorSnapshot,
     Unpause,
 )
-from gpuci_tui.core.pool_observer import PoolObserver
 from gpuci_tui.core.protocols import AgentPoolApi, ContainerRuntime, TokenSource
-from gpuci_tui.core.reporter import Broadcaster, GroupTap, Update
-from gpuci_tui.core.supervisor import IntentStore, Supervisor, clear_gpu
 
 if TYPE_CHECKING:
     from gpuci_tui.core.gpu.accounting import JobGpuNow, JobKey
-    from gpuci_tui.core.gpu_gates import GpuGatekeeper
+    from gpuci_tui.core.host.gpu_gates import GpuGatekeeper
 
 #: Worst first: the health shown for several pools is the worst of them.
 _SEVERITY = [

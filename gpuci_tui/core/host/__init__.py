@@ -1,0 +1,1 @@
+"""What runs on a GPU host around the engine: the supervisor loop and its parts, agent groups, the daemon and its control socket, the job recorder, the GPU watch, metrics and the one assembly (assemble.py)."""
