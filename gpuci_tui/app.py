@@ -18,7 +18,7 @@ from textual.screen import Screen
 
 from gpuci_tui.core.config.loader import Config
 from gpuci_tui.core.engine.preview import preview
-from gpuci_tui.core.fleet_link import Fleet
+from gpuci_tui.core.fleet.link import Fleet
 from gpuci_tui.core.host.handle import SupervisorHandle
 from gpuci_tui.core.models import Drain, Stop
 from gpuci_tui.screens.confirm import ConfirmScreen, QuitChoice, QuitScreen

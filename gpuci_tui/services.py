@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from gpuci_tui.core.config.loader import Config
-from gpuci_tui.core.fleet_link import Fleet
+from gpuci_tui.core.fleet.link import Fleet
 from gpuci_tui.core.host.handle import SupervisorHandle
 from gpuci_tui.core.protocols import ContainerRuntime, GpuSampler, PatCheck, Pool
 

@@ -1,7 +1,7 @@
 """``gpuci-tui --host …`` (or ``[fleet] hosts``): one console over the daemons of several hosts.
 
 Each host is reached with the operator's own ``ssh`` running ``gpuci-tui
-bridge`` there (see `gpuci_tui.core.ssh_handle`): no port is opened and
+bridge`` there (see `gpuci_tui.core.fleet.ssh_handle`): no port is opened and
 nothing new listens. The connection masters live in a private directory made
 for this console and are closed when it exits.
 """
@@ -24,10 +24,10 @@ from pathlib import Path
 from gpuci_tui.core.config.file import ConfigError, read_toml
 from gpuci_tui.core.config.paths import SHORT_SOCKET_BASE
 from gpuci_tui.core.errors import GpuciError
-from gpuci_tui.core.fleet import FleetConfig, load_fleet, parse_cli_hosts
-from gpuci_tui.core.fleet_link import Fleet, FleetMember, RemoteGpus
-from gpuci_tui.core.ssh_command import SshSettings
-from gpuci_tui.core.ssh_handle import SshHandle
+from gpuci_tui.core.fleet.config import FleetConfig, load_fleet, parse_cli_hosts
+from gpuci_tui.core.fleet.link import Fleet, FleetMember, RemoteGpus
+from gpuci_tui.core.fleet.ssh_command import SshSettings
+from gpuci_tui.core.fleet.ssh_handle import SshHandle
 
 from . import exitcodes
 from .common import CliExit, config_path, fail

@@ -27,8 +27,8 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Footer
 
 from gpuci_tui.core.engine.preview import CommandPreview
-from gpuci_tui.core.fleet_link import FleetMember, HostLink, HostStatus, LinkState, RemoteGpus
-from gpuci_tui.core.fleet_rows import HostRow, fleet_rows, fleet_totals
+from gpuci_tui.core.fleet.link import FleetMember, HostLink, HostStatus, LinkState, RemoteGpus
+from gpuci_tui.core.fleet.rows import HostRow, fleet_rows, fleet_totals
 from gpuci_tui.core.models import Command, CommandResult, Drain, Restart, Resume, SupervisorEvent
 from gpuci_tui.screens.confirm import ConfirmScreen
 from gpuci_tui.screens.fleet_host import HostDashboardScreen
@@ -38,7 +38,7 @@ from gpuci_tui.widgets.event_log import EventLog, event_line
 from gpuci_tui.widgets.fleet_table import FleetDetail, FleetSummary, FleetTable, middle
 
 if TYPE_CHECKING:
-    from gpuci_tui.core.fleet_link import Fleet
+    from gpuci_tui.core.fleet.link import Fleet
     from gpuci_tui.services import Services
 
 REQUEST_TIMEOUT = 30.0

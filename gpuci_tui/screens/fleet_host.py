@@ -20,7 +20,7 @@ from textual.widgets import Static
 from gpuci_tui.screens.dashboard import DashboardScreen
 
 if TYPE_CHECKING:
-    from gpuci_tui.core.fleet_link import FleetMember
+    from gpuci_tui.core.fleet.link import FleetMember
     from gpuci_tui.services import Services
 
 

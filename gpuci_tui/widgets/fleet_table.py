@@ -1,6 +1,6 @@
 """The fleet overview's widgets: one row per host, the whole fleet in a line, the selected host in full.
 
-Rows come from `gpuci_tui.core.fleet_rows` (problems first, then by name).
+Rows come from `gpuci_tui.core.fleet.rows` (problems first, then by name).
 Rows are keyed by the host's position in the fleet. Until the operator moves
 the cursor it stays on the top row (the host that most needs attention);
 after that it stays on the host they chose when the order changes.
@@ -14,8 +14,8 @@ from rich.text import Text
 from textual import events
 from textual.widget import Widget
 
-from gpuci_tui.core.fleet_link import LinkState
-from gpuci_tui.core.fleet_rows import FleetTotals, HostRow, Severity
+from gpuci_tui.core.fleet.link import LinkState
+from gpuci_tui.core.fleet.rows import FleetTotals, HostRow, Severity
 from gpuci_tui.core.models import HealthState
 from gpuci_tui.widgets.format import ago, until
 from gpuci_tui.widgets.keyed_table import Column, KeyedTable, fit_text

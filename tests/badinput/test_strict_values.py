@@ -11,7 +11,7 @@ import pytest
 
 from gpuci_tui.core.config.file import ConfigError, is_ascii_number
 from gpuci_tui.core.config.observe import parse_listen
-from gpuci_tui.core.fleet import parse_target
+from gpuci_tui.core.fleet.config import parse_target
 from gpuci_tui.core.models import command_from_dict
 
 

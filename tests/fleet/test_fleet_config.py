@@ -9,7 +9,7 @@ import pytest
 
 from gpuci_tui.core.config.file import config_to_toml
 from gpuci_tui.core.config.loader import ConfigError, load_config, save_config
-from gpuci_tui.core.fleet import (
+from gpuci_tui.core.fleet.config import (
     FleetConfig,
     FleetHost,
     check_fleet_table,

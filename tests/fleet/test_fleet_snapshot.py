@@ -12,7 +12,7 @@ from typing import Any
 from textual.pilot import Pilot
 
 from gpuci_tui.app import make_app
-from gpuci_tui.core.fleet_link import LinkState
+from gpuci_tui.core.fleet.link import LinkState
 from gpuci_tui.screens.fleet import FleetScreen
 from tests.fleet.fakes import three_hosts
 from tests.ui.helpers import wait_for

@@ -19,11 +19,11 @@ from typing import Any
 import psutil
 import pytest
 
-from gpuci_tui.core.fleet import parse_target
-from gpuci_tui.core.fleet_link import Backoff, FleetMember, HostLink, HostStatus, LinkState
+from gpuci_tui.core.fleet.config import parse_target
+from gpuci_tui.core.fleet.link import Backoff, FleetMember, HostLink, HostStatus, LinkState
+from gpuci_tui.core.fleet.ssh_command import SshSettings
+from gpuci_tui.core.fleet.ssh_handle import SshHandle
 from gpuci_tui.core.models import Drain, Resume
-from gpuci_tui.core.ssh_command import SshSettings
-from gpuci_tui.core.ssh_handle import SshHandle
 from tests.fleet.sshlab import GPUCI, ssh_lab
 
 pytestmark = pytest.mark.docker

@@ -18,11 +18,11 @@ import pytest
 from gpuci_tui.core.config.loader import save_config
 from gpuci_tui.core.config.paths import socket_path
 from gpuci_tui.core.docker.agentspec import instance_id
-from gpuci_tui.core.fleet import parse_target, validate_host_entry
+from gpuci_tui.core.fleet.config import parse_target, validate_host_entry
+from gpuci_tui.core.fleet.ssh_command import SshSettings, bridge_argv, explain_exit, remote_command
+from gpuci_tui.core.fleet.ssh_handle import SshHandle
 from gpuci_tui.core.host.control import ControlError
 from gpuci_tui.core.models import Drain, Resume, SupervisorSnapshot
-from gpuci_tui.core.ssh_command import SshSettings, bridge_argv, explain_exit, remote_command
-from gpuci_tui.core.ssh_handle import SshHandle
 from tests.fleet.fakes import healthy_snapshot
 from tests.fleet.protocol_daemon import ProtocolDaemon
 from tests.ui.scenarios import sample_config

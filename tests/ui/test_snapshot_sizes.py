@@ -17,7 +17,7 @@ import pytest
 from textual.pilot import Pilot
 
 from gpuci_tui.app import make_app
-from gpuci_tui.core.fleet_link import LinkState
+from gpuci_tui.core.fleet.link import LinkState
 from gpuci_tui.screens.fleet import FleetScreen
 from gpuci_tui.screens.fleet_host import HostDashboardScreen
 from tests.fleet.fakes import three_hosts

@@ -58,7 +58,7 @@ from gpuci_tui.core.config.validate import (
     validate_org_url,
 )
 from gpuci_tui.core.engine.gpu_admission import parse_admission, validate_hold_down
-from gpuci_tui.core.fleet import FleetConfig, check_fleet_table
+from gpuci_tui.core.fleet.config import FleetConfig, check_fleet_table
 
 # Re-exported so that callers need only this module; the wizard may use any
 # other `config_validate.validate_*` for a single field.

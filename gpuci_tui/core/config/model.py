@@ -14,7 +14,7 @@ from pathlib import Path
 
 from gpuci_tui.core.config.observe import GpuConfig, HistoryConfig, MetricsConfig
 from gpuci_tui.core.engine.gpu_admission import GpuAdmission
-from gpuci_tui.core.fleet import FleetConfig
+from gpuci_tui.core.fleet.config import FleetConfig
 
 #: Name of the one group an ``[agents]``-only configuration runs.
 DEFAULT_GROUP = "default"

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from gpuci_tui.core.engine.preview import busy
-from gpuci_tui.core.fleet_link import HostStatus, LinkState
+from gpuci_tui.core.fleet.link import HostStatus, LinkState
 from gpuci_tui.core.models import HealthState, SlotState, SupervisorSnapshot
 from gpuci_tui.core.wording import plural
 

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
-from gpuci_tui.core.fleet import FleetHost
+from gpuci_tui.core.fleet.config import FleetHost
 from gpuci_tui.core.host.handle import SupervisorHandle
 from gpuci_tui.core.models import SupervisorEvent, SupervisorSnapshot
 from gpuci_tui.core.protocols import GpuFrame, GpuHostInfo

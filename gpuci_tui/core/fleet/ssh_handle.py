@@ -22,7 +22,14 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from gpuci_tui.core.engine.preview import CommandPreview
-from gpuci_tui.core.fleet import FleetHost
+from gpuci_tui.core.fleet.config import FleetHost
+from gpuci_tui.core.fleet.ssh_command import (
+    SshSettings,
+    bridge_argv,
+    destination,
+    explain_exit,
+    ssh_options,
+)
 from gpuci_tui.core.host.control import (
     MAX_LINE,
     ControlError,
@@ -38,13 +45,6 @@ from gpuci_tui.core.models import (
     CommandResult,
     SupervisorSnapshot,
     to_dict,
-)
-from gpuci_tui.core.ssh_command import (
-    SshSettings,
-    bridge_argv,
-    destination,
-    explain_exit,
-    ssh_options,
 )
 
 STDERR_KEEP = 4096
