@@ -1,6 +1,6 @@
 """``gpuci-tui export kubernetes``: the configured agents as KEDA manifests for a cluster.
 
-The manifests come from `gpuci_tui.core.k8s_export`; this module parses the
+The manifests come from `gpuci_tui.core.export.k8s`; this module parses the
 options, picks the group and writes the files: into a temporary directory
 beside the target first, then moved into place, so a failure leaves nothing
 half-written and an earlier export is replaced only as a whole (``--force``).
@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from gpuci_tui.core.config.loader import agent_groups
-from gpuci_tui.core.k8s_export import DEFAULT_GROUP, DEFAULT_NAMESPACE, DEFAULT_SECRET_NAME
+from gpuci_tui.core.export.k8s import DEFAULT_GROUP, DEFAULT_NAMESPACE, DEFAULT_SECRET_NAME
 
 from . import exitcodes
 from .common import CliExit, fail, load
@@ -96,7 +96,7 @@ def add_export_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 def run_export(args: argparse.Namespace) -> int:
     """Write the manifests of one agent group; print what was written and what to do next."""
-    from gpuci_tui.core.k8s_export import (
+    from gpuci_tui.core.export.k8s import (
         ExportError,
         ExportOptions,
         gpus_per_pod,

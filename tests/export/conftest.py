@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from gpuci_tui.core.config.loader import AgentsConfig, AzureConfig, VolumeConfig
-from gpuci_tui.core.k8s_export import DEFAULT_GROUP, ExportOptions, render_manifests
+from gpuci_tui.core.export.k8s import DEFAULT_GROUP, ExportOptions, render_manifests
 
 AZURE = AzureConfig(url="https://dev.azure.com/acme", pool="gpu")
 AGENTS = AgentsConfig(

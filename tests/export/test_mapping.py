@@ -9,7 +9,7 @@ import pytest
 
 from gpuci_tui.core.config.loader import AgentsConfig, AzureConfig
 from gpuci_tui.core.docker.agentspec import TOKEN_PATH
-from gpuci_tui.core.k8s_export import (
+from gpuci_tui.core.export.k8s import (
     AGENT_CAPABILITIES,
     DEFAULT_GROUP,
     ExportError,

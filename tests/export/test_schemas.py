@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from gpuci_tui.core.config.loader import AgentsConfig
-from gpuci_tui.core.k8s_export import TRIGGER_METADATA_KEYS, TRIGGER_TYPE
+from gpuci_tui.core.export.k8s import TRIGGER_METADATA_KEYS, TRIGGER_TYPE
 
 from .conftest import AGENTS, Render
 from .schemas import (

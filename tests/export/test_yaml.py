@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from gpuci_tui.core.k8s_yaml import dump_documents, dump_yaml
+from gpuci_tui.core.export.k8s_yaml import dump_documents, dump_yaml
 
 TRICKY = [
     "", "1", "0400", "1.5", "1e3", "0x1f", "true", "True", "on", "Off", "yes", "n", "null", "~",

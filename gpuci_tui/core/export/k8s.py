@@ -53,8 +53,8 @@ from gpuci_tui.core.config.loader import DEFAULT_GROUP as CONFIG_DEFAULT_GROUP
 from gpuci_tui.core.config.loader import AgentsConfig, AzureConfig
 from gpuci_tui.core.docker.agentspec import TOKEN_PATH
 from gpuci_tui.core.errors import GpuciError
-from gpuci_tui.core.k8s_notes import MIN_KEDA_VERSION, notes
-from gpuci_tui.core.k8s_yaml import Node, dump_documents
+from gpuci_tui.core.export.k8s_notes import MIN_KEDA_VERSION, notes
+from gpuci_tui.core.export.k8s_yaml import Node, dump_documents
 
 __all__ = [
     "DEFAULT_GROUP", "DEFAULT_NAMESPACE", "DEFAULT_SECRET_NAME", "SECRET_KEY", "ExportError",

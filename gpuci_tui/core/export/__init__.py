@@ -1,0 +1,1 @@
+"""`gpuci-tui export kubernetes`: KEDA ScaledJob manifests, a small YAML writer and the NOTES file."""
