@@ -49,7 +49,7 @@ from gpuci_tui.core.config.loader import (  # noqa: E402
     MetricsConfig,
     SupervisorConfig,
 )
-from gpuci_tui.core.host import memory
+from gpuci_tui.core.host import memory  # noqa: E402
 from gpuci_tui.core.host.daemon import DaemonPaths, serve  # noqa: E402
 from gpuci_tui.core.host.memory import limit_arenas  # noqa: E402
 from gpuci_tui.sim.api import SimPoolApi  # noqa: E402
