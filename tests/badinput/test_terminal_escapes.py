@@ -61,7 +61,12 @@ def hostile_rig(tmp_path: Path, docker_client: Any, busybox_image: str) -> Itera
     finally:
         container.remove(force=True)
     yield from make_rig(
-        tmp_path, docker_client, "gpuci-fixture/escapes:1", count=1, agents={"standby": False}
+        tmp_path,
+        docker_client,
+        "gpuci-fixture/escapes:1",
+        count=1,
+        agents={"standby": False},
+        park_after=10,
     )
 
 
@@ -69,8 +74,11 @@ def hostile_rig(tmp_path: Path, docker_client: Any, busybox_image: str) -> Itera
 def test_status_shows_a_log_tails_escape_sequences_as_text(hostile_rig: Rig) -> None:
     rig = hostile_rig
     rig.start_daemon()
-    wait_for(lambda: rig.states() == ["parked"], 90, "the slot parked")
-    wait_for(lambda: (rig.slot(0).get("last_exit") or {}).get("log_tail"), 30, "a log tail")
+    wait_for(
+        lambda: rig.states() == ["parked"] and (rig.slot(0).get("last_exit") or {}).get("log_tail"),
+        120,
+        "the slot parked with a log tail (status prints a parked slot's tail)",
+    )
     out = rig.cli("status")
     assert out.returncode == 0, out.stderr
     assert "\x1b" not in out.stdout and "\x07" not in out.stdout and "\r" not in out.stdout

@@ -15,9 +15,13 @@ from gpuci_tui.screens.dashboard import DashboardScreen
 
 
 async def wait_for(
-    pilot: Pilot[Any], predicate: Callable[[], bool], timeout: float = 3.0, what: str = ""
+    pilot: Pilot[Any], predicate: Callable[[], bool], timeout: float = 10.0, what: str = ""
 ) -> None:
-    """Let the app run until ``predicate()`` holds; fail with ``what`` after ``timeout``."""
+    """Let the app run until ``predicate()`` holds; fail with ``what`` after ``timeout``.
+
+    The deadline only bounds a failing wait (a passing one returns as soon as the
+    state holds), so it is generous: with both cores busy a reconnect takes seconds.
+    """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while not predicate():

@@ -110,6 +110,9 @@ def _housekeeping(draft: Draft) -> None:
     for lane in draft.slot.lanes:
         if lane.logs_of is not None:
             draft.act(lane, FetchLogs(draft.slot.number, lane.logs_of))
+            # Not removed in the same breath: the tail is read before the container goes.
+            if lane.logs_of == lane.dying_id:
+                continue
         if lane.op is not None:
             continue
         if lane.dying_id is not None and lane.died_at is not None:
