@@ -23,6 +23,7 @@ socket, or the other end of the ssh channel is gone.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import select
@@ -156,16 +157,28 @@ def pump(sock: socket.socket, fd_in: int, fd_out: int, *, readonly: bool = False
     poller.register(fd_in, select.POLLIN)
     poller.register(fd_out, 0)  # only errors and hang-ups: the reader went away
     gone = select.POLLERR | select.POLLHUP | select.POLLNVAL
+    # Requests go out without blocking: a bridge blocked in sendall stops reading the
+    # daemon's answers, and a daemon blocked writing them stops reading requests.
+    sock.setblocking(False)
     relay = _Relay(sock, fd_out, readonly)
     pending = b""
+    reading = True  # fd_in still open
     while True:
         for fd, events in poller.poll():
             if fd == fd_out and events & gone and not events & select.POLLIN:
                 return
             if fd == sock.fileno():
-                data = sock.recv(CHUNK)
-                if not data or not relay.answers(data):
+                if events & select.POLLOUT and not relay.send_some():
                     return
+                if events & (select.POLLIN | gone):
+                    try:
+                        data = sock.recv(CHUNK)
+                    except BlockingIOError:
+                        continue
+                    except OSError:
+                        return
+                    if not data or not relay.answers(data):
+                        return
             elif fd == fd_in:
                 data = os.read(fd_in, CHUNK)
                 pending += data
@@ -180,7 +193,15 @@ def pump(sock: socket.socket, fd_in: int, fd_out: int, *, readonly: bool = False
                     return
                 if not data:
                     poller.unregister(fd_in)
-                    sock.shutdown(socket.SHUT_WR)
+                    reading = False
+        if not reading and not relay.outgoing and not relay.half_closed:
+            with contextlib.suppress(OSError):  # every request is out: pass the end on
+                sock.shutdown(socket.SHUT_WR)
+            relay.half_closed = True
+        poller.modify(sock, select.POLLIN | (select.POLLOUT if relay.outgoing else 0))
+        if reading:
+            # Back-pressure: read no more requests while a megabyte waits to go out.
+            poller.modify(fd_in, select.POLLIN if len(relay.outgoing) < MAX_LINE else 0)
 
 
 class _Relay:
@@ -193,6 +214,8 @@ class _Relay:
         self.queue: list[bytes | None] = []  # None: an answer the daemon owes
         self.partial = b""
         self.streaming = False  # after subscribe, the daemon only streams
+        self.outgoing = b""  # requests not yet written to the daemon
+        self.half_closed = False
 
     def requests(self, lines: list[bytes]) -> bool:
         for line in lines:
@@ -200,15 +223,23 @@ class _Relay:
                 continue
             forward, answer = vet(line, self.readonly)
             if forward:
-                try:
-                    self.sock.sendall(forward)
-                except OSError:
-                    return False
+                self.outgoing += forward
                 self.queue.append(None)
                 self.streaming |= forward.startswith(b'{"op":"subscribe"')
             else:
                 self.queue.append(answer)
         return self._flush()
+
+    def send_some(self) -> bool:
+        """Write what the daemon's socket takes now; False when it is gone."""
+        try:
+            sent = self.sock.send(self.outgoing)
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+        self.outgoing = self.outgoing[sent:]
+        return True
 
     def answers(self, data: bytes) -> bool:
         if not _write_all(self.fd_out, data):

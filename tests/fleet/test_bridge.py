@@ -188,3 +188,20 @@ def test_it_ends_when_nobody_reads_its_output_even_if_the_daemon_is_quiet(sock_d
             proc.wait()
         daemon.stop()
     assert daemon.closed.wait(10), "the bridge left its daemon connection open"
+
+
+def test_many_requests_at_once_never_deadlock_the_bridge(sock_dir: Path) -> None:
+    """A bridge blocked sending requests stopped reading answers, and the daemon, blocked
+    writing answers, stopped reading requests: with enough small lines both waited forever."""
+    holder: list[FakeDaemon] = []
+    daemon = FakeDaemon(sock_dir / "d.sock", echo_until_eof_then_bye(holder))
+    holder.append(daemon)
+    payload = b'{"op":"status","x":[1,2]}\n' * 20_000
+    try:
+        out = subprocess.run(
+            [*BRIDGE, "--socket", str(daemon.path)], input=payload, capture_output=True, timeout=60
+        )
+    finally:
+        daemon.stop()
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == payload + b'{"bye":true}\n'
