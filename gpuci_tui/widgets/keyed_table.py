@@ -226,7 +226,18 @@ class KeyedTable(DataTable[Text]):
     # ------------------------------------------------------------------ internals
 
     def _room(self) -> int | None:
-        width = self.scrollable_content_region.width
+        # Worked out from the rows about to be shown, not read from
+        # scrollable_content_region: that region narrows only once the vertical
+        # scrollbar has appeared, which comes after these rows are added, and no
+        # Resize follows it, so the columns would be planned on a width that depends
+        # on whether a repaint came in between.
+        region = self.content_region
+        if region.width <= 0:
+            return None
+        lines = (self.header_height if self.show_header else 0) + len(self._natural)
+        overflow = self.styles.overflow_y
+        scrolls = overflow == "scroll" or (overflow == "auto" and lines > region.height)
+        width = region.width - (self.styles.scrollbar_size_vertical if scrolls else 0)
         return width if width > 0 else None
 
     def _plan(self) -> Layout:
