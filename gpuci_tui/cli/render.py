@@ -6,6 +6,7 @@ import time
 
 from gpuci_tui.core.formatting import duration
 from gpuci_tui.core.models import PoolSummary, SlotSnapshot, SupervisorSnapshot
+from gpuci_tui.core.wording import disabled_reasons
 
 
 def _job(slot: SlotSnapshot) -> str:
@@ -99,10 +100,11 @@ def _gpu_lines(snap: SupervisorSnapshot) -> list[str]:
 
 def _pool_line(pool: PoolSummary, snap: SupervisorSnapshot) -> str:
     name = f" '{pool.name}'" if snap.pools else ""
-    standby = f" ({pool.standby} of them hot standbys, disabled on purpose)" if pool.standby else ""
+    reasons = disabled_reasons(pool.disabled_why)
+    why = f" ({', '.join(reasons)})" if reasons else ""
     return (
         f"pool{name}: {pool.online} online, {pool.offline} offline, {pool.disabled} disabled"
-        f"{standby}; jobs {pool.queued_jobs} queued, {pool.running_jobs} running"
+        f"{why}; jobs {pool.queued_jobs} queued, {pool.running_jobs} running"
     )
 
 

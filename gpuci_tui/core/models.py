@@ -194,6 +194,32 @@ class HealthSnapshot:
 
 
 @dataclass(frozen=True)
+class DisabledAgents:
+    """Why the pool's disabled agents are disabled, one count per reason.
+
+    Each disabled agent counts once, under the first reason that holds, in this order.
+    """
+
+    busy: int = 0
+    """Ours, running a job: disabled so its slot's next registration comes up as a standby."""
+    leaving: int = 0
+    """Ours, being drained, restarted or retired."""
+    held: int = 0
+    """Ours, held back from jobs by GPU admission or health."""
+    standby: int = 0
+    """Ours, a hot standby (disabled on purpose until its slot needs it)."""
+    idle: int = 0
+    """Ours, a registration with no container now (its slot starts one when needed)."""
+    others: int = 0
+    """Not this host's: disabled by a person in Azure DevOps, or another host's agents."""
+
+    @property
+    def ours(self) -> int:
+        """This host's disabled agents, whatever the reason."""
+        return self.busy + self.leaving + self.held + self.standby + self.idle
+
+
+@dataclass(frozen=True)
 class PoolSummary:
     """The pool as the server sees it (all agents, not only ours)."""
 
@@ -206,6 +232,8 @@ class PoolSummary:
     running_jobs: int = 0
     standby: int = 0
     """How many of the disabled agents are this host's hot standbys (disabled on purpose)."""
+    disabled_why: DisabledAgents = field(default_factory=DisabledAgents)
+    """The ``disabled`` agents by reason (from the same read of the pool)."""
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from textual.screen import ModalScreen
 from textual.widget import Widget
 from textual.widgets import Static
 
+from gpuci_tui.core.wording import DISABLED_WORDS
 from gpuci_tui.widgets.format import (
     STANDBY_MEANINGS,
     STANDBY_STYLES,
@@ -62,6 +63,11 @@ class HelpScreen(ModalScreen[None]):
         standby.add_column()
         for label, meaning in STANDBY_MEANINGS.items():
             standby.add_row(Text(label, style=STANDBY_STYLES[label]), Text(meaning))
+        disabled = Table.grid(padding=(0, 2))
+        disabled.add_column(no_wrap=True)
+        disabled.add_column()
+        for word, meaning in DISABLED_WORDS.values():
+            disabled.add_row(Text(word, style="bold"), Text(meaning))
         with VerticalScroll(classes="dialog", id="help-dialog"):
             yield Static("Keys", classes="dialog-title")
             if self.readonly:
@@ -74,6 +80,8 @@ class HelpScreen(ModalScreen[None]):
             yield Static(states, classes="dialog-body")
             yield Static("Standby", classes="dialog-title")
             yield Static(standby, classes="dialog-body")
+            yield Static("Disabled agents (Pool panel, status)", classes="dialog-title")
+            yield Static(disabled, classes="dialog-body")
             yield Static(
                 "Drain, restart and scale-down never kill a running job: busy agents finish first. "
                 "Keys can be changed in the [keys] table of the configuration file.",

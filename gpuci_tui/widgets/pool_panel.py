@@ -7,7 +7,8 @@ from collections.abc import Callable
 from rich.text import Text
 from textual.widget import Widget
 
-from gpuci_tui.core.models import HealthState, SupervisorSnapshot
+from gpuci_tui.core.models import HealthState, PoolSummary, SupervisorSnapshot
+from gpuci_tui.core.wording import disabled_reasons
 from gpuci_tui.widgets.format import ago, until
 
 _HEALTH_STYLE = {
@@ -35,7 +36,15 @@ class PoolPanel(Widget):
     def show_snapshot(self, snapshot: SupervisorSnapshot) -> None:
         """Render a new snapshot."""
         self._snapshot = snapshot
-        self.border_title = "Pools" if len(snapshot.pools) > 1 else "Pool"
+        if len(snapshot.pools) > 1:
+            self.border_title = "Pools"
+        else:
+            # The name in the title, not on a line: at 80x24 every line of this
+            # panel is a line less for the agents and events below it.
+            pool = snapshot.pool_summary
+            ident = f" #{pool.pool_id}" if pool.pool_id is not None else ""
+            # Text, not markup: a pool name may hold "[".
+            self.border_title = Text(f"Pool {pool.name or snapshot.pool}{ident}")
         self.border_subtitle = f"{snapshot.azure_requests} API calls"
         self.refresh()
 
@@ -74,23 +83,20 @@ class PoolPanel(Widget):
             )
         return lines
 
-    @staticmethod
-    def _one_pool(snap: SupervisorSnapshot) -> list[Text]:
+    def _one_pool(self, snap: SupervisorSnapshot) -> list[Text]:
         pool = snap.pool_summary
-        name = pool.name or snap.pool
-        ident = f" #{pool.pool_id}" if pool.pool_id is not None else ""
         return [
-            Text.assemble((name, "bold"), (ident, "bright_black"), no_wrap=True),
             Text.assemble(
                 ("online ", "bright_black"),
                 (str(pool.online), "green"),
                 ("  offline ", "bright_black"),
                 str(pool.offline),
                 ("  disabled ", "bright_black"),
-                # Hot standbys are disabled on purpose: only the others deserve colour.
-                (str(pool.disabled), "magenta" if pool.disabled > pool.standby else ""),
+                # Disabled by this host on purpose is no news: only the others get colour.
+                (str(pool.disabled), "magenta" if pool.disabled_why.others else ""),
                 no_wrap=True,
             ),
+            *self._disabled_line(pool),
             Text.assemble(
                 ("queued ", "bright_black"),
                 (str(pool.queued_jobs), "bold yellow" if pool.queued_jobs else ""),
@@ -101,6 +107,25 @@ class PoolPanel(Widget):
                 no_wrap=True,
             ),
         ]
+
+    def _disabled_line(self, pool: PoolSummary) -> list[Text]:
+        """Why the disabled agents are disabled (none when none is), under the count."""
+        reasons = disabled_reasons(pool.disabled_why)
+        if not reasons:
+            return []
+        line = Text("(", style="bright_black")
+        for n, reason in enumerate(reasons):
+            if n:
+                line.append(" · ", style="bright_black")
+            line.append(reason, style="magenta" if reason.endswith("not ours") else "")
+        line.append(")", style="bright_black")
+        # Cut and right-aligned here: the lines are joined into one Text, which
+        # would wrap this one and drop its justification.
+        width = self.size.width
+        if width > 0:
+            line.truncate(width, overflow="ellipsis")
+            line.pad_left(width - line.cell_len)
+        return [line]
 
     @staticmethod
     def _docker_line(snap: SupervisorSnapshot, now: float) -> Text:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from gpuci_tui.cli.render import render_status
 from gpuci_tui.core.models import (
+    DisabledAgents,
     GpuGateSnapshot,
     PoolSummary,
     SlotSnapshot,
@@ -20,7 +21,13 @@ def test_status_shows_standby_per_slot_and_explains_the_disabled_agents() -> Non
         instance="i",
         desired_count=2,
         standby=True,
-        pool_summary=PoolSummary(name="gpu", online=4, disabled=2, standby=2),
+        pool_summary=PoolSummary(
+            name="gpu",
+            online=4,
+            disabled=4,
+            standby=2,
+            disabled_why=DisabledAgents(busy=1, standby=2, others=1),
+        ),
         slots=(
             SlotSnapshot(slot=0, name="h-0", state=SlotState.IDLE, standby="ready"),
             SlotSnapshot(slot=1, name="h-1-b", state=SlotState.BUSY, standby="booting"),
@@ -29,7 +36,7 @@ def test_status_shows_standby_per_slot_and_explains_the_disabled_agents() -> Non
     text = render_status(snap, now=100.0)
     lines = text.splitlines()
     assert "2 slot(s), hot standby on" in lines[0]
-    assert "2 disabled (2 of them hot standbys, disabled on purpose)" in text
+    assert "4 disabled (1 busy, 2 standby, 1 not ours)" in text
     header = next(line for line in lines if line.startswith("SLOT"))
     assert header.split()[:4] == ["SLOT", "NAME", "STATE", "STANDBY"]
     assert any(line.split()[:4] == ["1", "h-1-b", "busy", "booting"] for line in lines)

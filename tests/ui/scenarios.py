@@ -11,6 +11,7 @@ from typing import Any
 
 from gpuci_tui.core.config.loader import AgentsConfig, AzureConfig, Config
 from gpuci_tui.core.models import (
+    DisabledAgents,
     ExitInfo,
     HealthSnapshot,
     HealthState,
@@ -132,10 +133,11 @@ def loaded_snapshot(**changes: Any) -> SupervisorSnapshot:
             name="gpu-a100",
             online=5,
             offline=2,
-            disabled=3,
+            disabled=5,
             queued_jobs=3,
             running_jobs=3,
             standby=2,
+            disabled_why=DisabledAgents(busy=2, leaving=1, standby=2),
         ),
         azure=HealthSnapshot(state=HealthState.OK, checked_at=NOW - 12),
         docker=HealthSnapshot(state=HealthState.OK, checked_at=NOW - 2),

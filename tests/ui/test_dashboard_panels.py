@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 
 from textual.widgets import Static
 from textual.widgets._toast import Toast
 
 from gpuci_tui.app import make_app
 from gpuci_tui.core.models import (
+    DisabledAgents,
     HealthSnapshot,
     HealthState,
     PoolSummary,
@@ -131,14 +133,40 @@ async def test_pool_panel(handle: FakeHandle) -> None:
     app = make_app(make_services(handle=handle))
     async with app.run_test(size=(100, 30)) as pilot:
         screen = await ready(pilot)
-        text = screen.pool_panel.render().plain
+        panel = screen.pool_panel
+        text = panel.render().plain
         assert text.split("\n") == [
-            "gpu-a100 #12",
-            "online 5  offline 2  disabled 3",
+            "online 5  offline 2  disabled 5",
+            "(2 busy · 1 leaving · 2 standby)".rjust(panel.size.width),
             "queued 3  running 3  standby 2",
             "docker ok · answered 2 s ago",
         ]
-        assert screen.pool_panel.border_subtitle == "1234 API calls"
+        assert panel.border_title == "Pool gpu-a100 #12"
+        assert panel.border_subtitle == "1234 API calls"
+
+
+async def test_pool_panel_says_only_what_is_disabled_and_cuts_it_to_fit() -> None:
+    """No disabled agent: no breakdown line. Many reasons at 80 columns: cut, never wrapped."""
+    quiet = replace(loaded_snapshot().pool_summary, disabled=0, disabled_why=DisabledAgents())
+    handle = FakeHandle(loaded_snapshot(pool_summary=quiet))
+    app = make_app(make_services(handle=handle))
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await ready(pilot)
+        assert [line.strip() for line in screen.pool_panel.render().plain.split("\n")][:2] == [
+            "online 5  offline 2  disabled 0",
+            "queued 3  running 3  standby 2",
+        ]
+    why = DisabledAgents(busy=2, leaving=1, held=1, standby=2, idle=1, others=3)
+    crowded = replace(quiet, disabled=10, disabled_why=why)
+    handle = FakeHandle(loaded_snapshot(pool_summary=crowded))
+    app = make_app(make_services(handle=handle))
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await ready(pilot)
+        panel = screen.pool_panel
+        lines = panel.render().plain.split("\n")
+        assert len(lines) == 4
+        assert lines[1].startswith("(2 busy · 1 leaving") and lines[1].endswith("…")
+        assert len(lines[1]) == panel.size.width
 
 
 async def test_pool_panel_shows_each_pool_of_the_agent_groups() -> None:

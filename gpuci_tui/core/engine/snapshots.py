@@ -7,13 +7,14 @@ from its intent, its lanes' phases and its failure record.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING
 
 from gpuci_tui.core.engine.gpu_admission import GateKind
 from gpuci_tui.core.engine.lifecycle import EngineState, Intent, LanePhase, LaneRecord, SlotRecord
 from gpuci_tui.core.models import (
     AgentSnapshot,
+    DisabledAgents,
     GpuGateSnapshot,
     HealthSnapshot,
     PoolSummary,
@@ -208,7 +209,39 @@ def pool_summary(state: EngineState, pool_name: str) -> PoolSummary:
         queued_jobs=view.queued_jobs,
         running_jobs=max(view.running_jobs, sum(1 for a in agents if a.assigned_request)),
         standby=standby,
+        disabled_why=disabled_agents(state),
     )
+
+
+def disabled_agents(state: EngineState) -> DisabledAgents:
+    """The last pool read's disabled agents, each under the first reason that holds."""
+    if state.pool is None:
+        return DisabledAgents()
+    ours = {lane.name: (slot, lane) for slot, lane in state.lanes()}
+    counts = dict.fromkeys(("busy", "leaving", "held", "standby", "idle", "others"), 0)
+    for agent in state.pool.agents:
+        if agent.enabled:
+            continue
+        mine = ours.get(agent.name)
+        counts[_disabled_reason(agent.assigned_request is not None, mine, state)] += 1
+    return DisabledAgents(**counts)
+
+
+def _disabled_reason(
+    assigned: bool, mine: tuple[SlotRecord, LaneRecord] | None, state: EngineState
+) -> str:
+    if mine is None:
+        return "others"
+    slot, lane = mine
+    if assigned or lane.job is not None:
+        return "busy"
+    if not lane.live:
+        return "idle"
+    if role(slot, lane, state) == "leaving":
+        return "leaving"
+    if slot.gate.kind is not GateKind.OPEN:
+        return "held"
+    return "standby"
 
 
 def supervisor_snapshot(
@@ -246,4 +279,42 @@ def supervisor_snapshot(
         standby=state.standby,
         gpu_accounting=gpu_now is not None,
         gpu_gates=gpu_gates,
+    )
+
+
+def shared_pool(summaries: list[PoolSummary]) -> PoolSummary:
+    """One pool as several groups that use it see it: the same read, their own agents added up.
+
+    Each group reads the whole pool, so the pool's counts are the last group's;
+    what each group knows of its own agents (standbys, disabled for its reasons) adds up,
+    and "others" is what no group claims.
+    """
+    last = summaries[-1]
+    ours = {
+        f.name: sum(getattr(s.disabled_why, f.name) for s in summaries)
+        for f in fields(DisabledAgents)
+        if f.name != "others"
+    }
+    why = DisabledAgents(**ours, others=max(0, last.disabled - sum(ours.values())))
+    return replace(last, standby=sum(s.standby for s in summaries), disabled_why=why)
+
+
+def pools_total(pools: list[PoolSummary]) -> PoolSummary:
+    """Several distinct pools as one line: every count added up."""
+    why = DisabledAgents(
+        **{
+            f.name: sum(getattr(p.disabled_why, f.name) for p in pools)
+            for f in fields(DisabledAgents)
+        }
+    )
+    return PoolSummary(
+        pool_id=pools[0].pool_id if len(pools) == 1 else None,
+        name=", ".join(p.name for p in pools),
+        online=sum(p.online for p in pools),
+        offline=sum(p.offline for p in pools),
+        disabled=sum(p.disabled for p in pools),
+        queued_jobs=sum(p.queued_jobs for p in pools),
+        running_jobs=sum(p.running_jobs for p in pools),
+        standby=sum(p.standby for p in pools),
+        disabled_why=why,
     )

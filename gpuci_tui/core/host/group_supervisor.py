@@ -11,7 +11,6 @@ are routed by their ``group`` (``GROUP/SLOT`` on the command line).
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -20,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from gpuci_tui.core.config.loader import Config, agent_groups, daemon_instance, for_group
 from gpuci_tui.core.docker.agentspec import LABEL_GROUP
 from gpuci_tui.core.engine.preview import CommandPreview, preview
+from gpuci_tui.core.engine.snapshots import pools_total, shared_pool
 from gpuci_tui.core.engine.steps import JobEnded
 from gpuci_tui.core.host.pool_observer import PoolObserver
 from gpuci_tui.core.host.reporter import Broadcaster, GroupTap, Update
@@ -196,22 +196,11 @@ class GroupSupervisor:
             return next(iter(self.children.values())).snapshot()
         snaps = {name: child.snapshot() for name, child in self.children.items()}
         first = next(iter(snaps.values()))
-        pools: dict[str, PoolSummary] = {}
+        by_pool: dict[str, list[PoolSummary]] = {}
         for snap in snaps.values():
-            current = pools.get(snap.pool)
-            standby = snap.pool_summary.standby + (current.standby if current else 0)
-            pools[snap.pool] = dataclasses.replace(snap.pool_summary, standby=standby)
-        summaries = list(pools.values())
-        total = PoolSummary(
-            pool_id=summaries[0].pool_id if len(summaries) == 1 else None,
-            name=", ".join(pools),
-            online=sum(p.online for p in summaries),
-            offline=sum(p.offline for p in summaries),
-            disabled=sum(p.disabled for p in summaries),
-            queued_jobs=sum(p.queued_jobs for p in summaries),
-            running_jobs=sum(p.running_jobs for p in summaries),
-            standby=sum(p.standby for p in summaries),
-        )
+            by_pool.setdefault(snap.pool, []).append(snap.pool_summary)
+        summaries = [shared_pool(group) for group in by_pool.values()]
+        total = pools_total(summaries)
         return SupervisorSnapshot(
             taken_at=self.clock(),
             org_url=self.config.azure.url,
