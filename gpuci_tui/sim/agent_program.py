@@ -7,6 +7,9 @@ sees the same behaviour from the in-process runtime as from real containers.
 Exit codes: 0 after a job; 1 configuration failure (bad PAT, unknown pool,
 organisation unreachable) or a lost session; 143 on SIGTERM while idle; 137 when
 killed (SIGKILL, out of memory).
+
+tests/sim/test_agent_parity.py runs both agents through the same scenarios and
+compares exit codes, the organisation's records and the output lines.
 """
 
 from __future__ import annotations
@@ -145,9 +148,8 @@ class SimContainer:
     # ------------------------------------------------------------------ signals
 
     def sigterm(self) -> None:
-        """Deliver SIGTERM: an idle agent leaves at once, a busy one after its job."""
+        """Deliver SIGTERM: an idle agent leaves at once, a busy one after its job (silently)."""
         if self.running and not self.term.is_set():
-            self.log("received SIGTERM")
             self.term.set()
             self.signal.set()
             self.org.wake()
@@ -219,12 +221,19 @@ def _main(c: SimContainer, org: SimOrg, timing: AgentTiming) -> int:
     if not url:
         c.log("error: missing AZP_URL environment variable")
         return 1
-    if not token_file or token_file != c.spec.token_path or not c.token:
-        c.log(f"error: cannot read the token file {token_file or '(AZP_TOKEN_FILE unset)'}")
+    if not token_file:
+        # The emulator also takes AZP_TOKEN; this runtime refuses a PAT in the environment.
+        c.log("error: missing AZP_TOKEN_FILE (or AZP_TOKEN) environment variable")
+        return 1
+    if token_file != c.spec.token_path or c.token is None:
+        c.log(f"error: cannot read the token file {token_file}")
+        return 1
+    token = "".join(c.token.split())  # the emulator drops CR, LF and blanks too
+    if not token:
+        c.log(f"error: the token file {token_file} is empty")
         return 1
     pool = env.get("AZP_POOL") or "Default"
     name = env.get("AZP_AGENT_NAME") or c.hostname
-    token = c.token.strip()
     c.log(f"registering agent {name} in pool {pool} at {url}")
     refused = _private_fault(c, org, token, url)
     if refused is not None:
@@ -232,10 +241,10 @@ def _main(c: SimContainer, org: SimOrg, timing: AgentTiming) -> int:
         c.token = None
         return 1
     caps = {k: v for k, v in env.items() if k not in IGNORED_ENV}
-    # config.sh's own work (process start, connection test, keys) before the registration.
-    if _interrupted(c, org.startup.register):
-        c.token = None
-        return 143
+    # config.sh's work before the registration; start.sh's TERM trap waits for it (the
+    # emulator's too), so a SIGTERM now takes effect once the agent is registered.
+    if c.kill_event.wait(org.startup.register):
+        raise Killed
     try:
         agent_id, key = c.call(
             org.register, pool, name, token, c.hostname, capabilities=caps, open_session=False
@@ -257,16 +266,19 @@ def _main(c: SimContainer, org: SimOrg, timing: AgentTiming) -> int:
     if _interrupted(c, org.startup.session):
         c.log("SIGTERM before the session was opened: registered, offline")
         return 143
+    if not _reachable(org):
+        c.log(f"error: cannot reach {url} to open the session")
+        return 1
     try:
         c.call(org.open_session, agent_id, key)
     except SimSessionError as exc:
-        c.log(f"error: {exc}")
+        c.log(f"error: could not open the session: {exc}")
         return 1
     c.log("session open: online")
-    ticket = _wait_for_job(c, org, timing, agent_id, key)
+    ticket = _wait_for_job(c, org, timing, url, agent_id, key)
     if isinstance(ticket, int):
         return ticket
-    return _run_job(c, org, timing, agent_id, key, ticket)
+    return _run_job(c, org, timing, url, (agent_id, key), ticket)
 
 
 def _interrupted(c: SimContainer, seconds: float) -> bool:
@@ -280,9 +292,14 @@ def _interrupted(c: SimContainer, seconds: float) -> bool:
     return False
 
 
+def _reachable(org: SimOrg) -> bool:
+    """False while an "unreachable" fault closes the emulator's port too."""
+    return not org.faults.unreachable_now(private=True)
+
+
 def _private_fault(c: SimContainer, org: SimOrg, token: str, url: str) -> str | None:
-    if org.faults.unreachable_now(private=True):
-        return f"error: cannot reach {url} (connection refused)"
+    if not _reachable(org):
+        return f"error: cannot reach {url} (connection refused or no answer)"
     hit = org.faults.match(private=True, token=token)
     if hit is None:
         return None
@@ -291,44 +308,65 @@ def _private_fault(c: SimContainer, org: SimOrg, token: str, url: str) -> str | 
             raise Killed
         return None
     if hit.kind == "html":
-        return f"error: {url} answered with a sign-in page: the PAT was rejected"
+        return (
+            f"error: {url} rejected the PAT (203). Check the token and that it has the "
+            "Agent Pools (read, manage) scope."
+        )
     return f"error: registration failed: {url} answered HTTP {hit.status}"
 
 
 def _wait_for_job(
-    c: SimContainer, org: SimOrg, timing: AgentTiming, agent_id: int, key: str
+    c: SimContainer, org: SimOrg, timing: AgentTiming, url: str, agent_id: int, key: str
 ) -> JobTicket | int:
     """Long-poll until one job arrives; an int is the exit code instead."""
+    lost = False
     while True:
         if c.term.is_set():
-            c.call(org.offline, agent_id, key)
+            if _reachable(org):
+                c.call(org.offline, agent_id, key)
             c.log("SIGTERM while idle: went offline")
             return 143
-        if org.faults.unreachable_now(private=True):
-            # Like the emulator, retry quietly; the server may sweep us offline meanwhile.
+        if not _reachable(org):
+            # Like the emulator, retry; the server may sweep us offline meanwhile.
+            if not lost:
+                c.log(f"cannot reach {url} (no answer); retrying")
+                lost = True
             if c.signal.wait(0.2) and c.kill_event.is_set():
                 raise Killed
             continue
         try:
             ticket = c.call(org.poll, agent_id, key, timing.poll_timeout, c.signal)
         except SimSessionError as exc:
-            c.log(f"error: {exc}")
+            c.log(f"error: the agent session ended: {exc}")
             return 1
+        if lost:
+            c.log("organisation reachable again")
+            lost = False
         if ticket is not None:
             return ticket
+
+
+def _note_term(c: SimContainer, rid: int, noted: bool) -> bool:
+    """Say once that a SIGTERM came and the job still runs to its end; True once said."""
+    if c.term.is_set() and not noted:
+        c.log(f"SIGTERM received: finishing job {rid} first")
+        return True
+    return noted
 
 
 def _run_job(
     c: SimContainer,
     org: SimOrg,
     timing: AgentTiming,
-    agent_id: int,
-    key: str,
+    url: str,
+    session: tuple[int, str],
     ticket: JobTicket,
 ) -> int:
+    agent_id, key = session
     rid = ticket.request_id
     c.jobs.append(rid)
     c.log(f"job {rid} started ({ticket.pipeline} {ticket.run_name})")
+    noted = _note_term(c, rid, False)
     if ticket.kind == "oom":
         c.log(f"job {rid} allocates memory until the kernel stops it")
         if c.kill_event.wait(timing.oom_after):
@@ -340,22 +378,30 @@ def _run_job(
     while (remaining := deadline - time.monotonic()) > 0:
         if c.kill_event.wait(min(remaining, timing.heartbeat_interval)):
             raise Killed
+        noted = _note_term(c, rid, noted)
+        if not _reachable(org):
+            continue  # a heartbeat that cannot be sent; the server may abandon the job
         try:
             stop = c.call(org.heartbeat, agent_id, key, rid)
         except SimSessionError as exc:
-            c.log(f"job {rid}: {exc}")
+            c.log(f"error: job {rid} lost its agent session: {exc}")
             return 1
         if stop:
             c.log(f"job {rid} was canceled by the server")
             result = "canceled"
             break
-    try:
-        c.call(org.finish, rid, result, key)
-    except SimSessionError as exc:
-        c.log(f"job {rid}: {exc}")
-        return 1
+    _note_term(c, rid, noted)
+    if not _reachable(org):
+        c.log(f"could not report job {rid}: cannot reach {url}")
+    else:
+        try:
+            c.call(org.finish, rid, result, key)
+        except SimSessionError as exc:
+            c.log(f"error: job {rid} lost its agent session: {exc}")
+            return 1
     c.log(f"job {rid} {result}")
-    c.call(org.offline, agent_id, key)
+    if _reachable(org):
+        c.call(org.offline, agent_id, key)
     return 0
 
 

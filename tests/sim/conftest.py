@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import io
+import tarfile
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
+from gpuci_tui.sim.image import build_emulator_image
 from gpuci_tui.sim.org import SimOrg
 
 PAT = "sim-pat-0123456789abcdefghijklmnopqrstuvwxyz0123456789"
 READ_ONLY_PAT = "sim-pat-readonly-0123456789abcdefghijklmnopqrstuvwx"
 NO_SCOPE_PAT = "sim-pat-noscope-0123456789abcdefghijklmnopqrstuvwxy"
+TOKEN_PATH = "/run/azp/token"
 
 
 def wait_until(pred: Callable[[], object], timeout: float = 5.0, what: str = "condition") -> None:
@@ -33,3 +38,23 @@ def org() -> SimOrg:
     o.add_pat(NO_SCOPE_PAT, scopes=("build",))
     o.add_pool("gpu")
     return o
+
+
+@pytest.fixture(scope="session")
+def emulator_image(docker_client: Any) -> str:
+    """The busybox agent emulator image, built locally (never pulled)."""
+    return build_emulator_image(docker_client)
+
+
+def token_tar(token: str) -> bytes:
+    """A tar of TOKEN_PATH holding ``token``, for ``put_archive("/", ...)``."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        d = tarfile.TarInfo("run/azp")
+        d.type, d.mode = tarfile.DIRTYPE, 0o700
+        tar.addfile(d)
+        data = token.encode()
+        f = tarfile.TarInfo(TOKEN_PATH.lstrip("/"))
+        f.size, f.mode = len(data), 0o600
+        tar.addfile(f, io.BytesIO(data))
+    return buf.getvalue()

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import io
 import json
-import tarfile
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -16,17 +14,11 @@ from gpuci_tui.sim.image import HASH_LABEL, EmulatorImageError, build_emulator_i
 from gpuci_tui.sim.org import SimOrg
 from gpuci_tui.sim.server import SimServer
 
-from .conftest import PAT, wait_until
+from .conftest import PAT, TOKEN_PATH, token_tar, wait_until
 
 POOL = 42
-TOKEN_PATH = "/run/azp/token"
 
 pytestmark = pytest.mark.docker
-
-
-@pytest.fixture(scope="session")
-def emulator_image(docker_client: Any) -> str:
-    return build_emulator_image(docker_client)
 
 
 @pytest.fixture
@@ -34,19 +26,6 @@ def server(org: SimOrg) -> Iterator[SimServer]:
     org.heartbeat_timeout = 3.0  # containers heartbeat every second
     with SimServer(org) as s:
         yield s
-
-
-def token_tar(token: str) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        d = tarfile.TarInfo("run/azp")
-        d.type, d.mode = tarfile.DIRTYPE, 0o700
-        tar.addfile(d)
-        data = token.encode()
-        f = tarfile.TarInfo("run/azp/token")
-        f.size, f.mode = len(data), 0o600
-        tar.addfile(f, io.BytesIO(data))
-    return buf.getvalue()
 
 
 def start_agent(

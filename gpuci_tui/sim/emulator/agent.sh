@@ -19,6 +19,9 @@
 # job runs is noted and the job runs to its end, is reported, then exit 0 (the supervisor
 # disables the agent first, and a GPU job is not cut short by a stop).
 #
+# gpuci_tui/sim/agent_program.py mirrors this script for the in-process runtime;
+# tests/sim/test_agent_parity.py runs both through the same scenarios.
+#
 # Wire protocol of the private /_sim endpoints: see gpuci_tui/sim/private_api.py.
 # shellcheck shell=sh
 
@@ -101,7 +104,7 @@ case $CODE in
   200) ;;
   000) rm -f "$RESP"; fail "cannot reach $AZP_URL (connection refused or no answer)" ;;
   401 | 203) rm -f "$RESP"; fail "$AZP_URL rejected the PAT ($CODE). Check the token and that it has the Agent Pools (read, manage) scope." ;;
-  404) reason=$(field error); rm -f "$RESP"; fail "agent pool $POOL was not found: $reason" ;;
+  404) rm -f "$RESP"; fail "agent pool $POOL does not exist in $AZP_URL" ;;
   *) reason=$(field error); rm -f "$RESP"; fail "registration failed: HTTP $CODE $reason" ;;
 esac
 AGENT_ID=$(field agent_id)
@@ -170,7 +173,11 @@ timeout=20
       fail "the agent session ended: $reason"
       ;;
     *)
-      if [ "$lost" = 0 ]; then log "cannot reach $AZP_URL (HTTP $CODE); retrying"; lost=1; fi
+      if [ "$lost" = 0 ]; then
+        if [ "$CODE" = 000 ]; then why="no answer"; else why="HTTP $CODE"; fi
+        log "cannot reach $AZP_URL ($why); retrying"
+        lost=1
+      fi
       sleep 1
       ;;
   esac
@@ -181,7 +188,15 @@ LEFT=$(field duration_ms "$POLL_RESP")
 RESULT=$(field result "$POLL_RESP")
 log "job $JOB started ($(field pipeline "$POLL_RESP") $(field run "$POLL_RESP"))"
 rm -f "$POLL_RESP"
-[ "$TERMED" = 1 ] && log "SIGTERM received: finishing job $JOB first"
+NOTED=0
+# note_term: say once that a SIGTERM came and the job still runs to its end.
+note_term() {
+  if [ "$TERMED" = 1 ] && [ "$NOTED" = 0 ]; then
+    log "SIGTERM received: finishing job $JOB first"
+    NOTED=1
+  fi
+}
+note_term
 
 if [ "$KIND" = oom ]; then
   log "job $JOB allocates memory until the kernel stops it"
@@ -200,6 +215,7 @@ while [ "${LEFT:-0}" -gt 0 ]; do
   [ "$LEFT" -lt "$step" ] && step=$LEFT
   sleep "$((step / 1000)).$(printf '%03d' $((step % 1000)))"
   LEFT=$((LEFT - step))
+  note_term
   post "$RESP" heartbeat "agent_id=$AGENT_ID
 session=$SESSION
 request_id=$JOB
@@ -216,12 +232,18 @@ request_id=$JOB
   fi
 done
 
+note_term
 post "$RESP" finish "agent_id=$AGENT_ID
 session=$SESSION
 request_id=$JOB
 result=$RESULT
 "
-[ "$CODE" = 200 ] || log "could not report job $JOB (HTTP $CODE)"
+case $CODE in
+  200) ;;
+  409) reason=$(field error); rm -f "$RESP"; fail "job $JOB lost its agent session: $reason" ;;
+  000) log "could not report job $JOB: cannot reach $AZP_URL" ;;
+  *) log "could not report job $JOB (HTTP $CODE)" ;;
+esac
 log "job $JOB $RESULT"
 go_offline
 rm -f "$RESP"
