@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from gpuci_tui.core.engine.snapshots import daemon_uptime
 from gpuci_tui.core.formatting import duration
 from gpuci_tui.core.models import PoolSummary, SlotSnapshot, SupervisorSnapshot
 from gpuci_tui.core.wording import disabled_reasons
@@ -30,6 +31,9 @@ def render_status(snap: SupervisorSnapshot, now: float | None = None) -> str:
     """The human form of ``status``."""
     now = time.time() if now is None else now
     mode = f"daemon pid {snap.pid}" if snap.mode == "daemon" else snap.mode
+    daemon_up = daemon_uptime(snap)
+    if daemon_up is not None:
+        mode += f", up {duration(daemon_up)}"
     flags = [f for f, on in (("PAUSED", snap.paused), ("STOPPING", snap.stopping)) if on]
     standby = "hot standby on" if snap.standby else "hot standby off"
     lines = [

@@ -269,6 +269,10 @@ class SupervisorSnapshot:
     azure_requests: int = 0
     """Azure DevOps calls made since start (for the rate budget)."""
     started_at: float | None = None
+    """When the supervisor started (a daemon's: when ``gpuci-tui run`` began supervising),
+    on its own clock like ``taken_at``; None until then. Readers elsewhere derive the
+    uptime from ``taken_at - started_at`` (`engine.snapshots.daemon_uptime`), never from
+    their own clock."""
     protocol: int = PROTOCOL_VERSION
     standby: bool = False
     """Hot standby is on: each running slot keeps a second, disabled agent ready."""

@@ -4,7 +4,7 @@ Three feeds, each off the input path:
 
 * a worker follows `SupervisorHandle.updates()` and posts coalescing messages
   (it reconnects with a short backoff when the stream breaks, e.g. a restarted
-  daemon);
+  daemon; `reconnector` can cut that wait short);
 * a thread worker samples the GPUs; the next sample is scheduled only after the
   previous one finished (a slow driver delays samples instead of stacking them);
 * a 1 s timer re-renders what depends on the clock alone (ages, uptimes,
@@ -23,6 +23,7 @@ from textual.containers import Horizontal
 from textual.widget import Widget
 from textual.widgets import DataTable
 
+from gpuci_tui.core.host.reconnect import Backoff, Reconnector
 from gpuci_tui.core.models import SupervisorSnapshot
 from gpuci_tui.core.protocols import GpuFrame, GpuHostInfo
 from gpuci_tui.screens.dashboard_actions import DASHBOARD_BINDINGS, DashboardActions
@@ -45,6 +46,8 @@ if TYPE_CHECKING:
 
 RECONNECT_MAX = 10.0
 """Longest wait between two attempts to re-follow a broken update stream."""
+RECONNECT_BACKOFF = Backoff(base=0.5, cap=RECONNECT_MAX, jitter=0.0)
+"""Waits between those attempts: 0.5 s doubling to `RECONNECT_MAX`."""
 
 
 def owner_map(snapshot: SupervisorSnapshot) -> dict[str, str]:
@@ -81,6 +84,8 @@ class DashboardScreen(DashboardActions):
         self.snapshot = None
         self.gpu_frames = 0
         self._waiting = "connecting to the supervisor…"
+        self.reconnector = Reconnector()
+        """The update stream's backoff wait (``retry_now`` ends it)."""
 
     def compose(self) -> Iterable[Widget]:
         """Header, GPU + pool row, agents, events, footer."""
@@ -175,11 +180,12 @@ class DashboardScreen(DashboardActions):
 
     @work(exclusive=True, group="supervisor", exit_on_error=False)
     async def _follow(self, handle: SupervisorHandle) -> None:
-        delay = 0.5
+        failures = 0
         while True:
             try:
                 self.post_message(SnapshotReceived(await handle.snapshot()))
-                delay = 0.5
+                self.reconnector.up()
+                failures = 0
                 async for update in handle.updates():
                     if isinstance(update, SupervisorSnapshot):
                         self.post_message(SnapshotReceived(update))
@@ -193,8 +199,8 @@ class DashboardScreen(DashboardActions):
             self.post_message(
                 SupervisorLinkChanged(False, f"connection lost ({problem}); retrying…")
             )
-            await asyncio.sleep(delay)
-            delay = min(RECONNECT_MAX, delay * 2)
+            failures += 1
+            await self.reconnector.wait(RECONNECT_BACKOFF.delay(failures))
 
     def _sample_gpus(self) -> None:
         self._gpu_worker()

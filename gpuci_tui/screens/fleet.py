@@ -3,7 +3,8 @@
 One `HostLink` per host follows that host's updates in its own worker and
 reconnects with backoff when the host drops, so a dead host shows as
 unreachable while the others keep updating and taking commands. Enter opens
-a host's own dashboard (`HostDashboardScreen`); ``d``/``r``/``u`` drain,
+a host's own dashboard (`HostDashboardScreen`); ``c`` tries a down host again
+at once instead of waiting out its backoff; ``d``/``r``/``u`` drain,
 restart or resume every agent of the selected host and ``D``/``R``/``U`` of
 every reachable host, after a confirmation built from each daemon's own
 preview of the command. ``--readonly`` refuses them all.
@@ -31,7 +32,7 @@ from gpuci_tui.core.fleet.link import FleetMember, HostLink, HostStatus, LinkSta
 from gpuci_tui.core.fleet.rows import HostRow, fleet_rows, fleet_totals
 from gpuci_tui.core.models import Command, CommandResult, Drain, Restart, Resume, SupervisorEvent
 from gpuci_tui.screens.confirm import ConfirmScreen
-from gpuci_tui.screens.fleet_host import HostDashboardScreen
+from gpuci_tui.screens.fleet_host import HostDashboardScreen, say_retry
 from gpuci_tui.screens.fleet_prompts import effects_phrase, fleet_prompt, host_prompt
 from gpuci_tui.screens.help import HelpScreen, KeyHelp
 from gpuci_tui.widgets.event_log import EventLog, event_line
@@ -59,6 +60,9 @@ FLEET_BINDINGS = [
             tooltip="Undo drain/park on the selected host: its slots start again"),
     Binding("U", "resume_all", "Resume fleet", id="resume_all", show=False,
             tooltip="Undo drain/park on every reachable host"),
+    Binding("c", "reconnect", "Reconnect", id="reconnect",
+            tooltip="Try the selected host again now instead of waiting out its backoff "
+            "(a connected host is left as it is)"),
     Binding("question_mark", "help", "Help", id="help", tooltip="Keys and what the columns mean"),
 ]  # fmt: skip
 
@@ -112,6 +116,8 @@ class FleetScreen(Screen[None]):
         self.fleet: Fleet = services.fleet
         self.members = self.fleet.members
         self.statuses: list[HostStatus] = [HostStatus() for _ in self.members]
+        self.links: list[HostLink] = []
+        """One link per member, in the same order (made on mount)."""
         self.rows: dict[int, HostRow] = {}
 
     def compose(self) -> Iterable[Widget]:
@@ -143,6 +149,7 @@ class FleetScreen(Screen[None]):
                 backoff=self.fleet.backoff,
                 on_event=partial(self._post_event, index),
             )
+            self.links.append(link)
             self.run_worker(link.run(), group=f"fleet-host-{index}", exit_on_error=False)
         self._render_rows()
         self.set_interval(1.0, self._tick)
@@ -242,7 +249,18 @@ class FleetScreen(Screen[None]):
             runtime=None,
             fleet=None,
         )
-        self.app.push_screen(HostDashboardScreen(services, member, index + 1, len(self.members)))
+        self.app.push_screen(
+            HostDashboardScreen(
+                services, member, index + 1, len(self.members), link=self.links[index]
+            )
+        )
+
+    def action_reconnect(self) -> None:
+        """Try the selected host again now (a connected host is left as it is)."""
+        selected = self._selected()
+        if selected is not None:
+            index, member = selected
+            say_retry(self, member.label, self.links[index].retry_now())
 
     def action_drain(self) -> None:
         """Drain every agent of the selected host (asks first)."""

@@ -2,7 +2,9 @@
 
 `HostDashboardScreen` is the `DashboardScreen` every single-host console
 shows, following that host's handle (over ssh), with one line on top naming
-the host and ``q``/Escape to go back to the overview. GPU cards are not
+the host and ``q``/Escape to go back to the overview, and ``c`` to reconnect
+now when the host's link is down (its own stream, and the overview's link to the
+host, stop waiting out their backoff). GPU cards are not
 carried over ssh, and container logs are not either: the panel and the log
 key say so.
 """
@@ -14,13 +16,15 @@ from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
 from textual.binding import Binding, BindingType
+from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Static
 
+from gpuci_tui.core.host.reconnect import RetryNow
 from gpuci_tui.screens.dashboard import DashboardScreen
 
 if TYPE_CHECKING:
-    from gpuci_tui.core.fleet.link import FleetMember
+    from gpuci_tui.core.fleet.link import FleetMember, HostLink
     from gpuci_tui.services import Services
 
 
@@ -29,13 +33,29 @@ class HostDashboardScreen(DashboardScreen):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         *DashboardScreen.BINDINGS,
+        Binding("c", "reconnect", "Reconnect", id="reconnect",
+                tooltip="Try this host again now instead of waiting out the backoff "
+                "(a connected host is left as it is)"),
         Binding("q,escape", "back", "Fleet", id="fleet_back",
                 tooltip="Back to the fleet overview (the host keeps running)"),
     ]  # fmt: skip
 
-    def __init__(self, services: Services, member: FleetMember, number: int, total: int) -> None:
-        """Show ``member``'s daemon (``services.handle`` is its handle); host ``number`` of ``total``."""
+    def __init__(
+        self,
+        services: Services,
+        member: FleetMember,
+        number: int,
+        total: int,
+        *,
+        link: HostLink | None = None,
+    ) -> None:
+        """Show ``member``'s daemon (``services.handle`` is its handle); host ``number`` of ``total``.
+
+        ``link``: the overview's link to the host, told to reconnect now along with this
+        screen's own stream.
+        """
         super().__init__(services)
+        self.link = link
         # The host line takes a row: the stylesheet gives the agents table one less.
         self.add_class("-fleet-host")
         self.member = member
@@ -56,6 +76,25 @@ class HostDashboardScreen(DashboardScreen):
         yield Static(line, id="fleet-host-bar")
         yield from super().compose()
 
+    def action_reconnect(self) -> None:
+        """Try the host again now: this screen's stream and the overview's link."""
+        outcome = self.reconnector.retry_now()
+        if self.link is not None:
+            self.link.retry_now()
+        say_retry(self, self.member.label, outcome)
+
     def action_back(self) -> None:
         """Back to the overview; this screen's update stream closes with it."""
         self.dismiss(None)
+
+
+_RETRY_WORDS = {
+    RetryNow.RETRYING: "{label}: reconnecting now instead of waiting out the backoff.",
+    RetryNow.UNDER_WAY: "{label}: a connection attempt is already under way.",
+    RetryNow.CONNECTED: "{label} is connected: nothing to reconnect (the link is left as it is).",
+}
+
+
+def say_retry(screen: Screen[None], label: str, outcome: RetryNow) -> None:
+    """Tell the operator what "reconnect now" found for host ``label``."""
+    screen.notify(_RETRY_WORDS[outcome].format(label=label), title="Reconnect", markup=False)

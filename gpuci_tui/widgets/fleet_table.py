@@ -16,6 +16,7 @@ from textual.widget import Widget
 
 from gpuci_tui.core.fleet.link import LinkState
 from gpuci_tui.core.fleet.rows import FleetTotals, HostRow, Severity
+from gpuci_tui.core.formatting import duration
 from gpuci_tui.core.models import HealthState
 from gpuci_tui.widgets.format import ago, until
 from gpuci_tui.widgets.keyed_table import Column, KeyedTable, fit_text
@@ -158,6 +159,24 @@ def totals_line(totals: FleetTotals, *, readonly: bool, width: int) -> Text:
     return Text.assemble(left, " " * gap, badge, no_wrap=True)
 
 
+def uptimes(row: HostRow, now: float) -> list[str]:
+    """``daemon pid 4321 up 3h02m`` and ``link up 1m35s``: each its own age, named.
+
+    The daemon's uptime comes from the daemon (`rows.daemon_started`); a daemon that
+    does not send its start shows its pid alone. The link's age is how long this
+    console's connection to it has been up, which a dropped ssh link resets.
+    """
+    parts: list[str] = []
+    daemon = "daemon" if row.pid is None else f"daemon pid {row.pid}"
+    if row.daemon_since is not None:
+        parts.append(f"{daemon} up {duration(now - row.daemon_since)}")
+    elif row.pid is not None:
+        parts.append(daemon)
+    if row.since is not None:
+        parts.append(f"link up {duration(now - row.since)}")
+    return parts
+
+
 def host_detail(row: HostRow, now: float, collapsed: Sequence[tuple[str, Text]] = ()) -> Text:
     """The selected host in full: target, daemon, since when, the table's collapsed
     columns (``collapsed``: label and cell; Problems follow anyway), every problem.
@@ -170,8 +189,9 @@ def host_detail(row: HostRow, now: float, collapsed: Sequence[tuple[str, Text]] 
     if row.link is LinkState.DOWN:
         text.append(f" · down since {ago(row.since, now)}", style="red")
         text.append(f", retry {until(row.retry_at, now)}" if row.retry_at else ", retrying…")
-    elif row.link is LinkState.UP and row.pid is not None:
-        text.append(f" · daemon pid {row.pid}, up {ago(row.since, now)}", style="bright_black")
+    elif row.link is LinkState.UP:
+        for part in uptimes(row, now):
+            text.append(f" · {part}", style="bright_black")
     if row.seen:
         text.append(f" · agents {row.slots}/{row.desired}")
         if row.stale:

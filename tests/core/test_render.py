@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from gpuci_tui.cli.render import render_status
 from gpuci_tui.core.models import (
     DisabledAgents,
@@ -71,3 +73,21 @@ def test_status_says_which_gpus_are_held_or_quarantined_and_why() -> None:
     assert "  (check the GPU, then: gpuci-tui gpu clear GPU)" in lines
     assert f"  h-0: held: {why}" in lines
     assert any(line.split()[:3] == ["1", "h-1", "quarantined"] for line in lines)
+
+
+def test_status_gives_the_daemons_uptime_from_its_own_clock_or_nothing() -> None:
+    base = SupervisorSnapshot(
+        taken_at=10_000.0,
+        org_url="https://dev.azure.com/o",
+        pool="gpu",
+        instance="i",
+        desired_count=1,
+        mode="daemon",
+        pid=27330,
+    )
+    # The reader's clock (now) is a day off: the uptime is the daemon's own figure.
+    started = replace(base, started_at=10_000.0 - 3 * 3600 - 120)
+    assert render_status(started, now=100.0).startswith("gpuci-tui daemon pid 27330, up 3h02m —")
+    assert render_status(base, now=100.0).startswith("gpuci-tui daemon pid 27330 —")
+    stepped_back = replace(base, started_at=10_060.0)
+    assert render_status(stepped_back, now=100.0).startswith("gpuci-tui daemon pid 27330 —")

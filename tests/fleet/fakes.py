@@ -13,9 +13,10 @@ from typing import Any
 
 from gpuci_tui.core.engine.preview import CommandPreview
 from gpuci_tui.core.fleet.config import parse_target
-from gpuci_tui.core.fleet.link import Backoff, Fleet, FleetMember
+from gpuci_tui.core.fleet.link import Fleet, FleetMember
 from gpuci_tui.core.host.control import ControlError
 from gpuci_tui.core.host.handle import Update
+from gpuci_tui.core.host.reconnect import Backoff
 from gpuci_tui.core.models import (
     Command,
     CommandResult,

@@ -318,3 +318,16 @@ def pools_total(pools: list[PoolSummary]) -> PoolSummary:
         standby=sum(p.standby for p in pools),
         disabled_why=why,
     )
+
+
+def daemon_uptime(snapshot: SupervisorSnapshot) -> float | None:
+    """How long the supervisor had been running when ``snapshot`` was taken (None: not known).
+
+    Both times are read on the supervisor's own clock, so the figure holds whatever the
+    skew between its host and the reader's. None, rather than a made-up figure, when the
+    snapshot carries no start (a supervisor not started yet, or a daemon that does not
+    send it) or when its clock stepped back past the start.
+    """
+    if snapshot.started_at is None or snapshot.taken_at < snapshot.started_at:
+        return None
+    return snapshot.taken_at - snapshot.started_at

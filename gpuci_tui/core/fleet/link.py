@@ -4,7 +4,8 @@ A link follows its handle's update stream and keeps the host's last snapshot
 and whether it is reachable. When the stream breaks (ssh cannot connect, the
 daemon is gone, the host stops answering) the link says so at once and tries
 again after 1 s, 2 s, 4 s … up to 30 s, each delay jittered so that a console
-watching many hosts does not reconnect to all of them in the same instant.
+watching many hosts does not reconnect to all of them in the same instant;
+`HostLink.retry_now` (the console's "reconnect now") cuts that wait short.
 Links are independent: a dead host never holds up the others.
 """
 
@@ -18,6 +19,7 @@ from enum import StrEnum
 
 from gpuci_tui.core.fleet.config import FleetHost
 from gpuci_tui.core.host.handle import SupervisorHandle
+from gpuci_tui.core.host.reconnect import Backoff, Reconnector, RetryNow
 from gpuci_tui.core.models import SupervisorEvent, SupervisorSnapshot
 from gpuci_tui.core.protocols import GpuFrame, GpuHostInfo
 
@@ -31,22 +33,6 @@ class LinkState(StrEnum):
     """The update stream runs."""
     DOWN = "down"
     """The last attempt failed or the stream broke; retrying with backoff."""
-
-
-@dataclass(frozen=True)
-class Backoff:
-    """Delays between reconnection attempts: ``base`` doubling up to ``cap``, ± ``jitter``."""
-
-    base: float = 1.0
-    cap: float = 30.0
-    jitter: float = 0.2
-    """Fraction of the delay added or taken away at random."""
-
-    def delay(self, failures: int, rand: Callable[[], float] = random.random) -> float:
-        """The wait after ``failures`` consecutive failures (1 for the first)."""
-        raw = min(self.cap, self.base * 2.0 ** max(0, failures - 1))
-        spread = 1.0 + self.jitter * (2.0 * rand() - 1.0)
-        return max(0.0, min(self.cap, raw * spread))
 
 
 @dataclass(frozen=True)
@@ -119,7 +105,7 @@ class HostLink:
         self._clock = clock
         self._backoff = backoff or Backoff()
         self._rand = rand
-        self._sleep = sleep
+        self._reconnect = Reconnector(sleep)
 
     def _set(self, **changes: object) -> None:
         self.status = replace(self.status, **changes)  # type: ignore[arg-type]
@@ -140,14 +126,23 @@ class HostLink:
                 retry_at=now + delay,
                 failures=failures,
             )
-            await self._sleep(delay)
+            await self._reconnect.wait(delay)
             self._set(retry_at=None)
+
+    def retry_now(self) -> RetryNow:
+        """Reconnect now: end the backoff wait if the host is down (a link that is up is kept).
+
+        The next attempt starts at once; if it fails too, the backoff goes on
+        from where it was (the failures are still counted).
+        """
+        return self._reconnect.retry_now()
 
     async def _follow(self) -> str:
         """Follow one update stream; return why it ended."""
         try:
             async for update in self.member.handle.updates():
                 if isinstance(update, SupervisorSnapshot):
+                    self._reconnect.up()
                     now = self._clock()
                     if self.status.state is LinkState.UP:
                         self._set(snapshot=update, updated_at=now)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from gpuci_tui.core.engine.preview import busy
+from gpuci_tui.core.engine.snapshots import daemon_uptime
 from gpuci_tui.core.fleet.link import HostStatus, LinkState
 from gpuci_tui.core.models import HealthState, SlotState, SupervisorSnapshot
 from gpuci_tui.core.wording import plural
@@ -51,9 +52,12 @@ class HostRow:
     stale: bool = False
     """The counts come from the last snapshot before the host went down."""
     since: float | None = None
-    """When the host went up or down."""
+    """When the link went up or down (the link's age, not the daemon's)."""
     retry_at: float | None = None
     """When the next connection attempt starts (down hosts)."""
+    daemon_since: float | None = None
+    """When the host's daemon started, on this console's clock (`daemon_started`): only
+    while the link is up, and None when the daemon does not say."""
     slots: int = 0
     desired: int = 0
     busy: int = 0
@@ -123,6 +127,20 @@ def host_problems(snapshot: SupervisorSnapshot) -> list[tuple[Severity, str]]:
     return found
 
 
+def daemon_started(snapshot: SupervisorSnapshot, received_at: float | None) -> float | None:
+    """When the daemon that sent ``snapshot`` started, on the clock of whoever received it.
+
+    The daemon's uptime is read on its own clock (`daemon_uptime`) and counted back
+    from ``received_at``, so a skew between the two hosts' clocks does not enter it
+    (only the snapshot's transit, a fraction of a second). None when the daemon's
+    start is not known: nothing is shown rather than a wrong figure.
+    """
+    uptime = daemon_uptime(snapshot)
+    if uptime is None or received_at is None:
+        return None
+    return received_at - uptime
+
+
 def host_row(label: str, target: str, status: HostStatus) -> HostRow:
     """The overview row of one host."""
     snapshot = status.snapshot
@@ -155,6 +173,9 @@ def host_row(label: str, target: str, status: HostStatus) -> HostRow:
         stale=status.state is not LinkState.UP,
         since=status.since,
         retry_at=status.retry_at,
+        daemon_since=daemon_started(snapshot, status.updated_at)
+        if status.state is LinkState.UP
+        else None,
         slots=len(slots),
         desired=snapshot.desired_count,
         busy=sum(1 for s in slots if busy(s)),
