@@ -42,7 +42,7 @@ def render_status(snap: SupervisorSnapshot, now: float | None = None) -> str:
         f"azure: {_health(snap.azure.state, snap.azure.message, snap.azure.checked_at, now)}",
         f"docker: {_health(snap.docker.state, snap.docker.message, snap.docker.checked_at, now)}",
         *_gpu_lines(snap),
-        *(_pool_line(p, snap) for p in (snap.pools or (snap.pool_summary,))),
+        *(_pool_line(p, snap, now) for p in (snap.pools or (snap.pool_summary,))),
         *_group_lines(snap),
         "",
     ]
@@ -102,14 +102,22 @@ def _gpu_lines(snap: SupervisorSnapshot) -> list[str]:
     return lines
 
 
-def _pool_line(pool: PoolSummary, snap: SupervisorSnapshot) -> str:
+def _pool_line(pool: PoolSummary, snap: SupervisorSnapshot, now: float) -> str:
     name = f" '{pool.name}'" if snap.pools else ""
     reasons = disabled_reasons(pool.disabled_why)
     why = f" ({', '.join(reasons)})" if reasons else ""
+    # Each figure says how old it is: the agents and the queue are read at different times.
+    # None: not read yet, or a daemon too old to say; either way no age is shown.
+    read = f" (read {_ago(pool.read_at, now)})" if pool.read_at is not None else ""
+    queue = f" (read {_ago(pool.jobs_read_at, now)})" if pool.jobs_read_at is not None else ""
     return (
-        f"pool{name}: {pool.online} online, {pool.offline} offline, {pool.disabled} disabled"
-        f"{why}; jobs {pool.queued_jobs} queued, {pool.running_jobs} running"
+        f"pool{name}{read}: {pool.online} online, {pool.offline} offline, {pool.disabled} disabled"
+        f"{why}; jobs {pool.queued_jobs} queued{queue}, {pool.running_jobs} running"
     )
+
+
+def _ago(then: float, now: float) -> str:
+    return "just now" if now - then < 1 else f"{duration(now - then)} ago"
 
 
 def _group_lines(snap: SupervisorSnapshot) -> list[str]:

@@ -234,6 +234,12 @@ class PoolSummary:
     """How many of the disabled agents are this host's hot standbys (disabled on purpose)."""
     disabled_why: DisabledAgents = field(default_factory=DisabledAgents)
     """The ``disabled`` agents by reason (from the same read of the pool)."""
+    read_at: float | None = None
+    """When the agents were read (online, offline, disabled; None: not read yet)."""
+    jobs_read_at: float | None = None
+    """When ``queued_jobs`` was read: the job requests are read less often, and again
+    soon after a job starts or ends here. ``running_jobs`` is as fresh as the
+    supervisor knows: its own agents' jobs from the engine, the others' from ``read_at``."""
 
 
 @dataclass(frozen=True)

@@ -196,6 +196,9 @@ def host_detail(row: HostRow, now: float, collapsed: Sequence[tuple[str, Text]] 
         text.append(f" · agents {row.slots}/{row.desired}")
         if row.stale:
             text.append(" (last known)", style="bright_black")
+        elif row.queue_read_at is not None:
+            # The queue is read less often than the agents: say how old it is.
+            text.append(f" · queue {row.queued} read {ago(row.queue_read_at, now)}")
     for problem in row.problems or ("all well",):
         style = _SEVERITY_STYLES.get(row.severity, "green")
         text.append(" · ")

@@ -54,7 +54,7 @@ class PoolPanel(Widget):
         if snap is None:
             return Text("waiting for the supervisor…", style="bright_black")
         now = self._clock()
-        lines = self._pool_lines(snap) if len(snap.pools) > 1 else self._one_pool(snap)
+        lines = self._pool_lines(snap) if len(snap.pools) > 1 else self._one_pool(snap, now)
         lines.append(self._docker_line(snap, now))
         azure = snap.azure
         if azure.state not in (HealthState.OK, HealthState.UNKNOWN) and azure.message:
@@ -83,7 +83,7 @@ class PoolPanel(Widget):
             )
         return lines
 
-    def _one_pool(self, snap: SupervisorSnapshot) -> list[Text]:
+    def _one_pool(self, snap: SupervisorSnapshot, now: float) -> list[Text]:
         pool = snap.pool_summary
         return [
             Text.assemble(
@@ -100,10 +100,11 @@ class PoolPanel(Widget):
             Text.assemble(
                 ("queued ", "bright_black"),
                 (str(pool.queued_jobs), "bold yellow" if pool.queued_jobs else ""),
+                # The queue is read less often than the rest: it says how old it is.
+                # (The standbys are counted on the disabled line above.)
+                (f" ({ago(pool.jobs_read_at, now)})" if pool.jobs_read_at else "", "bright_black"),
                 ("  running ", "bright_black"),
                 str(pool.running_jobs),
-                ("  standby " if pool.standby else "", "bright_black"),
-                (str(pool.standby) if pool.standby else "", "green"),
                 no_wrap=True,
             ),
         ]

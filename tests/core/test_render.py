@@ -91,3 +91,22 @@ def test_status_gives_the_daemons_uptime_from_its_own_clock_or_nothing() -> None
     assert render_status(base, now=100.0).startswith("gpuci-tui daemon pid 27330 —")
     stepped_back = replace(base, started_at=10_060.0)
     assert render_status(stepped_back, now=100.0).startswith("gpuci-tui daemon pid 27330 —")
+
+
+def test_status_says_how_old_the_pool_and_queue_figures_are() -> None:
+    """The agents and the queue are read at different times: each figure says when."""
+    snap = SupervisorSnapshot(
+        taken_at=100.0,
+        org_url="https://dev.azure.com/o",
+        pool="gpu",
+        instance="i",
+        desired_count=1,
+        pool_summary=PoolSummary(
+            name="gpu", online=2, queued_jobs=3, running_jobs=1, read_at=97.0, jobs_read_at=75.0
+        ),
+    )
+    text = render_status(snap, now=100.0)
+    assert "pool (read 3s ago): 2 online" in text
+    assert "jobs 3 queued (read 25s ago), 1 running" in text
+    older = render_status(replace(snap, pool_summary=PoolSummary(name="gpu", online=2)), now=100.0)
+    assert "pool: 2 online" in older, "a daemon that does not say: no age, not a made-up one"

@@ -127,3 +127,21 @@ def test_a_down_host_claims_no_daemon_uptime() -> None:
                         updated_at=NOW - 40)  # fmt: skip
     row = host_row("gpu3", "ci@gpu3", status)
     assert row.daemon_since is None and "daemon pid" not in host_detail(row, NOW).plain
+
+
+def test_the_queue_says_how_old_it_is_on_the_consoles_clock() -> None:
+    """The daemon read its queue 25 s before its snapshot; its clock is a day ahead."""
+    from gpuci_tui.core.fleet.rows import on_our_clock
+
+    base = healthy_snapshot()
+    snap = replace(
+        base,
+        taken_at=NOW + DAY,
+        pool_summary=replace(base.pool_summary, queued_jobs=2, jobs_read_at=NOW + DAY - 25),
+    )
+    assert on_our_clock(snap, snap.pool_summary.jobs_read_at, NOW) == NOW - 25
+    assert on_our_clock(snap, None, NOW) is None, "an old daemon: no age, not a made-up one"
+    row = host_row(
+        "gpu1", "gpu1", HostStatus(LinkState.UP, snapshot=snap, updated_at=NOW, since=NOW)
+    )
+    assert "queue 2 read 25 s ago" in host_detail(row, NOW).plain

@@ -138,6 +138,8 @@ def loaded_snapshot(**changes: Any) -> SupervisorSnapshot:
             running_jobs=3,
             standby=2,
             disabled_why=DisabledAgents(busy=2, leaving=1, standby=2),
+            read_at=NOW - 3,
+            jobs_read_at=NOW - 25,
         ),
         azure=HealthSnapshot(state=HealthState.OK, checked_at=NOW - 12),
         docker=HealthSnapshot(state=HealthState.OK, checked_at=NOW - 2),

@@ -138,7 +138,7 @@ async def test_pool_panel(handle: FakeHandle) -> None:
         assert text.split("\n") == [
             "online 5  offline 2  disabled 5",
             "(2 busy · 1 leaving · 2 standby)".rjust(panel.size.width),
-            "queued 3  running 3  standby 2",
+            "queued 3 (25 s ago)  running 3",
             "docker ok · answered 2 s ago",
         ]
         assert panel.border_title == "Pool gpu-a100 #12"
@@ -154,7 +154,7 @@ async def test_pool_panel_says_only_what_is_disabled_and_cuts_it_to_fit() -> Non
         screen = await ready(pilot)
         assert [line.strip() for line in screen.pool_panel.render().plain.split("\n")][:2] == [
             "online 5  offline 2  disabled 0",
-            "queued 3  running 3  standby 2",
+            "queued 3 (25 s ago)  running 3",
         ]
     why = DisabledAgents(busy=2, leaving=1, held=1, standby=2, idle=1, others=3)
     crowded = replace(quiet, disabled=10, disabled_why=why)

@@ -260,6 +260,8 @@ class PoolView:
     agents: tuple[Agent, ...] = ()
     queued_jobs: int = 0
     running_jobs: int = 0
+    jobs_read_at: float | None = None
+    """When ``queued_jobs`` and ``running_jobs`` were read (job requests are read less often)."""
 
     def agent(self, name: str) -> Agent | None:
         """The agent registered as ``name``, or None."""

@@ -6,7 +6,7 @@ from its intent, its lanes' phases and its failure record.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING
 
@@ -207,10 +207,31 @@ def pool_summary(state: EngineState, pool_name: str) -> PoolSummary:
         offline=sum(1 for a in agents if a.status != "online"),
         disabled=sum(1 for a in agents if not a.enabled),
         queued_jobs=view.queued_jobs,
-        running_jobs=max(view.running_jobs, sum(1 for a in agents if a.assigned_request)),
+        running_jobs=running_jobs(state),
         standby=standby,
         disabled_why=disabled_agents(state),
+        read_at=view.began_at,
+        jobs_read_at=view.jobs_read_at,
     )
+
+
+def running_jobs(state: EngineState) -> int:
+    """Jobs running in the pool now, as fresh as known.
+
+    Our agents' jobs from the engine (a job's end is known when its container
+    exits, before any read says so); every other agent's from the last read. Not
+    the job requests' count: that read is up to `JOBREQUESTS_INTERVAL` old.
+    """
+    if state.pool is None:
+        return 0
+    ours = {lane.name: lane for _, lane in state.lanes()}
+    count = 0
+    for agent in state.pool.agents:
+        lane = ours.get(agent.name)
+        count += (
+            (lane.job is not None) if lane is not None else (agent.assigned_request is not None)
+        )
+    return count
 
 
 def disabled_agents(state: EngineState) -> DisabledAgents:
@@ -317,6 +338,8 @@ def pools_total(pools: list[PoolSummary]) -> PoolSummary:
         running_jobs=sum(p.running_jobs for p in pools),
         standby=sum(p.standby for p in pools),
         disabled_why=why,
+        read_at=_oldest(p.read_at for p in pools),
+        jobs_read_at=_oldest(p.jobs_read_at for p in pools),
     )
 
 
@@ -331,3 +354,11 @@ def daemon_uptime(snapshot: SupervisorSnapshot) -> float | None:
     if snapshot.started_at is None or snapshot.taken_at < snapshot.started_at:
         return None
     return snapshot.taken_at - snapshot.started_at
+
+
+def _oldest(times: Iterable[float | None]) -> float | None:
+    """The oldest of several reads (None when any was never made: not all known)."""
+    known = list(times)
+    if not known or any(t is None for t in known):
+        return None
+    return min(t for t in known if t is not None)

@@ -284,6 +284,11 @@ class Note:
     agent: str = ""
     """The agent (lane) the event is about; a slot's lanes take turns being its agent."""
 
+    @property
+    def job_started(self) -> bool:
+        """The event says one of our agents was handed a job."""
+        return self.kind == "job_assigned"
+
 
 @dataclass(frozen=True)
 class JobEnded:

@@ -69,6 +69,8 @@ class HostRow:
     """Draining or drained slots."""
     queued: int | None = None
     """Jobs waiting in the pool (the pool's figure: shared by hosts of one pool)."""
+    queue_read_at: float | None = None
+    """When the daemon read ``queued``, on this console's clock (`on_our_clock`)."""
     gpus_busy: str = ""
     """GPUs held by busy agents: a count, ``all``, or empty when not known."""
     azure: HealthState = HealthState.UNKNOWN
@@ -141,6 +143,19 @@ def daemon_started(snapshot: SupervisorSnapshot, received_at: float | None) -> f
     return received_at - uptime
 
 
+def on_our_clock(
+    snapshot: SupervisorSnapshot, then: float | None, received_at: float | None
+) -> float | None:
+    """``then``, a time on the daemon's clock, on the clock of whoever received ``snapshot``.
+
+    Its age at ``snapshot.taken_at`` is counted back from ``received_at``, as
+    `daemon_started` does, so the two hosts' clock skew does not enter it.
+    """
+    if then is None or received_at is None:
+        return None
+    return received_at - max(0.0, snapshot.taken_at - then)
+
+
 def host_row(label: str, target: str, status: HostStatus) -> HostRow:
     """The overview row of one host."""
     snapshot = status.snapshot
@@ -184,6 +199,7 @@ def host_row(label: str, target: str, status: HostStatus) -> HostRow:
         parked=sum(1 for s in slots if s.state is SlotState.PARKED),
         drained=sum(1 for s in slots if s.state in (SlotState.DRAINING, SlotState.DRAINED)),
         queued=snapshot.pool_summary.queued_jobs,
+        queue_read_at=on_our_clock(snapshot, snapshot.pool_summary.jobs_read_at, status.updated_at),
         gpus_busy=gpus_busy(snapshot),
         azure=snapshot.azure.state,
         docker=snapshot.docker.state,

@@ -36,8 +36,11 @@ log = logging.getLogger("gpuci_tui.supervisor.azure")
 
 #: Read interval while the engine waits for a server-side fact.
 FAST_INTERVAL = 1.0
-#: Job requests (queue depth) are read at most this often.
+#: Job requests (queue depth) are read this often while no job starts or ends here.
 JOBREQUESTS_INTERVAL = 30.0
+#: After a job started or ended here, the queue is read again, but not sooner than this
+#: after its last read (a burst of job ends costs one read, not one per job).
+JOBREQUESTS_MIN_GAP = 2.0
 MAX_ERROR_BACKOFF = 60.0
 
 
@@ -73,6 +76,7 @@ class PoolObserver:
         self._fast_for: dict[object, bool] = {}
         self._error_streak = 0
         self._next_jobrequests = 0.0
+        self._jobs_read_at: float | None = None
         self._queued = 0
         self._running = 0
 
@@ -80,6 +84,17 @@ class PoolObserver:
 
     def poll_soon(self) -> None:
         """Read now (after a command)."""
+        self._wake.set()
+
+    def jobs_changed(self) -> None:
+        """A job started or ended here: the queue and running counts are stale, read them soon.
+
+        The read comes with the next cycle, which this wakes; the queue is read
+        again no sooner than `JOBREQUESTS_MIN_GAP` after its last read.
+        """
+        if self._jobs_read_at is not None:
+            due = self._jobs_read_at + JOBREQUESTS_MIN_GAP
+            self._next_jobrequests = min(self._next_jobrequests, due)
         self._wake.set()
 
     def set_fast(self, fast: bool, client: object = None) -> None:
@@ -138,6 +153,7 @@ class PoolObserver:
             if began >= self._next_jobrequests:
                 requests = await asyncio.to_thread(self.api.list_job_requests, self.pool_id)
                 self._count_requests(requests)
+                self._jobs_read_at = began
                 self._next_jobrequests = began + JOBREQUESTS_INTERVAL
         except AzureError as exc:
             if isinstance(exc, AzureNotFoundError):
@@ -150,9 +166,12 @@ class PoolObserver:
             agents=tuple(agents),
             queued_jobs=self._queued,
             running_jobs=self._running,
+            jobs_read_at=self._jobs_read_at,
         )
         deliver(PoolRead(view))
-        return FAST_INTERVAL if self.fast else self.interval
+        delay = FAST_INTERVAL if self.fast else self.interval
+        # A queue read asked for by a job change and held back by the gap comes on time.
+        return max(0.0, min(delay, self._next_jobrequests - self.clock()))
 
     # ------------------------------------------------------------------ health
 

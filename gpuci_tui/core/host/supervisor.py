@@ -298,6 +298,10 @@ class Supervisor:
         step = apply(self.state, obs, self.rules)
         self.state = step.state
         for output in step.outputs:
+            if isinstance(output, JobEnded) or (isinstance(output, Note) and output.job_started):
+                # The queue and the running count changed with it: read them now,
+                # not at the next periodic read of the job requests (up to 30 s).
+                self.pool.jobs_changed()
             if isinstance(output, Note):
                 self.reporter.event(output.kind, output.message, output.slot, agent=output.agent)
             elif self._on_job_finished is not None:

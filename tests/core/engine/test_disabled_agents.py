@@ -91,3 +91,25 @@ def test_distinct_pools_add_up() -> None:
     total = pools_total([one, two])
     assert (total.name, total.disabled) == ("a, b", 3)
     assert total.disabled_why == DisabledAgents(standby=1, held=1, others=1)
+
+
+def test_running_jobs_take_our_agents_from_the_engine_and_the_others_from_the_read() -> None:
+    """Our job that ended (container exited) is not counted though the last read still shows it."""
+    from gpuci_tui.core.engine.snapshots import pool_summary, running_jobs
+    from gpuci_tui.core.protocols import JobRequest
+
+    busy = JobRequest(request_id=7)
+    pool = replace(
+        read(
+            replace(agent(1, A_NAME), assigned_request=busy),
+            replace(agent(9, "laptop-of-bob", enabled=True), assigned_request=JobRequest(8)),
+        ),
+        running_jobs=5,  # the job requests' count, read long ago
+        jobs_read_at=5.0,
+    )
+    ended = engine({**ACTIVE, "enabled": False}, STANDBY, read=pool)  # lane a: no job any more
+    assert running_jobs(ended) == 1, "only bob's job: ours ended after the read"
+    still = engine({**BUSY, "enabled": False}, STANDBY, read=pool)
+    assert running_jobs(still) == 2
+    summary = pool_summary(still, "gpu")
+    assert (summary.running_jobs, summary.read_at, summary.jobs_read_at) == (2, 20.0, 5.0)

@@ -52,3 +52,67 @@ async def test_a_wake_during_a_rate_limit_waits_for_retry_after() -> None:
     finally:
         task.cancel()
     assert api.calls[1] - api.calls[0] >= RETRY_AFTER - 0.05
+
+
+class CountingApi:
+    """A healthy pool: one queued job; counts each kind of read."""
+
+    def __init__(self) -> None:
+        self.agent_reads = 0
+        self.request_reads = 0
+
+    def resolve_pool(self, name: str) -> Pool:
+        return Pool(id=42, name=name)
+
+    def list_agents(self, pool_id: int) -> list[Agent]:
+        self.agent_reads += 1
+        return []
+
+    def list_job_requests(self, pool_id: int) -> list[JobRequest]:
+        self.request_reads += 1
+        return [JobRequest(request_id=1)]
+
+
+async def test_a_job_change_brings_the_queue_read_forward_but_not_closer_than_the_gap() -> None:
+    """The queue is read every 30 s, and again soon after a job starts or ends here."""
+    from gpuci_tui.core.engine.steps import PoolRead
+    from gpuci_tui.core.host.pool_observer import JOBREQUESTS_INTERVAL, JOBREQUESTS_MIN_GAP
+
+    now = [1000.0]
+    api = CountingApi()
+    observer = PoolObserver(
+        api,  # type: ignore[arg-type]
+        "gpu",
+        clock=lambda: now[0],
+        interval=10.0,
+        report=lambda kind, message: None,
+    )
+    views: list[PoolRead] = []
+
+    async def cycle() -> float:
+        return await observer.cycle(lambda obs: views.append(obs))  # type: ignore[arg-type]
+
+    assert await cycle() == 10.0
+    assert (api.request_reads, views[-1].view.jobs_read_at) == (1, 1000.0)
+    assert views[-1].view.queued_jobs == 1
+    now[0] += 10.0
+    await cycle()
+    assert api.request_reads == 1, "no job changed: the queue waits for its 30 s"
+    assert views[-1].view.jobs_read_at == 1000.0, "the view says how old its queue is"
+    observer.jobs_changed()
+    await cycle()
+    assert (api.request_reads, views[-1].view.jobs_read_at) == (2, 1010.0)
+    # A second change right after that read: not read again yet; the cycle comes back
+    # when the gap has passed instead of after the full interval.
+    now[0] += 0.5
+    observer.jobs_changed()
+    assert await cycle() == JOBREQUESTS_MIN_GAP - 0.5
+    assert api.request_reads == 2
+    now[0] += JOBREQUESTS_MIN_GAP - 0.5
+    await cycle()
+    assert api.request_reads == 3
+    now[0] += 10.0
+    assert await cycle() == 10.0 and api.request_reads == 3
+    now[0] += JOBREQUESTS_INTERVAL
+    await cycle()
+    assert api.request_reads == 4
