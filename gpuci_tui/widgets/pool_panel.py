@@ -46,7 +46,9 @@ class PoolPanel(Widget):
             # Text, not markup: a pool name may hold "[".
             self.border_title = Text(f"Pool {pool.name or snapshot.pool}{ident}")
         self.border_subtitle = f"{snapshot.azure_requests} API calls"
-        self.refresh()
+        # layout=True: the panel is as tall as its lines, and the disabled line comes
+        # and goes (a plain refresh would cut the docker line off below it).
+        self.refresh(layout=True)
 
     def render(self) -> Text:
         """Render the pool summary."""

@@ -226,3 +226,20 @@ async def test_notices_never_cover_the_events_log() -> None:
         for toast in app.screen.query(Toast):
             assert not toast.region.overlaps(events), (toast.region, events)
             assert toast.region.y >= 2, "the status lines stay readable"
+
+
+async def test_pool_panel_grows_when_the_disabled_line_appears() -> None:
+    """A snapshot with no disabled agent, then one with: the docker line stays in view."""
+    quiet = replace(loaded_snapshot().pool_summary, disabled=0, disabled_why=DisabledAgents())
+    handle = FakeHandle(loaded_snapshot(pool_summary=quiet))
+    app = make_app(make_services(handle=handle))
+    async with app.run_test(size=(120, 36)) as pilot:
+        await ready(pilot)
+        await wait_for(pilot, lambda: "docker ok" in screen_text(pilot.app), what="docker line")
+        handle.push(loaded_snapshot())
+
+        def both_shown() -> bool:
+            text = screen_text(pilot.app)
+            return "2 standby)" in text and "docker ok" in text
+
+        await wait_for(pilot, both_shown, what="the disabled line and the docker line")
