@@ -3,9 +3,9 @@
 bench/bench_soak.py runs 10,000 jobs through the daemon's own `serve` (control
 socket, metrics endpoint, job history, recorder, supervisor) on the in-process
 simulated runtime; this is its fast version. The Python heap (tracemalloc) may
-not grow between the warm-up and the end by more than a bound that a leak of
-0.2 KiB per job would already exceed, and descriptors and threads must be the
-same at every sample (each is taken with no job in flight).
+not grow between the warm-up and the end by more than a leak of 0.25 KiB per
+job would (a tenth of the 2.7 KiB per job that issue 16 found), and descriptors
+and threads must be the same at every sample (each is taken with no job in flight).
 """
 
 from __future__ import annotations
@@ -13,12 +13,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib.util
+import statistics
 import sys
 from pathlib import Path
 from types import ModuleType
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "bench_soak.py"
 WARMUP, JOBS = 300, 1500
+EVERY = 150
 
 
 def load_bench() -> ModuleType:
@@ -33,18 +35,22 @@ def load_bench() -> ModuleType:
 def test_the_python_heap_fds_and_threads_stay_flat_after_warm_up(tmp_path: Path) -> None:
     bench = load_bench()
     args = argparse.Namespace(
-        jobs=JOBS, slots=4, job_seconds=0.02, sample_every=WARMUP, tracemalloc=True, frames=1
+        jobs=JOBS, slots=4, job_seconds=0.02, sample_every=EVERY, tracemalloc=True, frames=1
     )
     result = asyncio.run(bench.soak(args))
-    samples = {s["jobs"] // WARMUP * WARMUP: s for s in result["samples"]}
+    samples = {s["jobs"] // EVERY * EVERY: s for s in result["samples"]}
     assert WARMUP in samples and JOBS in samples, sorted(samples)  # warm-up and end sampled
     after = [s for s in result["samples"] if s["jobs"] >= WARMUP]
-    # Each figure is the lower of two samples: a sample can catch transient objects of the
-    # event loop (seen with both cores busy); a leak raises both.
+    # Each end is the median of three samples: one sample can hold a few hundred KiB
+    # more or less of records on their way in or out (seen swinging by ±350 KiB with
+    # both cores busy); a leak moves every sample, and so the median.
     traced = [s["traced_mib"] for s in after]
-    assert len(traced) >= 4, traced
-    growth_kib = (min(traced[-2:]) - min(traced[:2])) * 1024
-    assert growth_kib < 0.2 * (JOBS - WARMUP), (growth_kib, traced, result["growth"][-1])
+    assert len(traced) >= 8, traced
+    growth_kib = (statistics.median(traced[-3:]) - statistics.median(traced[:3])) * 1024
+    jobs = statistics.median(s["jobs"] for s in after[-3:]) - statistics.median(
+        s["jobs"] for s in after[:3]
+    )
+    assert growth_kib < 0.25 * jobs, (growth_kib, jobs, traced, result["growth"][-1])
     assert len({s["fds"] for s in after}) == 1, [s["fds"] for s in after]
     assert len({s["threads"] for s in after}) == 1, [s["threads"] for s in after]
     assert all(s["scrape"] == 200 for s in after)

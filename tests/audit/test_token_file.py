@@ -7,9 +7,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import docker
 import pytest
 
-from gpuci_tui.core.docker.agentspec import LABEL_INSTANCE, TOKEN_PATH
+from gpuci_tui.core.docker.agentspec import TOKEN_PATH
 from tests.real.rig import Rig, make_rig, wait_for
 
 pytestmark = pytest.mark.docker
@@ -38,16 +39,26 @@ def rig(tmp_path: Path, docker_client: Any, keeping_image: str) -> Iterator[Rig]
 
 
 def token_present(docker_client: Any, cid: str) -> bool:
-    result = docker_client.containers.get(cid).exec_run(["test", "-e", TOKEN_PATH])
+    """Whether the container still holds the token file (a container gone holds none)."""
+    try:
+        result = docker_client.containers.get(cid).exec_run(["test", "-e", TOKEN_PATH])
+    except (docker.errors.NotFound, docker.errors.APIError):
+        # Removed (or stopping: exec refused) between the listing and this call.
+        return bool(_running(docker_client, cid))
     return result.exit_code == 0
+
+
+def _running(docker_client: Any, cid: str) -> bool:
+    try:
+        return bool(docker_client.containers.get(cid).status == "running")
+    except docker.errors.NotFound:
+        return False
 
 
 def test_the_daemon_removes_a_token_file_the_image_keeps(rig: Rig, docker_client: Any) -> None:
     rig.start_daemon()
     wait_for(rig.all_idle, 60, "both slots idle with ready standbys")
-    containers = docker_client.containers.list(
-        filters={"label": f"{LABEL_INSTANCE}={rig.instance}"}
-    )
+    containers = rig.containers()
     assert len(containers) == 4
     wait_for(
         lambda: not any(token_present(docker_client, c.id) for c in containers),
@@ -58,7 +69,7 @@ def test_the_daemon_removes_a_token_file_the_image_keeps(rig: Rig, docker_client
     job = rig.org.queue_job(rig.pool_id, duration=0.3)
     wait_for(lambda: rig.org.job(job).result, 30, "a job")
     wait_for(rig.all_idle, 60, "refilled")
-    fresh = docker_client.containers.list(filters={"label": f"{LABEL_INSTANCE}={rig.instance}"})
+    fresh = rig.containers()  # sparse: no inspect that races with a removal
     wait_for(
         lambda: not any(token_present(docker_client, c.id) for c in fresh),
         15,

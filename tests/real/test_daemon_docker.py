@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import docker
 import pytest
 
 from gpuci_tui.core.config.paths import socket_path
@@ -114,6 +115,23 @@ def test_second_run_refuses_and_socket_is_private(rig: Rig) -> None:
     assert stat.S_IMODE(sock.stat().st_mode) == 0o600
 
 
+def inspected_without_pat(rig: Rig) -> int:
+    """Inspect every container of the instance (asserting no PAT); how many could be.
+
+    One that is removed between the listing and its inspection is skipped: it holds
+    nothing any more, and the caller waits until enough were inspected.
+    """
+    count = 0
+    for c in rig.containers():
+        try:
+            details = rig.client.api.inspect_container(c.id)
+        except docker.errors.NotFound:
+            continue
+        assert PAT not in json.dumps(details)
+        count += 1
+    return count
+
+
 def test_pat_is_absent_from_inspect_argv_and_status(rig: Rig) -> None:
     daemon = rig.start_daemon()
     wait_for(rig.all_idle)
@@ -122,8 +140,7 @@ def test_pat_is_absent_from_inspect_argv_and_status(rig: Rig) -> None:
     # Both slots idle with ready standbys lasts; "four containers" alone may include one
     # that is going away (then inspecting it is a race with its removal).
     wait_for(rig.all_idle, 60, "both slots refilled")
-    for c in rig.containers():
-        assert PAT not in json.dumps(rig.client.api.inspect_container(c.id))
+    wait_for(lambda: inspected_without_pat(rig) >= 4, 30, "four containers inspected")
     for proc in Path("/proc").glob("[0-9]*"):
         try:
             cmdline = (proc / "cmdline").read_bytes()

@@ -288,6 +288,9 @@ def test_engine_down_and_event_stream_cut(
 
 def test_32_slots_refilled_on_destroy_run_300_short_jobs(org: SimOrg) -> None:
     """A supervisor-like refill loop: every job runs once, every container takes at most one."""
+    # 33 threads on a loaded machine: a 0.5 s silence (the fixture's heartbeat timeout,
+    # there for the lease tests) is a scheduling gap here, not a dead agent.
+    org.heartbeat_timeout = 30.0
     runtime = SimulatedRuntime(org, destroy_delay=0.01)
     stop = threading.Event()
     ids = [org.queue_job(POOL, duration=0.01) for _ in range(300)]
@@ -309,7 +312,12 @@ def test_32_slots_refilled_on_destroy_run_300_short_jobs(org: SimOrg) -> None:
         stop.set()
         t.join(5)
     jobs = [org.job(i) for i in ids]
-    assert all(j.result == "succeeded" and j.assign_count == 1 for j in jobs)
+    odd = [
+        (j.request_id, j.result, j.assign_count)
+        for j in jobs
+        if j.result != "succeeded" or j.assign_count != 1
+    ]
+    assert not odd, odd
     assert all(len(c.jobs) <= 1 for c in runtime.history())
     assert {c.exit_code for c in runtime.history() if c.jobs} == {0}
 

@@ -175,11 +175,16 @@ async def test_80x24_readonly_shows_the_columns_keys_and_trend(history_file: Pat
     async with app.run_test(size=(80, 24)) as pilot:
         screen = await open_history(pilot)
         await wait_for(pilot, lambda: screen.trend_loads >= 1)
+        keys = ("Back", "Sort", "Result", "Filter")
+        # The footer is drawn after the screen's first frame: wait for it, not for a repaint.
+        await wait_for(
+            pilot,
+            lambda: all(key in screen_text(app).splitlines()[-1] for key in keys),
+            what="the footer's keys",
+        )
         text = screen_text(app)
         for label in ("Ended", "Pipeline", "Took", "Mem", "Util", "Result", "Peak mem", "Duration"):
             assert label in text, label
-        for key in ("Back", "Sort", "Result", "Filter"):
-            assert key in text.splitlines()[-1], key
         await pilot.press("escape")
         await wait_for(pilot, lambda: isinstance(pilot.app.screen, DashboardScreen))
 

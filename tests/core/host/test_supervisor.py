@@ -181,8 +181,10 @@ async def test_pause_stops_replenishing(running: tuple[Env, Supervisor]) -> None
     await sup.execute(Pause())
     job = env.org.queue_job(env.pool_id, duration=0.1)
     await wait_until(lambda: env.org.job(job).result == "succeeded")
-    await wait_until(lambda: len(env.running()) == 1)
-    assert SlotState.EMPTY in states(sup)
+    # Paused, the emptied slot stays empty: a state that lasts, waited for (the
+    # supervisor learns of the exit a moment after the runtime shows it).
+    await wait_until(lambda: SlotState.EMPTY in states(sup), what="the emptied slot")
+    assert len(env.running()) == 1
     await sup.execute(Unpause())
     await wait_until(lambda: len(env.running()) == 2)
 
