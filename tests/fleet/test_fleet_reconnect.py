@@ -94,6 +94,8 @@ async def test_a_hosts_dashboard_reconnects_its_stream_and_the_overviews_link() 
         assert isinstance(dash, HostDashboardScreen)
         await wait_for(pilot, lambda: dash.reconnector.waiting, what="its own backoff")
         assert "connection lost" in screen_text(app)
+        # The host view's footer is drawn after its first frames: wait for it.
+        await wait_for(pilot, lambda: "q Fleet" in screen_text(app).splitlines()[-1], what="keys")
         footer = screen_text(app).splitlines()[-1]
         assert "c Reconnect" in footer and footer.rstrip().endswith("q Fleet")
 

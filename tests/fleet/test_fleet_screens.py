@@ -327,6 +327,7 @@ async def test_80x24_shows_every_count_column_and_the_keys() -> None:
     app = make_app(services)
     async with app.run_test(size=(80, 24)) as pilot:
         await overview(pilot)
+        await wait_for(pilot, lambda: "q Quit" in screen_text(app).splitlines()[-1], what="keys")
         lines = screen_text(app).splitlines()
         header = next(line for line in lines if "Host" in line and "Link" in line)
         for column in ("Busy", "Idle", "Stby", "Park", "Drain", "Queue", "GPU", "Azure"):

@@ -257,7 +257,8 @@ async def test_80x24_shows_every_agent_the_keys_and_the_header() -> None:
     async with app.run_test(size=(80, 24)) as pilot:
         screen = await ready(pilot)
         await wait_for(pilot, lambda: screen.gpu_frames >= 1)
-        await pilot.pause()
+        # The footer is drawn after the first frames: wait for it, not for one repaint.
+        await wait_for(pilot, lambda: "Quit" in screen_text(app).split("\n")[23], what="footer")
         text = screen_text(app)
         lines = text.split("\n")
         assert "READ-ONLY" in lines[0] and "DEMO" in lines[0]
