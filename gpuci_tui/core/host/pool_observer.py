@@ -90,8 +90,11 @@ class PoolObserver:
         """A job started or ended here: the queue and running counts are stale, read them soon.
 
         The read comes with the next cycle, which this wakes; the queue is read
-        again no sooner than `JOBREQUESTS_MIN_GAP` after its last read.
+        again no sooner than `JOBREQUESTS_MIN_GAP` after its last read. Nothing
+        while the organisation is backing off: the backoff decides when to call.
         """
+        if self.blocked_until() > self.clock() or self.health.state is not HealthState.OK:
+            return
         if self._jobs_read_at is not None:
             due = self._jobs_read_at + JOBREQUESTS_MIN_GAP
             self._next_jobrequests = min(self._next_jobrequests, due)

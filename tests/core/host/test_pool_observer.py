@@ -116,3 +116,17 @@ async def test_a_job_change_brings_the_queue_read_forward_but_not_closer_than_th
     now[0] += JOBREQUESTS_INTERVAL
     await cycle()
     assert api.request_reads == 4
+
+
+def test_a_job_change_during_a_backoff_changes_nothing() -> None:
+    """The backoff alone decides when the organisation is called again."""
+    observer = PoolObserver(
+        CountingApi(),  # type: ignore[arg-type]
+        "gpu",
+        clock=lambda: 1000.0,
+        interval=10.0,
+        report=lambda kind, message: None,
+    )
+    observer.failed(AzureRateLimitError("rate limited", retry_after=30.0))
+    observer.jobs_changed()
+    assert not observer._wake.is_set()
