@@ -9,7 +9,7 @@ from typing import Any
 
 from rich.console import Console
 from textual.pilot import Pilot
-from textual.widgets import Static
+from textual.widgets import RadioButton, RadioSet, Static
 
 from gpuci_tui.screens.dashboard import DashboardScreen
 
@@ -27,6 +27,28 @@ async def wait_for(
     while not predicate():
         if loop.time() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what or predicate}")
+        await pilot.pause(0.02)
+
+
+async def choose(pilot: Pilot[Any], selector: str, timeout: float = 10.0) -> None:
+    """Click the radio button ``selector`` until its radio set reports it pressed.
+
+    A click aims at where the button was laid out when it was sent; a message
+    that appears above it just before (a refused step) moves it, and the click
+    lands beside it. Clicking a radio button again is harmless, so a miss is
+    retried; the set's own record is what the screen reads, so that is awaited.
+    """
+    button = pilot.app.screen.query_one(selector, RadioButton)
+    radio_set = button.parent
+    assert isinstance(radio_set, RadioSet), f"{selector} is not in a RadioSet"
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while radio_set.pressed_button is not button:
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out after {timeout} s choosing {selector}")
+        await pilot.pause()
+        if not button.value:
+            await pilot.click(selector)
         await pilot.pause(0.02)
 
 

@@ -16,7 +16,7 @@ from tests.ui.fakes import (
     GOOD_PAT,
     FakeSampler,
 )
-from tests.ui.helpers import text_of, wait_for
+from tests.ui.helpers import choose, text_of, wait_for
 from tests.ui.scenarios import NO_GPU, NOW
 from tests.ui.wizard_harness import IMAGE, URL, wizard
 
@@ -84,7 +84,7 @@ async def test_agent_settings_are_checked(
             w.pilot, lambda: w.field("#prefix").value == "gpuhost", what="the host-name default"
         )
         if policy:
-            await w.pilot.click(policy)
+            await choose(w.pilot, policy)
         await w.fill("#count", count)
         await w.fill("#prefix", prefix)
         await w.next()
@@ -119,7 +119,7 @@ async def test_gpu_agents_need_a_visible_gpu(tmp_path: Path) -> None:
         assert "No GPU visible: NVML library not found" in text_of(w.wizard, "#gpu-list")
         await w.next()
         assert w.message.startswith("No GPU is visible on this host (NVML library not found")
-        await w.pilot.click("#gpus-none")
+        await choose(w.pilot, "#gpus-none")
         await w.next()
         await w.at(5)
         assert w.wizard.draft.gpu_policy == "none"
