@@ -139,7 +139,12 @@ class Executor:
             return ServerFailed(action.slot, action.lane, message, began + 1.0)
         blocked_until = self.pool.blocked_until()
         if blocked_until > began:
-            message = f"the organisation is backing off (next try in {blocked_until - began:.0f} s)"
+            retry_at = self.pool.health.retry_at or began
+            message = (
+                f"the organisation is backing off (next try in {retry_at - began:.0f} s)"
+                if retry_at > began
+                else "waiting for the organisation to answer a pool read again"
+            )
             return ServerFailed(action.slot, action.lane, message, blocked_until)
         try:
             if isinstance(action, SetEnabled):

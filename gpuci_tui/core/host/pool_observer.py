@@ -42,6 +42,11 @@ JOBREQUESTS_INTERVAL = 30.0
 #: after its last read (a burst of job ends costs one read, not one per job).
 JOBREQUESTS_MIN_GAP = 2.0
 MAX_ERROR_BACKOFF = 60.0
+#: While the organisation fails, how often a write or history read waiting for the
+#: observer's probe looks again (a look sends nothing).
+PROBE_WAIT = 1.0
+#: Health states in which any part may call (no failure seen since the last answer).
+_CALLABLE = frozenset({HealthState.OK, HealthState.UNKNOWN})
 
 
 class PoolObserver:
@@ -111,14 +116,18 @@ class PoolObserver:
             self._wake.set()
 
     def blocked_until(self) -> float:
-        """Until when every call to the organisation waits (0.0: it may be called now).
+        """Until when calls other than this observer's reads wait (0.0: they may go now).
 
         One backoff covers reads, writes and history reads alike: after a failure
-        or a rate limit, nothing is sent before ``health.retry_at``.
+        or a rate limit, nothing is sent before ``health.retry_at``. After that the
+        observer's next read is the only probe; writes and history reads wait until
+        it succeeds. Each of them would bring its own client retries, all at the
+        same instant: a drill measured four callers sending five attempts each at
+        every retry time of a failing organisation.
         """
-        if self.health.state is HealthState.OK or self.health.retry_at is None:
+        if self.health.state in _CALLABLE or self.health.retry_at is None:
             return 0.0
-        return self.health.retry_at
+        return max(self.health.retry_at, self.clock() + PROBE_WAIT)
 
     @property
     def fast(self) -> bool:

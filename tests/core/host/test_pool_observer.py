@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from gpuci_tui.core.errors import AzureRateLimitError
-from gpuci_tui.core.host.pool_observer import PoolObserver
+from gpuci_tui.core.errors import AzureError, AzureRateLimitError
+from gpuci_tui.core.host.pool_observer import PROBE_WAIT, PoolObserver
 from gpuci_tui.core.models import HealthState
 from gpuci_tui.core.protocols import Agent, JobRequest, Pool
 from tests.core.supervisor_env import wait_until
@@ -130,3 +130,25 @@ def test_a_job_change_during_a_backoff_changes_nothing() -> None:
     observer.failed(AzureRateLimitError("rate limited", retry_after=30.0))
     observer.jobs_changed()
     assert not observer._wake.is_set()
+
+
+def test_after_a_backoff_only_the_observers_read_probes_the_organisation() -> None:
+    """Writes and history reads wait past the retry time until a read has succeeded.
+
+    Otherwise every waiting part calls at the retry time, each with its own retries.
+    """
+    now = [1000.0]
+    observer = PoolObserver(
+        CountingApi(),  # type: ignore[arg-type]
+        "gpu",
+        clock=lambda: now[0],
+        interval=10.0,
+        report=lambda kind, message: None,
+    )
+    assert observer.blocked_until() == 0.0, "nothing failed yet: anyone may call"
+    delay = observer.failed(AzureError("HTTP 500"))
+    assert observer.blocked_until() == now[0] + delay
+    now[0] += delay + 5.0
+    assert observer.blocked_until() == now[0] + PROBE_WAIT, "the probe has not answered yet"
+    observer.answered()
+    assert observer.blocked_until() == 0.0
