@@ -70,6 +70,14 @@ def _public_requests(rig: Rig, start: float, end: float) -> list[Any]:
     return [e for e in rig.org.request_log(start) if not e.private and e.at < end]
 
 
+def _timeline(requests: list[Any], t0: float) -> str:
+    """The requests as lines a failing bound can be read from: when, what, answer."""
+    return "\n" + "\n".join(
+        f"{e.at - t0:6.2f} {e.method:6} {e.route.rsplit('/', 1)[-1]:12} {e.status} {e.detail}"
+        for e in requests
+    )
+
+
 def _azure(rig: Rig) -> dict[str, Any]:
     return (rig.snap() or {}).get("azure") or {}
 
@@ -110,7 +118,7 @@ def _refill_checks(rig: Rig, jobs: list[int], kill_slot: int) -> None:
 
 
 def test_drill5_org_answers_500_then_429_for_60s(rig: Rig) -> None:
-    """500 for 30 s, then 429 + Retry-After for 30 s (public API only; agents keep working).
+    """500 for 30 s, then 429 + Retry-After for 30 s or more (public API; agents keep working).
 
     Local replenishing goes on (a finished job's slot and a killed agent's slot
     are refilled in each phase), `status --json` names the state with a
@@ -125,8 +133,11 @@ def test_drill5_org_answers_500_then_429_for_60s(rig: Rig) -> None:
     with SlotSampler(rig.client, rig.instance) as sampler:
         t0 = time.time()
         # Armed together: the 500 matches first until it expires, then the 429 takes over.
+        # The 429 is cleared by the test, not by a timer: the supervisor may first see it as
+        # late as one full error backoff after the 500 phase, and the refill checks must run
+        # while it lasts however slow a loaded machine makes them.
         rig.org.faults.server_error(500, duration=SERVER_ERROR_PHASE)
-        rig.org.faults.rate_limit(retry_after=RETRY_AFTER, duration=WINDOW)
+        limit = rig.org.faults.rate_limit(retry_after=RETRY_AFTER)
         wait_for(lambda: _azure(rig).get("state") == "error", 20, "status: azure error")
         cli = rig.status()
         assert cli is not None
@@ -137,7 +148,8 @@ def test_drill5_org_answers_500_then_429_for_60s(rig: Rig) -> None:
         assert time.time() < t0 + SERVER_ERROR_PHASE, "the 500 phase was over too soon"
         wait_for(
             lambda: _azure(rig).get("state") == "rate_limited",
-            SERVER_ERROR_PHASE + MAX_ERROR_BACKOFF,
+            # The last failing cycle's client retries, then one full error backoff at most.
+            SERVER_ERROR_PHASE + MAX_ERROR_BACKOFF + 15,
             "status: rate limited",
         )
         cli = rig.status()
@@ -145,8 +157,10 @@ def test_drill5_org_answers_500_then_429_for_60s(rig: Rig) -> None:
         assert cli["azure"]["state"] == "rate_limited"
         assert "rate-limiting" in cli["azure"]["message"]
         _refill_checks(rig, jobs, kill_slot=1)
-        assert time.time() < t0 + WINDOW, "the 429 phase was over too soon"
+        assert _azure(rig).get("state") == "rate_limited", "the 429 phase was over too soon"
         wait_for(lambda: time.time() > t0 + WINDOW, WINDOW, "the end of the fault window")
+        rig.org.faults.clear(limit)
+        t_end = time.time()
         # After the window: one more Retry-After at most, then the poll works again.
         wait_for(lambda: _azure(rig).get("state") == "ok", RETRY_AFTER + 10, "azure ok again")
         wait_for(rig.all_idle, 30, "both slots idle again")
@@ -157,17 +171,17 @@ def test_drill5_org_answers_500_then_429_for_60s(rig: Rig) -> None:
     assert_jobs_clean(rig.org, jobs)
     sampler.assert_no_duplicates()
     errors = _public_requests(rig, t0, t0 + SERVER_ERROR_PHASE)
-    limited = _public_requests(rig, t0 + SERVER_ERROR_PHASE, t0 + WINDOW)
+    limited = _public_requests(rig, t0 + SERVER_ERROR_PHASE, t_end)
     bound_500 = max_requests_during_server_errors(SERVER_ERROR_PHASE)
-    bound_429 = max_requests_during_rate_limit(WINDOW - SERVER_ERROR_PHASE)
-    no_backoff = int(WINDOW / rig.config.supervisor.poll_interval)
+    bound_429 = max_requests_during_rate_limit(t_end - t0 - SERVER_ERROR_PHASE)
+    no_backoff = int((t_end - t0) / rig.config.supervisor.poll_interval)
     print(
         f"drill5: {len(errors)} requests in the 500 phase (bound {bound_500}), "
         f"{len(limited)} in the 429 phase (bound {bound_429}); "
-        f"no backoff would be >= {no_backoff}"
+        f"no backoff would be >= {no_backoff}{_timeline(errors + limited, t0)}"
     )
-    assert 1 <= len(errors) <= bound_500, [(e.at - t0, e.status) for e in errors]
-    assert 1 <= len(limited) <= bound_429, [(e.at - t0, e.status) for e in limited]
+    assert 1 <= len(errors) <= bound_500, _timeline(errors, t0)
+    assert 1 <= len(limited) <= bound_429, _timeline(limited, t0)
     assert len(errors) + len(limited) < no_backoff / 2
     assert {e.status for e in errors} <= {500}
     assert {e.status for e in limited} <= {429, 500}
