@@ -23,10 +23,9 @@ from gpuci_tui.core.models import (
     Stop,
     SupervisorEvent,
     Unpause,
-    snapshot_from_dict,
-    to_dict,
 )
 from gpuci_tui.core.store.file import damage_notice
+from gpuci_tui.core.wire import snapshot_from_dict, to_dict
 
 from . import exitcodes
 from .common import CliExit, fail, load, socket_for

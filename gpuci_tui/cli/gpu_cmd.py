@@ -14,7 +14,8 @@ from typing import Any
 
 from gpuci_tui.core.engine.preview import gpu_clear_words
 from gpuci_tui.core.host.control import ControlError, preview_reply, request
-from gpuci_tui.core.models import GpuClear, to_dict
+from gpuci_tui.core.models import GpuClear
+from gpuci_tui.core.wire import to_dict
 
 from . import exitcodes
 from .common import CliExit, fail, load, socket_for

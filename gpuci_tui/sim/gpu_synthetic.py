@@ -17,8 +17,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpuci_tui.core.models import from_dict, to_dict
 from gpuci_tui.core.protocols import GpuFrame, GpuHostInfo, GpuProcess, GpuSample, GpuSampler
+from gpuci_tui.core.wire import from_dict, to_dict
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import pytest
 from gpuci_tui.core.config.file import ConfigError, is_ascii_number
 from gpuci_tui.core.config.observe import parse_listen
 from gpuci_tui.core.fleet.config import parse_target
-from gpuci_tui.core.models import command_from_dict
+from gpuci_tui.core.wire import command_from_dict
 
 
 @pytest.mark.parametrize("value", [True, False])

@@ -14,13 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from gpuci_tui.core.engine.preview import preview
-from gpuci_tui.core.models import (
-    PROTOCOL_VERSION,
-    CommandResult,
-    SupervisorSnapshot,
-    command_from_dict,
-    to_dict,
-)
+from gpuci_tui.core.models import PROTOCOL_VERSION, CommandResult, SupervisorSnapshot
+from gpuci_tui.core.wire import command_from_dict, to_dict
 
 
 class ProtocolDaemon:

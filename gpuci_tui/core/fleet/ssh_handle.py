@@ -39,13 +39,8 @@ from gpuci_tui.core.host.control import (
     update_of,
 )
 from gpuci_tui.core.host.handle import Update
-from gpuci_tui.core.models import (
-    PROTOCOL_VERSION,
-    Command,
-    CommandResult,
-    SupervisorSnapshot,
-    to_dict,
-)
+from gpuci_tui.core.models import PROTOCOL_VERSION, Command, CommandResult, SupervisorSnapshot
+from gpuci_tui.core.wire import to_dict
 
 STDERR_KEEP = 4096
 """Bytes of a channel's stderr kept for the error message."""

@@ -31,15 +31,8 @@ from typing import Any, TypeVar
 from gpuci_tui.core.engine.preview import CommandPreview
 from gpuci_tui.core.errors import GpuciError
 from gpuci_tui.core.host.handle import Update
-from gpuci_tui.core.models import (
-    Command,
-    CommandResult,
-    SupervisorEvent,
-    SupervisorSnapshot,
-    from_dict,
-    snapshot_from_dict,
-    to_dict,
-)
+from gpuci_tui.core.models import Command, CommandResult, SupervisorEvent, SupervisorSnapshot
+from gpuci_tui.core.wire import from_dict, snapshot_from_dict, to_dict
 
 log = logging.getLogger("gpuci_tui.control")
 

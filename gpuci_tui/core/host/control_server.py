@@ -33,8 +33,9 @@ from gpuci_tui.core.host.serving import (
     LineTooLongError,
     too_deep,
 )
-from gpuci_tui.core.models import PROTOCOL_VERSION, SupervisorSnapshot, command_from_dict, to_dict
+from gpuci_tui.core.models import PROTOCOL_VERSION, SupervisorSnapshot
 from gpuci_tui.core.secrets.redaction import redact
+from gpuci_tui.core.wire import command_from_dict, to_dict
 
 log = logging.getLogger("gpuci_tui.control")
 

@@ -16,9 +16,8 @@ from gpuci_tui.core.models import (
     SlotState,
     Stop,
     SupervisorSnapshot,
-    from_dict,
-    to_dict,
 )
+from gpuci_tui.core.wire import from_dict, to_dict
 
 JOB = JobInfo(request_id=7, pipeline="train", run="1")
 
