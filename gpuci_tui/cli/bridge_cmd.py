@@ -242,13 +242,19 @@ class _Relay:
         return True
 
     def answers(self, data: bytes) -> bool:
-        if not _write_all(self.fd_out, data):
-            return False
+        """Pass the daemon's answers on, each followed by the refusals queued behind it.
+
+        Answer by answer, not chunk by chunk: on a busy host one read can bring
+        several answers, and a refusal owed between two of them goes between them.
+        """
         if self.streaming:
-            return True
+            data, self.partial = self.partial + data, b""
+            return _write_all(self.fd_out, data)
         self.partial += data
         *lines, self.partial = self.partial.split(b"\n")
-        for _ in lines:
+        for line in lines:
+            if not _write_all(self.fd_out, line + b"\n"):
+                return False
             if self.queue and self.queue[0] is None:
                 self.queue.pop(0)
             if not self._flush():
@@ -256,7 +262,7 @@ class _Relay:
         return True
 
     def _flush(self) -> bool:
-        while self.queue and self.queue[0] is not None and not self.partial:
+        while self.queue and self.queue[0] is not None:
             answer = self.queue.pop(0)
             if answer is not None and not _write_all(self.fd_out, answer):
                 return False

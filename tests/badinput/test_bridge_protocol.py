@@ -8,6 +8,7 @@ passed stop/scale whatever ``--readonly`` said.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from gpuci_tui.cli.bridge_cmd import pump
 from tests.badinput.stubs import served
 
 BRIDGE = [sys.executable, "-m", "gpuci_tui.cli.main"]
@@ -110,6 +112,34 @@ def test_only_known_ops_reach_the_daemon_and_the_rest_get_an_error(sock_dir: Pat
     assert [r["ok"] for r in got] == [True, False, False, False, False, True, True], got
     assert "unknown op 'some-op'" in str(got[2]["error"])
     assert len(stub.executed) == 1
+
+
+def test_refusals_keep_their_place_when_one_read_brings_several_answers() -> None:
+    """Seen on a loaded machine: the daemon's answers came in one read, and the bridge
+    wrote them all before the refusal owed between them."""
+    daemon, bridge_end = socket.socketpair()
+    requests_r, requests_w = os.pipe()
+    answers_r, answers_w = os.pipe()
+    pumping = threading.Thread(target=pump, args=(bridge_end, requests_r, answers_w))
+    pumping.start()
+    try:
+        os.write(requests_w, b'{"op":"hello"}\nnot json\n{"op":"status"}\n')
+        os.close(requests_w)
+        daemon.settimeout(10)
+        received = b""
+        while received.count(b"\n") < 2:
+            received += daemon.recv(4096)
+        assert received == b'{"op":"hello"}\n{"op":"status"}\n'
+        daemon.sendall(b'{"ok":true,"n":1}\n{"ok":true,"n":2}\n')  # both answers at once
+        daemon.close()
+        pumping.join(10)
+        assert not pumping.is_alive()
+        os.close(answers_w)
+        with os.fdopen(answers_r, "rb") as out:
+            got = [json.loads(line) for line in out.read().splitlines()]
+    finally:
+        bridge_end.close()
+    assert [(r["ok"], r.get("n")) for r in got] == [(True, 1), (False, None), (True, 2)], got
 
 
 def test_readonly_refuses_every_command_but_lets_status_and_preview_through(
