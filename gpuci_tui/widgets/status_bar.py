@@ -11,6 +11,8 @@ from collections.abc import Callable
 from rich.text import Text
 from textual.widget import Widget
 
+from gpuci_tui.core.fleet.rows import daemon_started
+from gpuci_tui.core.formatting import duration
 from gpuci_tui.core.models import HealthSnapshot, HealthState, SlotState, SupervisorSnapshot
 from gpuci_tui.widgets.format import ago, clock_time, until
 
@@ -50,11 +52,17 @@ def azure_health(health: HealthSnapshot, now: float, *, short: bool = False) -> 
     return text
 
 
-def supervisor_label(snapshot: SupervisorSnapshot, *, short: bool = False) -> Text:
-    """``daemon pid 1234 (detached)`` / ``in-process``, plus paused/draining/stopping."""
+def supervisor_label(
+    snapshot: SupervisorSnapshot, *, uptime: float | None = None, short: bool = False
+) -> Text:
+    """``daemon pid 1234 up 3h02m (detached)`` / ``in-process``, plus paused/draining/stopping.
+
+    ``uptime``: the daemon's, worked out on its own clock (None: not known, not shown).
+    """
     if snapshot.mode == "daemon":
         pid = f" pid {snapshot.pid}" if snapshot.pid else ""
-        text = Text(f"daemon{pid} (detached)", style="cyan")
+        up = "" if uptime is None else f" up {duration(uptime)}"
+        text = Text(f"daemon{pid}{up}" + ("" if short else " (detached)"), style="cyan")
     else:
         text = Text("in-process", style="cyan")
     draining = sum(1 for s in snapshot.slots if s.state is SlotState.DRAINING)
@@ -91,12 +99,16 @@ class StatusBar(Widget):
         self._readonly = readonly
         self._demo = demo
         self._snapshot: SupervisorSnapshot | None = None
+        self._daemon_since: float | None = None
         self._link_problem = ""
         self._waiting = "connecting to the supervisor…"
 
     def show_snapshot(self, snapshot: SupervisorSnapshot) -> None:
         """Render a new snapshot (the connection is evidently fine)."""
         self._snapshot = snapshot
+        # The daemon's start on this console's clock: its uptime keeps counting between
+        # snapshots, and a skew between the two clocks does not enter it.
+        self._daemon_since = daemon_started(snapshot, self._clock())
         self._link_problem = ""
         self.refresh()
 
@@ -142,15 +154,19 @@ class StatusBar(Widget):
         elif snap is None:
             line2 = Text(self._waiting, style="bright_black")
         else:
+            uptime = None if self._daemon_since is None else max(0.0, now - self._daemon_since)
             line2 = Text.assemble(
-                "Azure: ", azure_health(snap.azure, now), "   Supervisor: ", supervisor_label(snap)
+                "Azure: ",
+                azure_health(snap.azure, now),
+                "   Supervisor: ",
+                supervisor_label(snap, uptime=uptime),
             )
             if line2.cell_len > width:
                 # Narrow terminal: drop the labels and the wordy parts, keep every state.
                 line2 = Text.assemble(
                     azure_health(snap.azure, now, short=True),
                     ("  │  ", "bright_black"),
-                    supervisor_label(snap, short=True),
+                    supervisor_label(snap, uptime=uptime, short=True),
                 )
         line2.no_wrap = True
         line2.truncate(width, overflow="ellipsis")

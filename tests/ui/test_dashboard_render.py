@@ -49,7 +49,21 @@ async def test_header_badges_and_daemon_mode() -> None:
         assert line1.rstrip().endswith("DEMO   READ-ONLY"), (
             "badges are never cut, even at 80 columns"
         )
-        assert line2.startswith("✓ PAT valid · 12 s ago  │  daemon pid 1234 (detached) · paused")
+        assert line2.startswith("✓ PAT valid · 12 s ago  │  daemon pid 1234 up 1h00m · paused")
+
+
+async def test_the_daemons_uptime_is_its_own_and_keeps_counting() -> None:
+    """Worked out on the daemon's clock (a skewed host does not change it), then counted on."""
+    now = [NOW + 86_400.0]  # this console's clock is a day ahead of the daemon's
+    skewed = loaded_snapshot(mode="daemon", pid=1234)
+    handle = FakeHandle(skewed, mode="daemon")
+    app = make_app(make_services(handle=handle, clock=lambda: now[0]))
+    async with app.run_test(size=(120, 30)) as pilot:
+        screen = await ready(pilot)
+        assert "Supervisor: daemon pid 1234 up 1h00m (detached)" in screen.status_bar.render().plain
+        now[0] += 125
+        screen._tick()
+        assert "daemon pid 1234 up 1h02m (detached)" in screen.status_bar.render().plain
 
 
 @pytest.mark.parametrize(
