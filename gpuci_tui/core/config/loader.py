@@ -1,17 +1,16 @@
 """Configuration: the schema, loading, validation and saving of ``config.toml``.
 
 The file format is a public contract, documented in README.md ("Configuration").
-The value rules live in `config_validate`, the file I/O and `ConfigError` in `config_file`; this
-module assembles them and is the one to import (it re-exports what callers need).
+The value rules live in `validate` (and a mount's in `volumes`), the file I/O and `ConfigError`
+in `file`, the ids derived from a configuration in `identity`; this module assembles them and is
+the one to import (it re-exports what callers need).
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
-import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from gpuci_tui.core.config.file import (
     write_config_text,
 )
 from gpuci_tui.core.config.groups import parse_gpus, parse_groups
+from gpuci_tui.core.config.identity import config_hash, daemon_instance, instance_id
 from gpuci_tui.core.config.model import (
     DEFAULT_GROUP,
     AgentGroup,
@@ -51,17 +51,17 @@ from gpuci_tui.core.config.observe import (
 from gpuci_tui.core.config.validate import (
     GPU_POLICIES,
     NETWORK_MODES,
-    check_volume,
     default_name_prefix,
     validate_count,
     validate_name_prefix,
     validate_org_url,
 )
+from gpuci_tui.core.config.volumes import host_paths_elsewhere, validate_volume
 from gpuci_tui.core.engine.gpu_admission import parse_admission, validate_hold_down
 from gpuci_tui.core.fleet.config import FleetConfig, check_fleet_table
 
 # Re-exported so that callers need only this module; the wizard may use any
-# other `config_validate.validate_*` for a single field.
+# other `validate.validate_*` for a single field.
 __all__ = [
     "DEFAULT_GROUP", "AgentGroup", "agent_groups", "for_group",
     "GPU_POLICIES", "NETWORK_MODES", "AgentsConfig", "AzureConfig", "Config", "ConfigError",
@@ -69,29 +69,6 @@ __all__ = [
     "daemon_instance", "default_name_prefix", "instance_id", "load_config", "save_config", "validate_config",
     "validate_count", "validate_name_prefix", "validate_org_url", "validate_volume",
 ]  # fmt: skip
-
-
-# --------------------------------------------------------------------------- volumes
-
-
-def validate_volume(
-    host: object,
-    container: object,
-    env: object = None,
-    existing: Sequence[VolumeConfig] = (),
-    *,
-    index: int | None = None,
-) -> VolumeConfig:
-    """Check one read-only dataset mount; the rules are those of `config_validate.check_volume`.
-
-    Returns:
-        The mount with normalised paths; ``env`` is None when empty.
-
-    Raises:
-        ConfigError: one problem, or `ConfigErrors` when several fields are wrong.
-    """
-    host_path, container_path, env_name = check_volume(host, container, env, existing, index=index)
-    return VolumeConfig(host=host_path, container=container_path, env=env_name)
 
 
 # --------------------------------------------------------------------------- the whole file
@@ -371,7 +348,7 @@ def load_config(
         ConfigError: the file is missing, unreadable or not TOML, or has one problem.
         ConfigErrors: the file has several problems (all of them are listed).
     """
-    with contextlib.nullcontext() if host_paths_here else rules.host_paths_elsewhere():
+    with contextlib.nullcontext() if host_paths_here else host_paths_elsewhere():
         config, errors = _from_tables(read_toml(path), gpu_count=gpu_count)
     raise_if_any(errors, path)
     assert config is not None  # noqa: S101 - no errors means it was built
@@ -398,59 +375,3 @@ def save_config(config: Config, path: Path, *, overwrite_broken: bool = False) -
     raise_if_any(errors)
     assert normalised is not None  # noqa: S101 - no errors means it was built
     write_config_text(path, config_to_toml(normalised), overwrite_broken=overwrite_broken)
-
-
-# --------------------------------------------------------------------------- identity
-
-
-def instance_id(config: Config) -> str:
-    """12 hex digits naming the agent set a supervisor manages (org, pool, name prefix).
-
-    Used in container labels, the lock file and the control socket name, so it
-    must stay stable across releases for the same three values.
-    """
-    key = "\n".join((_org_key(config.azure.url), config.azure.pool, config.agents.name_prefix))
-    return hashlib.sha256(key.encode()).hexdigest()[:12]
-
-
-def daemon_instance(config: Config) -> str:
-    """The id of a daemon: its only group's instance, or one for the set of groups."""
-    groups = agent_groups(config)
-    if len(groups) == 1:
-        return instance_id(for_group(config, groups[0]))
-    ids = sorted(instance_id(for_group(config, g)) for g in groups)
-    return instance_id(
-        dataclasses.replace(
-            config,
-            azure=dataclasses.replace(config.azure, pool="+".join(ids)),
-            agents=dataclasses.replace(config.agents, name_prefix="groups"),
-        )
-    )
-
-
-def config_hash(config: Config) -> str:
-    """12 hex digits of everything that shapes an agent container.
-
-    Stored as a container label, so a supervisor notices containers started
-    under an older configuration. Slot count and supervisor timing are left out:
-    changing them needs no new containers.
-    """
-    agents = config.agents
-    relevant = {
-        "url": config.azure.url,
-        "pool": config.azure.pool,
-        "image": agents.image,
-        "network": agents.network,
-        "gpus": agents.gpus,
-        **({"gpu_ids": list(agents.gpu_ids)} if agents.gpu_ids else {}),
-        "volumes": [[v.host, v.container, v.env] for v in agents.volumes],
-        "oom": agents.oom_score_adj,
-        "mem": agents.mem_limit,
-        "sock": agents.docker_socket,
-    }
-    return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()[:12]
-
-
-def _org_key(url: str) -> str:
-    # Organisation names are case-insensitive, and the id must not depend on spelling.
-    return url.rstrip("/").lower()

@@ -1,8 +1,9 @@
 """The rules for configuration values, shared by the file loader and the setup wizard.
 
 Every rule lives here once: the loader feeds it raw TOML values, the wizard
-feeds it what the operator typed, and `config.validate_config` feeds it a
-`Config` built in memory, so all three get the same messages. A validator
+feeds it what the operator typed, and `loader.validate_config` feeds it a
+`Config` built in memory, so all three get the same messages. The rules of a
+dataset mount are in `volumes`. A validator
 returns the normalised value or raises `ConfigError` naming the dotted key,
 what is wrong and what to do. Nothing here knows the config dataclasses.
 """
@@ -11,16 +12,12 @@ from __future__ import annotations
 
 import difflib
 import math
-import os
-import posixpath
 import re
 import socket
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
-from typing import Any, Protocol
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
-from gpuci_tui.core.config.file import ConfigError, raise_if_any, show
+from gpuci_tui.core.config.file import ConfigError, show
 from gpuci_tui.core.config.org_url import OrgUrlProblem, parse_org_url
 from gpuci_tui.core.models import MAX_SLOTS
 
@@ -32,18 +29,6 @@ CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 NAME_PREFIX_MAX = 50
 GPU_POLICIES = ("all", "none", "per-agent")
 NETWORK_MODES = ("bridge", "host")
-# Mount points that would hide the container's own system, or the agent's token directory.
-_SYSTEM = ("/proc", "/sys", "/dev", "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib64")
-SYSTEM_PATHS = (*_SYSTEM, "/run", "/var/run")
-"""Container paths a volume may not cover (``/run`` holds the agent's token directory)."""
-HOST_SENSITIVE = (
-    "/etc", "/root", "/boot", "/proc", "/sys", "/dev", "/run", "/var/run", "/var/lib/docker",
-    "/var/lib/containerd",
-)  # fmt: skip
-"""Host paths whose contents give a job the host: credentials, the Docker socket, devices."""
-# Env prefixes the agent image, the Azure agent or the NVIDIA runtime read themselves.
-RESERVED_ENV_PREFIXES = ("AZP_", "VSO_", "AGENT_", "NVIDIA_")
-RESERVED_ENV_NAMES = ("PATH", "HOME", "HOSTNAME", "USER", "SHELL")
 PAT_ADVICE = 'the PAT lives in the OS keyring: store it with "gpuci-tui token set"'
 DOCKER_MIN_MEMORY = 6 * 1024**2
 """Docker refuses a memory limit below 6 MiB."""
@@ -53,7 +38,6 @@ _SECRET_KEY = re.compile(
     r"^(pat|token|password|passwd|secret|credentials?)$|[_.-](pat|token|password|secret)$", re.I
 )
 _NAME_PREFIX = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]*")
-ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Docker's reference grammar (distribution/reference): [registry[:port]/]path[:tag][@digest].
 _LABEL = r"[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?"
 _PART = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
@@ -286,159 +270,6 @@ def validate_standby(value: object) -> bool:
     if not isinstance(value, bool):
         raise ConfigError(f"must be true or false, got {show(value)}", key="agents.standby")
     return value
-
-
-# --------------------------------------------------------------------------- [[agents.volumes]]
-
-
-class Mount(Protocol):
-    """What `check_volume` reads of the mounts accepted before (a `VolumeConfig`)."""
-
-    @property
-    def container(self) -> str: ...  # noqa: D102
-    @property
-    def env(self) -> str | None: ...  # noqa: D102
-
-
-def check_volume(
-    host: object,
-    container: object,
-    env: object = None,
-    existing: Sequence[Mount] = (),
-    *,
-    index: int | None = None,
-) -> tuple[str, str, str | None]:
-    """Check one read-only dataset mount, also against the mounts accepted before it.
-
-    Args:
-        host: Host directory: absolute, existing, a directory.
-        container: Path inside the agent: absolute, not a system path, not used twice.
-        env: Optional name of the env var that names the mount inside the agent:
-            an identifier, not reserved (``AZP_*``, ``PATH`` …), not used twice.
-        existing: The mounts accepted so far.
-        index: Position in ``agents.volumes`` for the error keys (default: ``len(existing)``).
-
-    Returns:
-        ``(host, container, env)`` normalised; ``env`` is None when empty.
-
-    Raises:
-        ConfigError: one problem, or `ConfigErrors` when several fields are wrong.
-    """
-    at = f"agents.volumes[{len(existing) if index is None else index}]"
-    errors: list[ConfigError] = []
-    checked: list[Any] = []
-    for check, value in ((_mount_host, host), (_mount_container, container), (_mount_env, env)):
-        try:
-            checked.append(check(value, existing, at))
-        except ConfigError as exc:
-            errors.append(exc)
-    raise_if_any(errors)
-    return checked[0], checked[1], checked[2]
-
-
-def _absolute(value: object, key: str) -> str:
-    text = as_text(value, key, "an absolute path")
-    if not text.startswith("/"):
-        raise ConfigError(f"must be an absolute path (starting with /), got {show(text)}", key=key)
-    # normpath keeps a leading "//" (POSIX allows it), which means "/" here.
-    return "/" + posixpath.normpath(text).lstrip("/")
-
-
-_HOST_PATHS_ARE_LOCAL: ContextVar[bool] = ContextVar("host_paths_are_local", default=True)
-
-
-@contextmanager
-def host_paths_elsewhere() -> Iterator[None]:
-    """Check volume host paths as paths only, not against this machine's disk.
-
-    For ``export kubernetes``: the paths name directories on the cluster's nodes,
-    which the exporting machine need not have.
-    """
-    token = _HOST_PATHS_ARE_LOCAL.set(False)
-    try:
-        yield
-    finally:
-        _HOST_PATHS_ARE_LOCAL.reset(token)
-
-
-def _mount_host(value: object, existing: Sequence[Mount], at: str) -> str:
-    key = f"{at}.host"
-    path = _absolute(value, key)
-    exposed = exposes_host(path)
-    if exposed is not None:
-        raise ConfigError(
-            f"{path} would give every job {exposed}; mount only the dataset's own directory "
-            "(e.g. /data/imagenet)",
-            key=key,
-        )
-    if _HOST_PATHS_ARE_LOCAL.get() and not os.path.isdir(path):
-        why = "is not a directory" if os.path.exists(path) else "does not exist on this host"
-        raise ConfigError(f"{path} {why}; give an existing directory", key=key)
-    return path
-
-
-def _own_directories() -> tuple[str, ...]:
-    """gpuci-tui's own directories (config, state with the history, PAT store) and Docker's."""
-    import platformdirs
-
-    dirs = [
-        str(platformdirs.user_config_path("gpuci-tui", appauthor=False)),
-        str(platformdirs.user_state_path("gpuci-tui", appauthor=False)),
-        str(platformdirs.user_data_path("gpuci-tui", appauthor=False)),
-    ]
-    docker_host = os.environ.get("DOCKER_HOST", "")
-    if docker_host.startswith("unix://"):
-        dirs.append(posixpath.dirname(docker_host.removeprefix("unix://")))
-    return tuple(posixpath.normpath(d) for d in dirs if d.startswith("/"))
-
-
-def exposes_host(path: str) -> str | None:
-    """What mounting host ``path`` would expose (None: nothing of the host's own).
-
-    A path is refused when it is, lies under or contains a sensitive one: ``/``
-    holds them all, ``/var`` holds the Docker socket's directory, ``/home`` may
-    hold our configuration.
-    """
-    if path == "/":
-        return "the host's whole file system"
-    for sensitive in (*HOST_SENSITIVE, *_own_directories()):
-        if path == sensitive or path.startswith(sensitive + "/"):
-            return f"the host's {sensitive}"
-        if sensitive.startswith(path + "/"):
-            return f"the host's {sensitive} (inside {path})"
-    return None
-
-
-def _mount_container(value: object, existing: Sequence[Mount], at: str) -> str:
-    key = f"{at}.container"
-    path = _absolute(value, key)
-    if path == "/" or any(path == p or path.startswith(p + "/") for p in SYSTEM_PATHS):
-        raise ConfigError(
-            f"{path} is a system path in the container; use e.g. /datasets/NAME", key=key
-        )
-    if any(posixpath.normpath(m.container) == path for m in existing):
-        raise ConfigError(f"{path} is already used by another volume", key=key)
-    return path
-
-
-def _mount_env(value: object, existing: Sequence[Mount], at: str) -> str | None:
-    key = f"{at}.env"
-    name = None if value is None else as_text(value, key, "a variable name")
-    if not name:
-        return None
-    if not ENV_NAME.fullmatch(name):
-        raise ConfigError(
-            "must be a variable name (letters, digits and '_', not starting with a digit), "
-            f"got {show(name)}",
-            key=key,
-        )
-    prefix = next((p for p in RESERVED_ENV_PREFIXES if name.upper().startswith(p)), None)
-    if prefix or name.upper() in RESERVED_ENV_NAMES:
-        why = f"{prefix}* variables belong to the agent" if prefix else "the agent needs it"
-        raise ConfigError(f'"{name}" is reserved ({why}); pick another, e.g. "DATA_DIR"', key=key)
-    if any(m.env == name for m in existing):
-        raise ConfigError(f'"{name}" is already used by another volume', key=key)
-    return name
 
 
 # --------------------------------------------------------------------------- [supervisor], [keys]
