@@ -112,6 +112,7 @@ def run_fleet_console(args: argparse.Namespace) -> int:
         control_dir=control_dir,
         ssh_config=fleet.ssh_config,
         connect_timeout=fleet.connect_timeout,
+        readonly=bool(args.readonly),
     )
     hosts = members(fleet, settings)
     services = Services(

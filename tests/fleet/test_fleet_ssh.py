@@ -13,6 +13,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +110,16 @@ async def test_two_hosts_over_ssh_one_dies_and_comes_back(
             # One connection master per host carries the stream and the requests.
             assert (await handles["gpu-b"].hello())["ok"]
             assert len(os.listdir(control)) == 2
+            # A read-only console's bridges refuse commands themselves (defence in depth).
+            # Its own connection: closing a handle closes its connection master.
+            watcher_settings = replace(settings, readonly=True, control_dir=None)
+            watcher = SshHandle(parse_target(a.target, "x"), GPUCI, watcher_settings)
+            try:
+                refused = await watcher.send(Drain(slots=None))
+            finally:
+                await watcher.close()
+            assert not refused.ok and "read-only" in refused.message, refused
+            assert status["gpu-a"].state is LinkState.UP
 
             # --- host B's daemon dies: B is unreachable, A keeps updating and taking commands.
             b.kill_daemon()

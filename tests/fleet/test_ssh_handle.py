@@ -66,6 +66,16 @@ def test_without_sharing_or_user_or_port_nothing_extra_is_passed() -> None:
     assert "-l" not in argv and "-p" not in argv and "-F" not in argv
 
 
+def test_a_readonly_console_asks_each_bridge_to_refuse_commands_too() -> None:
+    settings = SshSettings(control_dir=None, readonly=True)
+    argv = bridge_argv(parse_target("gpu3", "x"), "gpuci-tui", settings)
+    assert argv[-1] == "exec gpuci-tui bridge --readonly"
+    host = validate_host_entry({"host": "gpu2", "config": "/etc/g.toml"}, "x")
+    assert remote_command(host, "gpuci-tui", readonly=True) == (
+        "exec gpuci-tui bridge --config /etc/g.toml --readonly"
+    )
+
+
 def test_remote_words_are_quoted_for_the_remote_shell() -> None:
     host = validate_host_entry({"host": "gpu2", "config": "/etc/g;rm -rf ~.toml"}, "x")
     assert remote_command(host, "/opt/my tools/gpuci-tui") == (

@@ -46,6 +46,12 @@ class SshSettings:
     """Seconds an unused connection master stays up (``ControlPersist``)."""
     alive_interval: int = 5
     alive_count: int = 3
+    readonly: bool = False
+    """The console was started with ``--readonly``: each bridge refuses commands too.
+
+    The console already refuses them; the bridge's refusal keeps that true for
+    anything else that might speak on the channel (defence in depth).
+    """
 
 
 def ssh_options(settings: SshSettings) -> list[str]:
@@ -88,17 +94,20 @@ def _remote_word(word: str) -> str:
     return shlex.quote(word)
 
 
-def remote_command(host: FleetHost, command: str) -> str:
-    """The command line the host's shell runs: ``exec gpuci-tui bridge [--config PATH]``."""
+def remote_command(host: FleetHost, command: str, *, readonly: bool = False) -> str:
+    """The host's shell's command line: ``exec gpuci-tui bridge [--config PATH] [--readonly]``."""
     words = [_remote_word(command), "bridge"]
     if host.config is not None:
         words += ["--config", _remote_word(host.config)]
+    if readonly:
+        words.append("--readonly")
     return "exec " + " ".join(words)
 
 
 def bridge_argv(host: FleetHost, command: str, settings: SshSettings) -> list[str]:
     """The whole ``ssh … gpuci-tui bridge`` command line for ``host``."""
-    return [settings.ssh, *ssh_options(settings), *destination(host), remote_command(host, command)]
+    remote = remote_command(host, command, readonly=settings.readonly)
+    return [settings.ssh, *ssh_options(settings), *destination(host), remote]
 
 
 def explain_exit(code: int | None, stderr: str, command: str) -> str:
