@@ -396,7 +396,16 @@ def test_a_token_an_image_prints_is_in_no_log_tail_that_leaves_the_daemon(
     tail = rig.slot(0)["last_exit"]["log_tail"]
     assert "token: ***" in tail, tail
     text = rig.cli("status")
-    as_json = rig.cli("status", "--json")
+
+    def json_with_tail() -> subprocess.CompletedProcess[str] | None:
+        # The slot keeps failing: each new exit is recorded a moment before its log tail is
+        # read, so one read of the status may catch an exit without its tail yet.
+        out = rig.cli("status", "--json")
+        assert out.returncode == 0, out.stderr
+        last = json.loads(out.stdout)["slots"][0].get("last_exit") or {}
+        return out if last.get("log_tail") else None
+
+    as_json = wait_for(json_with_tail, 60, "status --json with a log tail")
     bridge = subprocess.run(
         [sys.executable, "-m", "gpuci_tui.cli.main", "--config", str(rig.config_path), "bridge"],
         input='{"op": "status"}\n',
