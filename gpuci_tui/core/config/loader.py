@@ -34,7 +34,6 @@ from gpuci_tui.core.config.model import (
     AgentsConfig,
     AzureConfig,
     Config,
-    SupervisorConfig,
     VolumeConfig,
     agent_groups,
     for_group,
@@ -58,6 +57,7 @@ from gpuci_tui.core.config.validate import (
 )
 from gpuci_tui.core.config.volumes import host_paths_elsewhere, validate_volume
 from gpuci_tui.core.engine.gpu_admission import parse_admission, validate_hold_down
+from gpuci_tui.core.engine.settings import SupervisorConfig
 from gpuci_tui.core.fleet.config import FleetConfig, check_fleet_table
 
 # Re-exported so that callers need only this module; the wizard may use any
@@ -65,7 +65,7 @@ from gpuci_tui.core.fleet.config import FleetConfig, check_fleet_table
 __all__ = [
     "DEFAULT_GROUP", "AgentGroup", "agent_groups", "for_group",
     "GPU_POLICIES", "NETWORK_MODES", "AgentsConfig", "AzureConfig", "Config", "ConfigError",
-    "ConfigErrors", "GpuConfig", "HistoryConfig", "MetricsConfig", "SupervisorConfig", "VolumeConfig", "config_hash", "config_to_toml",
+    "ConfigErrors", "GpuConfig", "HistoryConfig", "MetricsConfig", "VolumeConfig", "config_hash", "config_to_toml",
     "daemon_instance", "default_name_prefix", "instance_id", "load_config", "save_config", "validate_config",
     "validate_count", "validate_name_prefix", "validate_org_url", "validate_volume",
 ]  # fmt: skip

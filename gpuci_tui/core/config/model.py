@@ -14,6 +14,7 @@ from pathlib import Path
 
 from gpuci_tui.core.config.observe import GpuConfig, HistoryConfig, MetricsConfig
 from gpuci_tui.core.engine.gpu_admission import GpuAdmission
+from gpuci_tui.core.engine.settings import SupervisorConfig
 from gpuci_tui.core.fleet.config import FleetConfig
 
 #: Name of the one group an ``[agents]``-only configuration runs.
@@ -72,23 +73,6 @@ class AgentsConfig:
     gpu_hold_down: float = 10.0
     """Seconds a GPU that flaps (busy again soon after its slot was released) must stay
     free before the slot takes jobs again; a GPU that frees up once is released at once."""
-
-
-@dataclass(frozen=True)
-class SupervisorConfig:
-    """``[supervisor]`` (optional; the defaults suit most hosts)."""
-
-    poll_interval: float = 10.0
-    """Seconds between agent-list calls to Azure DevOps (one call per cycle, never per slot)."""
-    backoff_base: float = 2.0
-    """First delay after an early failure; doubles per consecutive failure."""
-    backoff_max: float = 60.0
-    park_after: int = 5
-    """Consecutive early failures after which a slot is parked."""
-    healthy_after: float = 30.0
-    """A container that lived this long (or took a job) did not fail early."""
-    stop_timeout: float = 30.0
-    """Seconds between SIGTERM and SIGKILL when stopping an idle agent."""
 
 
 @dataclass(frozen=True)

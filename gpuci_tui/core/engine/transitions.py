@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from gpuci_tui.core.config.loader import SupervisorConfig
 from gpuci_tui.core.docker.agentspec import lane_of, slot_of
 from gpuci_tui.core.engine.exits import count_failure, forgive, judge_exit
 from gpuci_tui.core.engine.lifecycle import (
@@ -23,6 +22,7 @@ from gpuci_tui.core.engine.lifecycle import (
     SlotRecord,
     new_slot,
 )
+from gpuci_tui.core.engine.settings import SupervisorConfig
 from gpuci_tui.core.engine.steps import (
     AgentChecked,
     AgentWritten,
