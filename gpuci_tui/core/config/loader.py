@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuci_tui.core.config import validate as rules
+from gpuci_tui.core.config.admission import parse_admission, validate_hold_down
 from gpuci_tui.core.config.file import (
     ConfigError,
     ConfigErrors,
@@ -56,7 +57,6 @@ from gpuci_tui.core.config.validate import (
     validate_org_url,
 )
 from gpuci_tui.core.config.volumes import host_paths_elsewhere, validate_volume
-from gpuci_tui.core.engine.gpu_admission import parse_admission, validate_hold_down
 from gpuci_tui.core.engine.settings import SupervisorConfig
 from gpuci_tui.core.fleet.config import FleetConfig, check_fleet_table
 
