@@ -27,6 +27,7 @@ from gpuci_tui.core.config.file import (
     show,
     write_config_text,
 )
+from gpuci_tui.core.config.fleet import FleetConfig, check_fleet_table
 from gpuci_tui.core.config.groups import parse_gpus, parse_groups
 from gpuci_tui.core.config.identity import config_hash, daemon_instance, instance_id
 from gpuci_tui.core.config.model import (
@@ -58,7 +59,6 @@ from gpuci_tui.core.config.validate import (
 )
 from gpuci_tui.core.config.volumes import host_paths_elsewhere, validate_volume
 from gpuci_tui.core.engine.settings import SupervisorConfig
-from gpuci_tui.core.fleet.config import FleetConfig, check_fleet_table
 
 # Re-exported so that callers need only this module; the wizard may use any
 # other `validate.validate_*` for a single field.

@@ -12,10 +12,10 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpuci_tui.core.config.fleet import FleetConfig
 from gpuci_tui.core.config.observe import GpuConfig, HistoryConfig, MetricsConfig
 from gpuci_tui.core.engine.gpu_admission import GpuAdmission
 from gpuci_tui.core.engine.settings import SupervisorConfig
-from gpuci_tui.core.fleet.config import FleetConfig
 
 #: Name of the one group an ``[agents]``-only configuration runs.
 DEFAULT_GROUP = "default"
@@ -95,7 +95,7 @@ class Config:
     groups: tuple[AgentGroup, ...] = ()
     """``[groups.NAME]``: several agent groups (empty: ``agents`` is the only group)."""
     fleet: FleetConfig = field(default_factory=FleetConfig)
-    """``[fleet]``: the hosts the console watches over ssh (see `fleet`)."""
+    """``[fleet]``: the hosts the console watches over ssh (see `config.fleet`)."""
 
 
 @dataclass(frozen=True)
