@@ -35,14 +35,9 @@ from typing import Any
 import docker
 import psutil
 
-from gpuci_tui.core.config.loader import (
-    AgentsConfig,
-    AzureConfig,
-    Config,
-    SupervisorConfig,
-    save_config,
-)
+from gpuci_tui.core.config.loader import AgentsConfig, AzureConfig, Config, save_config
 from gpuci_tui.core.docker.agentspec import LABEL_INSTANCE, LABEL_SLOT, instance_id
+from gpuci_tui.core.engine.settings import SupervisorConfig
 from gpuci_tui.sim.image import build_emulator_image
 from gpuci_tui.sim.org import SimOrg
 from gpuci_tui.sim.server import SimServer

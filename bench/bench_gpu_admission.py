@@ -43,14 +43,9 @@ import docker
 from bench_engine import machine, percentile, stop_daemon
 from bench_observe import build_fake_nvml
 
-from gpuci_tui.core.config.loader import (
-    AgentsConfig,
-    AzureConfig,
-    Config,
-    SupervisorConfig,
-    save_config,
-)
+from gpuci_tui.core.config.loader import AgentsConfig, AzureConfig, Config, save_config
 from gpuci_tui.core.config.observe import GpuConfig
+from gpuci_tui.core.engine.settings import SupervisorConfig
 from gpuci_tui.sim.image import build_emulator_image
 from gpuci_tui.sim.org import SimOrg
 from gpuci_tui.sim.records import REALISTIC_STARTUP

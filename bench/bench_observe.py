@@ -44,9 +44,9 @@ from gpuci_tui.core.config.loader import (
     AzureConfig,
     Config,
     MetricsConfig,
-    SupervisorConfig,
     save_config,
 )
+from gpuci_tui.core.engine.settings import SupervisorConfig
 from gpuci_tui.sim.image import build_emulator_image
 from gpuci_tui.sim.org import SimOrg
 from gpuci_tui.sim.records import AgentStartup

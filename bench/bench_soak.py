@@ -47,8 +47,8 @@ from gpuci_tui.core.config.loader import (  # noqa: E402
     AzureConfig,
     Config,
     MetricsConfig,
-    SupervisorConfig,
 )
+from gpuci_tui.core.engine.settings import SupervisorConfig  # noqa: E402
 from gpuci_tui.core.host import memory  # noqa: E402
 from gpuci_tui.core.host.daemon import DaemonPaths, serve  # noqa: E402
 from gpuci_tui.core.host.memory import limit_arenas  # noqa: E402

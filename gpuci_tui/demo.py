@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpuci_tui.core.config.loader import AgentsConfig, AzureConfig, Config, SupervisorConfig
+from gpuci_tui.core.config.loader import AgentsConfig, AzureConfig, Config
 from gpuci_tui.core.docker.agentspec import LABEL_DEMO, instance_labels
+from gpuci_tui.core.engine.settings import SupervisorConfig
 from gpuci_tui.core.protocols import ContainerRuntime, GpuSampler
 
 if TYPE_CHECKING:

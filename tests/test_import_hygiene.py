@@ -41,3 +41,67 @@ def test_sim_never_imports_textual() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+#: All the engine may load of gpuci_tui besides the two package roots: itself and the base
+#: (tier 0 of tests/test_core_structure.py).
+ENGINE_MAY_LOAD = ("gpuci_tui.core.engine",) + tuple(
+    f"gpuci_tui.core.{name}"
+    for name in ("models", "protocols", "errors", "wording", "formatting", "wire")
+)
+#: Libraries that talk to the outside world, or parse files: importing the engine loads none.
+#: (os, pathlib and the like are loaded by the interpreter itself; the source check in
+#: tests/test_core_structure.py holds the engine's own imports to account for them.)
+ENGINE_NEVER_LOADS = (
+    "docker", "requests", "urllib3", "http", "socket", "ssl", "sqlite3", "subprocess", "asyncio",
+    "selectors", "select", "tomllib", "tomli", "tomli_w", "pynvml", "keyring", "platformdirs",
+    "prometheus_client", "shutil", "tempfile", "multiprocessing", "concurrent", "textual", "rich",
+)  # fmt: skip
+
+
+def _engine_modules() -> list[str]:
+    import gpuci_tui.core.engine
+
+    found = pkgutil.walk_packages(gpuci_tui.core.engine.__path__, prefix="gpuci_tui.core.engine.")
+    return sorted(info.name for info in found)
+
+
+def _loaded_by(modules: list[str]) -> list[str]:
+    """The modules a fresh interpreter loads to import ``modules`` (that it had not already)."""
+    code = (
+        "import importlib, sys\n"
+        "before = set(sys.modules)\n"
+        f"for name in {modules!r}:\n"
+        "    importlib.import_module(name)\n"
+        "print(','.join(sorted(set(sys.modules) - before)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return out.stdout.strip().split(",")
+
+
+def _outside_the_engine(loaded: list[str]) -> list[str]:
+    """What of ``loaded`` the engine may not load: other parts of gpuci_tui, outside libraries."""
+    ours = [m for m in loaded if m.split(".")[0] == "gpuci_tui"]
+    strays = [
+        m
+        for m in ours
+        if m not in ("gpuci_tui", "gpuci_tui.core")
+        and not any(m == p or m.startswith(p + ".") for p in ENGINE_MAY_LOAD)
+    ]
+    return sorted(strays) + sorted(m for m in loaded if m.split(".")[0] in ENGINE_NEVER_LOADS)
+
+
+def test_the_engine_loads_only_itself_the_base_and_pure_standard_library() -> None:
+    """Every module of ``core.engine``, imported in a fresh interpreter, pulls in nothing else."""
+    modules = _engine_modules()
+    assert "gpuci_tui.core.engine.transitions" in modules
+    loaded = _loaded_by(modules)
+    assert "gpuci_tui.core.engine.transitions" in loaded
+    outside = _outside_the_engine(loaded)
+    assert outside == [], f"importing the engine loaded: {', '.join(outside)}"
+
+
+def test_the_engine_load_check_sees_an_outsider() -> None:
+    loaded = _loaded_by(["gpuci_tui.core.engine.lifecycle", "gpuci_tui.core.config.file"])
+    outside = _outside_the_engine(loaded)
+    assert "gpuci_tui.core.config.file" in outside

@@ -22,9 +22,9 @@ import time
 from pathlib import Path
 
 from gpuci_tui.core.config.file import ConfigError, read_toml
+from gpuci_tui.core.config.fleet import FleetConfig, load_fleet, parse_cli_hosts
 from gpuci_tui.core.config.paths import SHORT_SOCKET_BASE
 from gpuci_tui.core.errors import GpuciError
-from gpuci_tui.core.fleet.config import FleetConfig, load_fleet, parse_cli_hosts
 from gpuci_tui.core.fleet.link import Fleet, FleetMember, RemoteGpus
 from gpuci_tui.core.fleet.ssh_command import SshSettings
 from gpuci_tui.core.fleet.ssh_handle import SshHandle

@@ -308,6 +308,25 @@ class GpuSample:
 
 
 @dataclass(frozen=True)
+class JobGpuNow:
+    """What one job uses of the GPUs in the latest folded frame (the live agents table).
+
+    Folded by `gpu.accounting.JobAccountant`; here so the engine's snapshots can
+    name it without importing the GPU package (the engine is a leaf).
+
+    None means "not known" in that frame (the driver gave no figure, or the
+    GPU was shared so its own utilisation cannot be the job's).
+    """
+
+    memory_mib: float | None
+    """The job's processes' GPU memory, summed over its GPUs."""
+    util_pct: float | None
+    """The job's utilisation, averaged over its GPUs (same rules as the statistics)."""
+    at: float
+    """Unix time of the frame."""
+
+
+@dataclass(frozen=True)
 class GpuHostInfo:
     """What the host's driver offers; ``available`` False means "no GPU visible"."""
 

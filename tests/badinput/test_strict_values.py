@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from gpuci_tui.core.config.file import ConfigError, is_ascii_number
+from gpuci_tui.core.config.fleet_host import parse_target
 from gpuci_tui.core.config.observe import parse_listen
-from gpuci_tui.core.fleet.config import parse_target
 from gpuci_tui.core.wire import command_from_dict
 
 

@@ -13,10 +13,10 @@ from gpuci_tui.core.config.loader import (
     AzureConfig,
     Config,
     ConfigError,
-    SupervisorConfig,
     VolumeConfig,
     load_config,
 )
+from gpuci_tui.core.engine.settings import SupervisorConfig
 
 URL = "https://dev.azure.com/acme"
 

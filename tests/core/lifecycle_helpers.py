@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from gpuci_tui.core.config.loader import SupervisorConfig
 from gpuci_tui.core.engine.lifecycle import (
     EngineState,
     Intent,
@@ -20,6 +19,7 @@ from gpuci_tui.core.engine.lifecycle import (
     new_slot,
 )
 from gpuci_tui.core.engine.planner import Plan, decide
+from gpuci_tui.core.engine.settings import SupervisorConfig
 from gpuci_tui.core.engine.steps import Action, Died, Observation, Started
 from gpuci_tui.core.engine.transitions import apply
 from gpuci_tui.core.models import JobInfo

@@ -23,11 +23,11 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from gpuci_tui.core.config.loader import SupervisorConfig
 from gpuci_tui.core.engine.commands import apply_command
 from gpuci_tui.core.engine.gpu_admission import FOREIGN_PROCESS, GateKind, GateReading
 from gpuci_tui.core.engine.lifecycle import EngineState, Lane, PoolView, lane_name, new_slot
 from gpuci_tui.core.engine.planner import FAST_POLL, decide
+from gpuci_tui.core.engine.settings import SupervisorConfig
 from gpuci_tui.core.engine.steps import (
     Action,
     AgentChecked,

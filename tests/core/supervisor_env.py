@@ -6,7 +6,8 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from gpuci_tui.core.config.loader import AgentsConfig, AzureConfig, Config, SupervisorConfig
+from gpuci_tui.core.config.loader import AgentsConfig, AzureConfig, Config
+from gpuci_tui.core.engine.settings import SupervisorConfig
 from gpuci_tui.core.host.supervisor import Supervisor
 from gpuci_tui.sim.api import SimPoolApi
 from gpuci_tui.sim.org import SimOrg

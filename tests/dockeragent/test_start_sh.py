@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from gpuci_tui.core.docker import agent_exit
+from gpuci_tui.core.engine import agent_exit
 from tests.dockeragent.start_sh_harness import (
     START_SH,
     Agent,

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from gpuci_tui.core.config.loader import SupervisorConfig
+from gpuci_tui.core.engine.settings import SupervisorConfig
 from tests.core.lifecycle_helpers import starts_per_minute_with
 from tests.real.rig import (
     EventRecorder,

@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
 
+from gpuci_tui.core.config.fleet_host import parse_target
 from gpuci_tui.core.engine.preview import CommandPreview
-from gpuci_tui.core.fleet.config import parse_target
 from gpuci_tui.core.fleet.link import Fleet, FleetMember
 from gpuci_tui.core.host.control import ControlError
 from gpuci_tui.core.host.handle import Update

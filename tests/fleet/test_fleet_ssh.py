@@ -20,7 +20,7 @@ from typing import Any
 import psutil
 import pytest
 
-from gpuci_tui.core.fleet.config import parse_target
+from gpuci_tui.core.config.fleet_host import parse_target
 from gpuci_tui.core.fleet.link import FleetMember, HostLink, HostStatus, LinkState
 from gpuci_tui.core.fleet.ssh_command import SshSettings
 from gpuci_tui.core.fleet.ssh_handle import SshHandle

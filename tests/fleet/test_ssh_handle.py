@@ -15,10 +15,10 @@ from pathlib import Path
 import psutil
 import pytest
 
+from gpuci_tui.core.config.fleet_host import parse_target, validate_host_entry
 from gpuci_tui.core.config.loader import save_config
 from gpuci_tui.core.config.paths import socket_path
 from gpuci_tui.core.docker.agentspec import instance_id
-from gpuci_tui.core.fleet.config import parse_target, validate_host_entry
 from gpuci_tui.core.fleet.ssh_command import SshSettings, bridge_argv, explain_exit, remote_command
 from gpuci_tui.core.fleet.ssh_handle import SshHandle
 from gpuci_tui.core.host.control import ControlError

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuci_tui.core.config import validate as rules
+from gpuci_tui.core.config.admission import parse_admission, validate_hold_down
 from gpuci_tui.core.config.file import (
     ConfigError,
     ConfigErrors,
@@ -26,6 +27,7 @@ from gpuci_tui.core.config.file import (
     show,
     write_config_text,
 )
+from gpuci_tui.core.config.fleet import FleetConfig, check_fleet_table
 from gpuci_tui.core.config.groups import parse_gpus, parse_groups
 from gpuci_tui.core.config.identity import config_hash, daemon_instance, instance_id
 from gpuci_tui.core.config.model import (
@@ -34,7 +36,6 @@ from gpuci_tui.core.config.model import (
     AgentsConfig,
     AzureConfig,
     Config,
-    SupervisorConfig,
     VolumeConfig,
     agent_groups,
     for_group,
@@ -57,15 +58,14 @@ from gpuci_tui.core.config.validate import (
     validate_org_url,
 )
 from gpuci_tui.core.config.volumes import host_paths_elsewhere, validate_volume
-from gpuci_tui.core.engine.gpu_admission import parse_admission, validate_hold_down
-from gpuci_tui.core.fleet.config import FleetConfig, check_fleet_table
+from gpuci_tui.core.engine.settings import SupervisorConfig
 
 # Re-exported so that callers need only this module; the wizard may use any
 # other `validate.validate_*` for a single field.
 __all__ = [
     "DEFAULT_GROUP", "AgentGroup", "agent_groups", "for_group",
     "GPU_POLICIES", "NETWORK_MODES", "AgentsConfig", "AzureConfig", "Config", "ConfigError",
-    "ConfigErrors", "GpuConfig", "HistoryConfig", "MetricsConfig", "SupervisorConfig", "VolumeConfig", "config_hash", "config_to_toml",
+    "ConfigErrors", "GpuConfig", "HistoryConfig", "MetricsConfig", "VolumeConfig", "config_hash", "config_to_toml",
     "daemon_instance", "default_name_prefix", "instance_id", "load_config", "save_config", "validate_config",
     "validate_count", "validate_name_prefix", "validate_org_url", "validate_volume",
 ]  # fmt: skip

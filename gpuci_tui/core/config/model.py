@@ -12,9 +12,10 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpuci_tui.core.config.fleet import FleetConfig
 from gpuci_tui.core.config.observe import GpuConfig, HistoryConfig, MetricsConfig
 from gpuci_tui.core.engine.gpu_admission import GpuAdmission
-from gpuci_tui.core.fleet.config import FleetConfig
+from gpuci_tui.core.engine.settings import SupervisorConfig
 
 #: Name of the one group an ``[agents]``-only configuration runs.
 DEFAULT_GROUP = "default"
@@ -75,23 +76,6 @@ class AgentsConfig:
 
 
 @dataclass(frozen=True)
-class SupervisorConfig:
-    """``[supervisor]`` (optional; the defaults suit most hosts)."""
-
-    poll_interval: float = 10.0
-    """Seconds between agent-list calls to Azure DevOps (one call per cycle, never per slot)."""
-    backoff_base: float = 2.0
-    """First delay after an early failure; doubles per consecutive failure."""
-    backoff_max: float = 60.0
-    park_after: int = 5
-    """Consecutive early failures after which a slot is parked."""
-    healthy_after: float = 30.0
-    """A container that lived this long (or took a job) did not fail early."""
-    stop_timeout: float = 30.0
-    """Seconds between SIGTERM and SIGKILL when stopping an idle agent."""
-
-
-@dataclass(frozen=True)
 class Config:
     """The whole configuration file."""
 
@@ -111,7 +95,7 @@ class Config:
     groups: tuple[AgentGroup, ...] = ()
     """``[groups.NAME]``: several agent groups (empty: ``agents`` is the only group)."""
     fleet: FleetConfig = field(default_factory=FleetConfig)
-    """``[fleet]``: the hosts the console watches over ssh (see `fleet`)."""
+    """``[fleet]``: the hosts the console watches over ssh (see `config.fleet`)."""
 
 
 @dataclass(frozen=True)

@@ -6,11 +6,12 @@ their keys are a stable contract; see `LABEL_*`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from gpuci_tui.core.config.loader import Config, config_hash, instance_id
 from gpuci_tui.core.engine.lifecycle import Lane, lane_name
-from gpuci_tui.core.protocols import ContainerSpec, VolumeMount
+from gpuci_tui.core.engine.steps import ListedContainer
+from gpuci_tui.core.protocols import ContainerInfo, ContainerSpec, VolumeMount
 
 LABEL_PROJECT = "io.gpuci-tui.project"
 LABEL_INSTANCE = "io.gpuci-tui.instance"
@@ -29,7 +30,8 @@ TOKEN_PATH = "/run/azp/token"
 DOCKER_SOCKET = "/var/run/docker.sock"
 
 __all__ = [
-    "build_spec", "config_hash", "instance_id", "instance_labels", "lane_of", "slot_gpus", "slot_of",
+    "build_spec", "config_hash", "instance_id", "instance_labels", "lane_of", "placed", "slot_gpus",
+    "slot_of",
 ]  # fmt: skip
 
 
@@ -141,3 +143,16 @@ def slot_of(labels: Mapping[str, str]) -> int | None:
         return int(labels.get(LABEL_SLOT, ""))
     except ValueError:
         return None
+
+
+def placed(containers: Iterable[ContainerInfo]) -> tuple[ListedContainer, ...]:
+    """Each container with the slot and lane its labels name, for the engine's `Listed`.
+
+    A container whose labels name no slot is left out (it is not one of a slot's).
+    """
+    found = []
+    for info in containers:
+        number = slot_of(info.labels)
+        if number is not None:
+            found.append(ListedContainer(number, lane_of(info.labels), info))
+    return tuple(found)

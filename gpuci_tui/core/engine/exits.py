@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gpuci_tui.core.config.loader import SupervisorConfig
-from gpuci_tui.core.docker.agent_exit import describe
+from gpuci_tui.core.engine.agent_exit import describe
 from gpuci_tui.core.engine.lifecycle import LaneRecord, SlotRecord
+from gpuci_tui.core.engine.settings import SupervisorConfig
 from gpuci_tui.core.models import ExitInfo
 
 #: Exit codes of a container ended politely by a signal (SIGINT, SIGTERM). SIGKILL (137)

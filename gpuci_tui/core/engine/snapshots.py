@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields, replace
-from typing import TYPE_CHECKING
 
 from gpuci_tui.core.engine.gpu_admission import GateKind
 from gpuci_tui.core.engine.lifecycle import EngineState, Intent, LanePhase, LaneRecord, SlotRecord
@@ -22,11 +21,9 @@ from gpuci_tui.core.models import (
     SlotState,
     SupervisorSnapshot,
 )
+from gpuci_tui.core.protocols import JobGpuNow
 
-if TYPE_CHECKING:
-    from gpuci_tui.core.gpu.accounting import JobGpuNow
-
-GpuNowOf = Callable[[int, str], "JobGpuNow | None"]
+GpuNowOf = Callable[[int, str], JobGpuNow | None]
 """(slot number, agent name) → what that agent's job uses of the GPUs now."""
 
 _PHASE_RANK = {

@@ -24,10 +24,26 @@ from gpuci_tui.core.protocols import Agent, ContainerInfo
 
 
 @dataclass(frozen=True)
-class Listed:
-    """The engine's containers with our labels (at start and after the event stream came back)."""
+class ListedContainer:
+    """One listed container, with the slot and lane its labels name.
 
-    containers: tuple[ContainerInfo, ...]
+    The labels are parsed before the engine sees them (`docker.agentspec.placed`):
+    the engine knows slots and lanes, never Docker's label keys.
+    """
+
+    slot: int
+    lane: Lane
+    info: ContainerInfo
+
+
+@dataclass(frozen=True)
+class Listed:
+    """The engine's containers with our labels (at start and after the event stream came back).
+
+    Only containers whose labels name a slot are listed.
+    """
+
+    containers: tuple[ListedContainer, ...]
     at: float
 
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from gpuci_tui.core.config.loader import SupervisorConfig
-from gpuci_tui.core.docker.agentspec import lane_of, slot_of
 from gpuci_tui.core.engine.exits import count_failure, forgive, judge_exit
 from gpuci_tui.core.engine.lifecycle import (
     EngineState,
@@ -23,6 +21,7 @@ from gpuci_tui.core.engine.lifecycle import (
     SlotRecord,
     new_slot,
 )
+from gpuci_tui.core.engine.settings import SupervisorConfig
 from gpuci_tui.core.engine.steps import (
     AgentChecked,
     AgentWritten,
@@ -359,11 +358,9 @@ def _listed(state: EngineState, obs: Listed, rules: SupervisorConfig) -> Step:
     """Rebuild the container side from a listing: adopt, never duplicate."""
     live: dict[tuple[int, Lane], list[ContainerInfo]] = {}
     dead: dict[tuple[int, Lane], set[str]] = {}
-    for info in obs.containers:
-        number = slot_of(info.labels)
-        if number is None:
-            continue
-        key = (number, lane_of(info.labels))
+    for listed in obs.containers:
+        info = listed.info
+        key = (listed.slot, listed.lane)
         if info.status in _LIVE_STATUSES:
             live.setdefault(key, []).append(info)
         elif info.status in ("created", "exited", "dead"):

@@ -1,1 +1,1 @@
-"""The fleet console: which hosts it watches (config), the ssh links to their daemons and the overview's rows."""
+"""The fleet console's runtime: ssh links to the hosts' daemons, overview rows (``[fleet]``: `config.fleet`)."""

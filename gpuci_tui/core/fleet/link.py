@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
-from gpuci_tui.core.fleet.config import FleetHost
+from gpuci_tui.core.config.fleet_host import FleetHost
 from gpuci_tui.core.host.handle import SupervisorHandle
 from gpuci_tui.core.host.reconnect import Backoff, Reconnector, RetryNow
 from gpuci_tui.core.models import SupervisorEvent, SupervisorSnapshot

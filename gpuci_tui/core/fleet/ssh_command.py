@@ -23,7 +23,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpuci_tui.core.fleet.config import FleetHost
+from gpuci_tui.core.config.fleet_host import FleetHost
 
 NO_DAEMON_EXIT = 3
 """The bridge's exit code when no daemon answers (`gpuci_tui.cli.exitcodes.NO_DAEMON`)."""

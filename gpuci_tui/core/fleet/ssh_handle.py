@@ -21,8 +21,8 @@ import json
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+from gpuci_tui.core.config.fleet_host import FleetHost
 from gpuci_tui.core.engine.preview import CommandPreview
-from gpuci_tui.core.fleet.config import FleetHost
 from gpuci_tui.core.fleet.ssh_command import (
     SshSettings,
     bridge_argv,

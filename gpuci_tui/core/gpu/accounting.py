@@ -35,7 +35,7 @@ from pathlib import Path
 
 from gpuci_tui.core.docker.cgroups import PROC_ROOT, container_id_of_pid
 from gpuci_tui.core.models import SupervisorSnapshot
-from gpuci_tui.core.protocols import GpuFrame, GpuProcess, GpuSample
+from gpuci_tui.core.protocols import GpuFrame, GpuProcess, GpuSample, JobGpuNow
 
 ENERGY_SHARED = "GPU shared with another process during the job"
 ENERGY_NOT_REPORTED = "the driver does not report the GPU energy counter"
@@ -86,22 +86,6 @@ class JobGpuStats:
     """Empty when ``energy_j`` was measured, else why it is None (an ``ENERGY_*`` text)."""
     shared: bool = False
     """Another process used one of the job's GPUs while the job held it."""
-
-
-@dataclass(frozen=True)
-class JobGpuNow:
-    """What one job uses of the GPUs in the latest folded frame (the live agents table).
-
-    None means "not known" in that frame (the driver gave no figure, or the
-    GPU was shared so its own utilisation cannot be the job's).
-    """
-
-    memory_mib: float | None
-    """The job's processes' GPU memory, summed over its GPUs."""
-    util_pct: float | None
-    """The job's utilisation, averaged over its GPUs (same rules as the statistics)."""
-    at: float
-    """Unix time of the frame."""
 
 
 @dataclass

@@ -16,7 +16,7 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 
-from gpuci_tui.core.docker.agentspec import lane_of, slot_of
+from gpuci_tui.core.docker.agentspec import lane_of, placed, slot_of
 from gpuci_tui.core.engine.steps import (
     Appeared,
     Destroyed,
@@ -63,7 +63,7 @@ class ContainerObserver:
             found = await asyncio.to_thread(self.runtime.list_containers, self.labels)
         except GpuciError as exc:
             return EngineLost(str(exc), self.clock())
-        return Listed(tuple(found), self.clock())
+        return Listed(placed(found), self.clock())
 
     def follow(self, loop: asyncio.AbstractEventLoop, deliver: Deliver) -> None:
         """Start the event thread; observations reach ``deliver`` on ``loop``."""
@@ -112,7 +112,7 @@ class ContainerObserver:
                 found = self.runtime.list_containers(self.labels)
             except GpuciError as exc:
                 return [EngineLost(str(exc), now)]
-            return [EngineAnswered(now, restored=True), Listed(tuple(found), self.clock())]
+            return [EngineAnswered(now, restored=True), Listed(placed(found), self.clock())]
         slot = slot_of(event.labels)
         if slot is None:
             return []

@@ -44,8 +44,9 @@ from gpuci_tui.core.models import (
 from gpuci_tui.core.protocols import AgentPoolApi, ContainerRuntime, TokenSource
 
 if TYPE_CHECKING:
-    from gpuci_tui.core.gpu.accounting import JobGpuNow, JobKey
+    from gpuci_tui.core.gpu.accounting import JobKey
     from gpuci_tui.core.host.gpu_gates import GpuGatekeeper
+    from gpuci_tui.core.protocols import JobGpuNow
 
 #: Worst first: the health shown for several pools is the worst of them.
 _SEVERITY = [

@@ -48,9 +48,9 @@ from gpuci_tui.core.protocols import AgentPoolApi, ContainerRuntime, TokenSource
 
 if TYPE_CHECKING:
     from gpuci_tui.core.engine.gpu_health import HealthBook
-    from gpuci_tui.core.gpu.accounting import JobGpuNow, JobKey
+    from gpuci_tui.core.gpu.accounting import JobKey
     from gpuci_tui.core.host.gpu_gates import GpuGatekeeper, Ours
-    from gpuci_tui.core.protocols import GpuFrame
+    from gpuci_tui.core.protocols import GpuFrame, JobGpuNow
 
 log = logging.getLogger("gpuci_tui.supervisor")
 

@@ -11,13 +11,13 @@ from gpuci_tui.core.config.loader import (
     AzureConfig,
     ConfigError,
     ConfigErrors,
-    SupervisorConfig,
     default_name_prefix,
     load_config,
     validate_count,
     validate_name_prefix,
     validate_org_url,
 )
+from gpuci_tui.core.engine.settings import SupervisorConfig
 from tests.core.config_helpers import (
     URL,
     base_doc,

@@ -21,7 +21,6 @@ from gpuci_tui.core.config.loader import (
     GpuConfig,
     HistoryConfig,
     MetricsConfig,
-    SupervisorConfig,
     VolumeConfig,
     config_hash,
     config_to_toml,
@@ -31,6 +30,7 @@ from gpuci_tui.core.config.loader import (
     validate_config,
     validate_volume,
 )
+from gpuci_tui.core.engine.settings import SupervisorConfig
 from tests.core.config_helpers import (
     URL,
     base_doc,

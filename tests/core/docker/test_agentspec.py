@@ -8,12 +8,17 @@ from gpuci_tui.core.config.loader import AgentsConfig, AzureConfig, Config, Volu
 from gpuci_tui.core.docker.agentspec import (
     LABEL_CONFIG,
     LABEL_INSTANCE,
+    LABEL_LANE,
     LABEL_SLOT,
     build_spec,
     config_hash,
     instance_id,
+    placed,
     slot_of,
 )
+from gpuci_tui.core.engine.lifecycle import Lane
+from gpuci_tui.core.engine.steps import ListedContainer
+from gpuci_tui.core.protocols import ContainerInfo
 
 
 def make(**agents: object) -> Config:
@@ -70,3 +75,19 @@ def test_config_hash_changes_with_the_image_only_when_relevant() -> None:
     assert config_hash(make()) != config_hash(make(image="acme/agent:2"))
     assert config_hash(make()) == config_hash(make(count=5))
     assert instance_id(make()) == instance_id(make(image="acme/agent:2"))
+
+
+def test_placed_reads_slot_and_lane_from_the_labels_and_drops_the_rest() -> None:
+    def info(cid: str, **labels: str) -> ContainerInfo:
+        return ContainerInfo(id=cid, name=cid, labels=labels, status="running")
+
+    old = info("old", **{LABEL_SLOT: "0"})  # from before hot standby: lane a
+    b = info("b", **{LABEL_SLOT: "1", LABEL_LANE: "b"})
+    odd = info("odd", **{LABEL_SLOT: "2", LABEL_LANE: "z"})  # unknown lane: a
+    nothing = info("nothing")
+    bad = info("bad", **{LABEL_SLOT: "x"})
+    assert placed((old, b, odd, nothing, bad)) == (
+        ListedContainer(0, Lane.A, old),
+        ListedContainer(1, Lane.B, b),
+        ListedContainer(2, Lane.A, odd),
+    )

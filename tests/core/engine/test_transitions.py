@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from gpuci_tui.core.docker.agentspec import LABEL_LANE, LABEL_SLOT
+from gpuci_tui.core.docker.agentspec import LABEL_LANE, LABEL_SLOT, placed
 from gpuci_tui.core.engine.lifecycle import EngineState, Intent, Lane, LanePhase, PoolView
 from gpuci_tui.core.engine.snapshots import slot_state
 from gpuci_tui.core.engine.steps import (
@@ -240,7 +240,7 @@ def test_listing_adopts_both_lanes_retires_extra_slots_and_clears_leftovers() ->
         info("old", 0, "b", status="exited"),
         info("x3a", 3, "a"),  # above the desired count
     )
-    state = observe(state, Listed(found, 30.0))
+    state = observe(state, Listed(placed(found), 30.0))
     slot = slot0(state)
     assert slot.lane(A).container_id == "x0a" and slot.lane(B).container_id == "x0b"
     assert not slot.lane(A).by_us and slot.lane(B).stale_ids == frozenset({"old"})
@@ -251,7 +251,7 @@ def test_listing_adopts_both_lanes_retires_extra_slots_and_clears_leftovers() ->
 
 def test_listing_without_a_known_container_counts_it_as_gone() -> None:
     state = engine(ACTIVE, STANDBY)
-    state = observe(state, Listed((info("cb", 0, "b"),), 30.0))
+    state = observe(state, Listed(placed((info("cb", 0, "b"),)), 30.0))
     slot = slot0(state)
     assert slot.lane(A).container_id is None and slot.lane(A).dying_id == "ca"
     assert slot.last_exit is not None and slot.last_exit.code is None

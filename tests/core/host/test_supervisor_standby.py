@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from gpuci_tui.core.config.loader import SupervisorConfig
+from gpuci_tui.core.engine.settings import SupervisorConfig
 from gpuci_tui.core.host.supervisor import Supervisor
 from gpuci_tui.core.models import Drain, Restart, Resume, SlotState
 from gpuci_tui.sim.records import AgentStartup

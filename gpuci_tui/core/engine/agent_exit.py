@@ -8,6 +8,9 @@ the table and tests/dockeragent/test_start_sh.py checks both agree.
 
 Whether the *job* succeeded is not in the exit code: the agent reports it to
 Azure DevOps, and the supervisor reads the job result from the API.
+
+Pure vocabulary, so it lives in the engine: `exits` classifies a dead
+container with it, and the Docker side may import it from here.
 """
 
 from __future__ import annotations

@@ -8,16 +8,9 @@ from pathlib import Path
 import pytest
 
 from gpuci_tui.core.config.file import config_to_toml
+from gpuci_tui.core.config.fleet import FleetConfig, check_fleet_table, load_fleet, parse_cli_hosts
+from gpuci_tui.core.config.fleet_host import FleetHost, parse_target, validate_host_entry
 from gpuci_tui.core.config.loader import ConfigError, load_config, save_config
-from gpuci_tui.core.fleet.config import (
-    FleetConfig,
-    FleetHost,
-    check_fleet_table,
-    load_fleet,
-    parse_cli_hosts,
-    parse_target,
-    validate_host_entry,
-)
 from tests.ui.scenarios import sample_config
 
 

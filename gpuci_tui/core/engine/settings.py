@@ -1,0 +1,27 @@
+"""The engine's own settings: the ``[supervisor]`` table of ``config.toml``.
+
+They are the rules the transitions apply (backoff, parking, what counts as an
+early failure), so they live with the engine; `config.loader` reads and writes
+the table but the engine never imports the configuration package.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SupervisorConfig:
+    """``[supervisor]`` (optional; the defaults suit most hosts)."""
+
+    poll_interval: float = 10.0
+    """Seconds between agent-list calls to Azure DevOps (one call per cycle, never per slot)."""
+    backoff_base: float = 2.0
+    """First delay after an early failure; doubles per consecutive failure."""
+    backoff_max: float = 60.0
+    park_after: int = 5
+    """Consecutive early failures after which a slot is parked."""
+    healthy_after: float = 30.0
+    """A container that lived this long (or took a job) did not fail early."""
+    stop_timeout: float = 30.0
+    """Seconds between SIGTERM and SIGKILL when stopping an idle agent."""
