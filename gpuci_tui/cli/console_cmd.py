@@ -4,7 +4,9 @@ With a configuration, the console attaches to the running ``gpuci-tui run``
 daemon of that configuration; when there is none it starts one detached (its
 own session, output to a log file) so that closing the SSH session does not
 stop replenishing. ``--foreground`` runs the supervisor inside the console
-instead. Quitting the console never stops a detached daemon.
+instead, under the same instance lock as the daemon: with a daemon already
+answering it attaches to it, so no pool ever has two supervisors. Quitting the
+console never stops a detached daemon.
 """
 
 from __future__ import annotations
