@@ -61,8 +61,8 @@ class Assembly:
     """The Prometheus metrics it feeds (None: not exported)."""
     releases: list[Callable[[], None]] = field(default_factory=list)
     """What `close` releases last (the history, the instance locks), last added first."""
-    _supervising: asyncio.Task[None] | None = None
-    _helpers: list[asyncio.Task[None]] = field(default_factory=list)
+    _supervising: asyncio.Task[None] | None = field(default=None, init=False, repr=False)
+    _helpers: list[asyncio.Task[None]] = field(default_factory=list, init=False, repr=False)
 
     @property
     def children(self) -> list[Supervisor]:
@@ -72,11 +72,13 @@ class Assembly:
     def start(self) -> None:
         """Run the supervisor, the GPU watch and the metrics feed in the running loop."""
         loop = asyncio.get_running_loop()
-        self._supervising = loop.create_task(self.supervisor.run())
-        if self.watch is not None:
-            self._helpers.append(loop.create_task(self.watch.run()))
+        # Tasks first run in the order they are created: the metrics subscribe before the
+        # supervisor's first event.
         if self.metrics is not None:
             self._helpers.append(loop.create_task(follow(self.supervisor, self.metrics)))
+        if self.watch is not None:
+            self._helpers.append(loop.create_task(self.watch.run()))
+        self._supervising = loop.create_task(self.supervisor.run())
 
     async def stopped(self) -> None:
         """Wait until the supervisor stops (raises what made it fail)."""

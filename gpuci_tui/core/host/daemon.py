@@ -58,7 +58,8 @@ async def serve(
     history with it.
 
     Raises:
-        AlreadyRunningError: another daemon holds the instance lock (or a group's).
+        AlreadyRunningError: another supervisor (a daemon, or a console --foreground)
+            holds the instance lock (or a group's).
         MetricsListenError: ``[metrics] listen`` cannot be bound (e.g. the port is taken).
     """
     # The instance's lock(s) first: a second supervisor must refuse before it binds anything.
