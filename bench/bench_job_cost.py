@@ -39,7 +39,9 @@ def cpu_seconds(proc: psutil.Process) -> float:
     return float(times.user + times.system)
 
 
-def keep_queue_full(org: SimOrg, pool_id: int, outstanding: set[int], depth: int, secs: float) -> int:
+def keep_queue_full(
+    org: SimOrg, pool_id: int, outstanding: set[int], depth: int, secs: float
+) -> int:
     """Queue jobs up to ``depth`` outstanding; returns how many finished since the last call."""
     finished = 0
     for request_id in list(outstanding):

@@ -10,7 +10,6 @@ and no existing configuration.
 
 from __future__ import annotations
 
-import asyncio
 import random
 import secrets
 import tempfile
@@ -18,7 +17,7 @@ import time
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gpuci_tui.core.config.loader import AgentsConfig, AzureConfig, Config
 from gpuci_tui.core.docker.agentspec import LABEL_DEMO, instance_labels
@@ -26,7 +25,17 @@ from gpuci_tui.core.engine.settings import SupervisorConfig
 from gpuci_tui.core.protocols import ContainerRuntime, GpuSampler
 
 if TYPE_CHECKING:
+    from gpuci_tui.core.azure.client import AzureDevOpsClient
+    from gpuci_tui.core.host.assemble import Assembly
+    from gpuci_tui.core.host.group_supervisor import GroupSupervisor
+    from gpuci_tui.core.host.handle import SupervisorHandle
+    from gpuci_tui.core.host.instance import DaemonPaths
+    from gpuci_tui.core.models import SlotSnapshot
     from gpuci_tui.core.store.history import JobHistory
+    from gpuci_tui.services import Services
+    from gpuci_tui.sim.jobs import JobFeeder
+    from gpuci_tui.sim.org import SimOrg
+    from gpuci_tui.sim.server import SimServer
 
 DEMO_POOL = "gpu-demo"
 DEMO_PREFIX = "demo-gpu"
@@ -58,59 +67,75 @@ class DemoEnvironment:
     """Everything the demo started; `close` stops it and removes what it made."""
 
     config: Config
-    org: Any
-    server: Any
-    feeder: Any
+    org: SimOrg
+    server: SimServer
+    feeder: JobFeeder
     runtime: ContainerRuntime
     gpu: GpuSampler
     tokens: MemoryTokens
-    api: Any
+    api: AzureDevOpsClient
     docker: bool = False
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="gpuci-demo-")))
     extra_labels: dict[str, str] = field(default_factory=dict)
-    supervisor_holder: list[Any] = field(default_factory=list)
+    supervisor_holder: list[GroupSupervisor] = field(default_factory=list)
     """The demo's supervisor, once started (read by the synthetic GPUs)."""
-    _tasks: set[Any] = field(default_factory=set)
+    assembly: Assembly | None = None
+    """What `services`' ``start_supervisor`` started (it holds the demo instance's lock)."""
 
     @property
     def history_path(self) -> Path:
         """The demo's own job history (in its temporary directory, never the user's)."""
         return self.workdir / "history.sqlite3"
 
-    def services(self, *, readonly: bool = False) -> Any:
+    @property
+    def paths(self) -> DaemonPaths:
+        """The demo instance's files: all in its temporary directory, so its lock,
+        intent and GPU faults never meet those of a real instance (nor of another demo).
+        """
+        from gpuci_tui.core.host.instance import DaemonPaths
+
+        return DaemonPaths(
+            socket=self.workdir / "control.sock",
+            lock=self.workdir / "instance.lock",
+            intent=self.workdir / "instance.intent.json",
+            history=self.history_path,
+            agents=self.workdir / "agents",
+        )
+
+    def services(self, *, readonly: bool = False) -> Services:
         """The console's `Services` for this demo; the supervisor starts in-process on mount.
 
-        Like a daemon, the demo samples the GPUs into per-job accounting and writes
-        each finished job to a history, so busy rows show GPU use and the history
-        view (``h``) has content.
+        Like a daemon (the same `open_assembly`, on the demo's own instance), the demo
+        samples the GPUs into per-job accounting and writes each finished job to a
+        history, so busy rows show GPU use and the history view (``h``) has content.
         """
         from gpuci_tui.core.config.loader import instance_id
-        from gpuci_tui.core.host.assemble import assemble
+        from gpuci_tui.core.host.assemble import open_assembly
         from gpuci_tui.core.host.handle import InProcessHandle
         from gpuci_tui.core.store.history import JobHistory
         from gpuci_tui.services import Services
 
         history = JobHistory(self.history_path)
-        seed_history(history, instance_id(self.config), time.time())
+        try:
+            seed_history(history, instance_id(self.config), time.time())
+        finally:
+            history.close()
 
-        async def start_supervisor(config: Config) -> Any:
-            parts = assemble(
+        async def start_supervisor(config: Config) -> SupervisorHandle:
+            parts = open_assembly(
                 config,
+                paths=self.paths,
                 api=self.api,
                 runtime=self.runtime,
                 tokens=self.tokens,
-                history=history,
                 mode="in-process",
                 gpu=self.gpu,
                 sample_interval=1.0,
                 extra_labels=self.extra_labels,
             )
             self.supervisor_holder[:] = [parts.supervisor]
-            loop = asyncio.get_running_loop()
-            self._tasks.add(loop.create_task(parts.supervisor.run()))
-            watch = parts.start_watch()
-            if watch is not None:
-                self._tasks.add(watch)
+            self.assembly = parts
+            parts.start()
             return InProcessHandle(parts.supervisor)
 
         return Services(
@@ -128,7 +153,7 @@ class DemoEnvironment:
         )
 
     @property
-    def supervisor(self) -> Any:
+    def supervisor(self) -> GroupSupervisor | None:
         """The demo's supervisor once the console started it, else None."""
         return self.supervisor_holder[0] if self.supervisor_holder else None
 
@@ -233,9 +258,9 @@ def build_demo(
         max_queued=2 * agents,
     )
     feeder.start()
-    holder: list[Any] = []
+    holder: list[GroupSupervisor] = []
 
-    def slot_snapshot(index: int) -> Any:
+    def slot_snapshot(index: int) -> SlotSnapshot | None:
         return holder[0].snapshot().slot(index) if holder else None
 
     def busy(index: int) -> bool:

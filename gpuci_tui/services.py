@@ -12,12 +12,17 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from gpuci_tui.core.config.loader import Config
 from gpuci_tui.core.fleet.link import Fleet
 from gpuci_tui.core.host.handle import SupervisorHandle
 from gpuci_tui.core.protocols import ContainerRuntime, GpuSampler, PatCheck, Pool
+
+if TYPE_CHECKING:
+    from keyring.backend import KeyringBackend
+
+    from gpuci_tui.core.secrets.token_store import KeyringStatus
 
 
 class TokenStoreLike(Protocol):
@@ -98,12 +103,12 @@ class Services:
     previous one finished, so a slow driver never stacks calls up)."""
     log_interval: float = 1.0
     """Seconds between log polls while the log view is open."""
-    keyring_diagnose: Callable[[], Any] | None = None
+    keyring_diagnose: Callable[[], KeyringStatus] | None = None
     """Override for `gpuci_tui.core.secrets.token_store.diagnose_keyring` (tests)."""
-    open_cryptfile: Callable[[str], Any] | None = None
+    open_cryptfile: Callable[[str], KeyringBackend] | None = None
     """Override for `gpuci_tui.core.secrets.token_store.open_cryptfile` (tests); receives the
     passphrase and returns a keyring backend (or raises `GpuciError`)."""
-    token_store_factory: Callable[[Any], TokenStoreLike] | None = None
+    token_store_factory: Callable[[KeyringBackend], TokenStoreLike] | None = None
     """Builds a token store on an explicit keyring backend (default:
     ``gpuci_tui.core.secrets.token_store.TokenStore(backend=...)``)."""
     hostname: str | None = None

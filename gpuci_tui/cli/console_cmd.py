@@ -4,7 +4,9 @@ With a configuration, the console attaches to the running ``gpuci-tui run``
 daemon of that configuration; when there is none it starts one detached (its
 own session, output to a log file) so that closing the SSH session does not
 stop replenishing. ``--foreground`` runs the supervisor inside the console
-instead. Quitting the console never stops a detached daemon.
+instead, under the same instance lock as the daemon: with a daemon already
+answering it attaches to it, so no pool ever has two supervisors. Quitting the
+console never stops a detached daemon.
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpuci_tui.core.config.loader import Config, daemon_instance
 from gpuci_tui.core.errors import GpuciError
@@ -25,6 +29,9 @@ from gpuci_tui.core.protocols import GpuSampler, TokenSource
 
 from . import exitcodes
 from .common import CliExit, config_path, fail, load, socket_for
+
+if TYPE_CHECKING:
+    from gpuci_tui.core.host.assemble import Assembly
 
 DAEMON_START_TIMEOUT = 20.0
 
@@ -80,47 +87,89 @@ def _tail(path: Path, lines: int) -> str:
         return ""
 
 
+ATTACHED_NOTICE = (
+    "a daemon already supervises this pool: attached to it instead of starting a second supervisor"
+)
+
+
 def in_process_supervisor(
     config: Config, tokens: TokenSource | None = None, gpu: GpuSampler | None = None
 ) -> SupervisorHandle:
     """A supervisor running inside the console's event loop (``--foreground``).
 
-    Assembled like the daemon's (`gpuci_tui.core.host.assemble`): its groups, the
-    job history, the saved intent and, with ``gpu``, GPU accounting.
-    ``tokens`` is the console's token store: after the wizard unlocked an
-    encrypted file store with a passphrase, only that store can read the PAT.
+    Assembled and locked like the daemon's (`gpuci_tui.core.host.assemble.open_assembly`):
+    its groups, the job history, the saved intent, the GPU faults and, with
+    ``gpu``, GPU accounting, in the instance's own files. ``tokens`` is the
+    console's token store: after the wizard unlocked an encrypted file store
+    with a passphrase, only that store can read the PAT.
+
+    Raises:
+        AlreadyRunningError: another supervisor holds the instance's lock.
+        CliExit: no PAT, or no usable Docker engine.
     """
-    from gpuci_tui.core.host.assemble import assemble
-    from gpuci_tui.core.host.daemon import DaemonPaths, intent_stores
-    from gpuci_tui.core.store.history import JobHistory
+    from gpuci_tui.core.host.assemble import open_assembly
+    from gpuci_tui.core.host.instance import DaemonPaths
 
     from .run_cmd import real_services
 
-    api, runtime, tokens = real_services(config, tokens)
-    paths = DaemonPaths.for_instance(daemon_instance(config))
-    history = JobHistory(
-        paths.history, keep_days=config.history.keep_days, max_rows=config.history.max_rows
-    )
-    parts = assemble(
+    api, runtime, cached = real_services(config, tokens)
+    parts = open_assembly(
         config,
-        api=api,  # type: ignore[arg-type]
-        runtime=runtime,  # type: ignore[arg-type]
-        tokens=tokens,
-        history=history,
+        paths=DaemonPaths.for_instance(daemon_instance(config)),
+        api=api,
+        runtime=runtime,
+        tokens=cached,
         mode="in-process",
-        intent_store=intent_stores(config, paths),
         gpu=gpu,
     )
-    loop = asyncio.get_running_loop()
-    task = loop.create_task(parts.supervisor.run())
-    _BACKGROUND.add(task)
-    watch = parts.start_watch()
-    if watch is not None:
-        _BACKGROUND.add(watch)
+    parts.start()
+    _IN_PROCESS.append(parts)
     return InProcessHandle(parts.supervisor)
 
 
-_BACKGROUND: set[asyncio.Task[None]] = set()
+async def foreground_supervisor(
+    config: Config,
+    tokens: TokenSource | None,
+    gpu: GpuSampler | None,
+    notify: Callable[[str], None],
+) -> SupervisorHandle:
+    """``--foreground``: supervise in this process, unless a daemon already does.
+
+    One supervisor per pool, whatever starts it: with a daemon answering on the
+    configuration's socket, the console attaches to it (and ``notify`` says so)
+    instead of starting a second supervisor of the same agents.
+
+    Raises:
+        AlreadyRunningError: the instance's lock is held but no daemon answers
+            (one still starting, or another ``--foreground`` console): named in the message.
+    """
+    from gpuci_tui.core.host.instance import AlreadyRunningError
+
+    sock = socket_for(config)
+    if await asyncio.to_thread(daemon_alive, sock):
+        notify(ATTACHED_NOTICE)
+        return SocketHandle(sock)
+    try:
+        return in_process_supervisor(config, tokens, gpu)
+    except AlreadyRunningError as exc:
+        # The lock decides; the socket only says whether there is a daemon to attach to.
+        if await asyncio.to_thread(daemon_alive, sock):
+            notify(ATTACHED_NOTICE)
+            return SocketHandle(sock)
+        raise AlreadyRunningError(
+            f"not starting a second supervisor: {exc} No daemon answers on {sock} yet "
+            "(it may still be starting: try again in a moment)."
+        ) from None
+
+
+_IN_PROCESS: list[Assembly] = []
+"""The in-process supervisors this console started (their locks are held until closed)."""
+
+
+async def close_in_process() -> None:
+    """Stop the in-process supervisors started here and release their locks."""
+    while _IN_PROCESS:
+        await _IN_PROCESS.pop().close()
 
 
 def run_console(args: argparse.Namespace, setup: bool) -> int:
@@ -129,7 +178,7 @@ def run_console(args: argparse.Namespace, setup: bool) -> int:
     from gpuci_tui.core.config.loader import ConfigError, load_config
     from gpuci_tui.core.gpu.nvml_sampler import NvmlSampler
     from gpuci_tui.core.secrets.token_store import TokenStore
-    from gpuci_tui.services import Services
+    from gpuci_tui.services import Services, SetupClient
 
     if not sys.stdin.isatty() or not sys.stdout.isatty():
         print(
@@ -155,11 +204,14 @@ def run_console(args: argparse.Namespace, setup: bool) -> int:
                 )
     foreground = bool(args.foreground)
 
+    def notify(message: str) -> None:
+        app.notify(message, title="Supervisor", severity="warning", markup=False)
+
     async def start_supervisor(cfg: Config) -> SupervisorHandle:
         if foreground:
             # The App's current services: the wizard may have unlocked another token store.
             now = app.services
-            return in_process_supervisor(cfg, now.token_store, now.gpu)
+            return await foreground_supervisor(cfg, now.token_store, now.gpu, notify)
         sock = socket_for(cfg)
         if await asyncio.to_thread(daemon_alive, sock):
             return SocketHandle(sock)
@@ -173,7 +225,7 @@ def run_console(args: argparse.Namespace, setup: bool) -> int:
     except GpuciError:
         runtime = None
 
-    def azure_factory(url: str, pat: str) -> object:
+    def azure_factory(url: str, pat: str) -> SetupClient:
         from gpuci_tui.core.azure.client import AzureDevOpsClient
 
         return AzureDevOpsClient(url, pat)
@@ -197,7 +249,7 @@ def run_console(args: argparse.Namespace, setup: bool) -> int:
         gpu=NvmlSampler(container_name=container_name),
         runtime=runtime,
         token_store=TokenStore(),
-        azure_factory=azure_factory,  # type: ignore[arg-type]
+        azure_factory=azure_factory,
         start_supervisor=start_supervisor,
         readonly=bool(args.readonly),
     )
@@ -217,4 +269,13 @@ def attach(config: Config) -> SupervisorHandle:
     return SocketHandle(sock)
 
 
-__all__ = ["attach", "daemon_alive", "load", "run_console", "start_detached_daemon"]
+__all__ = [
+    "ATTACHED_NOTICE",
+    "attach",
+    "daemon_alive",
+    "foreground_supervisor",
+    "in_process_supervisor",
+    "load",
+    "run_console",
+    "start_detached_daemon",
+]

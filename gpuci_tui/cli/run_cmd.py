@@ -10,10 +10,15 @@ import threading
 import time
 from collections.abc import Callable
 from functools import partial
+from typing import TYPE_CHECKING
 
 from gpuci_tui.core.config.loader import Config, daemon_instance
 from gpuci_tui.core.errors import GpuciError, RuntimeUnavailableError
 from gpuci_tui.core.protocols import TokenSource
+
+if TYPE_CHECKING:
+    from gpuci_tui.core.azure.client import AzureDevOpsClient
+    from gpuci_tui.core.docker.runtime import DockerRuntime
 
 from . import exitcodes
 from .common import CliExit, fail, load
@@ -71,8 +76,12 @@ def setup_logging(level: str) -> None:
 
 def real_services(
     config: Config, tokens: TokenSource | None = None
-) -> tuple[object, object, TokenSource]:
-    """Azure client, Docker runtime and token store for ``config`` (checked up front)."""
+) -> tuple[AzureDevOpsClient, DockerRuntime, CachedToken]:
+    """Azure client, Docker runtime and token store for ``config`` (checked up front).
+
+    Raises:
+        CliExit: no PAT can be read (credentials) or the Docker engine is unusable (runtime).
+    """
     from gpuci_tui.core.azure.client import AzureDevOpsClient
     from gpuci_tui.core.docker.runtime import DockerRuntime
     from gpuci_tui.core.secrets.token_store import TokenStore
@@ -137,7 +146,7 @@ def run_daemon(args: argparse.Namespace) -> int:
         gpu = NvmlSampler()
         report_file_limit()
         return asyncio.run(
-            serve(config, api=api, runtime=runtime, tokens=tokens, paths=paths, gpu=gpu)  # type: ignore[arg-type]
+            serve(config, api=api, runtime=runtime, tokens=tokens, paths=paths, gpu=gpu)
         )
     except CliExit as exc:
         return fail(exc)

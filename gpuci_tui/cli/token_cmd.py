@@ -5,11 +5,16 @@ from __future__ import annotations
 import argparse
 import getpass
 import sys
+from typing import TYPE_CHECKING
 
 from gpuci_tui.core.errors import GpuciError
 
 from . import exitcodes
 from .common import CliExit, fail, load
+
+if TYPE_CHECKING:
+    from gpuci_tui.core.config.loader import Config
+    from gpuci_tui.core.secrets.token_store import TokenStore
 
 
 def run_token(args: argparse.Namespace) -> int:
@@ -43,12 +48,12 @@ def run_token(args: argparse.Namespace) -> int:
         return exitcodes.CREDENTIALS
 
 
-def _check(store: object, config: object) -> int:
+def _check(store: TokenStore, config: Config) -> int:
     from gpuci_tui.core.azure.client import AzureDevOpsClient
 
-    url = config.azure.url  # type: ignore[attr-defined]
-    pat = store.get_token(url)  # type: ignore[attr-defined]
-    source = store.source_of_token(url)  # type: ignore[attr-defined]
-    check = AzureDevOpsClient(url, pat).validate_pat(config.azure.pool)  # type: ignore[attr-defined]
+    url = config.azure.url
+    pat = store.get_token(url)
+    source = store.source_of_token(url)
+    check = AzureDevOpsClient(url, pat).validate_pat(config.azure.pool)
     print(f"PAT from {source}: {check.message}")
     return exitcodes.OK if check.ok else exitcodes.CREDENTIALS

@@ -51,10 +51,11 @@ async def gated(env: Env) -> AsyncIterator[tuple[Env, Supervisor, GpuGatekeeper,
     agents = replace(env.config.agents, standby=True, gpus="per-agent", gpu_hold_down=5.0)
     config = replace(env.config, agents=agents)
     config = replace(config, supervisor=replace(config.supervisor, poll_interval=10.0))
-    sup = Supervisor(config, api=env.api, runtime=env.runtime, tokens=StaticTokens())
     events: list[str] = []
-    keeper = GpuGatekeeper([sup], lambda kind, message: events.append(f"{kind}: {message}"))
-    sup.gatekeeper = keeper
+    keeper = GpuGatekeeper(lambda: [sup], lambda kind, message: events.append(f"{kind}: {message}"))
+    sup = Supervisor(
+        config, api=env.api, runtime=env.runtime, tokens=StaticTokens(), gatekeeper=keeper
+    )
     task = asyncio.create_task(sup.run())
     try:
         yield env, sup, keeper, events
@@ -141,13 +142,15 @@ async def test_xid_during_a_job_quarantines_until_cleared(
 def test_a_quarantine_is_kept_across_a_restart_of_the_daemon(tmp_path: Path) -> None:
     store = tmp_path / "i.gpu-health.json"
     events: list[str] = []
-    first = GpuGatekeeper([], lambda kind, message: events.append(kind), store=store)
+    first = GpuGatekeeper(lambda: [], lambda kind, message: events.append(kind), store=store)
     first.observe(frame(xid_on=(1,)), {})
     assert [g.state for g in first.gates] == ["ok", "quarantined"]
-    again = GpuGatekeeper([], lambda kind, message: events.append(message), store=store)
+    again = GpuGatekeeper(lambda: [], lambda kind, message: events.append(message), store=store)
     assert [f.reason for f in again.book.faults_of(1)] == ["GPU 1: Xid 79 (GPU fell off the bus)"]
     assert events[-1] == "GPU 1: still quarantined: GPU 1: Xid 79 (GPU fell off the bus)"
     assert again.clear("1").ok
-    assert GpuGatekeeper([], lambda kind, message: None, store=store).book.faults_of(1) == ()
+    assert (
+        GpuGatekeeper(lambda: [], lambda kind, message: None, store=store).book.faults_of(1) == ()
+    )
     store.write_text("{not json")
-    assert GpuGatekeeper([], lambda kind, message: None, store=store).book.gpus == ()
+    assert GpuGatekeeper(lambda: [], lambda kind, message: None, store=store).book.gpus == ()

@@ -3,17 +3,29 @@
 Every way of running agents builds the same thing here: a `GroupSupervisor`
 (a configuration without ``[groups]`` is one implicit group), a `JobRecorder`
 per group writing finished jobs to the history, the saved intent of each group,
-and, with a GPU sampler, a `JobAccountant` fed by a `GpuWatch` so busy slots
-show their job's GPU use and history rows carry it. Each part gets what it
-needs when it is constructed; nothing is patched in afterwards.
+and, with a GPU sampler, a `JobAccountant` fed by a `GpuWatch` whose frames
+also go to the `GpuGatekeeper` (GPU admission and health), so busy slots show
+their job's GPU use and history rows carry it. Each part gets what it needs
+when it is constructed; nothing is patched in afterwards: the gatekeeper is
+built first (it asks for the groups' supervisors at each frame) and handed to
+the supervisors and the watch.
+
+`open_assembly` is the one way to supervise an instance: it takes the
+instance's lock(s) (`instance.lock_instance`), so the daemon, ``console
+--foreground`` and the demo (on its own temporary instance) never run two
+supervisors of the same agents, and it keeps the intent and the GPU faults in
+the instance's files (`DaemonPaths`), whichever of them runs.
+`Assembly.start` runs it in the running loop and `Assembly.close` stops it and
+releases what it holds.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
@@ -22,44 +34,149 @@ from gpuci_tui.core.gpu.accounting import JobAccountant
 from gpuci_tui.core.host.gpu_gates import GpuGatekeeper
 from gpuci_tui.core.host.gpu_watch import GpuWatch, agent_owners
 from gpuci_tui.core.host.group_supervisor import GroupSupervisor
+from gpuci_tui.core.host.instance import DaemonPaths, intent_stores, lock_instance
 from gpuci_tui.core.host.job_recorder import JobRecorder
+from gpuci_tui.core.host.metrics import Metrics, follow
 from gpuci_tui.core.host.pool_observer import PoolObserver
+from gpuci_tui.core.host.reporter import Broadcaster
 from gpuci_tui.core.host.supervisor import IntentStore, Supervisor
 from gpuci_tui.core.protocols import AgentPoolApi, ContainerRuntime, GpuSampler, TokenSource
-from gpuci_tui.core.store.history import JobHistory, JobRecord
+from gpuci_tui.core.store.history import JobHistory
 
-__all__ = ["Assembly", "assemble"]
+__all__ = ["Assembly", "assemble", "open_assembly"]
 
 
 @dataclass
 class Assembly:
-    """A supervisor with its recorders and GPU watch, ready to run."""
+    """A supervisor with its recorders, GPU watch and metrics, ready to run."""
 
     supervisor: GroupSupervisor
     recorders: dict[str, JobRecorder]
     """Each group's job recorder, by group name ("" for the implicit group)."""
     watch: GpuWatch | None
     """Samples the GPUs into per-job accounting (None without a sampler)."""
+    gatekeeper: GpuGatekeeper | None = None
+    """GPU admission and health, fed by the watch (None without a sampler)."""
+    metrics: Metrics | None = None
+    """The Prometheus metrics it feeds (None: not exported)."""
+    releases: list[Callable[[], None]] = field(default_factory=list)
+    """What `close` releases last (the history, the instance locks), last added first."""
+    _supervising: asyncio.Task[None] | None = field(default=None, init=False, repr=False)
+    _helpers: list[asyncio.Task[None]] = field(default_factory=list, init=False, repr=False)
 
     @property
     def children(self) -> list[Supervisor]:
         """The per-group supervisors."""
         return list(self.supervisor.children.values())
 
-    def start_watch(self) -> asyncio.Task[None] | None:
-        """Start sampling the GPUs in the running loop (None without a sampler)."""
-        if self.watch is None:
-            return None
-        return asyncio.get_running_loop().create_task(self.watch.run())
+    def start(self) -> None:
+        """Run the supervisor, the GPU watch and the metrics feed in the running loop."""
+        loop = asyncio.get_running_loop()
+        # Tasks first run in the order they are created: the metrics subscribe before the
+        # supervisor's first event.
+        if self.metrics is not None:
+            self._helpers.append(loop.create_task(follow(self.supervisor, self.metrics)))
+        if self.watch is not None:
+            self._helpers.append(loop.create_task(self.watch.run()))
+        self._supervising = loop.create_task(self.supervisor.run())
 
-    async def close(self, watch_task: asyncio.Task[None] | None) -> None:
-        """Stop the GPU watch and write the history rows still in flight."""
-        if watch_task is not None:
-            watch_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watch_task
-        for recorder in self.recorders.values():
-            await recorder.drain()
+    async def stopped(self) -> None:
+        """Wait until the supervisor stops (raises what made it fail)."""
+        if self._supervising is None:
+            raise RuntimeError("the assembly was not started")
+        await asyncio.shield(self._supervising)
+
+    async def close(self) -> None:
+        """Stop the supervisor (agents stay running), write the history rows still in
+        flight, and release the history and the instance locks; idempotent.
+        """
+        try:
+            task = self._supervising
+            if task is not None:
+                if not task.done():
+                    self.supervisor.request_stop()
+                # Not awaited: a failure is `stopped`'s to raise, not the cleanup's.
+                await asyncio.wait({task})
+            for helper in self._helpers:
+                helper.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await helper
+            self._helpers.clear()
+            for recorder in self.recorders.values():
+                await recorder.drain()
+        finally:
+            while self.releases:
+                self.releases.pop()()
+
+
+def open_assembly(
+    config: Config,
+    *,
+    paths: DaemonPaths,
+    api: AgentPoolApi,
+    runtime: ContainerRuntime,
+    tokens: TokenSource,
+    mode: str,
+    gpu: GpuSampler | None = None,
+    sample_interval: float | None = None,
+    extra_labels: Mapping[str, str] | None = None,
+    command: tuple[str, ...] | None = None,
+    metrics: bool = False,
+) -> Assembly:
+    """Take the lock(s) of ``config``'s agent set and assemble its supervisor on ``paths``.
+
+    The history, the saved intent and the latched GPU faults are the instance's
+    files, whoever supervises it. `Assembly.close` releases the locks.
+
+    Args:
+        config: the configuration (with or without ``[groups]``).
+        paths: the instance's files (`DaemonPaths.for_instance`, or the demo's own).
+        api: Azure DevOps client.
+        runtime: container engine.
+        tokens: where the PAT comes from.
+        mode: ``daemon`` or ``in-process``, shown to operators.
+        gpu: the GPU sampler; None: no GPU accounting, admission or health.
+        sample_interval: seconds between GPU samples (default ``[gpu] sample_interval``).
+        extra_labels: more container labels (tests, demo).
+        command: override the image's command (tests).
+        metrics: feed Prometheus metrics (`Assembly.metrics`).
+
+    Raises:
+        AlreadyRunningError: another supervisor holds the lock of the instance or a group.
+    """
+    locks = lock_instance(config, paths)
+    try:
+        history = JobHistory(
+            paths.history, keep_days=config.history.keep_days, max_rows=config.history.max_rows
+        )
+    except BaseException:
+        locks.release()
+        raise
+    try:
+        parts = assemble(
+            config,
+            api=api,
+            runtime=runtime,
+            tokens=tokens,
+            history=history,
+            mode=mode,
+            intent_store=intent_stores(config, paths),
+            gpu=gpu,
+            sample_interval=sample_interval,
+            extra_labels=extra_labels,
+            command=command,
+            agent_dir_root=str(paths.agents)
+            if any(g.agents.docker_socket for g in agent_groups(config))
+            else None,
+            gpu_health_store=paths.gpu_health,
+            metrics=metrics,
+        )
+    except BaseException:
+        history.close()
+        locks.release()
+        raise
+    parts.releases += [locks.release, history.close]
+    return parts
 
 
 def assemble(
@@ -76,10 +193,10 @@ def assemble(
     extra_labels: Mapping[str, str] | None = None,
     command: tuple[str, ...] | None = None,
     agent_dir_root: str | None = None,
-    on_record: Callable[[str, JobRecord], None] | None = None,
     gpu_health_store: Path | None = None,
+    metrics: bool = False,
 ) -> Assembly:
-    """Build the supervisor of ``config`` and its parts.
+    """Build the supervisor of ``config`` and its parts (no lock: see `open_assembly`).
 
     Args:
         config: the configuration (with or without ``[groups]``).
@@ -94,8 +211,9 @@ def assemble(
         extra_labels: more container labels (tests, demo).
         command: override the image's command (tests).
         agent_dir_root: per-slot agent directories on the host (``agents.docker_socket``).
-        on_record: called with the group name and each history row written (metrics).
         gpu_health_store: where latched GPU faults are kept across restarts (None: not kept).
+        metrics: feed Prometheus metrics with every history row, snapshot, event, GPU
+            frame and Azure DevOps request (`Assembly.metrics`).
     """
     groups = agent_groups(config)
     by_group = {g.name: for_group(config, g) for g in groups}
@@ -103,6 +221,38 @@ def assemble(
     implicit = len(groups) == 1 and groups[0].implicit
     interval = config.gpu.sample_interval if sample_interval is None else sample_interval
     accountant = JobAccountant(min_interval=interval) if gpu is not None else None
+    reporter = Broadcaster(time.time)
+    supervisor: GroupSupervisor | None = None
+
+    def children() -> list[Supervisor]:
+        # Asked at each GPU sample, once the supervisor below exists.
+        return [] if supervisor is None else list(supervisor.children.values())
+
+    watch = gatekeeper = None
+    if gpu is not None and accountant is not None:
+        # One NVML pass per sample feeds the accounting and every group's GPU gates
+        # (admission and health), in the daemon, the demo and --foreground alike.
+        gatekeeper = GpuGatekeeper(
+            children,
+            lambda kind, message: reporter.event(kind, message),
+            store=gpu_health_store,
+        )
+        watch = GpuWatch(
+            gpu,
+            accountant,
+            lambda: {k: v for c in children() for k, v in agent_owners(c.snapshot()).items()},
+            interval=interval,
+            gatekeeper=gatekeeper,
+        )
+    exported = None
+    if metrics:
+        frames = watch
+        exported = Metrics(
+            groups=(g.name for g in groups),
+            gpu_frame=(lambda: frames.latest) if frames is not None else lambda: None,
+        )
+        _observe_requests(exported, api)
+    on_record = exported.job_recorded if exported is not None else None
     recorders: dict[str, JobRecorder] = {}
 
     def recorder_for(name: str, pool: PoolObserver) -> JobRecorder:
@@ -132,25 +282,15 @@ def assemble(
         agent_dir_root=agent_dir_root,
         # Busy slots show their job's GPU figures of the latest sweep.
         gpu_use=accountant.current if accountant is not None else None,
+        reporter=reporter,
+        gatekeeper=gatekeeper,
     )
-    watch = None
-    if gpu is not None and accountant is not None:
-        children = list(supervisor.children.values())
-        watch = GpuWatch(
-            gpu,
-            accountant,
-            lambda: {k: v for c in children for k, v in agent_owners(c.snapshot()).items()},
-            interval=interval,
-        )
-        # One NVML pass per sample feeds the accounting and every group's GPU gates
-        # (admission and health), in the daemon, the demo and --foreground alike.
-        gatekeeper = GpuGatekeeper(
-            children,
-            lambda kind, message: supervisor.reporter.event(kind, message),
-            store=gpu_health_store,
-        )
-        watch.gatekeeper = gatekeeper
-        supervisor.gatekeeper = gatekeeper
-        for child in children:
-            child.gatekeeper = gatekeeper
-    return Assembly(supervisor, recorders, watch)
+    return Assembly(supervisor, recorders, watch, gatekeeper, exported)
+
+
+def _observe_requests(metrics: Metrics, api: AgentPoolApi) -> None:
+    """Feed ``metrics`` with the Azure DevOps client's HTTP attempts."""
+    # Only the real client counts HTTP attempts; a test double simply has no such hook.
+    observe = getattr(api, "observe_requests", None)
+    if callable(observe):
+        observe(metrics.azure_response)

@@ -20,7 +20,7 @@ import json
 import logging
 import os
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -60,17 +60,19 @@ class GpuGatekeeper:
 
     def __init__(
         self,
-        feeds: Sequence[GateFeed],
+        feeds: Callable[[], Iterable[GateFeed]],
         report: Callable[[str, str], None],
         *,
         proc_root: Path = PROC_ROOT,
         store: Path | None = None,
     ) -> None:
-        """Feed ``feeds``; ``report(kind, message)`` writes the event log.
+        """Feed what ``feeds()`` gives; ``report(kind, message)`` writes the event log.
 
+        ``feeds`` is asked at each frame, so the gatekeeper exists before the
+        supervisors it feeds: they are given it when they are constructed.
         ``store``: where latched faults are kept across restarts (None: not kept).
         """
-        self.feeds = list(feeds)
+        self.feeds = feeds
         self.report = report
         self.proc_root = proc_root
         self.store = store
@@ -141,12 +143,13 @@ class GpuGatekeeper:
             log.warning("could not keep the GPU faults in %s: %s", self.store, exc)
 
     def _feed(self, frame: GpuFrame, xids: tuple[tuple[int, int], ...], ours: Ours) -> None:
-        for feed in self.feeds:
+        feeds = list(self.feeds())
+        for feed in feeds:
             try:
                 feed.observe_gpus(frame, self.book, xids, ours)
             except Exception:  # noqa: BLE001 - one group's bug must not blind the others
                 log.exception("could not feed the GPU gates")
-        self.gates = gpu_gates(frame, self.book, self.feeds, ours)
+        self.gates = gpu_gates(frame, self.book, feeds, ours)
 
 
 def gpu_gates(

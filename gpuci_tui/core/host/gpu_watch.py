@@ -48,15 +48,18 @@ class GpuWatch:
         owners: Callable[[], Mapping[str, JobKey]],
         *,
         interval: float,
+        gatekeeper: GpuGatekeeper | None = None,
     ) -> None:
-        """Watch with ``sampler``; ``owners`` gives the current container → job map."""
+        """Watch with ``sampler``; ``owners`` gives the current container → job map.
+
+        ``gatekeeper`` (admission and health) is fed the same frame: one NVML pass for both.
+        """
         self.sampler = sampler
         self.accountant = accountant
         self.owners = owners
         self.interval = interval
         self.latest: GpuFrame | None = None
-        self.gatekeeper: GpuGatekeeper | None = None
-        """Admission and health: fed the same frame (one NVML pass for both)."""
+        self.gatekeeper = gatekeeper
         self._absent: dict[JobKey, int] = {}
 
     async def run(self) -> None:

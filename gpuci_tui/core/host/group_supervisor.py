@@ -83,6 +83,8 @@ class GroupSupervisor:
         | None = None,
         agent_dir_root: str | None = None,
         gpu_use: Callable[[JobKey], JobGpuNow | None] | None = None,
+        reporter: Broadcaster | None = None,
+        gatekeeper: GpuGatekeeper | None = None,
     ) -> None:
         """One supervisor per group; ``intent_store``/``on_job_finished`` are per group name.
 
@@ -92,14 +94,19 @@ class GroupSupervisor:
         A configuration without ``[groups]`` is one implicit group: its supervisor
         runs untagged (no group label, no group in its snapshots), exactly as a
         lone `Supervisor` would, and every command goes to it.
+        ``reporter``: where every group's events go (default: a new `Broadcaster`), given
+        when something built before the supervisors reports there too (the gatekeeper).
+        ``gatekeeper``: the host's GPU admission and health watch, shared by every group.
         """
         self.config = config
         self.api = api
         self.clock = clock
         self.mode = mode
         self.instance = daemon_instance(config)
-        self.reporter = Broadcaster(clock)
+        self.reporter = reporter or Broadcaster(clock)
         self.reporter.bind(self.snapshot)
+        self.gatekeeper = gatekeeper
+        """The host's GPU admission and health watch (``gpu clear``, the GPUs' states)."""
         self.pools: dict[str, PoolObserver] = {}
         self.children: dict[str, Supervisor] = {}
         self.started_at: float | None = None
@@ -134,10 +141,9 @@ class GroupSupervisor:
                 pool=pool,
                 group="" if self.implicit else group.name,
                 gpu_use=gpu_use,
+                gatekeeper=gatekeeper,
             )
         self._exited = asyncio.Event()
-        self.gatekeeper: GpuGatekeeper | None = None
-        """The daemon's GPU admission and health watch (``gpu clear``, the GPUs' states)."""
 
     # ------------------------------------------------------------------ running
 

@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from gpuci_tui.core.engine.preview import CommandPreview
 from gpuci_tui.core.models import Command, CommandResult, SupervisorEvent, SupervisorSnapshot
+
+if TYPE_CHECKING:
+    from gpuci_tui.core.host.gpu_gates import GpuGatekeeper
+    from gpuci_tui.core.host.reporter import Reporter
 
 Update = SupervisorSnapshot | SupervisorEvent
 
@@ -22,10 +26,16 @@ class Supervised(Protocol):
     """What serves a console: a `Supervisor`, or a `GroupSupervisor` over several groups."""
 
     instance: str
-    gatekeeper: Any
-    """The daemon's `GpuGatekeeper` (GPU admission and health), or None."""
-    reporter: Any
-    """Where its events go (a `Broadcaster`)."""
+
+    @property
+    def gatekeeper(self) -> GpuGatekeeper | None:
+        """The host's `GpuGatekeeper` (GPU admission and health), or None."""
+        ...
+
+    @property
+    def reporter(self) -> Reporter:
+        """Where its events go (a `Broadcaster`)."""
+        ...
 
     @property
     def events(self) -> Iterable[SupervisorEvent]:

@@ -93,6 +93,7 @@ class Supervisor:
         pool: PoolObserver | None = None,
         group: str = "",
         gpu_use: Callable[[JobKey], JobGpuNow | None] | None = None,
+        gatekeeper: GpuGatekeeper | None = None,
     ) -> None:
         """Create a supervisor (nothing starts until `run`).
 
@@ -115,6 +116,8 @@ class Supervisor:
             group: this supervisor's agent group, shown in its snapshots (empty: the only one).
             gpu_use: what a job uses of the GPUs now (the daemon's
                 `JobAccountant.current`), shown on busy slots; None when GPUs are not sampled.
+            gatekeeper: the host's GPU admission and health watch (``gpu clear``, the
+                GPUs' states), which feeds this supervisor; None when GPUs are not sampled.
         """
         self.config = config
         self.api = api
@@ -157,8 +160,8 @@ class Supervisor:
         self._intent = intent_store
         self._on_job_finished = on_job_finished
         self._gpu_use = gpu_use
-        self.gatekeeper: GpuGatekeeper | None = None
-        """The daemon's GPU admission and health watch (``gpu clear``, the GPUs' states)."""
+        self.gatekeeper = gatekeeper
+        """The host's GPU admission and health watch (``gpu clear``, the GPUs' states)."""
         self._gate_readings: tuple[tuple[int, GateReading], ...] = ()
         self.started_at: float | None = None
         self._meta: SnapshotMeta | None = None

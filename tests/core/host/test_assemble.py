@@ -97,10 +97,7 @@ async def test_foreground_console_has_groups_history_and_intent(
         history.close()
     finally:
         await handle.send(Stop())
-        for task in list(console_cmd._BACKGROUND):
-            task.cancel()
-        await asyncio.gather(*console_cmd._BACKGROUND, return_exceptions=True)
-        console_cmd._BACKGROUND.clear()
+        await console_cmd.close_in_process()
 
 
 def config_for(config: Any, name: str) -> Any:
