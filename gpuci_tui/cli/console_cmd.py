@@ -156,6 +156,10 @@ async def foreground_supervisor(
         if await asyncio.to_thread(daemon_alive, sock):
             notify(ATTACHED_NOTICE)
             return SocketHandle(sock)
+        if exc.holder_mode != "daemon":
+            raise AlreadyRunningError(
+                f"not starting a second supervisor: {exc}", exc.holder_mode
+            ) from None
         raise AlreadyRunningError(
             f"not starting a second supervisor: {exc} No daemon answers on {sock} yet "
             "(it may still be starting: try again in a moment)."

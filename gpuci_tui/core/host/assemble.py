@@ -144,7 +144,7 @@ def open_assembly(
     Raises:
         AlreadyRunningError: another supervisor holds the lock of the instance or a group.
     """
-    locks = lock_instance(config, paths)
+    locks = lock_instance(config, paths, mode)
     try:
         history = JobHistory(
             paths.history, keep_days=config.history.keep_days, max_rows=config.history.max_rows

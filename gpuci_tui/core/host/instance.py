@@ -34,6 +34,11 @@ __all__ = [
 class AlreadyRunningError(GpuciError):
     """Another supervisor supervises the same agent set."""
 
+    def __init__(self, message: str, holder_mode: str = "daemon") -> None:
+        """``holder_mode``: what holds the lock (``daemon`` or ``in-process``)."""
+        super().__init__(message)
+        self.holder_mode = holder_mode
+
 
 @dataclass
 class DaemonPaths:
@@ -74,8 +79,12 @@ class InstanceLock:
         self.path = path
         self._file: IO[str] | None = None
 
-    def acquire(self, what: str) -> None:
-        """Take the lock or raise `AlreadyRunningError` naming the holder's pid."""
+    def acquire(self, what: str, mode: str = "daemon") -> None:
+        """Take the lock or raise `AlreadyRunningError` naming the holder.
+
+        The file holds the holder's pid and ``mode`` (``daemon`` or ``in-process``), so a refusal says what to do about it: a daemon is talked to with
+        ``status``/``stop``, a ``--foreground`` console is closed in its terminal.
+        """
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         handle = open(self.path, "a+")  # noqa: SIM115 - held for the supervisor's lifetime
         os.chmod(self.path, 0o600)
@@ -83,15 +92,13 @@ class InstanceLock:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             handle.seek(0)
-            holder = handle.read().strip() or "unknown"
+            holder = handle.read().split()
             handle.close()
-            raise AlreadyRunningError(
-                f"another gpuci-tui run (pid {holder}) already supervises {what}. "
-                "Use `gpuci-tui status` to talk to it, or stop it first with `gpuci-tui stop`."
-            ) from None
+            mode = holder[1] if len(holder) > 1 else "daemon"
+            raise AlreadyRunningError(_refusal(holder, what), mode) from None
         handle.seek(0)
         handle.truncate()
-        handle.write(f"{os.getpid()}\n")
+        handle.write(f"{os.getpid()} {mode}\n")
         handle.flush()
         self._file = handle
 
@@ -123,10 +130,26 @@ def agent_set(config: Config) -> str:
     return f"{config.azure.url} {what}"
 
 
-def lock_instance(config: Config, paths: DaemonPaths) -> InstanceLocks:
+def _refusal(holder: list[str], what: str) -> str:
+    """Why the lock is refused, from what its holder wrote (``PID MODE``; older: ``PID``)."""
+    pid = holder[0] if holder else "unknown"
+    mode = holder[1] if len(holder) > 1 else "daemon"
+    if mode == "in-process":
+        return (
+            f"a gpuci-tui console with --foreground (pid {pid}) already supervises {what}. "
+            "Quit that console first (it has no control socket to talk to)."
+        )
+    return (
+        f"another gpuci-tui run (pid {pid}) already supervises {what}. "
+        "Use `gpuci-tui status` to talk to it, or stop it first with `gpuci-tui stop`."
+    )
+
+
+def lock_instance(config: Config, paths: DaemonPaths, mode: str = "daemon") -> InstanceLocks:
     """Take the lock of ``config``'s agent set, and with ``[groups]`` each group's.
 
-    A group's lock keeps another configuration that runs the same group alone
+    ``mode`` is who takes it (``daemon`` or ``in-process``), for the
+    refusal another supervisor then gets. A group's lock keeps another configuration that runs the same group alone
     (its own instance) from supervising it too.
 
     Raises:
@@ -143,7 +166,7 @@ def lock_instance(config: Config, paths: DaemonPaths) -> InstanceLocks:
     taken = InstanceLocks([])
     try:
         for lock in locks:
-            lock.acquire(what)
+            lock.acquire(what, mode)
             taken.held.append(lock)
     except AlreadyRunningError:
         taken.release()

@@ -266,3 +266,19 @@ async def test_open_assembly_releases_the_lock_when_closed(
     finally:
         await parts.close()
     lock_instance(config, paths).release()
+
+
+async def test_a_second_foreground_console_is_told_to_quit_the_first_not_to_ask_a_daemon(
+    config: Config, services: tuple[SimPoolApi, SimulatedRuntime], in_process: None
+) -> None:
+    first = console_cmd.in_process_supervisor(config)
+    await idle(first)
+    notices: list[str] = []
+    with pytest.raises(AlreadyRunningError) as refused:
+        await console_cmd.foreground_supervisor(config, None, None, notices.append)
+    message = str(refused.value)
+    assert f"a gpuci-tui console with --foreground (pid {os.getpid()})" in message
+    assert "Quit that console first" in message
+    # Neither a daemon's remedies nor "still starting": nothing of the kind is running.
+    assert "gpuci-tui status" not in message and "still be starting" not in message
+    assert refused.value.holder_mode == "in-process" and notices == []
