@@ -10,7 +10,9 @@ Three feeds, each off the input path:
 * a 1 s timer re-renders what depends on the clock alone (ages, uptimes,
   countdowns).
 
-What the keys do is `DashboardCommands`, a helper the screen owns: each
+The screen composes its widgets and owns one helper: the newest snapshot is its
+``snapshot`` reactive, which the header, the pool and the GPU panels are bound
+to (`Widget.data_bind`); what the keys do is `DashboardCommands`, and each
 ``action_*`` hands over to it.
 """
 
@@ -23,6 +25,7 @@ from typing import TYPE_CHECKING, ClassVar
 from textual import on, work
 from textual.binding import BindingType
 from textual.containers import Horizontal
+from textual.reactive import var
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import DataTable
@@ -54,17 +57,6 @@ RECONNECT_BACKOFF = Backoff(base=0.5, cap=RECONNECT_MAX, jitter=0.0)
 """Waits between those attempts: 0.5 s doubling to `RECONNECT_MAX`."""
 
 
-def owner_map(snapshot: SupervisorSnapshot) -> dict[str, str]:
-    """Container name / id (full and 12-char) → agent slot name, for GPU processes."""
-    owners: dict[str, str] = {}
-    for slot in snapshot.slots:
-        owners[slot.name] = slot.name
-        if slot.container_id:
-            owners[slot.container_id] = slot.name
-            owners[slot.container_id[:12]] = slot.name
-    return owners
-
-
 #: Footer keys hidden first on a narrow screen (they stay bound and in the help).
 FOOTER_DROP_ORDER = ("pause", "scale_down", "scale_up", "history", "logs")
 
@@ -80,12 +72,15 @@ class DashboardScreen(Screen[None]):
     ]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (40, "-tall")]
 
+    # always_update: an unchanged snapshot still tells the header the link is back.
+    snapshot: var[SupervisorSnapshot | None] = var(None, always_update=True, init=False)
+    """The supervisor's newest snapshot (None until the first one)."""
+
     def __init__(self, services: Services) -> None:
         """Create the dashboard; it follows ``services.handle`` once mounted."""
         super().__init__(id="dashboard")
         self.services = services
         self.handle = services.handle
-        self.snapshot: SupervisorSnapshot | None = None
         self.gpu_frames = 0
         self._waiting = "connecting to the supervisor…"
         self.reconnector = Reconnector()
@@ -98,10 +93,11 @@ class DashboardScreen(Screen[None]):
         clock = self.services.clock
         yield StatusBar(
             clock=clock, readonly=self.services.readonly, demo=self.services.demo, id="status"
-        )
+        ).data_bind(DashboardScreen.snapshot)
         with Horizontal(id="top-row"):
-            yield GpuPanel(id="gpus")
-            yield PoolPanel(clock=clock, id="pool")
+            yield GpuPanel(id="gpus").data_bind(DashboardScreen.snapshot)
+            yield PoolPanel(clock=clock, id="pool").data_bind(DashboardScreen.snapshot)
+        # Not bound: the screen fills the table, then the detail line that reads its cursor.
         yield AgentsTable(clock=clock, id="agents")
         yield SlotDetail(clock=clock, id="slot-detail")
         yield EventLog(id="events")
@@ -245,14 +241,15 @@ class DashboardScreen(Screen[None]):
 
     @on(SnapshotReceived)
     def _on_snapshot(self, message: SnapshotReceived) -> None:
-        snapshot = message.snapshot
-        self.commands.snapshot_changed(self.snapshot, snapshot)
-        self.snapshot = snapshot
-        self.status_bar.show_snapshot(snapshot)
-        self.pool_panel.show_snapshot(snapshot)
-        self.agents_table.show_snapshot(snapshot)
-        self.gpu_panel.set_owners(owner_map(snapshot))
-        self.gpu_panel.set_gates(snapshot.gpu_gates)
+        self.snapshot = message.snapshot
+
+    def watch_snapshot(
+        self, old: SupervisorSnapshot | None, new: SupervisorSnapshot | None
+    ) -> None:
+        """Fill the agents table and the detail line (the bound panels follow by themselves)."""
+        self.commands.snapshot_changed(old, new)
+        if new is not None:
+            self.agents_table.show_snapshot(new)
         self._show_selected()
 
     @on(SupervisorEventReceived)
