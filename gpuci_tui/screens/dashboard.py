@@ -9,6 +9,11 @@ Three feeds, each off the input path:
   previous one finished (a slow driver delays samples instead of stacking them);
 * a 1 s timer re-renders what depends on the clock alone (ages, uptimes,
   countdowns).
+
+The screen composes its widgets and owns one helper: the newest snapshot is its
+``snapshot`` reactive, which the header, the pool and the GPU panels are bound
+to (`Widget.data_bind`); what the keys do is `DashboardCommands`, and each
+``action_*`` hands over to it.
 """
 
 from __future__ import annotations
@@ -20,13 +25,15 @@ from typing import TYPE_CHECKING, ClassVar
 from textual import on, work
 from textual.binding import BindingType
 from textual.containers import Horizontal
+from textual.reactive import var
+from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import DataTable
 
 from gpuci_tui.core.host.reconnect import Backoff, Reconnector
-from gpuci_tui.core.models import SupervisorSnapshot
+from gpuci_tui.core.models import SlotSnapshot, SupervisorSnapshot
 from gpuci_tui.core.protocols import GpuFrame, GpuHostInfo
-from gpuci_tui.screens.dashboard_actions import DASHBOARD_BINDINGS, DashboardActions
+from gpuci_tui.screens.dashboard_actions import DASHBOARD_BINDINGS, DashboardCommands
 from gpuci_tui.ui_messages import (
     GpuFrameSampled,
     SnapshotReceived,
@@ -50,22 +57,11 @@ RECONNECT_BACKOFF = Backoff(base=0.5, cap=RECONNECT_MAX, jitter=0.0)
 """Waits between those attempts: 0.5 s doubling to `RECONNECT_MAX`."""
 
 
-def owner_map(snapshot: SupervisorSnapshot) -> dict[str, str]:
-    """Container name / id (full and 12-char) → agent slot name, for GPU processes."""
-    owners: dict[str, str] = {}
-    for slot in snapshot.slots:
-        owners[slot.name] = slot.name
-        if slot.container_id:
-            owners[slot.container_id] = slot.name
-            owners[slot.container_id[:12]] = slot.name
-    return owners
-
-
 #: Footer keys hidden first on a narrow screen (they stay bound and in the help).
 FOOTER_DROP_ORDER = ("pause", "scale_down", "scale_up", "history", "logs")
 
 
-class DashboardScreen(DashboardActions):
+class DashboardScreen(Screen[None]):
     """Live view of the supervisor, the GPUs and the pool, with the agent keys."""
 
     BINDINGS: ClassVar[list[BindingType]] = list(DASHBOARD_BINDINGS)
@@ -76,26 +72,32 @@ class DashboardScreen(DashboardActions):
     ]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (40, "-tall")]
 
+    # always_update: an unchanged snapshot still tells the header the link is back.
+    snapshot: var[SupervisorSnapshot | None] = var(None, always_update=True, init=False)
+    """The supervisor's newest snapshot (None until the first one)."""
+
     def __init__(self, services: Services) -> None:
         """Create the dashboard; it follows ``services.handle`` once mounted."""
         super().__init__(id="dashboard")
         self.services = services
         self.handle = services.handle
-        self.snapshot = None
         self.gpu_frames = 0
         self._waiting = "connecting to the supervisor…"
         self.reconnector = Reconnector()
         """The update stream's backoff wait (``retry_now`` ends it)."""
+        self.commands = DashboardCommands(self)
+        """What the keys do (the ``action_*`` methods below hand over to it)."""
 
     def compose(self) -> Iterable[Widget]:
         """Header, GPU + pool row, agents, events, footer."""
         clock = self.services.clock
         yield StatusBar(
             clock=clock, readonly=self.services.readonly, demo=self.services.demo, id="status"
-        )
+        ).data_bind(DashboardScreen.snapshot)
         with Horizontal(id="top-row"):
-            yield GpuPanel(id="gpus")
-            yield PoolPanel(clock=clock, id="pool")
+            yield GpuPanel(id="gpus").data_bind(DashboardScreen.snapshot)
+            yield PoolPanel(clock=clock, id="pool").data_bind(DashboardScreen.snapshot)
+        # Not bound: the screen fills the table, then the detail line that reads its cursor.
         yield AgentsTable(clock=clock, id="agents")
         yield SlotDetail(clock=clock, id="slot-detail")
         yield EventLog(id="events")
@@ -144,6 +146,11 @@ class DashboardScreen(DashboardActions):
         """The ``SLOT`` or ``GROUP/SLOT`` under the table cursor."""
         return self.agents_table.selected_key
 
+    def selected_slot(self) -> SlotSnapshot | None:
+        """The selected slot as the newest snapshot has it (None: nothing selected)."""
+        key = self.selected_slot_key()
+        return None if self.snapshot is None or key is None else self.snapshot.slot_by_key(key)
+
     # ------------------------------------------------------------------ life cycle
 
     def on_mount(self) -> None:
@@ -168,7 +175,7 @@ class DashboardScreen(DashboardActions):
     def attach(self, handle: SupervisorHandle) -> None:
         """Follow ``handle`` (replaces any previous one)."""
         self.handle = handle
-        self.pending_desired = None
+        self.commands.pending_desired = None
         if self.is_mounted:
             self._follow(handle)
 
@@ -223,9 +230,8 @@ class DashboardScreen(DashboardActions):
         self._show_selected()
 
     def _show_selected(self) -> None:
-        key = self.selected_slot_key()
-        slot = None if self.snapshot is None or key is None else self.snapshot.slot_by_key(key)
-        self.slot_detail.show(slot, self.agents_table.hidden_cells(key))
+        slot = self.selected_slot()
+        self.slot_detail.show(slot, self.agents_table.hidden_cells(self.selected_slot_key()))
 
     @on(DataTable.RowHighlighted, "#agents")
     def _on_row_highlighted(self) -> None:
@@ -235,19 +241,15 @@ class DashboardScreen(DashboardActions):
 
     @on(SnapshotReceived)
     def _on_snapshot(self, message: SnapshotReceived) -> None:
-        snapshot = message.snapshot
-        # A snapshot that reflects (or overrides) the count asked for ends the local guess.
-        changed = (
-            self.snapshot is not None and snapshot.desired_count != self.snapshot.desired_count
-        )
-        if changed or self.pending_desired == snapshot.desired_count:
-            self.pending_desired = None
-        self.snapshot = snapshot
-        self.status_bar.show_snapshot(snapshot)
-        self.pool_panel.show_snapshot(snapshot)
-        self.agents_table.show_snapshot(snapshot)
-        self.gpu_panel.set_owners(owner_map(snapshot))
-        self.gpu_panel.set_gates(snapshot.gpu_gates)
+        self.snapshot = message.snapshot
+
+    def watch_snapshot(
+        self, old: SupervisorSnapshot | None, new: SupervisorSnapshot | None
+    ) -> None:
+        """Fill the agents table and the detail line (the bound panels follow by themselves)."""
+        self.commands.snapshot_changed(old, new)
+        if new is not None:
+            self.agents_table.show_snapshot(new)
         self._show_selected()
 
     @on(SupervisorEventReceived)
@@ -264,3 +266,53 @@ class DashboardScreen(DashboardActions):
         self.gpu_frames += 1
         self.gpu_panel.show_frame(message.frame)
         self.set_timer(self.services.gpu_interval, self._sample_gpus)
+
+    # ------------------------------------------------------------------ keys
+
+    def action_drain(self) -> None:
+        """Drain the selected agent (asks first)."""
+        self.commands.drain()
+
+    def action_drain_all(self) -> None:
+        """Drain every agent (asks first)."""
+        self.commands.drain_all()
+
+    def action_restart(self) -> None:
+        """Restart the selected agent (asks first)."""
+        self.commands.restart()
+
+    def action_restart_all(self) -> None:
+        """Restart every agent (asks first)."""
+        self.commands.restart_all()
+
+    def action_resume(self) -> None:
+        """Undo drain/park of the selected agent."""
+        self.commands.resume()
+
+    def action_scale_up(self) -> None:
+        """Run one more agent."""
+        self.commands.scale_up()
+
+    def action_scale_down(self) -> None:
+        """Run one agent fewer (asks first: the highest slot is drained)."""
+        self.commands.scale_down()
+
+    def action_pause(self) -> None:
+        """Pause or resume replenishing."""
+        self.commands.pause()
+
+    def action_gpu_clear(self) -> None:
+        """Clear a quarantined GPU (asks first)."""
+        self.commands.gpu_clear()
+
+    def action_logs(self) -> None:
+        """Follow the selected agent's container output (allowed in read-only mode)."""
+        self.commands.logs()
+
+    def action_history(self) -> None:
+        """Open the history of finished jobs (allowed in read-only mode)."""
+        self.commands.history()
+
+    def action_help(self) -> None:
+        """Show the keys as bound now and the state legend."""
+        self.commands.help()

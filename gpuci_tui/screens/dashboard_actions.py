@@ -1,9 +1,10 @@
 """What the dashboard's keys do: confirm when it matters, refuse when read-only, send.
 
-Kept apart from the layout (`dashboard.py`): this module decides *which*
-`Command` goes to the supervisor and what the operator is told, the dashboard
-only renders. Every command goes through `SupervisorHandle.send`, and its
-`CommandResult.message` is shown as a notification.
+Kept apart from the layout (`dashboard.py`): `DashboardCommands`, a helper the
+dashboard owns, decides *which* `Command` goes to the supervisor and what the
+operator is told; the screen only renders and hands each key to it. Every
+command goes through `SupervisorHandle.send`, and its `CommandResult.message`
+is shown as a notification.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from typing import TYPE_CHECKING
 
 from textual.binding import Binding
 from textual.notifications import SeverityLevel
-from textual.screen import Screen
 
 from gpuci_tui.core.engine.preview import CommandPreview, gpu_clear_words, preview, resumable
 from gpuci_tui.core.models import (
@@ -50,8 +50,7 @@ def gpu_clear_prompt(answer: CommandPreview, gpu: str) -> Prompt:
 
 
 if TYPE_CHECKING:
-    from gpuci_tui.core.host.handle import SupervisorHandle
-    from gpuci_tui.services import Services
+    from gpuci_tui.screens.dashboard import DashboardScreen
 
 DASHBOARD_BINDINGS = [
     Binding("d", "drain", "Drain", id="drain",
@@ -97,14 +96,28 @@ PALETTE_TITLES = {
 }
 
 
-class DashboardActions(Screen[None]):
-    """The key actions of the dashboard (a base class of `DashboardScreen`)."""
+class DashboardCommands:
+    """What the dashboard's keys do, on behalf of the `DashboardScreen` that owns it.
 
-    services: Services
-    handle: SupervisorHandle | None
-    snapshot: SupervisorSnapshot | None
-    selected_slot_number: Callable[[], int | None]
-    selected_slot_key: Callable[[], str | None]
+    It reads the screen's handle, snapshot and selected slot when a key is pressed,
+    and runs its workers and dialogs on that screen (so they end with it).
+    """
+
+    def __init__(self, screen: DashboardScreen) -> None:
+        """Act for ``screen``."""
+        self.screen = screen
+        self.pending_desired: int | None = None
+        """The count last asked for, so ``+ + +`` adds three before the next snapshot."""
+
+    def snapshot_changed(
+        self, old: SupervisorSnapshot | None, new: SupervisorSnapshot | None
+    ) -> None:
+        """A snapshot that reflects (or overrides) the count asked for ends the local guess."""
+        if new is None:
+            return
+        changed = old is not None and new.desired_count != old.desired_count
+        if changed or self.pending_desired == new.desired_count:
+            self.pending_desired = None
 
     # ------------------------------------------------------------------ helpers
 
@@ -112,10 +125,10 @@ class DashboardActions(Screen[None]):
         self, message: str, *, severity: SeverityLevel = "information", title: str = ""
     ) -> None:
         # Messages carry names and server text: never let "[...]" be taken as markup.
-        self.notify(message, severity=severity, title=title, markup=False)
+        self.screen.notify(message, severity=severity, title=title, markup=False)
 
     def _refused(self, what: str) -> bool:
-        if self.services.readonly:
+        if self.screen.services.readonly:
             self._say(
                 f"read-only: {what} is disabled (the console was started with --readonly).",
                 title="Read-only",
@@ -125,33 +138,33 @@ class DashboardActions(Screen[None]):
         return False
 
     def _selected(self) -> SlotSnapshot | None:
-        key = self.selected_slot_key()
-        slot = None if self.snapshot is None or key is None else self.snapshot.slot_by_key(key)
+        slot = self.screen.selected_slot()
         if slot is None:
             self._say("No agent is selected: the supervisor has not reported any slot yet.")
         return slot
 
     def _connected(self) -> SupervisorSnapshot | None:
-        if self.handle is None or self.snapshot is None:
+        snapshot = self.screen.snapshot
+        if self.screen.handle is None or snapshot is None:
             self._say(
                 "No supervisor is connected yet, so there is nothing to act on.", severity="warning"
             )
             return None
-        return self.snapshot
+        return snapshot
 
     def _confirm_then_send(self, prompt: Prompt, command: Command) -> None:
         def answered(ok: bool | None) -> None:
             if ok:
-                self.send_command(command)
+                self.send(command)
 
-        self.app.push_screen(ConfirmScreen(prompt), answered)
+        self.screen.app.push_screen(ConfirmScreen(prompt), answered)
 
     def _confirm(self, command: Command, words: Callable[[CommandPreview], Prompt]) -> None:
         """Ask the supervisor what ``command`` would do, put it into words, confirm, send."""
-        self.run_worker(self._ask(command, words), group="commands", exit_on_error=False)
+        self.screen.run_worker(self._ask(command, words), group="commands", exit_on_error=False)
 
     async def _ask(self, command: Command, words: Callable[[CommandPreview], Prompt]) -> None:
-        handle, snapshot = self.handle, self.snapshot
+        handle, snapshot = self.screen.handle, self.screen.snapshot
         if handle is None or snapshot is None:
             return
         try:
@@ -163,12 +176,12 @@ class DashboardActions(Screen[None]):
             return
         self._confirm_then_send(words(answer), command)
 
-    def send_command(self, command: Command) -> None:
+    def send(self, command: Command) -> None:
         """Send ``command`` in a worker and notify its result."""
-        self.run_worker(self._send(command), group="commands", exit_on_error=False)
+        self.screen.run_worker(self._send(command), group="commands", exit_on_error=False)
 
     async def _send(self, command: Command) -> None:
-        handle = self.handle
+        handle = self.screen.handle
         if handle is None:
             self._say("No supervisor is connected: the command was not sent.", severity="error")
             return
@@ -185,17 +198,14 @@ class DashboardActions(Screen[None]):
             self.pending_desired = command.count
         self._say(result.message, severity="information" if result.ok else "error")
 
-    pending_desired: int | None = None
-    """The count last asked for, so ``+ + +`` adds three before the next snapshot."""
-
     def _desired(self, snapshot: SupervisorSnapshot) -> int:
         if self.pending_desired is not None:
             return self.pending_desired
         return snapshot.desired_count
 
-    # ------------------------------------------------------------------ actions
+    # ------------------------------------------------------------------ commands
 
-    def action_drain(self) -> None:
+    def drain(self) -> None:
         """Drain the selected agent (asks first)."""
         if self._refused("draining") or self._connected() is None:
             return
@@ -210,13 +220,13 @@ class DashboardActions(Screen[None]):
             return
         self._confirm(Drain(slots=(slot.slot,), group=slot.group or None), drain_prompt)
 
-    def action_drain_all(self) -> None:
+    def drain_all(self) -> None:
         """Drain every agent (asks first)."""
         if self._refused("draining") or self._connected() is None:
             return
         self._confirm(Drain(slots=None), drain_all_prompt)
 
-    def action_restart(self) -> None:
+    def restart(self) -> None:
         """Restart the selected agent (asks first)."""
         if self._refused("restarting") or self._connected() is None:
             return
@@ -225,13 +235,13 @@ class DashboardActions(Screen[None]):
             return
         self._confirm(Restart(slots=(slot.slot,), group=slot.group or None), restart_prompt)
 
-    def action_restart_all(self) -> None:
+    def restart_all(self) -> None:
         """Restart every agent (asks first)."""
         if self._refused("restarting") or self._connected() is None:
             return
         self._confirm(Restart(slots=None), restart_all_prompt)
 
-    def action_resume(self) -> None:
+    def resume(self) -> None:
         """Undo drain/park of the selected agent."""
         if self._refused("resuming") or self._connected() is None:
             return
@@ -241,15 +251,15 @@ class DashboardActions(Screen[None]):
         if not resumable(slot):
             self._say(f"{slot.name} is {slot.state}: there is nothing to resume.")
             return
-        self.send_command(Resume(slots=(slot.slot,), group=slot.group or None))
+        self.send(Resume(slots=(slot.slot,), group=slot.group or None))
 
-    def action_scale_up(self) -> None:
+    def scale_up(self) -> None:
         """Run one more agent."""
         if self._refused("scaling") or (snapshot := self._connected()) is None:
             return
-        self.send_command(Scale(count=self._desired(snapshot) + 1))
+        self.send(Scale(count=self._desired(snapshot) + 1))
 
-    def action_scale_down(self) -> None:
+    def scale_down(self) -> None:
         """Run one agent fewer (asks first: the highest slot is drained)."""
         if self._refused("scaling") or (snapshot := self._connected()) is None:
             return
@@ -260,13 +270,13 @@ class DashboardActions(Screen[None]):
         new = desired - 1
         self._confirm(Scale(count=new), lambda answer: scale_down_prompt(answer, desired, new))
 
-    def action_pause(self) -> None:
+    def pause(self) -> None:
         """Pause or resume replenishing."""
         if self._refused("pausing") or (snapshot := self._connected()) is None:
             return
-        self.send_command(Unpause() if snapshot.paused else Pause())
+        self.send(Unpause() if snapshot.paused else Pause())
 
-    def action_gpu_clear(self) -> None:
+    def gpu_clear(self) -> None:
         """Clear the quarantined GPU (every one when several), after a confirmation."""
         if self._refused("clearing a GPU") or (snapshot := self._connected()) is None:
             return
@@ -277,9 +287,12 @@ class DashboardActions(Screen[None]):
         gpu = str(quarantined[0].index) if len(quarantined) == 1 else "all"
         self._confirm(GpuClear(gpu), lambda answer: gpu_clear_prompt(answer, gpu))
 
-    def action_logs(self) -> None:
+    # ------------------------------------------------------------------ views
+
+    def logs(self) -> None:
         """Open the log view of the selected agent (allowed in read-only mode)."""
-        runtime = self.services.runtime
+        services = self.screen.services
+        runtime = services.runtime
         if runtime is None:
             self._say(
                 "Logs are not available: no container runtime is connected.", severity="error"
@@ -291,32 +304,34 @@ class DashboardActions(Screen[None]):
         key = slot.key
 
         def container_of() -> str | None:
-            current = None if self.snapshot is None else self.snapshot.slot_by_key(key)
+            snapshot = self.screen.snapshot
+            current = None if snapshot is None else snapshot.slot_by_key(key)
             return None if current is None else current.container_id
 
         earlier = slot.last_exit.log_tail if slot.last_exit is not None else ()
-        self.app.push_screen(
+        self.screen.app.push_screen(
             LogScreen(
                 slot_name=slot.name,
                 container_of=container_of,
                 runtime=runtime,
-                interval=self.services.log_interval,
+                interval=services.log_interval,
                 earlier_lines=earlier,
             )
         )
 
-    def action_history(self) -> None:
+    def history(self) -> None:
         """Open the history of finished jobs (read-only, so allowed in read-only mode)."""
-        self.app.push_screen(HistoryScreen(self.services))
+        self.screen.app.push_screen(HistoryScreen(self.screen.services))
 
-    def action_help(self) -> None:
+    def help(self) -> None:
         """Show the keys as bound now (keymap applied) and the state legend."""
+        app = self.screen.app
         by_action: dict[str, list[tuple[bool, str, Binding]]] = {}
-        for key, active in self.app.active_bindings.items():
+        for key, active in app.active_bindings.items():
             binding = active.binding
             # Only gpuci-tui's own (rebindable) keys: widget navigation is listed once below.
             if binding.description and binding.id and "." not in binding.id:
-                shown = self.app.get_key_display(binding) or key
+                shown = app.get_key_display(binding) or key
                 by_action.setdefault(binding.action, []).append((not binding.show, shown, binding))
         keys = []
         for entries in by_action.values():
@@ -331,4 +346,4 @@ class DashboardActions(Screen[None]):
             KeyHelp("tab", "Next panel", "Focus the GPU panel or the event log to scroll them"),
             KeyHelp("^p", "Palette", "Search every action by name (command palette)"),
         ]
-        self.app.push_screen(HelpScreen(keys, readonly=self.services.readonly))
+        app.push_screen(HelpScreen(keys, readonly=self.screen.services.readonly))

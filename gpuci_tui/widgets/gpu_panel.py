@@ -2,7 +2,8 @@
 
 The panel only renders `GpuFrame`s it is given (sampling happens in a thread
 worker of the dashboard). It keeps a short utilisation history per GPU for the
-sparkline and maps each GPU process to the agent slot whose container owns it.
+sparkline and maps each GPU process to the agent slot whose container owns it
+(from its ``snapshot``, which the dashboard binds to its own).
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ from collections.abc import Iterable
 from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.geometry import Size
+from textual.reactive import var
 from textual.widget import Widget
 from textual.widgets import Static
 
-from gpuci_tui.core.models import GpuGateSnapshot
+from gpuci_tui.core.models import GpuGateSnapshot, SupervisorSnapshot
 from gpuci_tui.core.protocols import GpuFrame, GpuProcess, GpuSample
 from gpuci_tui.widgets.format import NA, bar, gib, level_style, number, truncate
 
@@ -34,6 +36,17 @@ _MEM_CELLS = 7
 _TEMP_CELLS = 5
 _POWER_CELLS = 5
 _OWNER_CELLS = 10
+
+
+def owner_map(snapshot: SupervisorSnapshot) -> dict[str, str]:
+    """Container name / id (full and 12-char) → agent slot name, for GPU processes."""
+    owners: dict[str, str] = {}
+    for slot in snapshot.slots:
+        owners[slot.name] = slot.name
+        if slot.container_id:
+            owners[slot.container_id] = slot.name
+            owners[slot.container_id[:12]] = slot.name
+    return owners
 
 
 def spark(values: Iterable[float | None], width: int) -> Text:
@@ -220,6 +233,9 @@ class GpuCard(Widget):
 class GpuPanel(VerticalScroll):
     """All GPU cards, or the reason no GPU is visible."""
 
+    snapshot: var[SupervisorSnapshot | None] = var(None, init=False)
+    """The supervisor's last snapshot: who owns each GPU process, and each GPU's gate."""
+
     def __init__(self, *, id: str | None = None) -> None:
         """Create an empty panel; cards appear with the first frame."""
         super().__init__(id=id)
@@ -232,13 +248,12 @@ class GpuPanel(VerticalScroll):
         """Start with a placeholder until the first frame arrives."""
         yield Static("Sampling GPUs…", id="gpu-none", classes="muted")
 
-    def set_owners(self, owners: dict[str, str]) -> None:
-        """Map container names/ids to agent slot names (from the latest snapshot)."""
-        self._owners = owners
-
-    def set_gates(self, gates: Iterable[GpuGateSnapshot]) -> None:
-        """The daemon's admission and health state of each GPU (from the latest snapshot)."""
-        self._gates = {gate.index: gate for gate in gates}
+    def watch_snapshot(self, snapshot: SupervisorSnapshot | None) -> None:
+        """Take the owners and gates of a new snapshot; the next frame shows them."""
+        if snapshot is None:
+            return
+        self._owners = owner_map(snapshot)
+        self._gates = {gate.index: gate for gate in snapshot.gpu_gates}
 
     def show_frame(self, frame: GpuFrame) -> None:
         """Render a new frame: update cards in place, add cards for new GPUs."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from rich.text import Text
+from textual.reactive import var
 from textual.widget import Widget
 
 from gpuci_tui.core.models import HealthState, PoolSummary, SupervisorSnapshot
@@ -21,6 +22,9 @@ _HEALTH_STYLE = {
 class PoolPanel(Widget):
     """Agents online/offline/disabled, jobs queued/running, Docker and API budget."""
 
+    snapshot: var[SupervisorSnapshot | None] = var(None, init=False)
+    """The supervisor's last snapshot (the dashboard binds it to its own)."""
+
     def __init__(self, *, clock: Callable[[], float], id: str | None = None) -> None:
         """Create the panel.
 
@@ -31,11 +35,11 @@ class PoolPanel(Widget):
         super().__init__(id=id)
         self.border_title = "Pool"
         self._clock = clock
-        self._snapshot: SupervisorSnapshot | None = None
 
-    def show_snapshot(self, snapshot: SupervisorSnapshot) -> None:
+    def watch_snapshot(self, snapshot: SupervisorSnapshot | None) -> None:
         """Render a new snapshot."""
-        self._snapshot = snapshot
+        if snapshot is None:
+            return
         if len(snapshot.pools) > 1:
             self.border_title = "Pools"
         else:
@@ -52,7 +56,7 @@ class PoolPanel(Widget):
 
     def render(self) -> Text:
         """Render the pool summary."""
-        snap = self._snapshot
+        snap = self.snapshot
         if snap is None:
             return Text("waiting for the supervisor…", style="bright_black")
         now = self._clock()

@@ -1,7 +1,8 @@
 """The two-line header: where we are, is the PAT healthy, how the supervisor runs.
 
-It renders from the last `SupervisorSnapshot` and the clock; the dashboard
-re-renders it every second so "checked 12 s ago" stays true without new data.
+It renders from the last `SupervisorSnapshot` (its ``snapshot``, which the
+dashboard binds to its own) and the clock; the dashboard re-renders it every
+second so "checked 12 s ago" stays true without new data.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from rich.text import Text
+from textual.reactive import var
 from textual.widget import Widget
 
 from gpuci_tui.core.fleet.rows import daemon_started
@@ -78,6 +80,9 @@ def supervisor_label(
 class StatusBar(Widget):
     """Header: organisation + pool, credential health, supervisor mode, badges."""
 
+    snapshot: var[SupervisorSnapshot | None] = var(None, init=False)
+    """The supervisor's last snapshot (None: none yet, the waiting message shows)."""
+
     def __init__(
         self,
         *,
@@ -98,14 +103,14 @@ class StatusBar(Widget):
         self._clock = clock
         self._readonly = readonly
         self._demo = demo
-        self._snapshot: SupervisorSnapshot | None = None
         self._daemon_since: float | None = None
         self._link_problem = ""
         self._waiting = "connecting to the supervisor…"
 
-    def show_snapshot(self, snapshot: SupervisorSnapshot) -> None:
+    def watch_snapshot(self, snapshot: SupervisorSnapshot | None) -> None:
         """Render a new snapshot (the connection is evidently fine)."""
-        self._snapshot = snapshot
+        if snapshot is None:
+            return
         # The daemon's start on this console's clock: its uptime keeps counting between
         # snapshots, and a skew between the two clocks does not enter it.
         self._daemon_since = daemon_started(snapshot, self._clock())
@@ -135,7 +140,7 @@ class StatusBar(Widget):
         """Two lines sized to the current width; badges never get cut."""
         width = max(20, self.size.width)
         now = self._clock()
-        snap = self._snapshot
+        snap = self.snapshot
         right = self._badges()
         left = Text.assemble(("gpuci-tui", "bold"), "  ", no_wrap=True)
         if snap is not None:
