@@ -47,7 +47,7 @@ IO_MODULES = frozenset(
         "secrets", "token_store", "paths", "cgroups", "control", "daemon", "supervisor",
         "group_supervisor", "executor", "pool_observer", "container_observer", "fleet_link",
         "link", "ssh_handle", "ssh_command", "metrics", "metrics_server", "job_recorder",
-        "assemble", "redaction",
+        "assemble", "redaction", "files",
     }
 )  # fmt: skip
 #: What core never imports: the console, the command line, the simulation.

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
@@ -27,6 +25,7 @@ from typing import Protocol
 from gpuci_tui.core.docker.cgroups import PROC_ROOT
 from gpuci_tui.core.engine.gpu_admission import FOREIGN_PROCESS, GpuAdmission, verdict
 from gpuci_tui.core.engine.gpu_health import HealthBook, assess, book_data, book_from_data, clear
+from gpuci_tui.core.files import atomic_write
 from gpuci_tui.core.gpu.accounting import JobKey, owner_of
 from gpuci_tui.core.models import CommandResult, GpuGateSnapshot
 from gpuci_tui.core.protocols import GpuFrame, GpuProcess
@@ -133,10 +132,7 @@ class GpuGatekeeper:
             return
         try:
             self.store.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            fd, tmp = tempfile.mkstemp(dir=self.store.parent, prefix=".gpu-health-")
-            with os.fdopen(fd, "w") as handle:
-                json.dump(book_data(self.book), handle)
-            os.replace(tmp, self.store)
+            atomic_write(self.store, json.dumps(book_data(self.book)))
         except OSError as exc:  # the quarantine still holds in memory
             log.warning("could not keep the GPU faults in %s: %s", self.store, exc)
 

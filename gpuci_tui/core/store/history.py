@@ -15,9 +15,7 @@ import contextlib
 import dataclasses
 import json
 import logging
-import os
 import sqlite3
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -27,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpuci_tui.core.config.file import is_ascii_number
 from gpuci_tui.core.errors import GpuciError
+from gpuci_tui.core.files import atomic_write
 from gpuci_tui.core.secrets.redaction import redact
 from gpuci_tui.core.store import schema
 from gpuci_tui.core.store.file import (
@@ -385,12 +384,4 @@ class IntentFile:
     def save(self, data: dict[str, Any]) -> None:
         """Replace the saved intent atomically."""
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".intent-")
-        try:
-            with os.fdopen(fd, "w") as handle:
-                json.dump({**data, "saved_at": time.time()}, handle)
-            os.replace(tmp, self.path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        atomic_write(self.path, json.dumps({**data, "saved_at": time.time()}))
