@@ -23,6 +23,7 @@ from textual.containers import Horizontal
 from textual.widget import Widget
 from textual.widgets import DataTable
 
+from gpuci_tui.core.gpu.accounting import container_owners
 from gpuci_tui.core.host.reconnect import Backoff, Reconnector
 from gpuci_tui.core.models import SupervisorSnapshot
 from gpuci_tui.core.protocols import GpuFrame, GpuHostInfo
@@ -51,13 +52,10 @@ RECONNECT_BACKOFF = Backoff(base=0.5, cap=RECONNECT_MAX, jitter=0.0)
 
 
 def owner_map(snapshot: SupervisorSnapshot) -> dict[str, str]:
-    """Container name / id (full and 12-char) → agent slot name, for GPU processes."""
+    """Container name / id (full and 12-char) → agent name, for GPU processes (`container_owners`)."""
     owners: dict[str, str] = {}
-    for slot in snapshot.slots:
-        owners[slot.name] = slot.name
-        if slot.container_id:
-            owners[slot.container_id] = slot.name
-            owners[slot.container_id[:12]] = slot.name
+    for container, key in container_owners(snapshot).items():
+        owners[key.agent] = owners[container] = owners[container[:12]] = key.agent
     return owners
 
 

@@ -38,9 +38,9 @@ from gpuci_tui.core.engine.preview import CommandPreview, preview
 from gpuci_tui.core.engine.snapshots import SnapshotMeta, supervisor_snapshot
 from gpuci_tui.core.engine.steps import Action, GpuObserved, JobEnded, Note, Observation
 from gpuci_tui.core.engine.transitions import apply
+from gpuci_tui.core.gpu.accounting import key_of
 from gpuci_tui.core.host.container_observer import ContainerObserver
 from gpuci_tui.core.host.executor import Executor
-from gpuci_tui.core.host.gpu_watch import key_of
 from gpuci_tui.core.host.pool_observer import PoolObserver
 from gpuci_tui.core.host.reporter import Broadcaster, Reporter, Update
 from gpuci_tui.core.models import Command, CommandResult, GpuClear, Stop, SupervisorSnapshot
@@ -373,7 +373,7 @@ class Supervisor:
     # ================================================================== helpers
 
     def _gpu_now(self, slot: int, agent: str) -> JobGpuNow | None:
-        # The accountant keys a job by the agent that runs it (see gpu_watch.key_of).
+        # The accountant keys a job by the agent that runs it (see accounting.key_of).
         assert self._gpu_use is not None  # noqa: S101 - only passed on when set
         return self._gpu_use(key_of(self.instance, slot, agent))
 
