@@ -135,7 +135,7 @@ class GpuCard(Widget):
         if sample.memory_used_mib is None or sample.memory_total_mib is None:
             mem = NA
         else:
-            mem = f"{sample.memory_used_mib / 1024:.0f}/{sample.memory_total_mib / 1024:.0f}G"
+            mem = f"{gib(sample.memory_used_mib, 0)}/{gib(sample.memory_total_mib, 0)}G"
         temp = number(sample.temperature_c, unit="°C")
         power = number(sample.power_w, unit="W")
         figures = Text(f" {mem:>{_MEM_CELLS}} {temp:>{_TEMP_CELLS}} {power:>{_POWER_CELLS}}")
