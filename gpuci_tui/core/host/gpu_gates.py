@@ -24,7 +24,16 @@ from typing import Protocol
 
 from gpuci_tui.core.docker.cgroups import PROC_ROOT
 from gpuci_tui.core.engine.gpu_admission import FOREIGN_PROCESS, GpuAdmission, verdict
-from gpuci_tui.core.engine.gpu_health import HealthBook, assess, book_data, book_from_data, clear
+from gpuci_tui.core.engine.gpu_health import (
+    HealthBook,
+    assess,
+    book_data,
+    book_from_data,
+    clear,
+    gpu_clear_refusal,
+    names_gpu,
+    nothing_to_clear,
+)
 from gpuci_tui.core.files import atomic_write
 from gpuci_tui.core.gpu.accounting import JobKey, owner_of
 from gpuci_tui.core.models import CommandResult, GpuGateSnapshot
@@ -99,14 +108,15 @@ class GpuGatekeeper:
     def clear(self, gpu: str) -> CommandResult:
         """``gpu clear GPU``: forget its latched faults; its slots are released at once."""
         gpu = gpu.strip()
-        book, cleared, found = clear(self.book, gpu)
-        if not found:
-            known = ", ".join(str(g.index) for g in self.book.gpus) or "none seen yet"
-            return CommandResult(False, f"no GPU {gpu!r} (GPUs are {known}, or all)")
+        problem = gpu_clear_refusal([(g.index, g.uuid) for g in self.book.gpus], gpu)
+        if problem is not None:
+            return CommandResult(False, problem)
+        book, cleared, _found = clear(self.book, gpu)
         self.book = book
         self._save()
         if not cleared:
-            return CommandResult(True, f"GPU {gpu}: nothing to clear (not quarantined)")
+            named = (g.index for g in self.book.gpus if names_gpu(gpu, g.index, g.uuid))
+            return CommandResult(True, nothing_to_clear(named))
         words = "; ".join(c.fault.reason for c in cleared)
         self.report("gpu_cleared", f"cleared by the operator: {words}")
         if self._latest is not None:

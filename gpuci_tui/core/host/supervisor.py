@@ -32,6 +32,7 @@ from gpuci_tui.core.config.loader import Config
 from gpuci_tui.core.docker.agentspec import instance_id, instance_labels, slot_gpus
 from gpuci_tui.core.engine.commands import apply_command, intent_data, restore_intent
 from gpuci_tui.core.engine.gpu_admission import GateReading, GpuAdmission, slot_reading
+from gpuci_tui.core.engine.gpu_health import NO_GPU_WATCH
 from gpuci_tui.core.engine.lifecycle import EngineState, new_slot
 from gpuci_tui.core.engine.planner import decide
 from gpuci_tui.core.engine.preview import CommandPreview, preview
@@ -395,7 +396,5 @@ class Supervisor:
 def clear_gpu(gatekeeper: GpuGatekeeper | None, command: GpuClear) -> CommandResult:
     """``gpu clear``: the GPU watch holds the faults, not the engine."""
     if gatekeeper is None:
-        return CommandResult(
-            False, "gpu clear: this supervisor watches no GPU (no NVIDIA driver, or not a daemon)"
-        )
+        return CommandResult(False, NO_GPU_WATCH)
     return gatekeeper.clear(command.gpu)
