@@ -85,14 +85,6 @@ def build_commands(args: argparse.Namespace) -> list[Command]:
     raise CliExit(exitcodes.USAGE, f"unknown command {name}")
 
 
-def build_command(args: argparse.Namespace) -> Command:
-    """The one command for the parsed arguments (see `build_commands`)."""
-    commands = build_commands(args)
-    if len(commands) != 1:
-        raise CliExit(exitcodes.USAGE, f"{args.command}: name slots of one group at a time")
-    return commands[0]
-
-
 def run_control_command(args: argparse.Namespace) -> int:
     """Talk to the daemon of the configured agents."""
     try:

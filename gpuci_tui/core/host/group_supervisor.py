@@ -134,7 +134,6 @@ class GroupSupervisor:
                 group="" if self.implicit else group.name,
                 gpu_use=gpu_use,
             )
-        self._exited = asyncio.Event()
         self.gatekeeper: GpuGatekeeper | None = None
         """The daemon's GPU admission and health watch (``gpu clear``, the GPUs' states)."""
 
@@ -159,7 +158,6 @@ class GroupSupervisor:
                 reader.cancel()
             await asyncio.wait(readers, timeout=5.0)
             self.reporter.publish_now()
-            self._exited.set()
 
     def _fan_out(self, pool: str) -> Callable[[Any], None]:
         members = [c for c in self.children.values() if c.config.azure.pool == pool]
@@ -169,10 +167,6 @@ class GroupSupervisor:
                 child.deliver(obs)
 
         return deliver
-
-    async def wait_stopped(self) -> None:
-        """Wait until `run` has returned."""
-        await self._exited.wait()
 
     def request_stop(self, drain: bool = False) -> None:
         """Stop every group (agents stay running unless ``drain``)."""

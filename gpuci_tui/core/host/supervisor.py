@@ -166,7 +166,6 @@ class Supervisor:
         self._inbox: asyncio.Queue[Observation | None] = asyncio.Queue()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._wake_at: float | None = None
-        self._exited = asyncio.Event()
 
     # ================================================================== public API
 
@@ -202,7 +201,6 @@ class Supervisor:
                 await asyncio.wait(pending, timeout=5.0)
             self.reporter.event("supervisor_stopped", "supervisor stopped; agents left running")
             self.reporter.publish_now()
-            self._exited.set()
 
     def snapshot(self) -> SupervisorSnapshot:
         """The current state as a frozen snapshot."""
@@ -239,10 +237,6 @@ class Supervisor:
     def unsubscribe(self, queue: asyncio.Queue[Update]) -> None:
         """Stop feeding ``queue``."""
         self.reporter.unsubscribe(queue)
-
-    async def wait_stopped(self) -> None:
-        """Wait until `run` has returned."""
-        await self._exited.wait()
 
     def request_stop(self, drain: bool = False) -> None:
         """Ask `run` to end (call on the loop). Agents stay running unless ``drain``."""
