@@ -5,7 +5,7 @@ Reading turns every failure (missing file, unreadable, not UTF-8, not TOML) into
 a `ConfigError` that says what to do. Writing is atomic (temp file in the same
 directory, fsync, rename), keeps the previous good file as ``config.toml.bak``
 and never silently replaces a file the operator broke by hand: their edits
-would be lost. Validation lives in `config` / `config_validate`.
+would be lost. Validation lives in `loader` / `validate`.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ started with, and where gpuci-tui is installed there::
     ssh_config = "~/.ssh/fleet"     # optional: ssh -F FILE instead of ~/.ssh/config
     connect_timeout = 10            # seconds ssh may take to connect
 
-The rules follow `config_validate`: every problem names its dotted key, says
+The rules follow `core.config.validate`: every problem names its dotted key, says
 what is wrong, shows what was given and what to write instead. ``host`` is
 checked strictly because it ends up on ssh's command line: it can never be
 read as an ssh option.

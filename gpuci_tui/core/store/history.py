@@ -3,7 +3,7 @@
 `JobHistory` is a small SQLite table (one row per finished job: slot, agent,
 pipeline/run, times, Azure result, exit code, OOM flag and the job's GPU
 accounting) for the console, ``gpuci-tui history`` and post-mortems; the file
-format and its migrations are in `history_schema`. `read_history` reads it
+format and its migrations are in `schema`. `read_history` reads it
 without a daemon. `IntentFile` keeps what the operator asked for (slot
 count, paused, drained slots) so a restarted daemon does not silently undo a
 drain.
