@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from gpuci_tui.core.models import ExitInfo, JobInfo
+    from gpuci_tui.core.store.history import JobRecord
 
 
 def duration(seconds: float | None) -> str:
@@ -157,3 +158,20 @@ def exit_label(info: ExitInfo | None) -> str:
     oom = " OOM" if info.oom else ""
     reason = f" {info.reason}" if info.reason else ""
     return f"{exit_code(info)}{oom}{reason}"
+
+
+def job_result(record: JobRecord, *, short: bool = False) -> str:
+    """How a finished job ended: Azure DevOps' result, else its exit code (``exit 3``), else ``-``.
+
+    Long (``gpuci-tui history``): then the GPU's Xid, whose failure it may be, and
+    ``(OOM)``. Short (the console's result column): ``OOM`` alone wins, because it
+    says what to fix.
+    """
+    if short and record.oom:
+        return "OOM"
+    text = record.result or (f"exit {record.exit_code}" if record.exit_code is not None else "-")
+    if short:
+        return text
+    if record.xid:
+        text += f" (GPU Xid {','.join(str(x) for x in record.xid)})"
+    return f"{text} (OOM)" if record.oom else text

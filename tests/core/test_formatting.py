@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Any
+
 import pytest
 
 from gpuci_tui.core import formatting
@@ -10,12 +13,14 @@ from gpuci_tui.core.formatting import (
     exit_label,
     gib,
     job_label,
+    job_result,
     memory,
     memory_gb,
     memory_short,
     until,
 )
 from gpuci_tui.core.models import ExitInfo, JobInfo
+from gpuci_tui.core.store.history import JobRecord
 
 NOW = 1_000_000.0
 GIB = 1024.0
@@ -104,6 +109,30 @@ def test_job_label(job: JobInfo | None, width: int | None, label: str) -> None:
 )  # fmt: skip
 def test_exit_label(info: ExitInfo | None, label: str) -> None:
     assert exit_label(info) == label
+
+
+def _record(**kw: Any) -> JobRecord:
+    return replace(
+        JobRecord("i", 0, "h-0", 1, "train", "1", 0.0, 60.0, exit_code=0, oom=False, reason=""),
+        **kw,
+    )
+
+
+@pytest.mark.parametrize(
+    ("record", "long", "short"),
+    [
+        (_record(result="succeeded"), "succeeded", "succeeded"),
+        (_record(exit_code=3), "exit 3", "exit 3"),
+        (_record(exit_code=None), "-", "-"),
+        (_record(result="failed", exit_code=137, oom=True), "failed (OOM)", "OOM"),
+        (_record(result="failed", xid=(79, 48)), "failed (GPU Xid 79,48)", "failed"),
+    ],
+)
+def test_job_result_long_for_the_cli_short_for_the_console(
+    record: JobRecord, long: str, short: str
+) -> None:
+    assert job_result(record) == long
+    assert job_result(record, short=True) == short
 
 
 def test_the_cli_and_the_console_take_each_formatter_from_core() -> None:
