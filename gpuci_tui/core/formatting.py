@@ -1,7 +1,10 @@
 """Plain-text formatters shared by the CLI and the console (no Rich, no I/O).
 
-One formatter per quantity, so ``gpuci-tui status`` and the dashboard never
-disagree about how long an agent has been up.
+One formatter per quantity (durations and ages, GPU memory, job labels, exit
+labels, job results), so ``gpuci-tui status``, ``gpuci-tui history`` and the
+console never disagree about how long an agent has been up or why it exited.
+Where the CLI and the console need a long and a short form, both live here side
+by side; the panels add only colour (`gpuci_tui.widgets.format`).
 """
 
 from __future__ import annotations
