@@ -39,7 +39,8 @@ TIERS: dict[str, int] = {
     # 1, the pure engine: state + observation + time -> actions.
     "engine": 1,
     # 2, the outside systems and the configuration.
-    "config": 2, "docker": 2, "azure": 2, "gpu": 2, "secrets": 2, "store": 2,
+    # files: the one atomic writer (I/O, so not in the base the engine may use).
+    "files": 2, "config": 2, "docker": 2, "azure": 2, "gpu": 2, "secrets": 2, "store": 2,
     # 3, the supervisor that runs the engine against them.
     "host": 3,
     # 4, what runs on top of hosts.

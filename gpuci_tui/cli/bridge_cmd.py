@@ -31,7 +31,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from gpuci_tui.core.host.control import MAX_LINE, OPS
+from gpuci_tui.core.host.control import MAX_LINE, OPS, line_of, message
 from gpuci_tui.core.models import PROTOCOL_VERSION
 
 from . import exitcodes
@@ -93,7 +93,7 @@ def check_daemon(sock: socket.socket, path: Path) -> None:
     sock.settimeout(HELLO_TIMEOUT)
     data = b""
     try:
-        sock.sendall(b'{"op":"hello"}\n')
+        sock.sendall(line_of(message("hello")))
         while b"\n" not in data and len(data) < CHUNK:
             chunk = sock.recv(CHUNK)
             if not chunk:

@@ -40,12 +40,6 @@ def host_gpus() -> GpuFrame | None:
         sampler.close()
 
 
-def host_gpu_count() -> int | None:
-    """How many GPUs NVML sees, or None when NVML is not available (then not checked)."""
-    frame = host_gpus()
-    return None if frame is None else frame.host.gpu_count
-
-
 def load(
     args: argparse.Namespace, *, check_gpus: bool = False, host_paths_here: bool = True
 ) -> Config:

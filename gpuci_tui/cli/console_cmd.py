@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from gpuci_tui.core.config.loader import Config, daemon_instance
 from gpuci_tui.core.errors import GpuciError
-from gpuci_tui.core.host.control import ControlError, SocketHandle, request
+from gpuci_tui.core.host.control import ControlClient, ControlError, SocketHandle
 from gpuci_tui.core.host.handle import InProcessHandle, SupervisorHandle
 from gpuci_tui.core.protocols import GpuSampler, TokenSource
 
@@ -39,7 +39,7 @@ DAEMON_START_TIMEOUT = 20.0
 def daemon_alive(path: Path) -> bool:
     """Whether a daemon answers on ``path``."""
     try:
-        return bool(request(path, {"op": "hello"}, timeout=3.0).get("ok"))
+        return bool(ControlClient(path, timeout=3.0).hello().get("ok"))
     except ControlError:
         return False
 

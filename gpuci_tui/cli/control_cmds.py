@@ -11,7 +11,7 @@ from typing import Any
 from gpuci_tui.core.config.file import is_ascii_number
 from gpuci_tui.core.config.observe import parse_listen
 from gpuci_tui.core.config.paths import history_db_path
-from gpuci_tui.core.host.control import ControlError, SocketHandle, request
+from gpuci_tui.core.host.control import ControlClient, ControlError, SocketHandle
 from gpuci_tui.core.models import (
     Command,
     Drain,
@@ -25,7 +25,7 @@ from gpuci_tui.core.models import (
     Unpause,
 )
 from gpuci_tui.core.store.file import damage_notice
-from gpuci_tui.core.wire import snapshot_from_dict, to_dict
+from gpuci_tui.core.wire import to_dict
 
 from . import exitcodes
 from .common import CliExit, fail, load, socket_for
@@ -85,14 +85,6 @@ def build_commands(args: argparse.Namespace) -> list[Command]:
     raise CliExit(exitcodes.USAGE, f"unknown command {name}")
 
 
-def build_command(args: argparse.Namespace) -> Command:
-    """The one command for the parsed arguments (see `build_commands`)."""
-    commands = build_commands(args)
-    if len(commands) != 1:
-        raise CliExit(exitcodes.USAGE, f"{args.command}: name slots of one group at a time")
-    return commands[0]
-
-
 def run_control_command(args: argparse.Namespace) -> int:
     """Talk to the daemon of the configured agents."""
     try:
@@ -101,14 +93,13 @@ def run_control_command(args: argparse.Namespace) -> int:
         if args.command == "status":
             return _status(path, args.json, config.metrics.listen)
         commands = build_commands(args)
+        client = ControlClient(path)
         for command in commands:
-            reply = request(path, {"op": "command", "command": to_dict(command)})
-            result = reply.get("result") or {}
-            message = result.get("message") or reply.get("error") or "no answer"
-            if not reply.get("ok"):
-                print(f"gpuci-tui: {message}", file=sys.stderr)
+            result = client.send(command)
+            if not result.ok:
+                print(f"gpuci-tui: {result.message}", file=sys.stderr)
                 return exitcodes.FAILED
-            print(message)
+            print(result.message)
         if args.command == "drain" and args.wait:
             return _wait_drained(path, commands, args.timeout)
         return exitcodes.OK
@@ -120,18 +111,19 @@ def run_control_command(args: argparse.Namespace) -> int:
 
 
 def _status(path: Any, as_json: bool, metrics_listen: str = "") -> int:
-    reply = request(path, {"op": "status"})
-    data = reply.get("snapshot")
-    if not isinstance(data, dict):
-        raise ControlError(str(reply.get("error", "no snapshot in the daemon's answer")))
+    snapshot = ControlClient(path).snapshot()
     # Read from the state directory the daemon shares with us: a damaged history it moved aside.
     notice = damage_notice(history_db_path())
     if as_json:
         print(
-            json.dumps({**data, "warnings": [notice] if notice else []}, indent=2, sort_keys=True)
+            json.dumps(
+                {**to_dict(snapshot), "warnings": [notice] if notice else []},
+                indent=2,
+                sort_keys=True,
+            )
         )
     else:
-        print(render_status(snapshot_from_dict(data)))
+        print(render_status(snapshot))
         if notice:
             print(f"warning: {notice}")
         if metrics_listen:

@@ -13,9 +13,8 @@ import sys
 from typing import Any
 
 from gpuci_tui.core.engine.preview import gpu_clear_words
-from gpuci_tui.core.host.control import ControlError, preview_reply, request
+from gpuci_tui.core.host.control import ControlClient, ControlError
 from gpuci_tui.core.models import GpuClear
-from gpuci_tui.core.wire import to_dict
 
 from . import exitcodes
 from .common import CliExit, fail, load, socket_for
@@ -38,8 +37,8 @@ def run_gpu(args: argparse.Namespace) -> int:
     command = GpuClear(args.gpu)
     try:
         config = load(args)
-        path = socket_for(config)
-        answer = preview_reply(request(path, {"op": "preview", "command": to_dict(command)}))
+        client = ControlClient(socket_for(config))
+        answer = client.preview(command)
         if not answer.ok:
             print(f"gpuci-tui: {answer.message}", file=sys.stderr)
             return exitcodes.FAILED
@@ -55,13 +54,11 @@ def run_gpu(args: argparse.Namespace) -> int:
             if input("Clear it? [y/N] ").strip().lower() not in ("y", "yes"):
                 print("not cleared")
                 return exitcodes.OK
-        reply = request(path, {"op": "command", "command": to_dict(command)})
-        result = reply.get("result") or {}
-        message = result.get("message") or reply.get("error") or "no answer"
-        if not reply.get("ok") or not result.get("ok", True):
-            print(f"gpuci-tui: {message}", file=sys.stderr)
+        result = client.send(command)
+        if not result.ok:
+            print(f"gpuci-tui: {result.message}", file=sys.stderr)
             return exitcodes.FAILED
-        print(message)
+        print(result.message)
         return exitcodes.OK
     except CliExit as exc:
         return fail(exc)

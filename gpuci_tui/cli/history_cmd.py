@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from gpuci_tui.core.config.file import is_ascii_number
+from gpuci_tui.core.formatting import job_result, memory
 
 from . import exitcodes
 from .common import CliExit, fail
@@ -143,9 +144,9 @@ def render_history(rows: list[JobRecord]) -> str:
                 ",".join(str(i) for i in r.gpus) or "-",
                 duration(r.duration_s),
                 duration(r.queue_wait_s),
-                _memory(r.peak_gpu_memory_mib),
+                memory(r.peak_gpu_memory_mib),
                 "-" if r.mean_util_pct is None else f"{r.mean_util_pct:.0f}%",
-                _result(r),
+                job_result(r),
             )
         )
     widths = [max(len(row[i]) for row in table) for i in range(len(HEADER) - 1)]
@@ -154,20 +155,6 @@ def render_history(rows: list[JobRecord]) -> str:
         cells = [cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])]
         lines.append("  ".join([*cells, row[-1]]).rstrip())
     return "\n".join(lines)
-
-
-def _memory(mib: float | None) -> str:
-    if mib is None:
-        return "-"
-    return f"{mib:.0f} MiB" if mib < 1024 else f"{mib / 1024:.1f} GiB"
-
-
-def _result(r: JobRecord) -> str:
-    text = r.result or (f"exit {r.exit_code}" if r.exit_code is not None else "-")
-    if r.xid:
-        # The job's failure may be the GPU's, not the code's: say so on its line.
-        text += f" (GPU Xid {','.join(str(x) for x in r.xid)})"
-    return f"{text} (OOM)" if r.oom else text
 
 
 def _iso(t: float | None) -> str | None:

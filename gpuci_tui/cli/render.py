@@ -5,26 +5,9 @@ from __future__ import annotations
 import time
 
 from gpuci_tui.core.engine.snapshots import daemon_uptime
-from gpuci_tui.core.formatting import duration
-from gpuci_tui.core.models import PoolSummary, SlotSnapshot, SupervisorSnapshot
+from gpuci_tui.core.formatting import ago, duration, exit_label, job_label
+from gpuci_tui.core.models import PoolSummary, SupervisorSnapshot
 from gpuci_tui.core.wording import disabled_reasons
-
-
-def _job(slot: SlotSnapshot) -> str:
-    if slot.job is None:
-        return "-"
-    parts = [slot.job.pipeline or f"job {slot.job.request_id}"]
-    if slot.job.run:
-        parts.append(slot.job.run)
-    return " ".join(parts)
-
-
-def _exit(slot: SlotSnapshot) -> str:
-    ex = slot.last_exit
-    if ex is None:
-        return "-"
-    code = "?" if ex.code is None else str(ex.code)
-    return f"{code}{' OOM' if ex.oom else ''} {ex.reason}"
 
 
 def render_status(snap: SupervisorSnapshot, now: float | None = None) -> str:
@@ -72,9 +55,9 @@ def render_status(snap: SupervisorSnapshot, now: float | None = None) -> str:
                 slot.standby or "-",
                 (slot.container_id or "-")[:12],
                 agent,
-                _job(slot),
+                job_label(slot.job),
                 uptime,
-                _exit(slot),
+                exit_label(slot.last_exit),
             )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(header) - 1)]
@@ -108,16 +91,16 @@ def _pool_line(pool: PoolSummary, snap: SupervisorSnapshot, now: float) -> str:
     why = f" ({', '.join(reasons)})" if reasons else ""
     # Each figure says how old it is: the agents and the queue are read at different times.
     # None: not read yet, or a daemon too old to say; either way no age is shown.
-    read = f" (read {_ago(pool.read_at, now)})" if pool.read_at is not None else ""
-    queue = f" (read {_ago(pool.jobs_read_at, now)})" if pool.jobs_read_at is not None else ""
+    read = f" (read {ago(pool.read_at, now, compact=True)})" if pool.read_at is not None else ""
+    queue = (
+        f" (read {ago(pool.jobs_read_at, now, compact=True)})"
+        if pool.jobs_read_at is not None
+        else ""
+    )
     return (
         f"pool{name}{read}: {pool.online} online, {pool.offline} offline, {pool.disabled} disabled"
         f"{why}; jobs {pool.queued_jobs} queued{queue}, {pool.running_jobs} running"
     )
-
-
-def _ago(then: float, now: float) -> str:
-    return "just now" if now - then < 1 else f"{duration(now - then)} ago"
 
 
 def _group_lines(snap: SupervisorSnapshot) -> list[str]:
@@ -134,7 +117,7 @@ def _group_lines(snap: SupervisorSnapshot) -> list[str]:
 def _health(state: str, message: str, checked: float | None, now: float) -> str:
     text = str(state)
     if checked:
-        text += f" (checked {duration(now - checked)} ago)"
+        text += f" (checked {ago(checked, now, compact=True)})"
     if message:
         text += f": {message}"
     return text

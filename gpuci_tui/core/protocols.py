@@ -2,8 +2,9 @@
 
 Each outside system (Azure DevOps, the container engine, NVML, the keyring)
 is reached through one protocol defined here, with plain dataclasses for what
-crosses it. The real implementations live in `azure.py`, `runtime.py`,
-`gpu.py` and `secrets.py`; tests and the demo pass fakes or simulations.
+crosses it. The real implementations live in `azure/client.py`, `docker/runtime.py`,
+`gpu/nvml_sampler.py` and `secrets/token_store.py`; tests and the demo pass fakes or
+simulations.
 
 All protocol methods are blocking (requests, docker-py, NVML are); the
 supervisor calls them through `asyncio.to_thread`.

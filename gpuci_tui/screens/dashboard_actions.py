@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from textual.binding import Binding
 from textual.notifications import SeverityLevel
 
+from gpuci_tui.core.engine.gpu_health import gpu_clear_refusal, nothing_to_clear
 from gpuci_tui.core.engine.preview import CommandPreview, gpu_clear_words, preview, resumable
 from gpuci_tui.core.models import (
     Command,
@@ -280,9 +281,11 @@ class DashboardCommands:
         """Clear the quarantined GPU (every one when several), after a confirmation."""
         if self._refused("clearing a GPU") or (snapshot := self._connected()) is None:
             return
-        quarantined = [g for g in snapshot.gpu_gates if g.state == "quarantined"]
-        if not quarantined:
-            self._say("No GPU is quarantined: there is nothing to clear.")
+        gates = snapshot.gpu_gates
+        problem = gpu_clear_refusal([(g.index, g.uuid) for g in gates] if gates else None, "all")
+        quarantined = [g for g in gates if g.state == "quarantined"]
+        if problem is not None or not quarantined:
+            self._say(problem or nothing_to_clear(g.index for g in gates))
             return
         gpu = str(quarantined[0].index) if len(quarantined) == 1 else "all"
         self._confirm(GpuClear(gpu), lambda answer: gpu_clear_prompt(answer, gpu))

@@ -11,7 +11,6 @@ the PAT fails. The wizard never falls back to plain text silently; it offers:
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -21,6 +20,8 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widget import Widget
 from textual.widgets import Button, Input, Static
+
+from gpuci_tui.core.files import atomic_write
 
 SECRET_SERVICE_RECIPE = (
     "Quit setup, then start it inside a D-Bus session with an unlocked keyring "
@@ -36,25 +37,14 @@ SECRET_SERVICE_RECIPE = (
 def write_pat_file(path: Path, pat: str) -> None:
     """Write ``pat`` to ``path`` readable only by this user (0600, directory 0700).
 
-    Written to a temporary file first and renamed, so a half-written PAT never
-    exists under the final name; symlinks are not followed.
+    Written with `atomic_write`, so a half-written PAT never exists under the
+    final name; a symlink at the final name is replaced, not followed.
 
     Raises:
         OSError: the directory or file cannot be written.
     """
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    fd = os.open(temp, flags, 0o600)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(pat.strip() + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
+    atomic_write(path, pat.strip() + "\n", mode=0o600)
 
 
 class KeyringOptions(Vertical):

@@ -13,6 +13,7 @@ from textual.widgets import Button, Input, OptionList, RadioButton, RadioSet, St
 from textual.widgets.option_list import Option
 
 from gpuci_tui.core.config.loader import VolumeConfig
+from gpuci_tui.core.formatting import gib
 from gpuci_tui.screens.wizard_base import Step, config_problem
 
 DEFAULT_IMAGE_REPO = "gpuci-agent"
@@ -213,7 +214,7 @@ class AgentsStep(Step):
             prefix.value = default_name_prefix(self.services.hostname)
         gpus = [
             f"GPU{g.index} {g.name}"
-            + ("" if g.memory_total_mib is None else f" · {g.memory_total_mib / 1024:.0f} GiB")
+            + ("" if g.memory_total_mib is None else f" · {gib(g.memory_total_mib)} GiB")
             for g in self.draft.gpus
         ]
         host = self.draft.host

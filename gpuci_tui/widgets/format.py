@@ -10,11 +10,18 @@ import time
 
 from rich.text import Text
 
-# Re-exported: the panels take every formatter from this module.
-from gpuci_tui.core.formatting import duration as duration
-from gpuci_tui.core.models import ExitInfo, JobInfo, SlotSnapshot, SlotState
+from gpuci_tui.core import formatting
 
-NA = "N/A"
+# Re-exported: the panels take every formatter from this module.
+from gpuci_tui.core.formatting import NA as NA
+from gpuci_tui.core.formatting import ago as ago
+from gpuci_tui.core.formatting import duration as duration
+from gpuci_tui.core.formatting import exit_code, memory_short
+from gpuci_tui.core.formatting import gib as gib
+from gpuci_tui.core.formatting import job_label as job_label
+from gpuci_tui.core.formatting import truncate as truncate
+from gpuci_tui.core.formatting import until as until
+from gpuci_tui.core.models import ExitInfo, SlotSnapshot, SlotState
 
 #: Rich styles per slot state: the colour says "needs attention?" at a glance.
 STATE_STYLES: dict[SlotState, str] = {
@@ -68,41 +75,6 @@ def standby_text(slot: SlotSnapshot) -> Text:
     return Text(label, style=STANDBY_STYLES.get(slot.standby, "bright_black"))
 
 
-def truncate(text: str, width: int) -> str:
-    """Cut ``text`` to ``width`` cells, marking the cut with an ellipsis."""
-    if width <= 0:
-        return ""
-    if len(text) <= width:
-        return text
-    return text[: max(0, width - 1)] + "…"
-
-
-def ago(then: float | None, now: float) -> str:
-    """How long ago ``then`` was, in words: ``just now``, ``12 s ago``, ``3 min ago``."""
-    if then is None:
-        return "never"
-    delta = now - then
-    if delta < 2:
-        return "just now"
-    if delta < 120:
-        return f"{int(delta)} s ago"
-    if delta < 7200:
-        return f"{int(delta // 60)} min ago"
-    return f"{int(delta // 3600)} h ago"
-
-
-def until(when: float | None, now: float) -> str:
-    """A countdown to ``when``: ``in 12 s``, ``in 3 min``, or ``now``."""
-    if when is None:
-        return ""
-    delta = when - now
-    if delta < 1:
-        return "now"
-    if delta < 120:
-        return f"in {int(delta + 0.999)} s"
-    return f"in {int(delta // 60)} min"
-
-
 def clock_time(at: float) -> str:
     """Local wall-clock time ``HH:MM:SS`` (the tests pin TZ)."""
     return time.strftime("%H:%M:%S", time.localtime(at))
@@ -113,11 +85,6 @@ def number(value: float | None, fmt: str = "{:.0f}", unit: str = "") -> str:
     if value is None:
         return NA
     return fmt.format(value) + unit
-
-
-def gib(mib: float | None) -> str:
-    """MiB as GiB with one decimal, or ``N/A``."""
-    return number(None if mib is None else mib / 1024.0, "{:.1f}")
 
 
 def bar(percent: float | None, width: int, style: str = "green") -> Text:
@@ -139,27 +106,6 @@ def level_style(percent: float | None) -> str:
     return "red"
 
 
-def job_label(job: JobInfo | None, width: int | None = None) -> str:
-    """``'train - main' 20261122.3`` for a job, ``-`` for none.
-
-    With ``width``, a long pipeline name is shortened first so the run number,
-    which tells runs of the same pipeline apart, stays readable.
-    """
-    if job is None:
-        return "-"
-    run = job.run if job.run else f"(request {job.request_id})"
-    if not job.pipeline:
-        label = f"request {job.request_id}"
-        return label if width is None else truncate(label, width)
-    label = f"'{job.pipeline}' {run}"
-    if width is None or len(label) <= width:
-        return label
-    room = width - len(run) - 3  # quotes and the space
-    if room < 4:
-        return truncate(label, width)
-    return f"'{truncate(job.pipeline, room)}' {run}"
-
-
 def state_text(slot: SlotSnapshot, now: float) -> Text:
     """The coloured state cell, with the backoff countdown and pending flags."""
     label = str(slot.state)
@@ -174,16 +120,14 @@ def state_text(slot: SlotSnapshot, now: float) -> Text:
 
 
 def exit_label(info: ExitInfo | None) -> Text:
-    """``0 job finished`` / ``137 OOM …``, with OOM and failures highlighted."""
+    """`core.formatting.exit_label`, with OOM and failures highlighted."""
     if info is None:
         return Text("-", style="bright_black")
-    code = "?" if info.code is None else str(info.code)
-    style = "green" if info.code == 0 else "red"
-    text = Text(code, style=style)
+    # The whole label takes the colour of its code (a failure reads red to its end).
+    text = Text(formatting.exit_label(info), style="green" if info.code == 0 else "red")
+    code = len(exit_code(info))
     if info.oom:
-        text.append(" OOM", style="bold white on red")
-    if info.reason:
-        text.append(f" {info.reason}")
+        text.stylize("bold white on red", code, code + len(" OOM"))
     return text
 
 
@@ -198,11 +142,7 @@ def gpu_use_text(memory_bytes: int | None, util_percent: float | None) -> Text:
     """
     if memory_bytes is None and util_percent is None:
         return Text("—", style="bright_black", justify="right")
-    if memory_bytes is None:
-        memory = "—"
-    else:
-        size = memory_bytes / 1024**3
-        memory = f"{size:.1f}G" if size < 9.95 else f"{size:.0f}G"
+    memory = "—" if memory_bytes is None else memory_short(memory_bytes / 2**20)
     text = Text(memory, style="bright_black" if memory_bytes is None else "")
     text.append(" ")
     if util_percent is None:

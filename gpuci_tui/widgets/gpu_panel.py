@@ -18,6 +18,7 @@ from textual.reactive import var
 from textual.widget import Widget
 from textual.widgets import Static
 
+from gpuci_tui.core.gpu.accounting import container_owners
 from gpuci_tui.core.models import GpuGateSnapshot, SupervisorSnapshot
 from gpuci_tui.core.protocols import GpuFrame, GpuProcess, GpuSample
 from gpuci_tui.widgets.format import NA, bar, gib, level_style, number, truncate
@@ -39,13 +40,10 @@ _OWNER_CELLS = 10
 
 
 def owner_map(snapshot: SupervisorSnapshot) -> dict[str, str]:
-    """Container name / id (full and 12-char) → agent slot name, for GPU processes."""
+    """Container name / id (full and 12-char) → agent name, for GPU processes (`container_owners`)."""
     owners: dict[str, str] = {}
-    for slot in snapshot.slots:
-        owners[slot.name] = slot.name
-        if slot.container_id:
-            owners[slot.container_id] = slot.name
-            owners[slot.container_id[:12]] = slot.name
+    for container, key in container_owners(snapshot).items():
+        owners[key.agent] = owners[container] = owners[container[:12]] = key.agent
     return owners
 
 
@@ -148,7 +146,7 @@ class GpuCard(Widget):
         if sample.memory_used_mib is None or sample.memory_total_mib is None:
             mem = NA
         else:
-            mem = f"{sample.memory_used_mib / 1024:.0f}/{sample.memory_total_mib / 1024:.0f}G"
+            mem = f"{gib(sample.memory_used_mib, 0)}/{gib(sample.memory_total_mib, 0)}G"
         temp = number(sample.temperature_c, unit="°C")
         power = number(sample.power_w, unit="W")
         figures = Text(f" {mem:>{_MEM_CELLS}} {temp:>{_TEMP_CELLS}} {power:>{_POWER_CELLS}}")

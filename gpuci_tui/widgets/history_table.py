@@ -16,6 +16,7 @@ from typing import Any
 from rich.text import Text
 from textual.widgets.data_table import ColumnKey
 
+from gpuci_tui.core.formatting import job_result, memory_short
 from gpuci_tui.core.store.history import JobRecord
 from gpuci_tui.widgets.format import duration, level_style
 from gpuci_tui.widgets.keyed_table import Column, KeyedTable
@@ -65,7 +66,7 @@ COLUMNS: tuple[HistoryColumn, ...] = (
         7,
         max_width=16,
         priority=80,
-        sort_key=lambda r: (r.failed, _text_key(result_label(r))),
+        sort_key=lambda r: (r.failed, _text_key(job_result(r, short=True))),
     ),
     HistoryColumn(
         "slot", "Slot", 4, max_width=12, priority=30, sort_key=lambda r: (r.instance, r.slot)
@@ -92,35 +93,16 @@ def sort_rows(rows: Sequence[JobRecord], key: str, descending: bool) -> list[Job
     return sorted(known, key=get, reverse=descending) + unknown
 
 
-def memory_label(mib: float | None) -> str:
-    """Peak GPU memory: ``512M``, ``7.8G``, ``56G``; ``-`` when not measured."""
-    if mib is None:
-        return "-"
-    if mib < 1024:
-        return f"{mib:.0f}M"
-    gib = mib / 1024
-    return f"{gib:.1f}G" if gib < 9.95 else f"{gib:.0f}G"
-
-
-def result_label(r: JobRecord) -> str:
-    """The Azure result, else the exit code; ``OOM`` wins because it says what to fix."""
-    if r.oom:
-        return "OOM"
-    if r.result:
-        return r.result
-    return f"exit {r.exit_code}" if r.exit_code is not None else "-"
-
-
 def row_cells(r: JobRecord) -> dict[str, Text]:
     """The cells of one job (pure; used by the table and the tests)."""
     util = r.mean_util_pct
-    result = result_label(r)
+    result = job_result(r, short=True)
     return {
         "ended": Text(time.strftime("%m-%d %H:%M", time.localtime(r.ended_at))),
         "pipeline": Text(r.pipeline or "-"),
         "run": Text(r.run or "-"),
         "duration": Text(duration(r.duration_s), justify="right"),
-        "memory": Text(memory_label(r.peak_gpu_memory_mib), justify="right"),
+        "memory": Text(memory_short(r.peak_gpu_memory_mib), justify="right"),
         "util": Text(
             "-" if util is None else f"{util:.0f}%", style=level_style(util), justify="right"
         ),

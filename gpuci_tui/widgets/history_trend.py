@@ -14,9 +14,9 @@ from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
 from textual.widgets import Sparkline, Static
 
+from gpuci_tui.core.formatting import memory_short
 from gpuci_tui.core.store.history import JobRecord
 from gpuci_tui.widgets.format import duration
-from gpuci_tui.widgets.history_table import memory_label
 
 TREND_RUNS = 30
 """How many of the pipeline's last runs the sparklines show."""
@@ -71,5 +71,5 @@ class HistoryTrend(Vertical):
             self.border_title = Text(f"Trend of '{pipeline}': last {len(rows)} {runs}")
         self.query_one("#trend-memory", Sparkline).data = self.memory
         self.query_one("#trend-duration", Sparkline).data = self.durations
-        self.query_one("#trend-memory-summary", Static).update(summary(self.memory, memory_label))
+        self.query_one("#trend-memory-summary", Static).update(summary(self.memory, memory_short))
         self.query_one("#trend-duration-summary", Static).update(summary(self.durations, duration))

@@ -2,7 +2,7 @@
 
 Every backoff here is 10 minutes, so a host that comes back is seen at once
 only because the key cut the wait; the waits themselves are tested on a fake
-clock in test_fleet_facts.py.
+clock in test_reconnect_now.py.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 `AzureDevOpsClient` knows the endpoints (pools, agents, job requests,
 connectionData) and what their failures mean to an operator; the transport
-underneath (`azure_http.py`) handles auth, retries and rate limits, and
-`azure_parse.py` turns the JSON into the dataclasses of `protocols.py`.
+underneath (`http.py`) handles auth, retries and rate limits, and
+`parse.py` turns the JSON into the dataclasses of `core/protocols.py`.
 
 All methods block (requests); the supervisor calls them via
 `asyncio.to_thread`, and one client may be shared between threads.

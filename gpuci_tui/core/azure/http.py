@@ -12,7 +12,7 @@ should see. It owns the things every endpoint shares:
 * a request counter and the latest rate-limit figures, both thread-safe;
 * an optional observer told the status of every attempt (the daemon's metrics).
 
-Nothing here knows about pools or agents; see `azure.py` for the endpoints.
+Nothing here knows about pools or agents; see `client.py` for the endpoints.
 """
 
 from __future__ import annotations

@@ -5,19 +5,17 @@ Reading turns every failure (missing file, unreadable, not UTF-8, not TOML) into
 a `ConfigError` that says what to do. Writing is atomic (temp file in the same
 directory, fsync, rename), keeps the previous good file as ``config.toml.bak``
 and never silently replaces a file the operator broke by hand: their edits
-would be lost. Validation lives in `config` / `config_validate`.
+would be lost. Validation lives in `loader` / `validate`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import errno
 import json
 import os
 import re
 import stat
-import tempfile
 import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -26,6 +24,7 @@ from typing import Any, Protocol
 import tomli_w
 
 from gpuci_tui.core.errors import GpuciError
+from gpuci_tui.core.files import atomic_write
 
 
 class Document(Protocol):
@@ -405,39 +404,15 @@ def _parses(data: bytes) -> bool:
 
 
 def _atomic_write(target: Path, data: bytes, path: Path) -> None:
-    """Temp file in the same directory, fsync, rename: a crash leaves the old or the new file."""
-    directory = target.parent
-    tmp: str | None = None
+    """`atomic_write` (0600), its failure said as a config error with the way out."""
     try:
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{target.name}.", suffix=".tmp")
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, target)
-        tmp = None
+        atomic_write(target, data, mode=0o600)
     except OSError as exc:
         raise ConfigError(
-            f"cannot write in the directory {directory} ({os_reason(exc)}); "
+            f"cannot write in the directory {target.parent} ({os_reason(exc)}); "
             "check its permissions and the free space, or choose another file with --config",
             path=path,
         ) from None
-    finally:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-    _fsync_dir(directory)
-
-
-def _fsync_dir(directory: Path) -> None:
-    # Makes the rename itself durable; some filesystems refuse, which is harmless.
-    with contextlib.suppress(OSError):
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 def os_reason(exc: OSError) -> str:

@@ -4,7 +4,7 @@ An entry is what ``ssh`` takes, with the port folded in, ``[user@]host[:port]``,
 or a table that adds a display label, the configuration the host's daemon was
 started with, and where gpuci-tui is installed there (see `config.fleet`).
 
-The rules follow `config_validate`: every problem names its dotted key, says
+The rules follow `core.config.validate`: every problem names its dotted key, says
 what is wrong, shows what was given and what to write instead. ``host`` is
 checked strictly because it ends up on ssh's command line: it can never be
 read as an ssh option.

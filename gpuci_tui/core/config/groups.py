@@ -201,20 +201,3 @@ def check_between_groups(groups: Sequence[tuple[str, str, Mapping[str, Any]]]) -
                 errors.append(ConfigError(problem, key=f"{key}.gpus"))
             taken.setdefault(gpu, name)
     return errors
-
-
-def check_gpus_exist(
-    groups: Sequence[tuple[str, Mapping[str, Any]]],
-    known: Sequence[tuple[str, str | None]],
-) -> list[ConfigError]:
-    """GPUs named in the configuration that NVML does not see (``known``: (index, uuid))."""
-    indexes = {index for index, _ in known}
-    uuids = {uuid for _, uuid in known if uuid}
-    errors = []
-    for key, values in groups:
-        for gpu in values.get("gpu_ids", ()):
-            if gpu not in indexes and gpu not in uuids:
-                seen = ", ".join(sorted(indexes)) or "none"
-                problem = f"names GPU {gpu}, which NVML does not see on this host (GPUs: {seen})"
-                errors.append(ConfigError(problem, key=f"{key}.gpus"))
-    return errors

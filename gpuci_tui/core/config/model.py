@@ -1,7 +1,7 @@
 """The configuration's data: what `config.load_config` builds and `config.save_config` writes.
 
-Plain frozen dataclasses with no rules (the rules are in `config_validate`,
-`config_groups` and `config`). A configuration runs one or more *agent groups*:
+Plain frozen dataclasses with no rules (the rules are in `validate`,
+`groups` and `loader`). A configuration runs one or more *agent groups*:
 the ``[agents]`` table alone is one group (``default``); ``[groups.NAME]``
 tables make several, each taking ``[agents]`` values as its defaults.
 """

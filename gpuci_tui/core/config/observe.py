@@ -3,7 +3,7 @@
 
 All are optional and their defaults suit most hosts (metrics are off). `config` registers them
 like its other sections; the value rules live here, next to the dataclasses,
-so that `config_validate` (the rules of the agent set itself) stays focused.
+so that `validate` (the rules of the agent set itself) stays focused.
 """
 
 from __future__ import annotations

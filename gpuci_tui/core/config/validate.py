@@ -234,11 +234,6 @@ def validate_network(value: object) -> str:
     return _choice(value, "agents.network", NETWORK_MODES)
 
 
-def validate_gpus(value: object) -> str:
-    """Check the GPU policy: ``all``, ``none`` or ``per-agent``."""
-    return _choice(value, "agents.gpus", GPU_POLICIES)
-
-
 def validate_oom_score_adj(value: object) -> int:
     """Check the kernel OOM score adjustment of agent containers (-1000 to 1000)."""
     return _whole(value, "agents.oom_score_adj", -1000, 1000)

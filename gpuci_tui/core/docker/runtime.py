@@ -8,9 +8,9 @@ with 404 when an auto-removed container vanishes in between). The PAT reaches
 a container only as a file copied in with ``put_archive`` before it starts, so
 it is in no ``docker inspect`` output, argv or environment.
 
-Docker's answers are turned into plain messages by `runtime_errors`; the
-translation of specs and JSON lives in `runtime_mapping`; the event stream
-follower in `runtime_events`.
+Docker's answers are turned into plain messages by `errors`; the
+translation of specs and JSON lives in `mapping`; the event stream
+follower in `events`.
 """
 
 from __future__ import annotations
@@ -168,7 +168,7 @@ class DockerRuntime:
         by root) through an in-memory tar; it is never in the container's
         configuration. A container that was created but could not be started is
         force-removed so that it does not keep the slot's name; one that could not
-        be removed then is removed by the next start of the name (`runtime_leftovers`).
+        be removed then is removed by the next start of the name (`leftovers`).
 
         Raises:
             ContainerNameConflictError: the name is still taken.
@@ -332,7 +332,7 @@ class DockerRuntime:
         self._forget(container_id)
 
     def remove_file(self, container_id: str, path: str) -> bool:
-        """Delete ``path`` in a running container and verify it is gone (see `runtime_files`)."""
+        """Delete ``path`` in a running container and verify it is gone (see `files`)."""
         with self._conn.api() as api:
             return remove_file(api, container_id, path)
 

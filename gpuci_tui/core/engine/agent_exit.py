@@ -72,12 +72,3 @@ def describe(code: int | None, *, took_job: bool | None = None) -> str:
     if code > 128:
         return f"killed by signal {code - 128}"
     return f"exited with code {code}"
-
-
-def is_config_problem(code: int | None) -> bool:
-    """Whether restarting cannot help until the operator fixes something.
-
-    The supervisor should back off (or park the slot) rather than replace
-    such a container at once.
-    """
-    return code in (CONFIG_FAILED, TOKEN_MISSING, BAD_SETUP)

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from gpuci_tui.core.engine.gpu_health import NO_GPU_WATCH
 from gpuci_tui.core.engine.lifecycle import EngineState, Intent, SlotRecord, new_slot
 from gpuci_tui.core.engine.snapshots import primary
 from gpuci_tui.core.models import (
@@ -76,7 +77,7 @@ def apply_command(state: EngineState, command: Command) -> tuple[EngineState, Co
         return state, CommandResult(True, "supervisor stopping; agents left running")
     if isinstance(command, GpuClear):
         # Not an intent: the daemon's GPU watch holds the faults (see `gpu_gates`).
-        return state, CommandResult(False, "gpu clear: this supervisor watches no GPU")
+        return state, CommandResult(False, NO_GPU_WATCH)
     raise AssertionError(f"unhandled command {command!r}")
 
 

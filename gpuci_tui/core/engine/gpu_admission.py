@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from gpuci_tui.core.engine.gpu_health import Fault, HealthBook
+from gpuci_tui.core.formatting import memory_gb
 from gpuci_tui.core.protocols import GpuFrame, GpuProcess, GpuSample
 
 EXCLUSIVE = "exclusive"
@@ -74,14 +75,11 @@ class GpuAdmission:
 # --------------------------------------------------------------------------- the verdict
 
 
-def _gb(mib: float) -> str:
-    gib = mib / 1024
-    return f"{gib:.0f} GB" if gib >= 10 else f"{gib:.1f} GB" if gib >= 1 else f"{mib:.0f} MB"
-
-
 def _who(process: GpuProcess) -> str:
     name = f" {process.name}" if process.name else ""
-    memory = f", {_gb(process.used_memory_mib)}" if process.used_memory_mib is not None else ""
+    memory = (
+        f", {memory_gb(process.used_memory_mib)}" if process.used_memory_mib is not None else ""
+    )
     where = f" in container {process.container_name}" if process.container_name else ""
     return f"pid {process.pid}{name}{where}{memory}"
 
@@ -107,7 +105,7 @@ def verdict(gpu: GpuSample, rule: GpuAdmission, ours: Callable[[GpuProcess], boo
         return who
     limit_mib = rule.foreign_memory_max_mib
     if limit_mib is not None and memory > limit_mib:
-        return f"{who} ({_gb(memory)} > {rule.foreign_memory_max_text} allowed)"
+        return f"{who} ({memory_gb(memory)} > {rule.foreign_memory_max_text} allowed)"
     if rule.foreign_util_max is not None:
         utils = [p.sm_util_pct for p in foreign]
         if all(u is not None for u in utils):

@@ -24,7 +24,7 @@ itself. A slowdown ends by itself when the hardware stops throttling.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
@@ -160,6 +160,40 @@ def assess(book: HealthBook, frame: GpuFrame) -> Assessment:
     return Assessment(HealthBook(tuple(records), driver), tuple(changes), tuple(xids))
 
 
+NO_GPU_WATCH = "this supervisor watches no GPU (no NVIDIA driver, or not a daemon)"
+"""Why a ``gpu clear`` cannot be done at all (an in-process supervisor, or no driver)."""
+
+
+def names_gpu(gpu: str, index: int, uuid: str | None) -> bool:
+    """Whether ``gpu`` (an index, a UUID or ``all``) names the GPU ``index``/``uuid``."""
+    return gpu == "all" or gpu == str(index) or bool(uuid and gpu == uuid)
+
+
+def gpu_clear_refusal(gpus: Sequence[tuple[int, str | None]] | None, gpu: str) -> str | None:
+    """Why ``gpu clear GPU`` is refused, or None when it may go ahead.
+
+    The one rule for the CLI (through the daemon's preview), the console's
+    key and the daemon's GPU watch, so all three refuse in the same words.
+
+    Args:
+        gpus: (index, UUID) of each GPU the supervisor knows; None when it
+            watches no GPU.
+        gpu: What the operator named: an index, a UUID or ``all``.
+    """
+    if gpus is None:
+        return NO_GPU_WATCH
+    if any(names_gpu(gpu, index, uuid) for index, uuid in gpus):
+        return None
+    known = ", ".join(str(index) for index, _ in gpus) or "none seen yet"
+    return f"no GPU {gpu!r} (GPUs are {known}, or all)"
+
+
+def nothing_to_clear(indexes: Iterable[int]) -> str:
+    """The answer when the GPUs named are not quarantined (not a refusal: nothing to do)."""
+    listed = ", ".join(f"GPU {index}" for index in indexes)
+    return f"{listed or 'no GPU'}: not quarantined, nothing to clear"
+
+
 def clear(book: HealthBook, gpu: str) -> tuple[HealthBook, tuple[HealthChange, ...], bool]:
     """An operator's ``gpu clear GPU``: forget the faults of ``gpu`` (index, UUID or ``all``).
 
@@ -174,7 +208,7 @@ def clear(book: HealthBook, gpu: str) -> tuple[HealthBook, tuple[HealthChange, .
     records: list[GpuRecord] = []
     found = False
     for record in book.gpus:
-        if gpu == "all" or gpu == str(record.index) or (record.uuid and gpu == record.uuid):
+        if names_gpu(gpu, record.index, record.uuid):
             found = True
             changes += [HealthChange(f, False, record.index) for f in record.faults]
             record = replace(record, faults=(), ecc_baseline=None)

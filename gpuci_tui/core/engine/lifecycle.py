@@ -87,7 +87,6 @@ class LaneRecord:
     phase: LanePhase = LanePhase.EMPTY
     container_id: str | None = None
     started_at: float | None = None
-    by_us: bool = False
     op: Op | None = None
     dying_id: str | None = None
     """A container that died and whose name is taken until its ``destroy``."""

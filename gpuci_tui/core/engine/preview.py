@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuci_tui.core.engine.commands import refusal
+from gpuci_tui.core.engine.gpu_health import gpu_clear_refusal, names_gpu, nothing_to_clear
 from gpuci_tui.core.models import (
     Command,
     Drain,
@@ -172,18 +173,13 @@ def preview_gpu_clear(snapshot: SupervisorSnapshot, gpu: str) -> CommandPreview:
     """What ``gpu clear GPU`` would do: the faults forgotten and the slots released."""
     name = "gpu_clear"
     gates = snapshot.gpu_gates
-    if not gates:
-        return CommandPreview(
-            name, False, "this supervisor watches no GPU (no NVIDIA driver, or not a daemon)"
-        )
-    targets = [g for g in gates if gpu in ("all", str(g.index)) or (g.uuid and gpu == g.uuid)]
-    if not targets:
-        known = ", ".join(str(g.index) for g in gates)
-        return CommandPreview(name, False, f"no GPU {gpu!r} (GPUs are {known}, or all)")
+    problem = gpu_clear_refusal([(g.index, g.uuid) for g in gates] if gates else None, gpu)
+    if problem is not None:
+        return CommandPreview(name, False, problem)
+    targets = [g for g in gates if names_gpu(gpu, g.index, g.uuid)]
     quarantined = [g for g in targets if g.state == "quarantined"]
     if not quarantined:
-        listed = ", ".join(f"GPU {g.index}" for g in targets)
-        return CommandPreview(name, True, f"{listed}: not quarantined, nothing to clear")
+        return CommandPreview(name, True, nothing_to_clear(g.index for g in targets))
     ids = {str(g.index) for g in quarantined} | {g.uuid for g in quarantined if g.uuid}
     released = tuple(
         _effect(slot, Effect.RELEASE, slot.gate_reason)

@@ -134,14 +134,13 @@ def apply(state: EngineState, obs: Observation, rules: SupervisorConfig) -> Step
 # --------------------------------------------------------------------------- our own starts
 
 
-def container_started(lane: LaneRecord, container_id: str, at: float, by_us: bool) -> LaneRecord:
+def container_started(lane: LaneRecord, container_id: str, at: float) -> LaneRecord:
     """A container now occupies the lane; the registration facts are kept."""
     return replace(
         lane,
         phase=LanePhase.BOOTING,
         container_id=container_id,
         started_at=at,
-        by_us=by_us,
         op=None,
         retry_at=None,
         conflict_retries=0,
@@ -158,7 +157,7 @@ def _started(state: EngineState, slot: SlotRecord, obs: Started, rules: Supervis
     lane = slot.lane(obs.lane)
     early, gone = lane.early_exit, lane.early_destroyed
     lane = replace(
-        container_started(lane, obs.container_id, obs.at, by_us=True),
+        container_started(lane, obs.container_id, obs.at),
         early_exit=None,
         early_destroyed=None,
     )
@@ -231,7 +230,7 @@ def _appeared(state: EngineState, slot: SlotRecord, obs: Appeared) -> Step:
     if lane.container_id is not None or lane.live or obs.container_id == lane.dying_id:
         return Step(state)
     # Started by someone else with our labels: adopt rather than duplicate.
-    lane = container_started(lane, obs.container_id, obs.at, by_us=False)
+    lane = container_started(lane, obs.container_id, obs.at)
     note = Note(
         "container_adopted",
         f"{lane.name} adopted ({obs.container_id[:12]})",
@@ -380,7 +379,7 @@ def _listed(state: EngineState, obs: Listed, rules: SupervisorConfig) -> Step:
             current = next((i for i in infos if i.id == lane.container_id), None)
             if current is None and infos and lane.op is None and not lane.live:
                 current = infos[0]
-                lane = container_started(lane, current.id, current.started_at or obs.at, False)
+                lane = container_started(lane, current.id, current.started_at or obs.at)
                 outputs.append(
                     Note(
                         "container_adopted", f"{lane.name} adopted ({current.id[:12]})", slot.number

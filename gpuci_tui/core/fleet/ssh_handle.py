@@ -33,6 +33,8 @@ from gpuci_tui.core.fleet.ssh_command import (
 from gpuci_tui.core.host.control import (
     MAX_LINE,
     ControlError,
+    line_of,
+    message,
     preview_reply,
     result_reply,
     snapshot_reply,
@@ -40,7 +42,6 @@ from gpuci_tui.core.host.control import (
 )
 from gpuci_tui.core.host.handle import Update
 from gpuci_tui.core.models import PROTOCOL_VERSION, Command, CommandResult, SupervisorSnapshot
-from gpuci_tui.core.wire import to_dict
 
 STDERR_KEEP = 4096
 """Bytes of a channel's stderr kept for the error message."""
@@ -82,11 +83,11 @@ class _Channel:
     def ended(self) -> bool:
         return self.process.returncode is not None or self.process.stdout is None
 
-    async def write(self, message: dict[str, Any], timeout: float) -> None:
+    async def write(self, request: dict[str, Any], timeout: float) -> None:
         stdin = self.process.stdin
         assert stdin is not None
         try:
-            stdin.write(json.dumps(message, separators=(",", ":")).encode() + b"\n")
+            stdin.write(line_of(request))
             await asyncio.wait_for(stdin.drain(), timeout)
         except (ConnectionError, RuntimeError):
             raise ControlError(await self.reason()) from None
@@ -106,13 +107,13 @@ class _Channel:
         if not line:
             return None
         try:
-            message = json.loads(line)
+            answer = json.loads(line)
         except ValueError:
-            message = None
-        if not isinstance(message, dict):
+            answer = None
+        if not isinstance(answer, dict):
             text = line.decode(errors="replace").strip()[:120]
             raise ControlError(f"the bridge sent something that is not the protocol: {text!r}")
-        return message
+        return answer
 
     async def reason(self) -> str:
         """Why the channel ended (waits briefly for the exit code and the last stderr)."""
@@ -173,7 +174,7 @@ class SshHandle:
         return channel
 
     async def _hello(self, channel: _Channel, timeout: float) -> None:
-        await channel.write({"op": "hello"}, timeout)
+        await channel.write(message("hello"), timeout)
         reply = await channel.read(timeout)
         if reply is None:
             raise ControlError(await channel.reason())
@@ -186,14 +187,14 @@ class SshHandle:
             )
         self.info = reply
 
-    async def _call(self, message: dict[str, Any]) -> dict[str, Any]:
+    async def _call(self, request: dict[str, Any]) -> dict[str, Any]:
         timeout = self.settings.request_timeout
         async with self._lock:
             channel = self._requests
             if channel is not None and channel.ended:
                 await self._drop(channel)
                 channel = None
-            if channel is not None and message.get("op") == "command":
+            if channel is not None and request.get("op") == "command":
                 # A command is never sent twice: check first that the channel still works.
                 try:
                     await self._hello(channel, timeout)
@@ -204,22 +205,22 @@ class SshHandle:
             if channel is None:
                 channel = self._requests = await self._open()
             try:
-                await channel.write(message, timeout)
+                await channel.write(request, timeout)
                 reply = await channel.read(timeout)
                 if reply is None:
                     raise ControlError(await channel.reason())
             except ControlError:
                 await self._drop(channel)
-                if fresh or message.get("op") == "command":
+                if fresh or request.get("op") == "command":
                     raise
-                return await self._retry(message)
+                return await self._retry(request)
             return reply
 
-    async def _retry(self, message: dict[str, Any]) -> dict[str, Any]:
+    async def _retry(self, request: dict[str, Any]) -> dict[str, Any]:
         """Once more on a new channel (only for requests that change nothing)."""
         channel = self._requests = await self._open()
         try:
-            await channel.write(message, self.settings.request_timeout)
+            await channel.write(request, self.settings.request_timeout)
             reply = await channel.read(self.settings.request_timeout)
             if reply is None:
                 raise ControlError(await channel.reason())
@@ -235,11 +236,11 @@ class SshHandle:
 
     async def hello(self) -> dict[str, Any]:
         """The daemon's pid, instance and protocol version."""
-        return await self._call({"op": "hello"})
+        return await self._call(message("hello"))
 
     async def snapshot(self) -> SupervisorSnapshot:
         """The daemon's current state."""
-        return snapshot_reply(await self._call({"op": "status"}))
+        return snapshot_reply(await self._call(message("status")))
 
     async def send(self, command: Command) -> CommandResult:
         """Send ``command`` and return the daemon's result.
@@ -248,25 +249,25 @@ class SshHandle:
         error says so rather than sending it again.
         """
         try:
-            reply = await self._call({"op": "command", "command": to_dict(command)})
+            reply = await self._call(message("command", command))
         except ControlError as exc:
             raise ControlError(f"{exc} (the command may or may not have been applied)") from None
         return result_reply(reply)
 
     async def preview(self, command: Command) -> CommandPreview:
         """What ``command`` would do on the daemon now."""
-        return preview_reply(await self._call({"op": "preview", "command": to_dict(command)}))
+        return preview_reply(await self._call(message("preview", command)))
 
     async def updates(self) -> AsyncIterator[Update]:
         """Events and snapshots streamed by the daemon, until the channel ends (then raises)."""
         channel = await self._open()
         self._streams.add(channel)
         try:
-            await channel.write({"op": "subscribe"}, self.settings.request_timeout)
+            await channel.write(message("subscribe"), self.settings.request_timeout)
             timeout: float | None = self.settings.request_timeout
-            while (message := await channel.read(timeout)) is not None:
+            while (answer := await channel.read(timeout)) is not None:
                 timeout = None  # a quiet daemon is fine: ServerAlive watches the link
-                update = update_of(message)
+                update = update_of(answer)
                 if update is not None:
                     yield update
             raise ControlError(await channel.reason())

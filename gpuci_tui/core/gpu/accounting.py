@@ -360,23 +360,26 @@ def foreign_processes(
     return out
 
 
-def owners_from_snapshot(
-    snapshot: SupervisorSnapshot, *, include_idle: bool = False
-) -> dict[str, JobKey]:
-    """Container id → `JobKey` for the slots of a supervisor snapshot.
+def key_of(instance: str, slot: int, agent: str) -> JobKey:
+    """The accounting key of the job of ``agent``'s current container.
 
-    Args:
-        snapshot: The supervisor's state.
-        include_idle: Also map containers whose agent has no job yet (with
-            ``request_id`` None). Useful for `foreign_processes`, so the
-            console never calls our own idle agent foreign; leave it False
-            for `JobAccountant.observe`, where the key must stay the same for
-            the job's life (it carries the request id).
+    An agent runs at most one job, so a container *is* a job; keyed by its
+    lane's agent name, the job is found again when its container exits.
     """
-    return {
-        s.container_id: JobKey(
-            snapshot.instance, s.slot, s.name, s.job.request_id if s.job else None
-        )
-        for s in snapshot.slots
-        if s.container_id and (s.job is not None or include_idle)
-    }
+    return JobKey(instance, slot, agent)
+
+
+def container_owners(snapshot: SupervisorSnapshot) -> dict[str, JobKey]:
+    """Container id → job key for every agent container (both lanes) of a snapshot.
+
+    The one map from a snapshot to the owners of GPU processes: the GPU watch
+    (accounting and gates) and the console's GPU panel both read it.
+    """
+    owners: dict[str, JobKey] = {}
+    for slot in snapshot.slots:
+        for agent in slot.agents:
+            if agent.container_id:
+                owners[agent.container_id] = key_of(snapshot.instance, slot.slot, agent.name)
+        if slot.container_id and slot.container_id not in owners:
+            owners[slot.container_id] = key_of(snapshot.instance, slot.slot, slot.name)
+    return owners

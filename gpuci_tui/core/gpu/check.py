@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from gpuci_tui.core.config.loader import Config, ConfigError, agent_groups
+from gpuci_tui.core.formatting import memory
 from gpuci_tui.core.protocols import GpuFrame
 
 
@@ -94,10 +95,10 @@ def check_host_gpus(
                 if (proc.container_id)
                 else "the host"
             )
-            memory = f", {proc.used_memory_mib:.0f} MiB" if proc.used_memory_mib else ""
+            size = f", {memory(proc.used_memory_mib)}" if proc.used_memory_mib else ""
             label = "" if not config.groups else f" (group {name})"
             warnings.append(
                 f"GPU {gpu_index}{label} is in use by pid {proc.pid} ({proc.name or '?'}, "
-                f"{where}{memory}) outside gpuci-tui: jobs on it will share it"
+                f"{where}{size}) outside gpuci-tui: jobs on it will share it"
             )
     return errors, warnings

@@ -13,9 +13,9 @@ Design rules, all taken from what breaks on real GPU hosts:
 - A GPU that fell off the bus (``GPU_IS_LOST``) or needs a reset is still
   listed, with every metric None and its name marked (`LOST_MARK`).
 - Per sample, one pass over the GPUs also reads each compute process's memory
-  and SM/memory utilisation since the previous sample (`gpu_procs`), for
+  and SM/memory utilisation since the previous sample (`nvml_procs`), for
   per-job accounting (`accounting`), and the GPU's health counters with the
-  Xid events received meanwhile (`gpu_health_reader`).
+  Xid events received meanwhile (`health_reader`).
 - Memory is NVML's v2 figure: v1 counts the driver's reserved memory as used
   (an idle H100 shows 480 MiB "used" where nvidia-smi shows 0); v1 is the
   fallback where a driver lacks v2.

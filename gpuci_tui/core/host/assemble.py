@@ -30,9 +30,9 @@ from functools import partial
 from pathlib import Path
 
 from gpuci_tui.core.config.loader import Config, agent_groups, for_group, instance_id
-from gpuci_tui.core.gpu.accounting import JobAccountant
+from gpuci_tui.core.gpu.accounting import JobAccountant, container_owners
 from gpuci_tui.core.host.gpu_gates import GpuGatekeeper
-from gpuci_tui.core.host.gpu_watch import GpuWatch, agent_owners
+from gpuci_tui.core.host.gpu_watch import GpuWatch
 from gpuci_tui.core.host.group_supervisor import GroupSupervisor
 from gpuci_tui.core.host.instance import DaemonPaths, intent_stores, lock_instance
 from gpuci_tui.core.host.job_recorder import JobRecorder
@@ -240,7 +240,7 @@ def assemble(
         watch = GpuWatch(
             gpu,
             accountant,
-            lambda: {k: v for c in children() for k, v in agent_owners(c.snapshot()).items()},
+            lambda: {k: v for c in children() for k, v in container_owners(c.snapshot()).items()},
             interval=interval,
             gatekeeper=gatekeeper,
         )

@@ -13,7 +13,10 @@ Wire format: one JSON object per line (UTF-8). Requests carry ``op``:
 
 Anything malformed (not JSON, too long, too deeply nested, an unknown op or
 command) gets ``{"ok": false, "error": "…"}``. The server is
-`control_server.ControlServer`; this module holds the protocol and its clients.
+`control_server.ControlServer`; this module holds the protocol and its clients:
+every request object is built by `message` and every answer read by the
+``*_reply`` functions, whether the blocking `ControlClient` (the CLI),
+`SocketHandle` (the console, on top of it) or the fleet's ssh handle sends it.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import socket
 import struct
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from gpuci_tui.core.engine.preview import CommandPreview
 from gpuci_tui.core.errors import GpuciError
@@ -41,6 +44,8 @@ MAX_LINE = 1 << 20
 #: The requests a daemon answers (the bridge forwards only these).
 OPS = ("hello", "status", "command", "preview", "subscribe")
 
+Op = Literal["hello", "status", "command", "preview", "subscribe"]
+
 
 class ControlError(GpuciError):
     """The daemon could not be reached or refused the request."""
@@ -54,6 +59,18 @@ def peer_uid(sock: socket.socket) -> int | None:
         return None
     _pid, uid, _gid = struct.unpack("3i", creds)
     return int(uid)
+
+
+def message(op: Op, command: Command | None = None) -> dict[str, Any]:
+    """The request object of ``op`` (``command`` for the ``command`` and ``preview`` ops)."""
+    if command is None:
+        return {"op": op}
+    return {"op": op, "command": to_dict(command)}
+
+
+def line_of(request: dict[str, Any]) -> bytes:
+    """One request as a compact JSON line (the bridge recognises a subscription by its start)."""
+    return json.dumps(request, separators=(",", ":")).encode() + b"\n"
 
 
 def snapshot_reply(reply: dict[str, Any]) -> SupervisorSnapshot:
@@ -165,35 +182,62 @@ def request(path: Path, message: dict[str, Any], timeout: float = 10.0) -> dict[
     return reply
 
 
+class ControlClient:
+    """The typed, blocking client of a daemon's control socket (one connection per request).
+
+    Every method raises `ControlError` when the daemon cannot be reached, and
+    `snapshot` and `preview` also when it refuses; a refused command is a
+    failed `CommandResult`.
+    """
+
+    def __init__(self, path: Path, timeout: float = 10.0) -> None:
+        """Talk to the daemon at ``path``, waiting at most ``timeout`` seconds per answer."""
+        self.path = path
+        self.timeout = timeout
+
+    def hello(self) -> dict[str, Any]:
+        """The daemon's pid, instance and protocol version (``ok`` when it answers)."""
+        return request(self.path, message("hello"), self.timeout)
+
+    def snapshot(self) -> SupervisorSnapshot:
+        """The daemon's current state."""
+        return snapshot_reply(request(self.path, message("status"), self.timeout))
+
+    def send(self, command: Command) -> CommandResult:
+        """Send ``command`` and return the daemon's result."""
+        return result_reply(request(self.path, message("command", command), self.timeout))
+
+    def preview(self, command: Command) -> CommandPreview:
+        """What ``command`` would do on the daemon now (nothing changes)."""
+        return preview_reply(request(self.path, message("preview", command), self.timeout))
+
+
 class SocketHandle:
-    """A `SupervisorHandle` on a daemon's control socket."""
+    """A `SupervisorHandle` on a daemon's control socket: `ControlClient`, off the event loop."""
 
     mode = "daemon"
 
     def __init__(self, path: Path, timeout: float = 10.0) -> None:
         """Talk to the daemon at ``path``."""
         self.path = path
-        self.timeout = timeout
+        self.client = ControlClient(path, timeout)
         self._writers: list[asyncio.StreamWriter] = []
-
-    async def _call(self, message: dict[str, Any]) -> dict[str, Any]:
-        return await asyncio.to_thread(request, self.path, message, self.timeout)
 
     async def hello(self) -> dict[str, Any]:
         """The daemon's pid, instance and protocol version."""
-        return await self._call({"op": "hello"})
+        return await asyncio.to_thread(self.client.hello)
 
     async def snapshot(self) -> SupervisorSnapshot:
         """The daemon's current state."""
-        return snapshot_reply(await self._call({"op": "status"}))
+        return await asyncio.to_thread(self.client.snapshot)
 
     async def send(self, command: Command) -> CommandResult:
         """Send ``command`` and return the daemon's result."""
-        return result_reply(await self._call({"op": "command", "command": to_dict(command)}))
+        return await asyncio.to_thread(self.client.send, command)
 
     async def preview(self, command: Command) -> CommandPreview:
         """What ``command`` would do on the daemon now."""
-        return preview_reply(await self._call({"op": "preview", "command": to_dict(command)}))
+        return await asyncio.to_thread(self.client.preview, command)
 
     async def updates(self) -> AsyncIterator[Update]:
         """Events and snapshots streamed by the daemon until it goes away."""
@@ -205,7 +249,7 @@ class SocketHandle:
             ) from None
         self._writers.append(writer)
         try:
-            writer.write(b'{"op":"subscribe"}\n')
+            writer.write(line_of(message("subscribe")))
             await writer.drain()
             while line := await reader.readline():
                 update = update_of(json.loads(line))

@@ -18,15 +18,23 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
 from gpuci_tui.core.docker.cgroups import PROC_ROOT
 from gpuci_tui.core.engine.gpu_admission import FOREIGN_PROCESS, GpuAdmission, verdict
-from gpuci_tui.core.engine.gpu_health import HealthBook, assess, book_data, book_from_data, clear
+from gpuci_tui.core.engine.gpu_health import (
+    HealthBook,
+    assess,
+    book_data,
+    book_from_data,
+    clear,
+    gpu_clear_refusal,
+    names_gpu,
+    nothing_to_clear,
+)
+from gpuci_tui.core.files import atomic_write
 from gpuci_tui.core.gpu.accounting import JobKey, owner_of
 from gpuci_tui.core.models import CommandResult, GpuGateSnapshot
 from gpuci_tui.core.protocols import GpuFrame, GpuProcess
@@ -102,14 +110,15 @@ class GpuGatekeeper:
     def clear(self, gpu: str) -> CommandResult:
         """``gpu clear GPU``: forget its latched faults; its slots are released at once."""
         gpu = gpu.strip()
-        book, cleared, found = clear(self.book, gpu)
-        if not found:
-            known = ", ".join(str(g.index) for g in self.book.gpus) or "none seen yet"
-            return CommandResult(False, f"no GPU {gpu!r} (GPUs are {known}, or all)")
+        problem = gpu_clear_refusal([(g.index, g.uuid) for g in self.book.gpus], gpu)
+        if problem is not None:
+            return CommandResult(False, problem)
+        book, cleared, _found = clear(self.book, gpu)
         self.book = book
         self._save()
         if not cleared:
-            return CommandResult(True, f"GPU {gpu}: nothing to clear (not quarantined)")
+            named = (g.index for g in self.book.gpus if names_gpu(gpu, g.index, g.uuid))
+            return CommandResult(True, nothing_to_clear(named))
         words = "; ".join(c.fault.reason for c in cleared)
         self.report("gpu_cleared", f"cleared by the operator: {words}")
         if self._latest is not None:
@@ -135,10 +144,7 @@ class GpuGatekeeper:
             return
         try:
             self.store.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            fd, tmp = tempfile.mkstemp(dir=self.store.parent, prefix=".gpu-health-")
-            with os.fdopen(fd, "w") as handle:
-                json.dump(book_data(self.book), handle)
-            os.replace(tmp, self.store)
+            atomic_write(self.store, json.dumps(book_data(self.book)))
         except OSError as exc:  # the quarantine still holds in memory
             log.warning("could not keep the GPU faults in %s: %s", self.store, exc)
 

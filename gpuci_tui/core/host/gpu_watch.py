@@ -3,7 +3,7 @@
 Every agent container of the supervisor is a candidate owner (an agent runs
 at most one job, so a container *is* a job); the key of a container's job is
 its lane's agent name, so the job is found again when its container exits
-(`key_of`). The latest frame is kept for the metrics endpoint; the same frame feeds the
+(`core.gpu.accounting.key_of`). The latest frame is kept for the metrics endpoint; the same frame feeds the
 `GpuGatekeeper` (admission and health of each slot's GPUs).
 """
 
@@ -15,27 +15,9 @@ from collections.abc import Callable, Mapping
 
 from gpuci_tui.core.gpu.accounting import JobAccountant, JobKey
 from gpuci_tui.core.host.gpu_gates import GpuGatekeeper
-from gpuci_tui.core.models import SupervisorSnapshot
 from gpuci_tui.core.protocols import GpuFrame, GpuSampler
 
 log = logging.getLogger("gpuci_tui.gpu")
-
-
-def key_of(instance: str, slot: int, agent: str) -> JobKey:
-    """The accounting key of the job of ``agent``'s current container."""
-    return JobKey(instance, slot, agent)
-
-
-def agent_owners(snapshot: SupervisorSnapshot) -> dict[str, JobKey]:
-    """Container id → job key for every agent container (both lanes) of a snapshot."""
-    owners: dict[str, JobKey] = {}
-    for slot in snapshot.slots:
-        for agent in slot.agents:
-            if agent.container_id:
-                owners[agent.container_id] = key_of(snapshot.instance, slot.slot, agent.name)
-        if slot.container_id and slot.container_id not in owners:
-            owners[slot.container_id] = key_of(snapshot.instance, slot.slot, slot.name)
-    return owners
 
 
 class GpuWatch:

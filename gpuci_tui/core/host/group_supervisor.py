@@ -143,7 +143,6 @@ class GroupSupervisor:
                 gpu_use=gpu_use,
                 gatekeeper=gatekeeper,
             )
-        self._exited = asyncio.Event()
 
     # ------------------------------------------------------------------ running
 
@@ -166,7 +165,6 @@ class GroupSupervisor:
                 reader.cancel()
             await asyncio.wait(readers, timeout=5.0)
             self.reporter.publish_now()
-            self._exited.set()
 
     def _fan_out(self, pool: str) -> Callable[[Any], None]:
         members = [c for c in self.children.values() if c.config.azure.pool == pool]
@@ -176,10 +174,6 @@ class GroupSupervisor:
                 child.deliver(obs)
 
         return deliver
-
-    async def wait_stopped(self) -> None:
-        """Wait until `run` has returned."""
-        await self._exited.wait()
 
     def request_stop(self, drain: bool = False) -> None:
         """Stop every group (agents stay running unless ``drain``)."""

@@ -19,8 +19,7 @@ from datetime import datetime
 
 from gpuci_tui.core.engine.steps import JobEnded
 from gpuci_tui.core.errors import GpuciError
-from gpuci_tui.core.gpu.accounting import JobAccountant, JobGpuStats
-from gpuci_tui.core.host.gpu_watch import key_of
+from gpuci_tui.core.gpu.accounting import JobAccountant, JobGpuStats, key_of
 from gpuci_tui.core.protocols import AgentPoolApi, JobRequest
 from gpuci_tui.core.store.history import JobHistory, JobRecord
 

@@ -32,15 +32,16 @@ from gpuci_tui.core.config.loader import Config
 from gpuci_tui.core.docker.agentspec import instance_id, instance_labels, slot_gpus
 from gpuci_tui.core.engine.commands import apply_command, intent_data, restore_intent
 from gpuci_tui.core.engine.gpu_admission import GateReading, GpuAdmission, slot_reading
+from gpuci_tui.core.engine.gpu_health import NO_GPU_WATCH
 from gpuci_tui.core.engine.lifecycle import EngineState, new_slot
 from gpuci_tui.core.engine.planner import decide
 from gpuci_tui.core.engine.preview import CommandPreview, preview
 from gpuci_tui.core.engine.snapshots import SnapshotMeta, supervisor_snapshot
 from gpuci_tui.core.engine.steps import Action, GpuObserved, JobEnded, Note, Observation
 from gpuci_tui.core.engine.transitions import apply
+from gpuci_tui.core.gpu.accounting import key_of
 from gpuci_tui.core.host.container_observer import ContainerObserver
 from gpuci_tui.core.host.executor import Executor
-from gpuci_tui.core.host.gpu_watch import key_of
 from gpuci_tui.core.host.pool_observer import PoolObserver
 from gpuci_tui.core.host.reporter import Broadcaster, Reporter, Update
 from gpuci_tui.core.models import Command, CommandResult, GpuClear, Stop, SupervisorSnapshot
@@ -168,7 +169,6 @@ class Supervisor:
         self._inbox: asyncio.Queue[Observation | None] = asyncio.Queue()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._wake_at: float | None = None
-        self._exited = asyncio.Event()
 
     # ================================================================== public API
 
@@ -204,7 +204,6 @@ class Supervisor:
                 await asyncio.wait(pending, timeout=5.0)
             self.reporter.event("supervisor_stopped", "supervisor stopped; agents left running")
             self.reporter.publish_now()
-            self._exited.set()
 
     def snapshot(self) -> SupervisorSnapshot:
         """The current state as a frozen snapshot."""
@@ -241,10 +240,6 @@ class Supervisor:
     def unsubscribe(self, queue: asyncio.Queue[Update]) -> None:
         """Stop feeding ``queue``."""
         self.reporter.unsubscribe(queue)
-
-    async def wait_stopped(self) -> None:
-        """Wait until `run` has returned."""
-        await self._exited.wait()
 
     def request_stop(self, drain: bool = False) -> None:
         """Ask `run` to end (call on the loop). Agents stay running unless ``drain``."""
@@ -376,7 +371,7 @@ class Supervisor:
     # ================================================================== helpers
 
     def _gpu_now(self, slot: int, agent: str) -> JobGpuNow | None:
-        # The accountant keys a job by the agent that runs it (see gpu_watch.key_of).
+        # The accountant keys a job by the agent that runs it (see accounting.key_of).
         assert self._gpu_use is not None  # noqa: S101 - only passed on when set
         return self._gpu_use(key_of(self.instance, slot, agent))
 
@@ -398,7 +393,5 @@ class Supervisor:
 def clear_gpu(gatekeeper: GpuGatekeeper | None, command: GpuClear) -> CommandResult:
     """``gpu clear``: the GPU watch holds the faults, not the engine."""
     if gatekeeper is None:
-        return CommandResult(
-            False, "gpu clear: this supervisor watches no GPU (no NVIDIA driver, or not a daemon)"
-        )
+        return CommandResult(False, NO_GPU_WATCH)
     return gatekeeper.clear(command.gpu)

@@ -3,7 +3,7 @@
 `JobHistory` is a small SQLite table (one row per finished job: slot, agent,
 pipeline/run, times, Azure result, exit code, OOM flag and the job's GPU
 accounting) for the console, ``gpuci-tui history`` and post-mortems; the file
-format and its migrations are in `history_schema`. `read_history` reads it
+format and its migrations are in `schema`. `read_history` reads it
 without a daemon. `IntentFile` keeps what the operator asked for (slot
 count, paused, drained slots) so a restarted daemon does not silently undo a
 drain.
@@ -15,9 +15,7 @@ import contextlib
 import dataclasses
 import json
 import logging
-import os
 import sqlite3
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -27,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpuci_tui.core.config.file import is_ascii_number
 from gpuci_tui.core.errors import GpuciError
+from gpuci_tui.core.files import atomic_write
 from gpuci_tui.core.secrets.redaction import redact
 from gpuci_tui.core.store import schema
 from gpuci_tui.core.store.file import (
@@ -385,12 +384,4 @@ class IntentFile:
     def save(self, data: dict[str, Any]) -> None:
         """Replace the saved intent atomically."""
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".intent-")
-        try:
-            with os.fdopen(fd, "w") as handle:
-                json.dump({**data, "saved_at": time.time()}, handle)
-            os.replace(tmp, self.path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        atomic_write(self.path, json.dumps({**data, "saved_at": time.time()}))

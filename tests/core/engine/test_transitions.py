@@ -243,7 +243,7 @@ def test_listing_adopts_both_lanes_retires_extra_slots_and_clears_leftovers() ->
     state = observe(state, Listed(placed(found), 30.0))
     slot = slot0(state)
     assert slot.lane(A).container_id == "x0a" and slot.lane(B).container_id == "x0b"
-    assert not slot.lane(A).by_us and slot.lane(B).stale_ids == frozenset({"old"})
+    assert slot.lane(B).stale_ids == frozenset({"old"})
     extra = state.slot(3)
     assert extra is not None and extra.intent is Intent.RETIRE
     assert state.docker.state is HealthState.OK

@@ -14,9 +14,9 @@ from gpuci_tui.core.gpu.accounting import (
     ENERGY_SHARED,
     JobAccountant,
     JobKey,
+    container_owners,
     foreign_processes,
     owner_of,
-    owners_from_snapshot,
 )
 from gpuci_tui.core.models import JobInfo, SlotSnapshot, SlotState, SupervisorSnapshot
 from gpuci_tui.core.protocols import GpuFrame, GpuHostInfo, GpuProcess, GpuSample
@@ -189,7 +189,8 @@ def test_discard_forgets_a_job() -> None:
     assert acc.live(JOB_A) is None
 
 
-def test_owners_from_snapshot() -> None:
+def test_container_owners_of_a_snapshot() -> None:
+    """Every container with an id, idle or busy; keyed by agent (the job is found again by it)."""
     snap = SupervisorSnapshot(
         taken_at=0,
         org_url="https://dev.azure.com/o",
@@ -202,8 +203,7 @@ def test_owners_from_snapshot() -> None:
             SlotSnapshot(2, "gpuhost-2", SlotState.EMPTY),
         ),
     )
-    assert owners_from_snapshot(snap) == {CID_A: JOB_A}
-    assert owners_from_snapshot(snap, include_idle=True) == {
-        CID_A: JOB_A,
-        CID_B: JobKey("inst", 1, "gpuhost-1", None),
+    assert container_owners(snap) == {
+        CID_A: JobKey("inst", 0, "gpuhost-0"),
+        CID_B: JobKey("inst", 1, "gpuhost-1"),
     }

@@ -6,8 +6,7 @@ import asyncio
 import json
 
 from gpuci_tui.core.engine.snapshots import SnapshotMeta, supervisor_snapshot
-from gpuci_tui.core.gpu.accounting import JobAccountant, JobKey
-from gpuci_tui.core.host.gpu_watch import key_of
+from gpuci_tui.core.gpu.accounting import JobAccountant, JobKey, key_of
 from gpuci_tui.core.host.supervisor import Supervisor
 from gpuci_tui.core.models import HealthSnapshot, SlotState
 from gpuci_tui.core.protocols import GpuFrame, GpuHostInfo, GpuProcess, GpuSample, JobGpuNow

@@ -7,8 +7,8 @@ from dataclasses import replace
 
 from gpuci_tui.core.engine.lifecycle import Lane
 from gpuci_tui.core.engine.steps import JobEnded
-from gpuci_tui.core.gpu.accounting import JobAccountant
-from gpuci_tui.core.host.gpu_watch import GpuWatch, agent_owners, key_of
+from gpuci_tui.core.gpu.accounting import JobAccountant, container_owners, key_of
+from gpuci_tui.core.host.gpu_watch import GpuWatch
 from gpuci_tui.core.host.job_recorder import JobRecorder, job_record, seconds_between
 from gpuci_tui.core.host.supervisor import Supervisor
 from gpuci_tui.core.models import (
@@ -127,7 +127,7 @@ async def test_gpu_use_of_a_container_is_the_job_of_its_agent() -> None:
             ),
         ),
     )
-    owners = agent_owners(snapshot)
+    owners = container_owners(snapshot)
     assert owners[container] == key_of("inst", 1, "h-1-b") and len(owners) == 2
     accountant = JobAccountant(min_interval=1.0)
     sampler = FixtureSampler([frame(10.0, container, 1000, 50), frame(11.0, container, 3000, 90)])
