@@ -6,7 +6,7 @@ import argparse
 import asyncio
 import json
 import sys
-from typing import Any
+from pathlib import Path
 
 from gpuci_tui.core.config.file import is_ascii_number
 from gpuci_tui.core.config.observe import parse_listen
@@ -19,6 +19,7 @@ from gpuci_tui.core.models import (
     Restart,
     Resume,
     Scale,
+    SlotSnapshot,
     SlotState,
     Stop,
     SupervisorEvent,
@@ -110,7 +111,7 @@ def run_control_command(args: argparse.Namespace) -> int:
         return exitcodes.NO_DAEMON
 
 
-def _status(path: Any, as_json: bool, metrics_listen: str = "") -> int:
+def _status(path: Path, as_json: bool, metrics_listen: str = "") -> int:
     snapshot = ControlClient(path).snapshot()
     # Read from the state directory the daemon shares with us: a damaged history it moved aside.
     notice = damage_notice(history_db_path())
@@ -133,7 +134,7 @@ def _status(path: Any, as_json: bool, metrics_listen: str = "") -> int:
     return exitcodes.OK
 
 
-def _wanted(slot: Any, commands: list[Command]) -> bool:
+def _wanted(slot: SlotSnapshot, commands: list[Command]) -> bool:
     return any(
         isinstance(c, Drain)
         and (c.group is None or c.group == slot.group)
@@ -142,7 +143,7 @@ def _wanted(slot: Any, commands: list[Command]) -> bool:
     )
 
 
-def _wait_drained(path: Any, commands: list[Command], timeout: float) -> int:
+def _wait_drained(path: Path, commands: list[Command], timeout: float) -> int:
     """Follow the daemon's stream (`SocketHandle.updates`) until every targeted slot is drained."""
 
     async def follow() -> int:
