@@ -191,6 +191,8 @@ class GpuObserved:
     """(slot, its reading) for every slot of the group."""
     hold_down: float = 10.0
     """The group's ``gpu_hold_down``: how long a flapping GPU must pass before release."""
+    cleared: frozenset[int] = frozenset()
+    """Slots whose GPUs an operator has just cleared (``gpu clear``): released at once."""
 
 
 Observation = (
