@@ -332,7 +332,7 @@ class DockerRuntime:
         self._forget(container_id)
 
     def remove_file(self, container_id: str, path: str) -> bool:
-        """Delete ``path`` in a running container and verify it is gone (see `runtime_files`)."""
+        """Empty ``path`` in a container and verify it holds nothing (see `files.remove_file`)."""
         with self._conn.api() as api:
             return remove_file(api, container_id, path)
 
