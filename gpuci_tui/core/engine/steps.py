@@ -108,16 +108,20 @@ class Stopped:
 
 @dataclass(frozen=True)
 class Removed:
-    """Our force-remove of a container returned."""
+    """Our force-remove of a container returned (gone, or ``error`` says why not)."""
 
     slot: int
     lane: Lane
     container_id: str
+    error: str | None = None
+    """Why the container could not be removed (it still holds the lane's name)."""
+    at: float = 0.0
+    """When the removal failed (its retry is timed from here)."""
 
 
 @dataclass(frozen=True)
 class LogTail:
-    """The last lines of a failed container."""
+    """The last lines of a failed container (none when they could not be read)."""
 
     slot: int
     container_id: str
