@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from gpuci_tui.core.docker.agentspec import build_spec
 from gpuci_tui.core.docker.runtime import DockerRuntime
 from gpuci_tui.core.host.supervisor import Supervisor
 from gpuci_tui.core.models import SlotState
@@ -92,6 +93,52 @@ async def test_a_crash_looping_slot_parks_with_its_tail_read_late(
         # Every dead container was removed by the engine, the last one after its tail.
         mine = {"gpuci.test": run_label}
         await async_wait_until(lambda: runtime.list_containers(mine) == [], timeout=15)
+    finally:
+        sup.request_stop()
+        await asyncio.wait_for(task, 10)
+
+
+async def test_a_supervisor_that_starts_removes_dead_leftovers_after_their_tail(
+    runtime: DockerRuntime, busybox_image: str, run_label: str
+) -> None:
+    """Slot 0's agent failed while no supervisor ran; slot 1's finished its job cleanly."""
+    env = make_env()
+    agents = replace(env.config.agents, count=2, image=busybox_image, network="host")
+    config = replace(env.config, agents=agents)
+    extra = {"gpuci.test": run_label}
+    crashed = build_spec(
+        config, 0, extra_labels=extra, command=("sh", "-c", "echo fatal: x; exit 2")
+    )
+    clean = build_spec(config, 1, extra_labels=extra, command=("sh", "-c", "exit 0"))
+    ids = {runtime.start(crashed, secret()).id, runtime.start(clean, secret()).id}
+    mine = {"gpuci.test": run_label}
+    assert wait_until(
+        lambda: {c.id for c in runtime.list_containers(mine) if c.status == "exited"} == ids
+    )
+    sup = Supervisor(
+        config,
+        api=env.api,
+        runtime=LateLogs(runtime),  # type: ignore[arg-type]
+        tokens=StaticTokens(),
+        extra_labels=extra,
+        command=("sleep", "300"),
+    )
+    task = asyncio.create_task(sup.run())
+    try:
+
+        def leftovers_gone() -> bool:
+            return not ids & {c.id for c in runtime.list_containers(mine)}
+
+        await async_wait_until(leftovers_gone, timeout=20, what="the dead leftovers removed")
+        last = sup.snapshot().slots[0].last_exit
+        assert last is not None and last.code == 2 and last.log_tail == ("fatal: x",)
+        assert sup.snapshot().slots[1].last_exit is None, "a clean exit is no failure to show"
+        # And the names were free again: both slots run fresh containers.
+        await async_wait_until(
+            lambda: len([c for c in runtime.list_containers(mine) if c.status == "running"]) == 2,
+            timeout=20,
+            what="both slots refilled",
+        )
     finally:
         sup.request_stop()
         await asyncio.wait_for(task, 10)
