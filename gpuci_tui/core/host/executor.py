@@ -82,7 +82,7 @@ class Executor:
             # retried by the engine: nothing else would free the lane's name.
             try:
                 await asyncio.to_thread(self.runtime.remove, action.container_id)
-            except GpuciError as exc:
+            except Exception as exc:  # noqa: BLE001 - unanswered, the name would stay taken
                 error = str(exc) or type(exc).__name__
                 return Removed(action.slot, action.lane, action.container_id, error, self.clock())
             return Removed(action.slot, action.lane, action.container_id)
