@@ -5,8 +5,9 @@ every ``--interval`` seconds, look up each slot's container by name and start a
 fresh one for every slot that has none. No Docker events, no backoff, no Azure
 DevOps calls. For a fair comparison it uses the same emulator image, the same
 env contract (``AZP_URL``, ``AZP_POOL``, ``AZP_AGENT_NAME``, ``AZP_TOKEN_FILE``,
-``AZP_WORK``), the same token-file delivery (``put_archive`` before ``start``),
-``auto_remove`` and host networking as gpuci-tui's agents.
+``AZP_WORK``), the same token-file delivery (``put_archive`` before ``start``)
+and host networking as gpuci-tui's agents; its containers are auto-removed, as with
+the usual ``docker run --rm`` (gpuci-tui removes dead agents itself, after their tails).
 
 Usage (bench/bench_load.py runs it as a subprocess):
     python bench/classic.py --url URL --pool POOL --image IMAGE --slots N \\

@@ -144,7 +144,10 @@ class ContainerSpec:
     oom_score_adj: int = 1000
     mem_limit: str | None = None
     command: tuple[str, ...] | None = None
-    auto_remove: bool = True
+    auto_remove: bool = False
+    """Docker removes the container when it exits. Off for agents: Docker drops a dead
+    container's logs with it (~100 ms after ``die``), before a loaded host reads its
+    tail; the supervisor removes each dead container itself, after reading the tail."""
     extra_mounts: tuple[tuple[str, str, str], ...] = ()
     """Further (host, container, mode) binds, e.g. an opt-in Docker socket."""
 

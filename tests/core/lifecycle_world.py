@@ -37,6 +37,7 @@ from gpuci_tui.core.engine.steps import (
     Died,
     FetchLogs,
     GpuObserved,
+    LogTail,
     Observation,
     PoolRead,
     RemoveContainer,
@@ -83,6 +84,8 @@ class Box:
     job: int | None = None
     took_job: bool = False
     crash: bool = False
+    removed: bool = False
+    """Dead and removed: only then is its name free (no auto-remove)."""
 
 
 @dataclass
@@ -200,16 +203,28 @@ class World:
             assert box.job is None, f"stop of {box.name} while it runs job {box.job}"
             self.at(latency, lambda: self._stopped(action, box))
         elif isinstance(action, RemoveContainer):
-            self.at(latency, lambda: self.observe(
-                Removed(action.slot, action.lane, action.container_id)))  # fmt: skip
+            self.at(latency, lambda: self._remove(action))
         elif isinstance(action, SetEnabled | CheckAgent):
             self.at(latency, lambda: self._server(action))
-        elif not isinstance(action, FetchLogs):
+        elif isinstance(action, FetchLogs):
+            self.at(latency, lambda: self.observe(LogTail(action.slot, action.container_id, ())))
+        else:
             raise AssertionError(action)
+
+    def _remove(self, action: RemoveContainer) -> None:
+        """No auto-remove: a dead container goes (and frees its name) when the engine asks."""
+        box = self.boxes.get(action.container_id)
+        assert box is None or not box.alive, f"removal of the live container {box.name}"
+        if box is not None:
+            box.removed = True
+        self.observe(Removed(action.slot, action.lane, action.container_id))
+        self.at(0.01, lambda: self.observe(
+            Destroyed(action.slot, action.lane, action.container_id, self.now)))  # fmt: skip
 
     def _start(self, action: StartAgent) -> None:
         name = lane_name("h", action.slot, action.lane)
-        assert not any(b.alive and b.name == name for b in self.boxes.values()), name
+        # Docker refuses a name that a live container or an unremoved dead one still holds.
+        assert not any(not b.removed and b.name == name for b in self.boxes.values()), name
         box = Box(f"c{next(self._ids)}", action.slot, action.lane, name)
         box.crash = self.rng.random() < self.crash_rate
         self.boxes[box.id] = box
@@ -252,7 +267,6 @@ class World:
             self.done.append(box.job)
             box.job = None
         self.at(0.03, lambda: self.observe(Died(box.slot, box.lane, box.id, code, self.now)))
-        self.at(0.15, lambda: self.observe(Destroyed(box.slot, box.lane, box.id, self.now)))
 
     def _server(self, action: SetEnabled | CheckAgent) -> None:
         reg = next((r for r in self.regs.values() if r.id == action.agent_id), None)

@@ -20,6 +20,7 @@ from gpuci_tui.core.engine.steps import (
     CheckAgent,
     Died,
     GpuObserved,
+    RemoveContainer,
     SetEnabled,
     StartAgent,
     StopAgent,
@@ -76,9 +77,9 @@ ROWS: list[tuple[str, EngineState, list[Action], bool]] = [
      gated(engine(ACTIVE, STANDBY), QUARANTINED), [SetEnabled(0, A, 1, False)], False),
     ("quarantined: an exited lane is not replenished",
      gated(engine(PARKED_DISABLED, STANDBY), QUARANTINED), [], False),
-    ("quarantined, the job's container died: nothing started",
+    ("quarantined, the job's container died: nothing started (the dead one is removed)",
      gated(engine(dying("ca", agent_id=1, enabled=False, idle_verified=True, known_at=20.0),
-                  STANDBY), QUARANTINED), [], False),
+                  STANDBY), QUARANTINED), [RemoveContainer(0, A, "ca")], False),
     ("open again: the disabled idle standby is enabled with one PATCH",
      engine(IDLE_DISABLED, STANDBY), [SetEnabled(0, A, 1, True)], False),
     ("held, standby off: lane b is still taken out as without admission",
@@ -191,3 +192,43 @@ def test_a_gated_slot_shows_held_or_quarantined_even_without_a_container() -> No
     assert slot_state(busy, NOW) is SlotState.BUSY, "a running job shows as busy"
     draining = slot0(gated(engine(ABSENT, ABSENT, intent=Intent.DRAIN), HELD))
     assert slot_state(draining, NOW) is SlotState.DRAINED
+
+
+XID = GateReading(GateKind.QUARANTINED, "GPU 0: Xid 79", "xid", (79,))
+
+
+def test_an_operator_clear_releases_a_flapping_gate_at_once() -> None:
+    """Released at 100, quarantined again at 101 (flapping): `gpu clear` at 102 opens it then."""
+    state = gated(engine(IDLE_DISABLED, STANDBY), Gate(released_at=100.0))
+    state = apply(state, GpuObserved(101.0, ((0, XID),), HOLD_DOWN), RULES).state
+    assert slot0(state).gate.flapping
+    # Without the clear the hold-down holds it...
+    waiting = apply(state, GpuObserved(102.0, ((0, OPEN),), HOLD_DOWN), RULES).state
+    assert slot0(waiting).gate.closed
+    # ...the operator's clear releases it on that frame, and the standby is enabled.
+    step = apply(state, GpuObserved(102.0, ((0, OPEN),), HOLD_DOWN, cleared=frozenset({0})), RULES)
+    gate = slot0(step.state).gate
+    assert not gate.closed and not gate.flapping and gate.released_at is None
+    assert [n.kind for n in step.outputs] == ["gpu_released"]
+    _, decided = decide(step.state, 102.0)
+    assert SetEnabled(0, A, 1, True) in decided.actions
+    # A new fault afterwards closes it as a first one: released on the next passing frame.
+    state = apply(step.state, GpuObserved(103.0, ((0, XID),), HOLD_DOWN), RULES).state
+    assert slot0(state).gate.closed and not slot0(state).gate.flapping
+    state = apply(state, GpuObserved(104.0, ((0, OPEN),), HOLD_DOWN), RULES).state
+    assert not slot0(state).gate.closed
+
+
+def test_a_clear_of_another_slots_gpus_keeps_the_hold_down() -> None:
+    gate, _ = next_gate(Gate(released_at=100.0), XID, 101.0, HOLD_DOWN)
+    state = gated(engine(IDLE_DISABLED, STANDBY), gate)
+    observed = GpuObserved(102.0, ((0, OPEN),), HOLD_DOWN, cleared=frozenset({1}))
+    assert slot0(apply(state, observed, RULES).state).gate.closed
+
+
+def test_a_clear_while_the_gpu_still_fails_keeps_the_gate_closed() -> None:
+    gate, _ = next_gate(Gate(released_at=100.0), XID, 101.0, HOLD_DOWN)
+    gate, note = next_gate(gate, XID, 102.0, HOLD_DOWN, cleared=True)
+    assert gate.closed and not gate.flapping and note is None
+    gate, note = next_gate(gate, OPEN, 103.0, HOLD_DOWN)
+    assert not gate.closed and note is not None

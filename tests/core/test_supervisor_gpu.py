@@ -154,3 +154,25 @@ def test_a_quarantine_is_kept_across_a_restart_of_the_daemon(tmp_path: Path) -> 
     )
     store.write_text("{not json")
     assert GpuGatekeeper(lambda: [], lambda kind, message: None, store=store).book.gpus == ()
+
+
+async def test_a_clear_releases_a_flapping_quarantine_at_once(
+    gated: tuple[Env, Supervisor, GpuGatekeeper, list[str]],
+) -> None:
+    """Held, released, then quarantined within the hold-down (5 s): the clear does not wait it."""
+    _env, sup, keeper, _events = gated
+    await wait_until(lambda: steady(sup), timeout=20, what="steady state")
+    keeper.observe(frame(foreign_on=(0,)), {})
+    await wait_until(lambda: not enabled(sup, 0), timeout=5, what="slot 0 held")
+    keeper.observe(frame(), {})
+    await wait_until(lambda: enabled(sup, 0), timeout=5, what="slot 0 released")
+    keeper.observe(frame(xid_on=(0,)), {})
+    await wait_until(
+        lambda: sup.snapshot().slots[0].state == SlotState.QUARANTINED and not enabled(sup, 0),
+        timeout=5,
+        what="slot 0 quarantined again within the hold-down",
+    )
+    cleared = time.monotonic()
+    assert (await sup.execute(GpuClear("0"))).ok
+    await wait_until(lambda: enabled(sup, 0), timeout=2, what="released at once by the clear")
+    assert time.monotonic() - cleared < 2.0

@@ -36,7 +36,8 @@ PAT = "it-pat-" + uuid.uuid4().hex + uuid.uuid4().hex[:12]
 #: scaled down so the drills stay short; the benchmarks use the full ~6 s + ~3 s.
 STARTUP = (1.0, 0.5)
 
-#: Container states that occupy a slot (an exited one waits for auto-remove, harmlessly).
+#: Container states that occupy a slot (an exited one waits for the supervisor to remove it
+#: after reading its tail, harmlessly: it runs nothing).
 LIVE_STATES = frozenset({"created", "running", "restarting", "paused"})
 
 
@@ -133,7 +134,7 @@ class Rig:
         return reply.get("snapshot") if reply.get("ok") else None
 
     def containers(self) -> list[Any]:
-        """This instance's running containers (sparse: no inspect races with auto-remove)."""
+        """This instance's running containers (sparse: no inspect races with a removal)."""
         return self.client.containers.list(
             sparse=True, filters={"label": f"{LABEL_INSTANCE}={self.instance}", "status": "running"}
         )

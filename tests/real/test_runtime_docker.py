@@ -66,7 +66,7 @@ def test_start_with_full_spec(
     host = inspect["HostConfig"]
     assert inspect["Name"] == f"/{spec.name}"
     assert inspect["Config"]["Labels"] == {"gpuci.test": run_label, "gpuci.case": "full"}
-    assert host["AutoRemove"] is True
+    assert host["AutoRemove"] is False  # the engine removes dead agents, after their tails
     assert host["OomScoreAdj"] == 1000
     assert host["NetworkMode"] == "host"
     assert host["Memory"] == host["MemorySwap"] == 64 * 1024 * 1024
@@ -204,6 +204,8 @@ def test_events_die_destroy_and_filter(
         make_spec(run_label, "events", busybox_image, command=("sh", "-c", "exit 3")), secret()
     )
     die = collector.wait_for(lambda e: e.action == "die" and e.container_id == info.id)
+    # Agents are not auto-removed: the supervisor removes a dead one, which makes the destroy.
+    runtime.remove(info.id)
     collector.wait_for(lambda e: e.action == "destroy" and e.container_id == info.id)
     assert die.exit_code == 3
     assert die.name == info.name
@@ -293,7 +295,10 @@ def test_list_while_containers_come_and_go(
     def churn() -> None:
         try:
             for i in range(8):
-                spec = make_spec(run_label, f"churn{i}", busybox_image, command=("true",))
+                # Docker's auto-remove (agents run without it) makes them vanish mid-listing.
+                spec = make_spec(
+                    run_label, f"churn{i}", busybox_image, command=("true",), auto_remove=True
+                )
                 runtime.start(spec, secret())
         except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
             errors.append(exc)

@@ -31,6 +31,8 @@ def spec(name: str = "gpu-1", image: str = DEFAULT_IMAGE, **kw: object) -> Conta
         "AZP_TOKEN_FILE": "/run/azp/token",
         "GPUCI_SLOT": name.rsplit("-", 1)[-1],
     }
+    # Most tests here model Docker's auto-remove; agents run without it (see below).
+    kw.setdefault("auto_remove", True)
     return ContainerSpec(name=name, image=image, labels=LABELS, environment=env, **kw)  # type: ignore[arg-type]
 
 
@@ -103,6 +105,21 @@ def test_one_job_then_exit_0_with_the_docker_event_sequence(
     ]
     assert runtime.list_containers(LABELS) == []
     assert runtime.logs_tail(info.id) == []  # gone
+
+
+def test_without_auto_remove_a_dead_container_keeps_its_logs_until_removed(
+    runtime: SimulatedRuntime, rec: Recorder
+) -> None:
+    info = runtime.start(spec(image="broken:1", auto_remove=False), PAT)
+    rec.wait_for("die")
+    wait_until(lambda: runtime.list_containers(LABELS) != [], what="listed")
+    (dead,) = runtime.list_containers(LABELS)
+    assert dead.status == "exited" and runtime.logs_tail(info.id) != []
+    with pytest.raises(ContainerNameConflictError):
+        runtime.start(spec(), PAT)
+    runtime.remove(info.id)
+    rec.wait_for("destroy")
+    assert runtime.list_containers(LABELS) == []
 
 
 def test_name_is_taken_until_destroy(org: SimOrg) -> None:

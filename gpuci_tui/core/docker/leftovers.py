@@ -54,7 +54,7 @@ def reclaim_half_made(api: Any, name: str, labels: Mapping[str, str]) -> bool:
     try:
         details = api.inspect_container(name)
     except docker.errors.NotFound:
-        return True  # gone meanwhile (auto-remove): the name is free
+        return True  # gone meanwhile (removed): the name is free
     except Exception:  # noqa: BLE001 - cannot tell: leave it, the conflict stands
         return False
     state = (details.get("State") or {}).get("Status")

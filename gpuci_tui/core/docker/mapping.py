@@ -91,7 +91,7 @@ def host_config_kwargs(spec: ContainerSpec) -> dict[str, Any]:
         ValueError: a mount mode is invalid.
     """
     kwargs: dict[str, Any] = {
-        "auto_remove": spec.auto_remove,
+        "auto_remove": spec.auto_remove,  # off for agents: see ContainerSpec.auto_remove
         "oom_score_adj": spec.oom_score_adj,
         "network_mode": spec.network,
     }

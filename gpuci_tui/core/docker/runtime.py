@@ -4,7 +4,7 @@
 `APIClient`, because the high-level helpers do things a shared GPU host must
 not: ``containers.run/create`` pull a missing image from a registry, and
 ``containers.list`` inspects every container after listing it (which fails
-with 404 when an auto-removed container vanishes in between). The PAT reaches
+with 404 when a container is removed in between). The PAT reaches
 a container only as a file copied in with ``put_archive`` before it starts, so
 it is in no ``docker inspect`` output, argv or environment.
 
@@ -332,7 +332,7 @@ class DockerRuntime:
         self._forget(container_id)
 
     def remove_file(self, container_id: str, path: str) -> bool:
-        """Delete ``path`` in a running container and verify it is gone (see `files`)."""
+        """Empty ``path`` in a container and verify it holds nothing (see `files.remove_file`)."""
         with self._conn.api() as api:
             return remove_file(api, container_id, path)
 

@@ -12,6 +12,7 @@ from gpuci_tui.core.engine.agent_exit import describe
 from gpuci_tui.core.engine.lifecycle import LaneRecord, SlotRecord
 from gpuci_tui.core.engine.settings import SupervisorConfig
 from gpuci_tui.core.models import ExitInfo
+from gpuci_tui.core.protocols import ContainerInfo
 
 #: Exit codes of a container ended politely by a signal (SIGINT, SIGTERM). SIGKILL (137)
 #: still counts: it is also what a missed OOM kill looks like, and an image that is
@@ -82,3 +83,31 @@ def count_failure(
 def forgive(slot: SlotRecord) -> SlotRecord:
     """A container that did not fail: the failure streak and its backoff end."""
     return replace(slot, failures=0, backoff_until=None, message="")
+
+
+def leftover_exit(dead: list[ContainerInfo], at: float) -> tuple[ExitInfo, str] | None:
+    """How the newest dead leftover of a lane that failed on its own ended, and its id.
+
+    Containers are not auto-removed, so a supervisor that (re)starts finds the
+    ones that died while it was away. A slot that knows no exit yet takes the
+    newest failure among them as its last exit, and its tail is read before the
+    container is removed: the operator sees why it failed, as for a live exit.
+    """
+    failed = [
+        info
+        for info in dead
+        if info.oom_killed
+        or (info.exit_code not in (None, 0) and info.exit_code not in SIGNAL_EXITS)
+    ]
+    newest = max(failed, key=lambda info: info.started_at or 0.0, default=None)
+    if newest is None:
+        return None
+    if newest.oom_killed:
+        why = "killed by the OOM killer"
+    else:
+        code = newest.exit_code or 0
+        why = f"exit code {code}: {describe(code, took_job=False)}"
+    info = ExitInfo(
+        code=newest.exit_code, oom=newest.oom_killed, at=at, reason=f"{why} (found exited)"
+    )
+    return info, newest.id

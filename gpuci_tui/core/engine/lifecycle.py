@@ -63,7 +63,7 @@ class LanePhase(StrEnum):
     STOPPING = "stopping"
     """We asked the container to stop (only ever after a confirmed 'no job')."""
     EXITED = "exited"
-    """Died; its name stays taken until Docker removes it."""
+    """Died; its name stays taken until it is removed (after its log tail is read)."""
 
 
 class Op(StrEnum):
@@ -71,7 +71,6 @@ class Op(StrEnum):
 
     START = "start"
     STOP = "stop"
-    REMOVE = "remove"
     ENABLE = "enable"
     DISABLE = "disable"
     CHECK = "check"
@@ -89,7 +88,7 @@ class LaneRecord:
     started_at: float | None = None
     op: Op | None = None
     dying_id: str | None = None
-    """A container that died and whose name is taken until its ``destroy``."""
+    """A container that died and whose name is taken until we remove it (``destroy``)."""
     died_at: float | None = None
     ended_at: float | None = None
     """When the lane's last container ended (a registration seen absent later is really gone)."""
@@ -99,6 +98,11 @@ class LaneRecord:
     """Created/exited leftovers of this lane to remove (they hold the name)."""
     retry_at: float | None = None
     """Name still taken by a container being removed: retry the start then."""
+    removing: str | None = None
+    """A dead container whose removal is in flight. Not an `op`: the registration may be
+    written meanwhile (enabling the standby, disabling the exited one) without waiting."""
+    remove_retry_at: float | None = None
+    """Our removal of the dying or a stale container failed: try it again then."""
     conflict_retries: int = 0
     oom: bool = False
     took_job: bool = False
@@ -110,6 +114,8 @@ class LaneRecord:
     """A ``destroy`` of a container whose start has not returned yet."""
     logs_of: str | None = None
     """A failed container whose log tail is still to be fetched."""
+    reading_logs: str | None = None
+    """The container whose tail is being read: it is not removed before the read answers."""
     xids: tuple[int, ...] = ()
     """Critical Xids the slot's GPUs raised while this container's job ran (the history)."""
     # -------------------------------------------------- the registration, as the server said

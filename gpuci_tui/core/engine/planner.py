@@ -39,8 +39,6 @@ from gpuci_tui.core.engine.steps import (
     StopAgent,
 )
 
-#: How long to wait for ``destroy`` after ``die`` before removing the container ourselves.
-DESTROY_GRACE = 3.0
 #: Read interval while some lane waits for a server-side step (see `Plan.poll_fast`).
 FAST_POLL = 1.0
 
@@ -106,26 +104,37 @@ def _finish_restart(slot: SlotRecord) -> SlotRecord:
 
 
 def _housekeeping(draft: Draft) -> None:
-    """Dead containers that still hold a name, leftovers, log tails of failures."""
+    """Dead containers that still hold a name, leftovers, log tails of failures.
+
+    Agent containers run without Docker's auto-remove (it drops the logs with the
+    container, ~100 ms after ``die``), so a dead one is removed here, at once: its
+    lane's name is free only after that, and the refill waits for it. A failed
+    container's tail is read first; the removal follows the read's answer.
+    """
     for lane in draft.slot.lanes:
         if lane.logs_of is not None:
             draft.act(lane, FetchLogs(draft.slot.number, lane.logs_of))
-            # Not removed in the same breath: the tail is read before the container goes.
-            if lane.logs_of == lane.dying_id:
-                continue
+        _remove_dead(draft, lane)
         if lane.op is not None:
             continue
-        if lane.dying_id is not None and lane.died_at is not None:
-            due = lane.died_at + DESTROY_GRACE
-            if draft.now >= due:
-                draft.act(lane, RemoveContainer(draft.slot.number, lane.lane, lane.dying_id))
-            else:
-                draft.wakes.append(due)
-        elif lane.stale_ids:
-            stale = min(lane.stale_ids)
-            draft.act(lane, RemoveContainer(draft.slot.number, lane.lane, stale))
         if lane.retry_at is not None and lane.retry_at > draft.now:
             draft.wakes.append(lane.retry_at)
+
+
+def _remove_dead(draft: Draft, lane: LaneRecord) -> None:
+    """Remove the lane's dead container, else one leftover, unless its tail is still read."""
+    if lane.removing is not None:
+        return
+    if lane.remove_retry_at is not None and lane.remove_retry_at > draft.now:
+        draft.wakes.append(lane.remove_retry_at)  # the last removal failed
+        return
+    tails = {lane.logs_of, lane.reading_logs}
+    if lane.dying_id is not None:
+        if lane.dying_id not in tails:
+            draft.act(lane, RemoveContainer(draft.slot.number, lane.lane, lane.dying_id))
+    elif lane.stale_ids - tails:
+        stale = min(lane.stale_ids - tails)
+        draft.act(lane, RemoveContainer(draft.slot.number, lane.lane, stale))
 
 
 def _mark(draft: Draft) -> SlotRecord:
@@ -145,13 +154,13 @@ def _in_flight(lane: LaneRecord, action: Action) -> LaneRecord:
     if isinstance(action, StopAgent):
         return replace(lane, op=Op.STOP, phase=LanePhase.STOPPING, stop_requested=True)
     if isinstance(action, RemoveContainer):
-        return replace(lane, op=Op.REMOVE)
+        return replace(lane, removing=action.container_id)
     if isinstance(action, SetEnabled):
         return replace(lane, op=Op.ENABLE if action.enabled else Op.DISABLE)
     if isinstance(action, CheckAgent):
         return replace(lane, op=Op.CHECK)
     if isinstance(action, FetchLogs):
-        return replace(lane, logs_of=None)
+        return replace(lane, logs_of=None, reading_logs=action.container_id)
     raise AssertionError(f"unknown action {action!r}")
 
 

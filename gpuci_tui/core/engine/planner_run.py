@@ -30,6 +30,7 @@ from gpuci_tui.core.engine.steps import (
     Action,
     CheckAgent,
     FetchLogs,
+    RemoveContainer,
     SetEnabled,
     StartAgent,
     StopAgent,
@@ -52,12 +53,19 @@ class Draft:
     message: str | None = None
 
     def claimed(self, lane: LaneRecord) -> bool:
-        """The lane has an operation in flight or one planned this round."""
-        return lane.op is not None or any(lane_id is lane.lane for lane_id, _ in self.by_lane)
+        """The lane has an operation in flight or one planned this round.
+
+        Removing a dead container is not one: it concerns no live container and
+        not the registration (see `LaneRecord.removing`).
+        """
+        return lane.op is not None or any(
+            lane_id is lane.lane and not isinstance(action, RemoveContainer)
+            for lane_id, action in self.by_lane
+        )
 
     def act(self, lane: LaneRecord, action: Action) -> bool:
         """Plan ``action`` unless the lane is already busy with another operation."""
-        if isinstance(action, FetchLogs):
+        if isinstance(action, FetchLogs | RemoveContainer):
             self.actions.append(action)
             self.by_lane.append((lane.lane, action))
             return True

@@ -124,16 +124,20 @@ class Stopped:
 
 @dataclass(frozen=True)
 class Removed:
-    """Our force-remove of a container returned."""
+    """Our force-remove of a container returned (gone, or ``error`` says why not)."""
 
     slot: int
     lane: Lane
     container_id: str
+    error: str | None = None
+    """Why the container could not be removed (it still holds the lane's name)."""
+    at: float = 0.0
+    """When the removal failed (its retry is timed from here)."""
 
 
 @dataclass(frozen=True)
 class LogTail:
-    """The last lines of a failed container."""
+    """The last lines of a failed container (none when they could not be read)."""
 
     slot: int
     container_id: str
@@ -207,6 +211,8 @@ class GpuObserved:
     """(slot, its reading) for every slot of the group."""
     hold_down: float = 10.0
     """The group's ``gpu_hold_down``: how long a flapping GPU must pass before release."""
+    cleared: frozenset[int] = frozenset()
+    """Slots whose GPUs an operator has just cleared (``gpu clear``): released at once."""
 
 
 Observation = (

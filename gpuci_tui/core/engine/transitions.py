@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from gpuci_tui.core.engine.exits import count_failure, forgive, judge_exit
+from gpuci_tui.core.engine.exits import count_failure, forgive, judge_exit, leftover_exit
 from gpuci_tui.core.engine.lifecycle import (
     EngineState,
     Intent,
@@ -59,6 +59,8 @@ from gpuci_tui.core.protocols import ContainerInfo
 TOKEN_RETRY = 30.0
 #: Pause of every start after the engine could not be reached (not counted against a slot).
 ENGINE_RETRY = 2.0
+#: Pause before removing a dead container again after Docker refused to.
+REMOVE_RETRY = 2.0
 
 _LIVE_STATUSES = frozenset({"running", "restarting", "paused"})
 
@@ -121,13 +123,15 @@ def apply(state: EngineState, obs: Observation, rules: SupervisorConfig) -> Step
         case Stopped():
             return Step(state.with_slot(_stopped(slot, obs)))
         case Removed():
-            lane = _forget_container(slot.lane(obs.lane), obs.container_id)
-            return Step(state.with_slot(slot.with_lane(replace(lane, op=None))))
+            return _removed(state, slot, obs)
         case LogTail():
+            for lane in slot.lanes:  # the read answered: the container may go now
+                if lane.reading_logs == obs.container_id:
+                    slot = slot.with_lane(replace(lane, reading_logs=None))
             last = slot.last_exit
             if last is not None and not last.log_tail and obs.lines:
                 slot = replace(slot, last_exit=replace(last, log_tail=obs.lines))
-                return Step(state.with_slot(slot))
+            return Step(state.with_slot(slot))
     return Step(state)
 
 
@@ -273,6 +277,7 @@ def _died(state: EngineState, slot: SlotRecord, obs: Died, rules: SupervisorConf
         started_at=None,
         dying_id=obs.container_id,
         died_at=obs.at,
+        remove_retry_at=None,
         ended_at=obs.at,
         job=None,
         took_job=False,
@@ -330,12 +335,27 @@ def _destroyed(
     return Step(state.with_slot(slot.with_lane(lane)), outputs)
 
 
+def _removed(state: EngineState, slot: SlotRecord, obs: Removed) -> Step:
+    lane = replace(slot.lane(obs.lane), removing=None)
+    if obs.error is None:
+        lane = _forget_container(lane, obs.container_id)
+        return Step(state.with_slot(slot.with_lane(lane)))
+    # Still there, holding the name (no auto-remove will take it): try again shortly.
+    first = lane.remove_retry_at is None
+    lane = replace(lane, remove_retry_at=obs.at + REMOVE_RETRY)
+    message = f"{lane.name}: could not remove {obs.container_id[:12]}: {obs.error}; retrying"
+    notes = (Note("docker_error", message, slot.number, agent=lane.name),) if first else ()
+    return Step(state.with_slot(slot.with_lane(lane)), notes)
+
+
 def _forget_container(lane: LaneRecord, container_id: str) -> LaneRecord:
     if lane.dying_id == container_id:
         lane = replace(lane, dying_id=None, died_at=None)
     lane = replace(
         lane, extra_ids=lane.extra_ids - {container_id}, stale_ids=lane.stale_ids - {container_id}
     )
+    if lane.dying_id is None and not lane.stale_ids:
+        lane = replace(lane, remove_retry_at=None)
     if not lane.live and lane.dying_id is None and lane.phase is LanePhase.EXITED:
         lane = replace(lane, phase=LanePhase.EMPTY)
     return lane
@@ -357,6 +377,7 @@ def _listed(state: EngineState, obs: Listed, rules: SupervisorConfig) -> Step:
     """Rebuild the container side from a listing: adopt, never duplicate."""
     live: dict[tuple[int, Lane], list[ContainerInfo]] = {}
     dead: dict[tuple[int, Lane], set[str]] = {}
+    corpses: dict[tuple[int, Lane], list[ContainerInfo]] = {}
     for listed in obs.containers:
         info = listed.info
         key = (listed.slot, listed.lane)
@@ -365,6 +386,7 @@ def _listed(state: EngineState, obs: Listed, rules: SupervisorConfig) -> Step:
         elif info.status in ("created", "exited", "dead"):
             # Half-made (crash between create and start) or left over: clear the name.
             dead.setdefault(key, set()).add(info.id)
+            corpses.setdefault(key, []).append(info)
     outputs: list[Output] = []
     for number, _ in sorted(set(live) | set(dead)):
         if state.slot(number) is None and (
@@ -388,6 +410,9 @@ def _listed(state: EngineState, obs: Listed, rules: SupervisorConfig) -> Step:
             extra = frozenset(i.id for i in infos if current is None or i.id != current.id)
             stale = frozenset(dead.get(key, set()) - {lane.dying_id})
             lane = replace(lane, extra_ids=extra, stale_ids=stale)
+            found = leftover_exit(corpses.get(key, []), obs.at) if slot.last_exit is None else None
+            if found is not None:  # died unseen (e.g. before this start): read why, then remove
+                slot, lane = replace(slot, last_exit=found[0]), replace(lane, logs_of=found[1])
             if lane.dying_id is not None and lane.dying_id not in dead.get(key, set()):
                 lane = replace(lane, dying_id=None, died_at=None)
             slot = slot.with_lane(lane)

@@ -13,6 +13,11 @@ seconds without a break. So a process that comes and goes every second
 toggles the agent once per hold-down at most, while a GPU freed once is
 released on the next frame.
 
+An operator's ``gpu clear`` (the slot is in `GpuObserved.cleared`) means "I
+checked this GPU, use it now": the gate opens on that frame whatever the
+hold-down, and the release does not count as one of a flapping GPU's, so a
+new fault afterwards closes the gate like a first one.
+
 Critical Xids are written on the lanes that hold a job, so the history can
 mark the job that ran while its GPU failed.
 """
@@ -33,7 +38,8 @@ def gpu_observed(state: EngineState, obs: GpuObserved) -> tuple[EngineState, tup
         slot = state.slot(number)
         if slot is None:
             continue
-        gate, note = next_gate(slot.gate, reading, obs.at, obs.hold_down)
+        cleared = number in obs.cleared
+        gate, note = next_gate(slot.gate, reading, obs.at, obs.hold_down, cleared=cleared)
         if note is not None:
             notes.append(Note(note[0], note[1], number))
         if slot.gate.closed and not gate.closed:
@@ -44,9 +50,16 @@ def gpu_observed(state: EngineState, obs: GpuObserved) -> tuple[EngineState, tup
 
 
 def next_gate(
-    gate: Gate, reading: GateReading, at: float, hold_down: float
+    gate: Gate, reading: GateReading, at: float, hold_down: float, *, cleared: bool = False
 ) -> tuple[Gate, tuple[str, str] | None]:
-    """The gate after one reading, and the (kind, message) of the event it makes, if any."""
+    """The gate after one reading, and the (kind, message) of the event it makes, if any.
+
+    ``cleared``: the operator has just cleared the faults of the slot's GPUs
+    (``gpu clear``): no hold-down, and no flapping remembered from before.
+    """
+    if cleared:
+        # The operator vouches for the GPU: forget its earlier releases and closes.
+        gate = replace(gate, released_at=None, flapping=False, passing_since=None)
     if reading.kind is not GateKind.OPEN:
         if not gate.closed:
             flapping = gate.released_at is not None and at - gate.released_at < hold_down
@@ -73,6 +86,9 @@ def next_gate(
         return replace(gate, passing_since=passing), None
     held_for = at - (gate.since if gate.since is not None else at)
     message = f"released after {held_for:.0f} s {gate.kind.value}; was: {gate.reason}"
+    if cleared:
+        # Not a release of its own: a fault after it is a first close, not a flap.
+        return Gate(), ("gpu_released", f"{message} (cleared by the operator)")
     return Gate(released_at=at), ("gpu_released", message)
 
 

@@ -8,7 +8,6 @@ changes the engine's state.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 from collections.abc import Callable, Mapping
 
@@ -79,20 +78,24 @@ class Executor:
         if isinstance(action, StopAgent):
             return await self._stop(action)
         if isinstance(action, RemoveContainer):
-            # Gone already, or the engine is down: the next listing will tell.
-            with contextlib.suppress(GpuciError):
+            # A container already gone is no error (`remove`); any other failure is
+            # retried by the engine: nothing else would free the lane's name.
+            try:
                 await asyncio.to_thread(self.runtime.remove, action.container_id)
+            except Exception as exc:  # noqa: BLE001 - unanswered, the name would stay taken
+                error = str(exc) or type(exc).__name__
+                return Removed(action.slot, action.lane, action.container_id, error, self.clock())
             return Removed(action.slot, action.lane, action.container_id)
         if isinstance(action, SetEnabled | CheckAgent):
             return await self._server(action)
         if isinstance(action, FetchLogs):
-            # Best effort: an auto-removed container's logs vanish ~100 ms after exit.
+            # Best effort, but always answered: the container is removed after the answer.
             try:
                 lines = await asyncio.to_thread(self.runtime.logs_tail, action.container_id, 20)
                 # An image may print its token while failing (set -x): never keep it.
                 lines = list(redact_lines(lines))
-            except GpuciError:
-                return None
+            except Exception:  # noqa: BLE001 - a tail lost must not keep the name taken
+                lines = []
             return LogTail(action.slot, action.container_id, tuple(lines))
         raise AssertionError(f"unknown action {action!r}")
 

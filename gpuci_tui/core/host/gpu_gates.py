@@ -26,6 +26,7 @@ from gpuci_tui.core.docker.cgroups import PROC_ROOT
 from gpuci_tui.core.engine.gpu_admission import FOREIGN_PROCESS, GpuAdmission, verdict
 from gpuci_tui.core.engine.gpu_health import (
     HealthBook,
+    HealthChange,
     assess,
     book_data,
     book_from_data,
@@ -57,9 +58,18 @@ class GateFeed(Protocol):
         ...
 
     def observe_gpus(
-        self, frame: GpuFrame, book: HealthBook, xids: tuple[tuple[int, int], ...], ours: Ours
+        self,
+        frame: GpuFrame,
+        book: HealthBook,
+        xids: tuple[tuple[int, int], ...],
+        ours: Ours,
+        cleared: frozenset[str] = frozenset(),
     ) -> None:
-        """Fold one frame into its slots' gates (delivered to its loop)."""
+        """Fold one frame into its slots' gates (delivered to its loop).
+
+        ``cleared``: ids (index, UUID, or ``all``) of the GPUs an operator has just
+        cleared: their slots are released at once, with no hold-down.
+        """
         ...
 
 
@@ -122,9 +132,10 @@ class GpuGatekeeper:
         words = "; ".join(c.fault.reason for c in cleared)
         self.report("gpu_cleared", f"cleared by the operator: {words}")
         if self._latest is not None:
-            # Release now, not at the next sample: the faults are the only thing that changed.
+            # Release now, not at the next sample: the faults are the only thing that changed;
+            # and not after a flapping GPU's hold-down either: the operator checked the GPU.
             frame, ours = self._latest
-            self._feed(frame, (), ours)
+            self._feed(frame, (), ours, _cleared_ids(cleared, book))
         return CommandResult(True, f"cleared: {words}")
 
     def _load(self) -> HealthBook:
@@ -148,14 +159,32 @@ class GpuGatekeeper:
         except OSError as exc:  # the quarantine still holds in memory
             log.warning("could not keep the GPU faults in %s: %s", self.store, exc)
 
-    def _feed(self, frame: GpuFrame, xids: tuple[tuple[int, int], ...], ours: Ours) -> None:
+    def _feed(
+        self,
+        frame: GpuFrame,
+        xids: tuple[tuple[int, int], ...],
+        ours: Ours,
+        cleared: frozenset[str] = frozenset(),
+    ) -> None:
         feeds = list(self.feeds())
         for feed in feeds:
             try:
-                feed.observe_gpus(frame, self.book, xids, ours)
+                feed.observe_gpus(frame, self.book, xids, ours, cleared)
             except Exception:  # noqa: BLE001 - one group's bug must not blind the others
                 log.exception("could not feed the GPU gates")
         self.gates = gpu_gates(frame, self.book, feeds, ours)
+
+
+def _cleared_ids(cleared: Sequence[HealthChange], book: HealthBook) -> frozenset[str]:
+    """The ids (index and UUID) of the GPUs whose faults were cleared; ``all`` for the driver's."""
+    ids: set[str] = set()
+    for change in cleared:
+        if change.index is None:
+            ids.add("all")
+            continue
+        ids.add(str(change.index))
+        ids.update(r.uuid for r in book.gpus if r.index == change.index and r.uuid)
+    return frozenset(ids)
 
 
 def gpu_gates(

@@ -349,9 +349,17 @@ class Supervisor:
         return {gpu for slot in self.state.slots for gpu in self._gpus(slot.number)}
 
     def observe_gpus(
-        self, frame: GpuFrame, book: HealthBook, xids: tuple[tuple[int, int], ...], ours: Ours
+        self,
+        frame: GpuFrame,
+        book: HealthBook,
+        xids: tuple[tuple[int, int], ...],
+        ours: Ours,
+        cleared: frozenset[str] = frozenset(),
     ) -> None:
-        """Fold one GPU frame into the slots' gates (call on the loop)."""
+        """Fold one GPU frame into the slots' gates (call on the loop).
+
+        ``cleared``: GPUs (index, UUID or ``all``) an operator has just cleared.
+        """
         rule = self.gpu_admission
         readings = tuple(
             (
@@ -366,7 +374,14 @@ class Supervisor:
         if readings == self._gate_readings and not closed:
             return
         self._gate_readings = readings
-        self.deliver(GpuObserved(self.clock(), readings, self.config.agents.gpu_hold_down))
+        # A slot is concerned when it uses a cleared GPU, or every GPU ("all" on either side).
+        mine = frozenset(
+            slot.number
+            for slot in self.state.slots
+            if cleared and ("all" in cleared or {"all", *cleared} & set(self._gpus(slot.number)))
+        )
+        hold_down = self.config.agents.gpu_hold_down
+        self.deliver(GpuObserved(self.clock(), readings, hold_down, cleared=mine))
 
     # ================================================================== helpers
 

@@ -7,7 +7,9 @@ follows Microsoft's contract without doing so would leave the PAT readable by
 every job for the container's whole life. So, whatever the image does, the
 daemon removes the file from each container whose agent the server shows
 online, and checks that it is gone; a container where it cannot is reported as
-an event (with the container, never the token).
+an event (with the container, never the token). The removal needs no program
+of the image (no ``rm``, no shell): the file is emptied through the engine's
+archive API (`files.remove_file`).
 
 `TokenSweeper` follows the supervisor's snapshots (like the metrics); the
 removal itself is the runtime's (`TokenFileRemover`).
@@ -32,7 +34,7 @@ class TokenFileRemover(Protocol):
     """A runtime that can delete a file in a running container."""
 
     def remove_file(self, container_id: str, path: str) -> bool:
-        """Delete ``path`` in the container; True once it is verified gone (or the container is)."""
+        """Delete or empty ``path`` in the container; True once verified (or the container is gone)."""
         ...
 
 

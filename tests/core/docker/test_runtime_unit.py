@@ -213,7 +213,7 @@ def test_host_config_has_what_an_agent_needs() -> None:
         extra_mounts=(("/var/run/docker.sock", "/var/run/docker.sock", "rw"),),
     )
     config = HostConfig(version="1.41", **host_config_kwargs(s))
-    assert config["AutoRemove"] is True
+    assert "AutoRemove" not in config  # the engine removes dead agents, after their tails
     assert config["OomScoreAdj"] == 1000
     assert config["NetworkMode"] == "host"
     assert config["Memory"] == 8 * 1024 * 1024

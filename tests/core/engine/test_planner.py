@@ -12,16 +12,23 @@ from dataclasses import replace
 
 import pytest
 
+from gpuci_tui.core.docker.agentspec import LABEL_LANE, LABEL_SLOT, placed
 from gpuci_tui.core.engine.lifecycle import EngineState, Intent, Lane, LanePhase
-from gpuci_tui.core.engine.planner import DESTROY_GRACE, decide
+from gpuci_tui.core.engine.planner import decide
 from gpuci_tui.core.engine.steps import (
     Action,
     CheckAgent,
+    FetchLogs,
+    Listed,
+    LogTail,
     RemoveContainer,
+    Removed,
     SetEnabled,
     StartAgent,
     StopAgent,
 )
+from gpuci_tui.core.engine.transitions import REMOVE_RETRY
+from gpuci_tui.core.protocols import ContainerInfo
 from tests.core.lifecycle_helpers import (
     ABSENT,
     ACTIVE,
@@ -36,6 +43,7 @@ from tests.core.lifecycle_helpers import (
     actions,
     dying,
     engine,
+    observe,
     plan,
     slot0,
 )
@@ -61,12 +69,14 @@ ROWS: list[tuple[str, EngineState, list[Action], bool]] = [
     ("active ready, standby ready: nothing to do", engine(ACTIVE, STANDBY), [], False),
     ("active busy: disable it now so its next container comes back as the standby",
      engine(BUSY, STANDBY), [SetEnabled(0, A, 1, False)], False),
-    ("active exited (disabled while busy), standby ready: enable the standby at once",
+    ("active exited (disabled while busy), standby ready: enable the standby at once"
+     " (and remove the dead container at once: no auto-remove)",
      engine(dying("ca", agent_id=1, enabled=False, idle_verified=True, known_at=20.0), STANDBY),
-     [SetEnabled(0, B, 2, True)], False),
-    ("active exited still enabled: enable the standby and disable the exited registration",
+     [RemoveContainer(0, A, "ca"), SetEnabled(0, B, 2, True)], False),
+    ("active exited still enabled: enable the standby and disable the exited registration,"
+     " while its dead container is removed",
      engine(dying("ca", agent_id=1, enabled=True, known_at=20.0), STANDBY),
-     [SetEnabled(0, B, 2, True), SetEnabled(0, A, 1, False)], False),
+     [RemoveContainer(0, A, "ca"), SetEnabled(0, B, 2, True), SetEnabled(0, A, 1, False)], False),
     ("exited lane's name free and disabled: start it as the new standby",
      engine(PARKED_DISABLED, {**ACTIVE, "container_id": "cb", "agent_id": 2}),
      [StartAgent(0, A)], False),
@@ -123,7 +133,7 @@ ROWS: list[tuple[str, EngineState, list[Action], bool]] = [
      engine(ACTIVE, ABSENT, server_retry_at=NOW + 5), [], False),
     ("paused: an exited active's standby still takes over, nothing is started",
      engine(dying("ca", agent_id=1, enabled=False, idle_verified=True, known_at=20.0), STANDBY,
-            paused=True), [SetEnabled(0, B, 2, True)], False),
+            paused=True), [RemoveContainer(0, A, "ca"), SetEnabled(0, B, 2, True)], False),
     ("PAT unreadable or engine down: starts wait",
      engine(UNKNOWN, UNKNOWN, start_retry_at=NOW + 2), [], False),
 ]  # fmt: skip
@@ -142,12 +152,71 @@ def test_planner_table(state: EngineState, expected: list[Action], fast: bool) -
     assert again == []
 
 
-def test_dead_container_is_removed_after_the_grace_if_docker_did_not() -> None:
+# ------------------------------------------------------------------ dead containers
+# Agents run without Docker's auto-remove (it drops the logs ~100 ms after ``die``):
+# the engine removes each dead container itself, at once, after its tail is read.
+
+
+def test_a_dead_container_without_a_tail_to_read_is_removed_at_once() -> None:
     state = engine(dying("ca"), UNKNOWN, standby=False)
-    assert actions(state, 29.0 + DESTROY_GRACE - 0.1) == []
-    _, early = plan(state, 29.0 + DESTROY_GRACE - 0.1)
-    assert early.wake_at == pytest.approx(29.0 + DESTROY_GRACE)
-    assert actions(state, 29.0 + DESTROY_GRACE) == [RemoveContainer(0, A, "ca")]
+    after, decided = plan(state, 29.0)
+    assert list(decided.actions) == [RemoveContainer(0, A, "ca")]
+    assert decided.wake_at is None
+    assert actions(after, 29.0) == [], "in flight: not planned twice"
+
+
+def test_a_failed_container_has_its_tail_read_then_is_removed_at_once() -> None:
+    state = engine({**dying("ca"), "logs_of": "ca"}, UNKNOWN, standby=False)
+    state, decided = plan(state, 29.0)
+    assert list(decided.actions) == [FetchLogs(0, "ca")]
+    # Not removed while the read is in flight: the removal would take the logs with it.
+    assert plan(state, 29.5)[1].actions == ()
+    state = observe(state, LogTail(0, "ca", ("boom",)))
+    assert slot0(state).last_exit is None or slot0(state).last_exit.log_tail == ("boom",)
+    state, decided = plan(state, 29.01)
+    assert list(decided.actions) == [RemoveContainer(0, A, "ca")]
+    # Removed: the name is free, the lane is refilled.
+    state = observe(state, Removed(0, A, "ca"))
+    assert actions(state, 29.02) == [StartAgent(0, A)]
+
+
+def test_an_unreadable_tail_does_not_keep_the_name_taken() -> None:
+    state = engine({**dying("ca"), "logs_of": "ca"}, UNKNOWN, standby=False)
+    state, _ = plan(state, 29.0)
+    state = observe(state, LogTail(0, "ca", ()))  # the read failed: answered empty
+    assert actions(state, 29.01) == [RemoveContainer(0, A, "ca")]
+
+
+def test_a_failed_removal_is_retried() -> None:
+    state = engine(dying("ca"), UNKNOWN, standby=False)
+    state, _ = plan(state, 29.0)
+    state = observe(state, Removed(0, A, "ca", "Docker could not remove it", 29.1))
+    assert slot0(state).lane(A).dying_id == "ca", "it still holds the name"
+    state, waiting = plan(state, 29.2)
+    assert waiting.actions == () and waiting.wake_at == pytest.approx(29.1 + REMOVE_RETRY)
+    state, decided = plan(state, 29.1 + REMOVE_RETRY)
+    assert list(decided.actions) == [RemoveContainer(0, A, "ca")]
+    state = observe(state, Removed(0, A, "ca"))
+    lane = slot0(state).lane(A)
+    assert lane.name_free and lane.remove_retry_at is None
+    assert actions(state, 31.2) == [StartAgent(0, A)]
+
+
+def test_a_leftover_that_failed_while_no_supervisor_ran_is_read_then_removed() -> None:
+    """A (re)started supervisor finds dead containers of its slots; they hold the names."""
+    state = engine(UNKNOWN, UNKNOWN, standby=False)
+    labels = {LABEL_SLOT: "0", LABEL_LANE: "a"}
+    crashed = ContainerInfo("old", "h-0", labels, "exited", started_at=5.0, exit_code=3)
+    done = ContainerInfo("older", "h-0", labels, "exited", started_at=1.0, exit_code=0)
+    state = observe(state, Listed(placed((crashed, done)), 30.0))
+    last = slot0(state).last_exit
+    assert last is not None and last.code == 3 and "found exited" in last.reason
+    state, decided = plan(state, 30.0)
+    # The job's container goes at once, the failed one after its tail is read.
+    assert list(decided.actions) == [FetchLogs(0, "old"), RemoveContainer(0, A, "older")]
+    state = observe(state, Removed(0, A, "older"), LogTail(0, "old", ("fatal: bad PAT",)))
+    assert slot0(state).last_exit.log_tail == ("fatal: bad PAT",)  # type: ignore[union-attr]
+    assert actions(state, 30.1) == [RemoveContainer(0, A, "old")]
 
 
 def test_backoff_holds_starts_until_it_ends() -> None:
@@ -162,7 +231,7 @@ def test_parked_slot_starts_nothing_but_keeps_its_live_agent_served() -> None:
     state = engine(dying("ca", agent_id=1, enabled=False, idle_verified=True, known_at=20.0),
                    STANDBY)  # fmt: skip
     state = state.with_slot(replace(slot0(state), parked=True))
-    assert actions(state) == [SetEnabled(0, B, 2, True)]
+    assert actions(state) == [RemoveContainer(0, A, "ca"), SetEnabled(0, B, 2, True)]
 
 
 def test_restart_keeps_the_active_serving_until_a_fresh_standby_is_ready() -> None:
