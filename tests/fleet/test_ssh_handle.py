@@ -53,7 +53,7 @@ def test_the_ssh_command_line() -> None:
         "-o", "ClearAllForwardings=yes", "-o", "ForwardAgent=no", "-o", "ForwardX11=no",
         "-o", "PermitLocalCommand=no",
         "-o", "ControlMaster=auto", "-o", "ControlPath=/tmp/gpuci-ssh-x/%C",
-        "-o", "ControlPersist=60",
+        "-o", "ControlPersist=10",
         "-l", "ci", "-p", "2222", "--", "gpu2",
         "exec ~/.local/bin/gpuci-tui bridge --config ~/'cfg/gpu 2.toml'",
     ]  # fmt: skip

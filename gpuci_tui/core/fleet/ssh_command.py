@@ -42,8 +42,10 @@ class SshSettings:
     connect_timeout: float = 10.0
     request_timeout: float = 10.0
     """Seconds a request may wait for its answer."""
-    persist: int = 60
-    """Seconds an unused connection master stays up (``ControlPersist``)."""
+    persist: int = 10
+    """Seconds an unused connection master stays up (``ControlPersist``): short, so a
+    master whose console was killed does not hold its remote sessions for long even
+    if the console's janitor (`gpuci_tui.cli.fleet_janitor`) is gone too."""
     alive_interval: int = 5
     alive_count: int = 3
     readonly: bool = False
