@@ -28,6 +28,7 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Footer
 
 from gpuci_tui.core.engine.preview import CommandPreview
+from gpuci_tui.core.fleet.labels import short_label
 from gpuci_tui.core.fleet.link import FleetMember, HostLink, HostStatus, LinkState, RemoteGpus
 from gpuci_tui.core.fleet.rows import HostRow, fleet_rows, fleet_totals
 from gpuci_tui.core.models import Command, CommandResult, Drain, Restart, Resume, SupervisorEvent
@@ -36,12 +37,14 @@ from gpuci_tui.screens.fleet_host import HostDashboardScreen, say_retry
 from gpuci_tui.screens.fleet_prompts import effects_phrase, fleet_prompt, host_prompt
 from gpuci_tui.screens.help import HelpScreen, KeyHelp
 from gpuci_tui.widgets.event_log import EventLog, event_line
-from gpuci_tui.widgets.fleet_table import FleetDetail, FleetSummary, FleetTable, middle
+from gpuci_tui.widgets.fleet_table import FleetDetail, FleetSummary, FleetTable
 
 if TYPE_CHECKING:
     from gpuci_tui.core.fleet.link import Fleet
     from gpuci_tui.services import Services
 
+EVENT_HOST_MAX = 16
+"""Widest the events' host column gets (the table's host column may be wider)."""
 REQUEST_TIMEOUT = 30.0
 """Longest wait for one host's preview or command result (the handle has its own, shorter)."""
 
@@ -169,12 +172,21 @@ class FleetScreen(Screen[None]):
     def _on_event(self, message: HostEventReceived) -> None:
         status = self.statuses[message.index]
         names = {} if status.snapshot is None else {s.slot: s.name for s in status.snapshot.slots}
-        label = self.members[message.index].label
-        line = Text.assemble(
-            (f"{middle(label, 12):<12} ", "cyan"), event_line(message.event, names)
-        )
+        label, width = self._event_label(message.index)
+        line = Text.assemble((f"{label:<{width}} ", "cyan"), event_line(message.event, names))
         self.event_log.count += 1
         self.event_log.write(line)
+
+    def _event_label(self, index: int) -> tuple[str, int]:
+        """Host ``index``'s label in the events, cut as in the table, and the column's width.
+
+        As wide as the table's host column (16 at most: the event needs the room),
+        and no wider than the longest label cut to it.
+        """
+        labels = [member.label for member in self.members]
+        room = min(self.table.host_width or 12, EVENT_HOST_MAX)
+        width = max(len(short_label(label, labels, room)) for label in labels)
+        return short_label(labels[index], labels, room), width
 
     def _render_rows(self) -> None:
         entries = [

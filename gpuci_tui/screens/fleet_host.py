@@ -64,10 +64,12 @@ class HostDashboardScreen(DashboardScreen):
 
     def compose(self) -> Iterable[Widget]:
         """The host line, then the dashboard as everywhere else."""
+        label, target = self.member.label, self.member.host.target
         line = Text.assemble(
             ("⇄ ", "cyan"),
-            (self.member.label, "bold"),
-            (f"  {self.member.host.target} over ssh", "bright_black"),
+            (label, "bold"),
+            # The target once when it is the label itself (no alias, user or port).
+            (f"  {'' if target == label else target + ' '}over ssh", "bright_black"),
             (f" · host {self.number} of {self.total}", "bright_black"),
             ("  q/Esc: back to the fleet", "cyan"),
             no_wrap=True,

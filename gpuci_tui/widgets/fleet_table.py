@@ -14,6 +14,7 @@ from rich.text import Text
 from textual import events
 from textual.widget import Widget
 
+from gpuci_tui.core.fleet.labels import short_label
 from gpuci_tui.core.fleet.link import LinkState
 from gpuci_tui.core.fleet.rows import FleetTotals, HostRow, Severity
 from gpuci_tui.core.formatting import duration
@@ -102,6 +103,8 @@ class FleetTable(KeyedTable):
         super().__init__(id=id)
         self.border_title = "Hosts"
         self._host_order: list[int] = []
+        self.labels: list[str] = []
+        """Every host's label: a label is cut by what it shares with the others."""
         self.chosen = False
         """The operator moved the cursor (keys or mouse): it follows their host from now on."""
 
@@ -131,13 +134,19 @@ class FleetTable(KeyedTable):
             target = keep if keep is not None else first
             cursor_to = None if target is None else str(target)
             self._host_order = order
+        self.labels = [row.label for _, row in rows]
         self.set_rows([(str(index), row_cells(row)) for index, row in rows], cursor_to=cursor_to)
 
     def fit_cell(self, row: str, column: str, cell: Text, width: int) -> Text:
-        """A long host label is cut in the middle: both ends tell hosts apart."""
+        """A long host label loses what it shares with the others first (`short_label`)."""
         if column == "host" and cell.cell_len > width:
-            return Text(middle(cell.plain, width), style=cell.style)
+            return Text(short_label(cell.plain, self.labels, width), style=cell.style)
         return fit_text(cell, width)
+
+    @property
+    def host_width(self) -> int | None:
+        """The host column's width now (None before the first layout)."""
+        return dict(self.layout_now.widths).get("host")
 
 
 def totals_line(totals: FleetTotals, *, readonly: bool, width: int) -> Text:
@@ -178,18 +187,26 @@ def uptimes(row: HostRow, now: float) -> list[str]:
 
 
 def host_detail(row: HostRow, now: float, collapsed: Sequence[tuple[str, Text]] = ()) -> Text:
-    """The selected host in full: target, daemon, since when, the table's collapsed
-    columns (``collapsed``: label and cell; Problems follow anyway), every problem.
+    """The selected host in full: target, since when, its problems (whole: they come
+    before the rest), the table's collapsed columns (``collapsed``: label and cell),
+    daemon and link ages, agents and queue.
     """
-    text = Text.assemble((row.label, "bold"), " ", (row.target, "bright_black"))
+    # The label once when it is the target itself (no alias, no user, no port).
+    text = Text(row.label, style="bold")
+    if row.target != row.label:
+        text.append(f" {row.target}", style="bright_black")
+    if row.link is LinkState.DOWN:
+        text.append(f" · down since {ago(row.since, now)}", style="red")
+        text.append(f", retry {until(row.retry_at, now)}" if row.retry_at else ", retrying…")
+    style = _SEVERITY_STYLES.get(row.severity, "green")
+    for problem in row.problems:
+        text.append(" · ")
+        text.append(problem, style=style)
     for label, cell in collapsed:
         if label not in ("Host", "Problems"):
             text.append(f" · {label} ", style="bright_black")
             text.append_text(cell)
-    if row.link is LinkState.DOWN:
-        text.append(f" · down since {ago(row.since, now)}", style="red")
-        text.append(f", retry {until(row.retry_at, now)}" if row.retry_at else ", retrying…")
-    elif row.link is LinkState.UP:
+    if row.link is LinkState.UP:
         for part in uptimes(row, now):
             text.append(f" · {part}", style="bright_black")
     if row.seen:
@@ -199,10 +216,9 @@ def host_detail(row: HostRow, now: float, collapsed: Sequence[tuple[str, Text]] 
         elif row.queue_read_at is not None:
             # The queue is read less often than the agents: say how old it is.
             text.append(f" · queue {row.queued} read {ago(row.queue_read_at, now)}")
-    for problem in row.problems or ("all well",):
-        style = _SEVERITY_STYLES.get(row.severity, "green")
+    if not row.problems:
         text.append(" · ")
-        text.append(problem, style=style)
+        text.append("all well", style="green")
     return text
 
 
@@ -239,10 +255,10 @@ class FleetDetail(Widget):
         """Describe ``row`` (None: no host) and the table's collapsed cells of its row."""
         self.row = row
         self.collapsed = list(collapsed)
-        self.refresh()
+        self.refresh(layout=True)  # as tall as the text: a long reason takes another line
 
     def render(self) -> Text:
-        """The detail line, wrapped to the width (two lines at most)."""
+        """The detail line, wrapped to the width at word boundaries (three lines at most)."""
         if self.row is None:
             return Text("no host selected", style="bright_black")
         return host_detail(self.row, self._clock(), self.collapsed)

@@ -1,0 +1,77 @@
+"""The fleet console with long FQDN hosts at 80x24, 120x36 and 200x60: hosts told apart
+everywhere (table, events, detail line), reasons whole, nothing said twice.
+
+SVG snapshots: update with ``pytest tests/fleet/test_fleet_sizes.py --snapshot-update``
+and look at them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from textual.pilot import Pilot
+
+from gpuci_tui.app import make_app
+from gpuci_tui.core.fleet.link import LinkState
+from gpuci_tui.screens.fleet import FleetScreen
+from gpuci_tui.widgets.fleet_table import FleetDetail
+from tests.fleet.fakes import FQDN, FQDN_REFUSED, fqdn_hosts
+from tests.ui.helpers import screen_text, wait_for
+from tests.ui.scenarios import events
+
+Snap = Callable[..., bool]
+SIZES = [(80, 24), (120, 36), (200, 60)]
+
+
+async def _settle(pilot: Pilot[Any], handles: dict[str, Any]) -> FleetScreen:
+    screen = pilot.app.screen
+    assert isinstance(screen, FleetScreen)
+    await wait_for(
+        pilot,
+        lambda: all(s.state is not LinkState.CONNECTING for s in screen.statuses),
+        what="every host tried",
+    )
+    for event in events():
+        handles[FQDN[0]].push(event)
+    await wait_for(pilot, lambda: screen.event_log.count == len(events()), what="events")
+    await pilot.pause()
+    return screen
+
+
+def _host_cells(screen: FleetScreen) -> list[str]:
+    table = screen.table
+    return [table.get_row_at(row)[0].plain for row in range(table.row_count)]
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+async def test_fqdn_hosts_are_told_apart_and_reasons_are_whole(size: tuple[int, int]) -> None:
+    services, handles = fqdn_hosts()
+    app = make_app(services)
+    async with app.run_test(size=size) as pilot:
+        screen = await _settle(pilot, handles)
+        cells = _host_cells(screen)
+        assert len(set(cells)) == 3, f"hosts read alike: {cells}"
+        for cell, name in zip(cells, ["c", "a", "b"], strict=True):
+            assert f"-{name}" in cell, cells  # the letter that differs is always shown
+        text = screen_text(app)
+        event_hosts = {line[1:].split()[0] for line in text.splitlines() if "gpuhost-" in line
+                       and ":" in line[:40] and "│" in line[:1]}  # fmt: skip
+        assert len(event_hosts) == 1 and "-a" in next(iter(event_hosts)), event_hosts
+        # The unreachable host is on top and selected: its reason whole, its name once.
+        detail = screen.query_one(FleetDetail).render().plain
+        assert detail.startswith(f"{FQDN[2]} · down since"), detail
+        assert detail.count(FQDN[2]) == 2, "the name, then the reason naming it; no repeat"
+        flat = " ".join(text.split())
+        assert FQDN_REFUSED.split(": ", 1)[1] in flat.replace("│", ""), text
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_fqdn_fleet_snapshot(snap_compare: Snap, size: tuple[int, int]) -> None:
+    services, handles = fqdn_hosts()
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await _settle(pilot, handles)
+
+    assert snap_compare(make_app(services), terminal_size=size, run_before=run_before)
