@@ -19,7 +19,13 @@ from gpuci_tui.core.config.fleet_host import parse_target, validate_host_entry
 from gpuci_tui.core.config.loader import save_config
 from gpuci_tui.core.config.paths import socket_path
 from gpuci_tui.core.docker.agentspec import instance_id
-from gpuci_tui.core.fleet.ssh_command import SshSettings, bridge_argv, explain_exit, remote_command
+from gpuci_tui.core.fleet.ssh_command import (
+    SshSettings,
+    bridge_argv,
+    down_reason,
+    explain_exit,
+    remote_command,
+)
 from gpuci_tui.core.fleet.ssh_handle import SshHandle
 from gpuci_tui.core.host.control import ControlError
 from gpuci_tui.core.models import Drain, Resume, SupervisorSnapshot
@@ -106,10 +112,33 @@ def test_remote_words_are_quoted_for_the_remote_shell() -> None:
         (0, "", "the daemon closed the connection (it stopped or restarted)"),
         (4, "gpuci-tui: /etc/g.toml: agents.count: must be …\n",
          "the bridge exited with code 4: gpuci-tui: /etc/g.toml: agents.count: must be …"),
+        (-9, "", "the local ssh client was killed (SIGKILL); the host itself may well be up, "
+                 "it is tried again"),
+        (1, "Traceback (most recent call last):\n  File \"x\", line 1\nRuntimeError: boom\n",
+         "the bridge crashed on the host (exit 1): RuntimeError: boom"),
     ],
 )  # fmt: skip
 def test_why_a_channel_ended_in_plain_words(code: int, stderr: str, expected: str) -> None:
     assert explain_exit(code, stderr, "gpuci-tui") == expected
+
+
+@pytest.mark.parametrize(
+    ("problem", "shown"),
+    [
+        ("ssh: connect to host gpu2 port 22: Connection refused",
+         "unreachable: ssh: connect to host gpu2 port 22: Connection refused"),
+        ("ci@gpu2: Permission denied (publickey).: ssh runs with BatchMode=yes",
+         "login refused: ci@gpu2: Permission denied (publickey).: ssh runs with BatchMode=yes"),
+        ("the local ssh client was killed (SIGKILL); the host itself may well be up",
+         "the local ssh client was killed (SIGKILL); the host itself may well be up"),
+        ("the bridge crashed on the host (exit 1): RuntimeError: boom",
+         "the bridge crashed on the host (exit 1): RuntimeError: boom"),
+        ("no gpuci-tui daemon is running on this host (no socket at /x)",
+         "no gpuci-tui daemon is running on this host (no socket at /x)"),
+    ],
+)  # fmt: skip
+def test_a_down_host_names_what_failed(problem: str, shown: str) -> None:
+    assert down_reason(problem) == shown
 
 
 # --------------------------------------------------------------------------- through the bridge

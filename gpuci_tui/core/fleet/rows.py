@@ -16,6 +16,7 @@ from enum import IntEnum
 from gpuci_tui.core.engine.preview import busy
 from gpuci_tui.core.engine.snapshots import daemon_uptime
 from gpuci_tui.core.fleet.link import HostStatus, LinkState
+from gpuci_tui.core.fleet.ssh_command import down_reason
 from gpuci_tui.core.models import HealthState, SlotState, SupervisorSnapshot
 from gpuci_tui.core.wording import plural
 
@@ -161,7 +162,7 @@ def host_row(label: str, target: str, status: HostStatus) -> HostRow:
     snapshot = status.snapshot
     problems: list[tuple[Severity, str]] = []
     if status.state is LinkState.DOWN:
-        problems.append((Severity.DOWN, f"unreachable: {status.problem}"))
+        problems.append((Severity.DOWN, down_reason(status.problem)))
     elif status.state is LinkState.CONNECTING:
         problems.append((Severity.WARNING, "connecting…"))
     if snapshot is None:
