@@ -7,7 +7,8 @@ a host's own dashboard (`HostDashboardScreen`); ``c`` tries a down host again
 at once instead of waiting out its backoff; ``d``/``r``/``u`` drain,
 restart or resume every agent of the selected host and ``D``/``R``/``U`` of
 every reachable host, after a confirmation built from each daemon's own
-preview of the command. ``--readonly`` refuses them all.
+preview of the command. ``--readonly`` refuses them all (and leaves them out
+of the footer).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from gpuci_tui.screens.confirm import ConfirmScreen
 from gpuci_tui.screens.fleet_host import HostDashboardScreen, say_retry
 from gpuci_tui.screens.fleet_prompts import effects_phrase, fleet_prompt, host_prompt
 from gpuci_tui.screens.help import HelpScreen, KeyHelp
+from gpuci_tui.screens.readonly_keys import hide_from_footer
 from gpuci_tui.widgets.event_log import EventLog, event_line
 from gpuci_tui.widgets.fleet_table import FleetDetail, FleetSummary, FleetTable
 
@@ -122,6 +124,8 @@ class FleetScreen(Screen[None]):
         self.links: list[HostLink] = []
         """One link per member, in the same order (made on mount)."""
         self.rows: dict[int, HostRow] = {}
+        if services.readonly:
+            hide_from_footer(self)
 
     def compose(self) -> Iterable[Widget]:
         """Fleet line, hosts, selected host, events of every host, keys."""
@@ -338,7 +342,7 @@ class FleetScreen(Screen[None]):
         if isinstance(prompt, str):
             self._say(prompt)
             return
-        if kind != "resume" and not await self.app.push_screen_wait(ConfirmScreen(prompt)):
+        if not await self.app.push_screen_wait(ConfirmScreen(prompt)):
             return
         result = await _send(member, command)
         self._say(

@@ -22,6 +22,8 @@ from textual.widgets import Static
 
 from gpuci_tui.core.host.reconnect import RetryNow
 from gpuci_tui.screens.dashboard import DashboardScreen
+from gpuci_tui.screens.history import HistoryScreen
+from gpuci_tui.screens.readonly_keys import hide_from_footer
 
 if TYPE_CHECKING:
     from gpuci_tui.core.fleet.link import FleetMember, HostLink
@@ -55,6 +57,8 @@ class HostDashboardScreen(DashboardScreen):
         screen's own stream.
         """
         super().__init__(services)
+        if services.readonly:
+            hide_from_footer(self)
         self.link = link
         # The host line takes a row: the stylesheet gives the agents table one less.
         self.add_class("-fleet-host")
@@ -88,6 +92,19 @@ class HostDashboardScreen(DashboardScreen):
     def action_back(self) -> None:
         """Back to the overview; this screen's update stream closes with it."""
         self.dismiss(None)
+
+    def action_history(self) -> None:
+        """The host's history, where ``q`` goes back too (not "quit the fleet")."""
+        self.app.push_screen(HostHistoryScreen(self.services))
+
+
+class HostHistoryScreen(HistoryScreen):
+    """A fleet host's history: ``q`` goes back a step, as it does from the host's dashboard."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "back", "Back", id="history.q_back", show=False,
+                tooltip="Back to the host's dashboard"),
+    ]  # fmt: skip
 
 
 _RETRY_WORDS = {
