@@ -80,6 +80,7 @@ _WORDS = {"drain": "draining", "restart": "restarting", "resume": "resuming"}
 COLUMN_HELP = [
     KeyHelp("Link", "Reachability", "up; wait: connecting; down: retried with backoff"),
     KeyHelp("Busy/Idle", "Agents", "running a job / online and waiting"),
+    KeyHelp("Start", "Starting", "agents on their way: a container starting, or about to"),
     KeyHelp("Stby", "Hot standby", "second agents ready to take over a slot"),
     KeyHelp("Park/Drain", "Stopped", "parked after failures / draining or drained"),
     KeyHelp("Queue", "Pool queue", "jobs waiting in the pool (shared by its hosts)"),

@@ -35,8 +35,14 @@ COLUMNS: tuple[Column, ...] = (
     Column("queued", "Queue", 5, priority=50),
     Column("gpus", "GPU", 3, max_width=8, priority=30),
     Column("azure", "Azure", 7, priority=45),
+    # Only while some host has agents on their way (`FleetTable.show_rows`); last of
+    # the counts, so that the others keep the places operators know them by.
+    Column("starting", "Start", 5, priority=62),
     Column("problems", "Problems", 8, max_width=120, priority=25, grow=True),
 )
+
+_SETTLED = tuple(column for column in COLUMNS if column.key != "starting")
+"""The columns while no agent is starting."""
 
 _AZURE_CELLS: dict[HealthState, tuple[str, str]] = {
     HealthState.OK: ("✓ ok", "green"),
@@ -83,6 +89,7 @@ def row_cells(row: HostRow) -> dict[str, Text]:
         "link": Text(link, style=link_style),
         "busy": _count(row.busy, row, "bold yellow"),
         "idle": _count(row.idle, row, "green"),
+        "starting": _count(row.starting, row, "cyan"),
         "standby": _count(row.standby, row, "cyan"),
         "parked": _count(row.parked, row, "bold red"),
         "drained": _count(row.drained, row, "magenta"),
@@ -135,6 +142,9 @@ class FleetTable(KeyedTable):
             cursor_to = None if target is None else str(target)
             self._host_order = order
         self.labels = [row.label for _, row in rows]
+        # A host whose agents all start must not read like an empty one ("0 0 0 …"):
+        # the Start column counts them, while there are any (else it only takes room).
+        self.COLUMNS = COLUMNS if any(row.starting for _, row in rows) else _SETTLED
         self.set_rows([(str(index), row_cells(row)) for index, row in rows], cursor_to=cursor_to)
 
     def fit_cell(self, row: str, column: str, cell: Text, width: int) -> Text:
@@ -157,9 +167,12 @@ def totals_line(totals: FleetTotals, *, readonly: bool, width: int) -> Text:
     for value, word, style in (
         (totals.busy, "busy", "yellow"),
         (totals.idle, "idle", "green"),
+        (totals.starting, "starting", "cyan"),
         (totals.standby, "standby", "cyan"),
         (totals.parked, "parked", "bold red"),
     ):
+        if word == "starting" and not value:
+            continue  # said only while agents are on their way
         left.append(" · ", style="bright_black")
         left.append(f"{value} {word}", style=style if value else "")
     badge = Text(" READ-ONLY ", style="bold black on yellow") if readonly else Text()

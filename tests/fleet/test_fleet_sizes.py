@@ -8,6 +8,7 @@ and look at them.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -15,9 +16,19 @@ from textual.pilot import Pilot
 
 from gpuci_tui.app import make_app
 from gpuci_tui.core.fleet.link import LinkState
+from gpuci_tui.core.models import SlotState
 from gpuci_tui.screens.fleet import FleetScreen
 from gpuci_tui.widgets.fleet_table import FleetDetail
-from tests.fleet.fakes import FQDN, FQDN_REFUSED, fqdn_hosts
+from tests.fleet.fakes import (
+    FAST,
+    FQDN,
+    FQDN_REFUSED,
+    SwitchHandle,
+    fleet_services,
+    fqdn_hosts,
+    healthy_snapshot,
+    member,
+)
 from tests.ui.helpers import screen_text, wait_for
 from tests.ui.scenarios import events
 
@@ -75,3 +86,31 @@ def test_fqdn_fleet_snapshot(snap_compare: Snap, size: tuple[int, int]) -> None:
         await _settle(pilot, handles)
 
     assert snap_compare(make_app(services), terminal_size=size, run_before=run_before)
+
+
+async def test_a_host_whose_agents_all_start_is_not_an_empty_host() -> None:
+    """Its agents are counted as starting (a column while there are any), not as nothing."""
+    base = healthy_snapshot()
+    starting = tuple(
+        replace(s, state=SlotState.STARTING, job=None, agent_status="", agent_enabled=None)
+        for s in base.slots[:3]
+    )
+    handle = SwitchHandle(replace(base, slots=starting, desired_count=3))
+    empty = SwitchHandle(replace(base, slots=(), desired_count=0))
+    services = fleet_services(
+        [member(FQDN[0], FQDN[0], handle), member(FQDN[1], FQDN[1], empty)], backoff=FAST
+    )
+    app = make_app(services)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = pilot.app.screen
+        assert isinstance(screen, FleetScreen)
+        await wait_for(pilot, lambda: all(s.state is LinkState.UP for s in screen.statuses))
+        await pilot.pause()
+        text = screen_text(app)
+        assert "0 busy · 0 idle · 3 starting" in text.splitlines()[0]
+        header = next(line for line in text.splitlines() if "Host" in line and "Link" in line)
+        assert "Start" in header
+        cells = screen.table.natural_rows
+        assert cells["0"]["starting"].plain == "3" and cells["1"]["starting"].plain == "0"
+        handle.push(replace(base, desired_count=4))  # all online: the column goes
+        await wait_for(pilot, lambda: "Start" not in screen_text(app), what="settled")
