@@ -170,7 +170,7 @@ def slot_detail(slot: SlotSnapshot, now: float, collapsed: Sequence[tuple[str, T
     ):
         text.append(" · GPU ")
         text.append_text(gpu_use_text(slot.gpu_memory_bytes, slot.gpu_util_percent))
-    if slot.message:
+    if slot.message and slot.message != str(slot.state):  # "drained · drained" says it twice
         text.append(f" · {slot.message}")
     if slot.last_exit is not None:
         text.append(" · last exit ", style="bright_black")

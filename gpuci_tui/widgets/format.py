@@ -182,8 +182,15 @@ def exit_label(info: ExitInfo | None) -> Text:
     text = Text(code, style=style)
     if info.oom:
         text.append(" OOM", style="bold white on red")
-    if info.reason:
-        text.append(f" {info.reason}")
+    reason = info.reason
+    if info.code is not None:
+        # The code leads the label: a reason that starts with it would say it twice
+        # ("0 exited 0", "137 exit code 137: killed").
+        reason = reason.removeprefix(f"exit code {info.code}: ")
+        if reason == f"exited {info.code}":
+            reason = "exited"
+    if reason:
+        text.append(f" {reason}")
     return text
 
 
