@@ -18,6 +18,7 @@ from gpuci_tui.app import make_app
 from gpuci_tui.core.fleet.link import LinkState
 from gpuci_tui.core.models import SlotState
 from gpuci_tui.screens.fleet import FleetScreen
+from gpuci_tui.screens.fleet_host import HostDashboardScreen
 from gpuci_tui.widgets.fleet_table import FleetDetail
 from tests.fleet.fakes import (
     FAST,
@@ -114,3 +115,45 @@ async def test_a_host_whose_agents_all_start_is_not_an_empty_host() -> None:
         assert cells["0"]["starting"].plain == "3" and cells["1"]["starting"].plain == "0"
         handle.push(replace(base, desired_count=4))  # all online: the column goes
         await wait_for(pilot, lambda: "Start" not in screen_text(app), what="settled")
+
+
+def _two_slot_host() -> tuple[Any, SwitchHandle]:
+    """One FQDN host with two idle-ish slots and no GPU, as a small CI box has."""
+    base = healthy_snapshot()
+    one = replace(base.slots[2], slot=1, name="ceo-fl1-1", gpus=("none",), standby="off",
+                  agent_enabled=False, message="waiting for a job")  # fmt: skip
+    two = replace(base.slots[3], slot=2, name="ceo-fl1-2", state=SlotState.DRAINED,
+                  gpus=("none",), standby="off", message="drained", container_id=None)  # fmt: skip
+    handle = SwitchHandle(replace(base, slots=(one, two), desired_count=2))
+    return fleet_services([member(FQDN[0], FQDN[0], handle)], backoff=FAST), handle
+
+
+async def _open_host(pilot: Pilot[Any]) -> None:
+    screen = pilot.app.screen
+    assert isinstance(screen, FleetScreen)
+    await wait_for(pilot, lambda: screen.statuses[0].state is LinkState.UP, what="up")
+    await pilot.press("enter")
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, HostDashboardScreen))
+    dash = pilot.app.screen
+    assert isinstance(dash, HostDashboardScreen)
+    await wait_for(pilot, lambda: dash.snapshot is not None, what="the host's snapshot")
+    await pilot.pause()
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+async def test_a_hosts_dashboard_keeps_its_slot_names_whole(size: tuple[int, int]) -> None:
+    services, _ = _two_slot_host()
+    app = make_app(services)
+    async with app.run_test(size=size) as pilot:
+        await _open_host(pilot)
+        rows = [line for line in screen_text(app).splitlines() if "ceo-fl1" in line]
+        assert any("ceo-fl1-1" in line for line in rows) and any(
+            "ceo-fl1-2" in line for line in rows
+        )
+        table = [line for line in rows if line.startswith("│")]
+        assert all("ceo-fl1…" not in line and "no…" not in line for line in table), table
+
+
+def test_a_hosts_dashboard_at_80x24(snap_compare: Snap) -> None:
+    services, _ = _two_slot_host()
+    assert snap_compare(make_app(services), terminal_size=(80, 24), run_before=_open_host)
