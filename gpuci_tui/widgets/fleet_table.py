@@ -160,10 +160,13 @@ class FleetTable(KeyedTable):
 
 
 def totals_line(totals: FleetTotals, *, readonly: bool, width: int) -> Text:
-    """``gpuci-tui fleet · 2/3 hosts up · 5 busy · 3 idle · 2 standby · 1 parked``."""
-    left = Text.assemble(("gpuci-tui fleet", "bold"), "  ", no_wrap=True)
+    """``gpuci-tui fleet · 2/3 hosts up · 5 busy · 3 idle · 2 standby · 1 parked``.
+
+    Too narrow, whole parts go (the title first, then the counts from the end),
+    so no count is ever cut mid-word ("1 p…"); the read-only badge always stays.
+    """
     down = totals.hosts - totals.up
-    left.append(f"{totals.up}/{totals.hosts} hosts up", style="bold red" if down else "bold")
+    parts = [(f"{totals.up}/{totals.hosts} hosts up", "bold red" if down else "bold")]
     for value, word, style in (
         (totals.busy, "busy", "yellow"),
         (totals.idle, "idle", "green"),
@@ -173,10 +176,30 @@ def totals_line(totals: FleetTotals, *, readonly: bool, width: int) -> Text:
     ):
         if word == "starting" and not value:
             continue  # said only while agents are on their way
-        left.append(" · ", style="bright_black")
-        left.append(f"{value} {word}", style=style if value else "")
+        parts.append((f"{value} {word}", style if value else ""))
     badge = Text(" READ-ONLY ", style="bold black on yellow") if readonly else Text()
-    left.truncate(max(0, width - badge.cell_len - 1), overflow="ellipsis")
+    room = max(0, width - badge.cell_len - 1)
+    title = True
+
+    def assemble() -> Text:
+        left = Text(no_wrap=True)
+        if title:
+            left.append("gpuci-tui fleet", style="bold")
+            left.append("  ")
+        for index, (words, style) in enumerate(parts):
+            if index:
+                left.append(" · ", style="bright_black")
+            left.append(words, style=style)
+        return left
+
+    left = assemble()
+    while left.cell_len > room and (title or len(parts) > 1):
+        if title:
+            title = False
+        else:
+            parts.pop()
+        left = assemble()
+    left.truncate(room, overflow="ellipsis")  # only the hosts' count is left by then
     gap = max(1, width - left.cell_len - badge.cell_len)
     return Text.assemble(left, " " * gap, badge, no_wrap=True)
 

@@ -16,10 +16,11 @@ from textual.pilot import Pilot
 
 from gpuci_tui.app import make_app
 from gpuci_tui.core.fleet.link import LinkState
+from gpuci_tui.core.fleet.rows import FleetTotals
 from gpuci_tui.core.models import SlotState
 from gpuci_tui.screens.fleet import FleetScreen
 from gpuci_tui.screens.fleet_host import HostDashboardScreen
-from gpuci_tui.widgets.fleet_table import FleetDetail
+from gpuci_tui.widgets.fleet_table import FleetDetail, totals_line
 from tests.fleet.fakes import (
     FAST,
     FQDN,
@@ -157,3 +158,22 @@ async def test_a_hosts_dashboard_keeps_its_slot_names_whole(size: tuple[int, int
 def test_a_hosts_dashboard_at_80x24(snap_compare: Snap) -> None:
     services, _ = _two_slot_host()
     assert snap_compare(make_app(services), terminal_size=(80, 24), run_before=_open_host)
+
+
+@pytest.mark.parametrize("width", [80, 64, 50, 40, 30])
+def test_the_fleet_line_drops_whole_parts_never_cuts_one(width: int) -> None:
+    totals = FleetTotals(hosts=3, up=2, busy=5, idle=3, standby=6, parked=1, starting=2)
+    line = totals_line(totals, readonly=True, width=width).plain
+    assert line.rstrip().endswith("READ-ONLY") and len(line) <= width
+    assert "…" not in line, line
+    assert line.lstrip().startswith(("gpuci-tui fleet  2/3 hosts up", "2/3 hosts up")), line
+
+
+def test_a_readonly_fleet_at_80x24(snap_compare: Snap) -> None:
+    """The badge and every count whole; the footer offers only what works."""
+    services, handles = fqdn_hosts(readonly=True)
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await _settle(pilot, handles)
+
+    assert snap_compare(make_app(services), terminal_size=(80, 24), run_before=run_before)
