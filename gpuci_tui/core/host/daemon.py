@@ -185,7 +185,7 @@ async def serve(
                 watch = parts.watch
                 metrics.gpu_frame = lambda: watch.latest
             metrics_task = asyncio.get_running_loop().create_task(follow(supervisor, metrics))
-        server = ControlServer(supervisor, paths.socket)
+        server = ControlServer(supervisor, paths.socket, logs_tail=runtime.logs_tail)
         await server.start()
         if isinstance(runtime, TokenFileRemover):
             # Whatever the image does, no job can read the PAT once its agent is online.
