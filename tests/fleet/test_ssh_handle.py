@@ -263,3 +263,23 @@ async def test_ssh_that_cannot_run_is_reported(tmp_path: Path) -> None:
     handle = handle_for(tmp_path / "none.toml", str(tmp_path / "no-ssh-here"))
     with pytest.raises(ControlError, match=r"cannot run .*no-ssh-here"):
         await handle.snapshot()
+
+
+async def test_a_killed_local_ssh_is_not_reported_as_an_unreachable_host(
+    daemon: tuple[ProtocolDaemon, Path], fake_ssh: str
+) -> None:
+    """The ssh process of a stream dies by a signal here: the host was fine."""
+    _, config = daemon
+    handle = handle_for(config, fake_ssh)
+    stream = handle.updates()
+    try:
+        await asyncio.wait_for(anext(stream), 10)
+        (channel,) = handle._streams  # noqa: SLF001 - the stream's own ssh process
+        channel.process.kill()
+        with pytest.raises(ControlError) as caught:
+            await asyncio.wait_for(anext(stream), 10)
+    finally:
+        await stream.aclose()
+        await handle.close()
+    assert str(caught.value).startswith("the local ssh client was killed (SIGKILL)")
+    assert down_reason(str(caught.value)) == str(caught.value), "not 'unreachable'"
