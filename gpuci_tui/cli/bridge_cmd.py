@@ -45,7 +45,7 @@ CHUNK = 65536
 #: Seconds a daemon has to answer the bridge's ``hello``.
 HELLO_TIMEOUT = 10.0
 #: Seconds the answers owed still get after standard input closed (none for a stream).
-DRAIN_TIMEOUT = 5.0
+DRAIN_TIMEOUT = 30.0
 #: Milliseconds between two looks at whether the bridge's parent is still there.
 WATCH_MS = 1000
 
