@@ -68,6 +68,19 @@ def middle(text: str, width: int) -> str:
     return text[:head] + "…" + text[len(text) - (width - 1 - head) :]
 
 
+def word_cut(text: str, width: int) -> str:
+    """``text`` cut to ``width`` after a whole word (``connect to…``), never inside one.
+
+    The detail line under the table says the selected host's problems in full.
+    """
+    if len(text) <= width:
+        return text
+    space = text.rfind(" ", 0, width)
+    if space < width // 2:  # one long word: a word cut beats an empty cell
+        return text[: width - 1] + "…"
+    return text[:space].rstrip(" ;:,") + "…"
+
+
 def _count(value: int, row: HostRow, style: str = "") -> Text:
     if not row.seen:
         return Text("-", style="bright_black", justify="right")
@@ -151,6 +164,8 @@ class FleetTable(KeyedTable):
         """A long host label loses what it shares with the others first (`short_label`)."""
         if column == "host" and cell.cell_len > width:
             return Text(short_label(cell.plain, self.labels, width), style=cell.style)
+        if column == "problems" and cell.cell_len > width:
+            return Text(word_cut(cell.plain, width), style=cell.style)
         return fit_text(cell, width)
 
     @property

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gpuci_tui.core.fleet.labels import common_domain, common_start, short_label
+from gpuci_tui.widgets.fleet_table import word_cut
 
 FQDN = ["gpu-node-a.example.com", "gpu-node-b.example.com", "gpu-node-c.example.com"]
 
@@ -49,3 +50,10 @@ def test_an_alias_or_a_short_name_is_shown_as_given() -> None:
 def test_a_long_differing_part_is_cut_in_its_middle() -> None:
     labels = ["rack1-gpu-aaaaaaaaaaaa.x.org", "rack1-gpu-bbbbbbbbbbbb.x.org"]
     assert short_label(labels[0], labels, 8) == "…aaa…aaa"
+
+
+def test_a_problem_in_the_table_is_cut_after_a_whole_word() -> None:
+    reason = "unreachable: ssh: connect to host gpu-node-c.example.com port 22: Connection refused"
+    assert word_cut(reason, 33) == "unreachable: ssh: connect to…"
+    assert word_cut(reason, 200) == reason
+    assert word_cut("x" * 40, 10) == "x" * 9 + "…"
