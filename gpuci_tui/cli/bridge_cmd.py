@@ -17,7 +17,10 @@ only watch. Answers from the daemon pass back unchanged.
 
 It refuses (exit 3, one line on stderr) when no daemon runs for the
 configuration, and it ends when either side goes away: the daemon closes the
-socket, or the other end of the ssh channel is gone.
+socket, or the other end of the ssh channel is gone. Nothing keeps a bridge
+whose console is gone: its standard input closing ends a subscription at once
+(a stream has no last answer to wait for) and other requests after at most
+`DRAIN_TIMEOUT`; a bridge whose parent (sshd's session) went away ends too.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import json
 import os
 import select
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +44,10 @@ from .common import CliExit, fail, load, socket_for
 CHUNK = 65536
 #: Seconds a daemon has to answer the bridge's ``hello``.
 HELLO_TIMEOUT = 10.0
+#: Seconds the answers owed still get after standard input closed (none for a stream).
+DRAIN_TIMEOUT = 30.0
+#: Milliseconds between two looks at whether the bridge's parent is still there.
+WATCH_MS = 1000
 
 
 def run_bridge(args: argparse.Namespace) -> int:
@@ -148,9 +156,11 @@ def pump(sock: socket.socket, fd_in: int, fd_out: int, *, readonly: bool = False
 
     Requests are vetted line by line (`vet`); the bridge's own refusals keep
     their place among the daemon's answers. End of input is passed on as a half
-    close (the daemon still answers what it was sent); the pump ends when the
-    daemon closes, or when ``fd_out`` reports that nobody reads it any more (the
-    ssh channel closed).
+    close (the daemon still answers what it was sent, for `DRAIN_TIMEOUT` at
+    most); the pump ends when the daemon closes, when ``fd_out`` reports that
+    nobody reads it any more (the ssh channel closed), at end of input once a
+    subscription was made (the stream's reader is gone: nothing more is owed),
+    or when the bridge's parent is gone (the session that ran it ended).
     """
     poller = select.poll()
     poller.register(sock, select.POLLIN)
@@ -163,8 +173,15 @@ def pump(sock: socket.socket, fd_in: int, fd_out: int, *, readonly: bool = False
     relay = _Relay(sock, fd_out, readonly)
     pending = b""
     reading = True  # fd_in still open
+    parent = os.getppid()
+    deadline: float | None = None  # set when fd_in closed: the answers owed get this long
     while True:
-        for fd, events in poller.poll():
+        ready = poller.poll(WATCH_MS)
+        if os.getppid() != parent:
+            return  # re-parented: the ssh session that ran the bridge is gone
+        if deadline is not None and time.monotonic() > deadline:
+            return
+        for fd, events in ready:
             if fd == fd_out and events & gone and not events & select.POLLIN:
                 return
             if fd == sock.fileno():
@@ -192,8 +209,11 @@ def pump(sock: socket.socket, fd_in: int, fd_out: int, *, readonly: bool = False
                 if not relay.requests(lines):
                     return
                 if not data:
+                    if relay.streaming:
+                        return  # whoever read the stream is gone: nothing more is owed
                     poller.unregister(fd_in)
                     reading = False
+                    deadline = time.monotonic() + DRAIN_TIMEOUT
         if not reading and not relay.outgoing and not relay.half_closed:
             with contextlib.suppress(OSError):  # every request is out: pass the end on
                 sock.shutdown(socket.SHUT_WR)

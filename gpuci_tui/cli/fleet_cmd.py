@@ -3,7 +3,8 @@
 Each host is reached with the operator's own ``ssh`` running ``gpuci-tui
 bridge`` there (see `gpuci_tui.core.fleet.ssh_handle`): no port is opened and
 nothing new listens. The connection masters live in a private directory made
-for this console and are closed when it exits.
+for this console and are closed when it exits, or by its janitor
+(`fleet_janitor`) when it is killed.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import dataclasses
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -34,6 +36,37 @@ from .common import CliExit, config_path, fail
 
 #: Seconds a console whose terminal hung up has to end cleanly before it is ended.
 HANGUP_GRACE = 10.0
+
+
+def start_janitor(control_dir: Path, ssh: str = "ssh") -> subprocess.Popen[bytes] | None:
+    """The process that closes ``control_dir``'s masters once this console is gone.
+
+    Its standard input is a pipe whose only writer is this process: when the
+    console ends in any way (SIGKILL included) the pipe closes and the janitor
+    cleans up. Own session: the terminal's signals do not reach it. None when it
+    cannot start (the console still cleans up after itself when it can).
+    """
+    try:
+        return subprocess.Popen(
+            [sys.executable, "-m", "gpuci_tui.cli.fleet_janitor", str(control_dir), ssh],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    except OSError:
+        return None
+
+
+def stop_janitor(janitor: subprocess.Popen[bytes] | None) -> None:
+    """Close the janitor's pipe (its signal to clean up) and reap it, briefly."""
+    if janitor is None:
+        return
+    if janitor.stdin is not None:
+        with contextlib.suppress(OSError):
+            janitor.stdin.close()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        janitor.wait(5.0)
 
 
 def fleet_requested(args: argparse.Namespace) -> bool:
@@ -108,6 +141,7 @@ def run_fleet_console(args: argparse.Namespace) -> int:
             CliExit(exitcodes.FAILED, "ssh is not installed (apt-get install openssh-client)")
         )
     control_dir = Path(tempfile.mkdtemp(prefix="gpuci-ssh-", dir=SHORT_SOCKET_BASE))
+    janitor = start_janitor(control_dir)
     settings = SshSettings(
         control_dir=control_dir,
         ssh_config=fleet.ssh_config,
@@ -152,4 +186,5 @@ def run_fleet_console(args: argparse.Namespace) -> int:
         asyncio.run(console())
     finally:
         shutil.rmtree(control_dir, ignore_errors=True)
+        stop_janitor(janitor)
     return exitcodes.OK

@@ -175,8 +175,14 @@ def exit_label(info: ExitInfo | None) -> str:
     if info is None:
         return "-"
     oom = " OOM" if info.oom else ""
-    reason = f" {info.reason}" if info.reason else ""
-    return f"{exit_code(info)}{oom}{reason}"
+    reason = info.reason
+    if info.code is not None:
+        # The code leads the label: a reason that starts with it would say it twice
+        # ("0 exited 0", "137 exit code 137: killed").
+        reason = reason.removeprefix(f"exit code {info.code}: ")
+        if reason == f"exited {info.code}":
+            reason = "exited"
+    return f"{exit_code(info)}{oom}{f' {reason}' if reason else ''}"
 
 
 def job_result(record: FinishedJob, *, short: bool = False) -> str:

@@ -7,7 +7,8 @@ a host's own dashboard (`HostDashboardScreen`); ``c`` tries a down host again
 at once instead of waiting out its backoff; ``d``/``r``/``u`` drain,
 restart or resume every agent of the selected host and ``D``/``R``/``U`` of
 every reachable host, after a confirmation built from each daemon's own
-preview of the command. ``--readonly`` refuses them all.
+preview of the command. ``--readonly`` refuses them all (and leaves them out
+of the footer).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Footer
 
 from gpuci_tui.core.engine.preview import CommandPreview
+from gpuci_tui.core.fleet.labels import short_label
 from gpuci_tui.core.fleet.link import FleetMember, HostLink, HostStatus, LinkState, RemoteGpus
 from gpuci_tui.core.fleet.rows import HostRow, fleet_rows, fleet_totals
 from gpuci_tui.core.models import Command, CommandResult, Drain, Restart, Resume, SupervisorEvent
@@ -35,13 +37,16 @@ from gpuci_tui.screens.confirm import ConfirmScreen
 from gpuci_tui.screens.fleet_host import HostDashboardScreen, say_retry
 from gpuci_tui.screens.fleet_prompts import effects_phrase, fleet_prompt, host_prompt
 from gpuci_tui.screens.help import HelpScreen, KeyHelp
+from gpuci_tui.screens.readonly_keys import hide_from_footer
 from gpuci_tui.widgets.event_log import EventLog, event_line
-from gpuci_tui.widgets.fleet_table import FleetDetail, FleetSummary, FleetTable, middle
+from gpuci_tui.widgets.fleet_table import FleetDetail, FleetSummary, FleetTable
 
 if TYPE_CHECKING:
     from gpuci_tui.core.fleet.link import Fleet
     from gpuci_tui.services import Services
 
+EVENT_HOST_MAX = 16
+"""Widest the events' host column gets (the table's host column may be wider)."""
 REQUEST_TIMEOUT = 30.0
 """Longest wait for one host's preview or command result (the handle has its own, shorter)."""
 
@@ -75,6 +80,7 @@ _WORDS = {"drain": "draining", "restart": "restarting", "resume": "resuming"}
 COLUMN_HELP = [
     KeyHelp("Link", "Reachability", "up; wait: connecting; down: retried with backoff"),
     KeyHelp("Busy/Idle", "Agents", "running a job / online and waiting"),
+    KeyHelp("Start", "Starting", "agents on their way: a container starting, or about to"),
     KeyHelp("Stby", "Hot standby", "second agents ready to take over a slot"),
     KeyHelp("Park/Drain", "Stopped", "parked after failures / draining or drained"),
     KeyHelp("Queue", "Pool queue", "jobs waiting in the pool (shared by its hosts)"),
@@ -119,6 +125,8 @@ class FleetScreen(Screen[None]):
         self.links: list[HostLink] = []
         """One link per member, in the same order (made on mount)."""
         self.rows: dict[int, HostRow] = {}
+        if services.readonly:
+            hide_from_footer(self)
 
     def compose(self) -> Iterable[Widget]:
         """Fleet line, hosts, selected host, events of every host, keys."""
@@ -169,12 +177,21 @@ class FleetScreen(Screen[None]):
     def _on_event(self, message: HostEventReceived) -> None:
         status = self.statuses[message.index]
         names = {} if status.snapshot is None else {s.slot: s.name for s in status.snapshot.slots}
-        label = self.members[message.index].label
-        line = Text.assemble(
-            (f"{middle(label, 12):<12} ", "cyan"), event_line(message.event, names)
-        )
+        label, width = self._event_label(message.index)
+        line = Text.assemble((f"{label:<{width}} ", "cyan"), event_line(message.event, names))
         self.event_log.count += 1
         self.event_log.write(line)
+
+    def _event_label(self, index: int) -> tuple[str, int]:
+        """Host ``index``'s label in the events, cut as in the table, and the column's width.
+
+        As wide as the table's host column (16 at most: the event needs the room),
+        and no wider than the longest label cut to it.
+        """
+        labels = [member.label for member in self.members]
+        room = min(self.table.host_width or 12, EVENT_HOST_MAX)
+        width = max(len(short_label(label, labels, room)) for label in labels)
+        return short_label(labels[index], labels, room), width
 
     def _render_rows(self) -> None:
         entries = [
@@ -326,7 +343,7 @@ class FleetScreen(Screen[None]):
         if isinstance(prompt, str):
             self._say(prompt)
             return
-        if kind != "resume" and not await self.app.push_screen_wait(ConfirmScreen(prompt)):
+        if not await self.app.push_screen_wait(ConfirmScreen(prompt)):
             return
         result = await _send(member, command)
         self._say(

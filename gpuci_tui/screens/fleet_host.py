@@ -4,13 +4,14 @@
 shows, following that host's handle (over ssh), with one line on top naming
 the host and ``q``/Escape to go back to the overview, and ``c`` to reconnect
 now when the host's link is down (its own stream, and the overview's link to the
-host, stop waiting out their backoff). GPU cards are not
-carried over ssh, and container logs are not either: the panel and the log
-key say so.
+host, stop waiting out their backoff). GPU cards are not carried over ssh (the
+panel says so); ``l`` follows an agent's container output through the host's
+bridge (`RemoteLogs`).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, ClassVar
 
@@ -20,8 +21,12 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Static
 
+from gpuci_tui.core.fleet.remote_logs import RemoteLogs
 from gpuci_tui.core.host.reconnect import RetryNow
 from gpuci_tui.screens.dashboard import DashboardScreen
+from gpuci_tui.screens.history import HistoryScreen
+from gpuci_tui.screens.logs import LogScreen
+from gpuci_tui.screens.readonly_keys import hide_from_footer
 
 if TYPE_CHECKING:
     from gpuci_tui.core.fleet.link import FleetMember, HostLink
@@ -55,6 +60,8 @@ class HostDashboardScreen(DashboardScreen):
         screen's own stream.
         """
         super().__init__(services)
+        if services.readonly:
+            hide_from_footer(self)
         self.link = link
         # The host line takes a row: the stylesheet gives the agents table one less.
         self.add_class("-fleet-host")
@@ -64,10 +71,12 @@ class HostDashboardScreen(DashboardScreen):
 
     def compose(self) -> Iterable[Widget]:
         """The host line, then the dashboard as everywhere else."""
+        label, target = self.member.label, self.member.host.target
         line = Text.assemble(
             ("⇄ ", "cyan"),
-            (self.member.label, "bold"),
-            (f"  {self.member.host.target} over ssh", "bright_black"),
+            (label, "bold"),
+            # The target once when it is the label itself (no alias, user or port).
+            (f"  {'' if target == label else target + ' '}over ssh", "bright_black"),
             (f" · host {self.number} of {self.total}", "bright_black"),
             ("  q/Esc: back to the fleet", "cyan"),
             no_wrap=True,
@@ -86,6 +95,54 @@ class HostDashboardScreen(DashboardScreen):
     def action_back(self) -> None:
         """Back to the overview; this screen's update stream closes with it."""
         self.dismiss(None)
+
+    def action_logs(self) -> None:
+        """Follow the selected agent's container output over ssh, through the host's bridge.
+
+        Read-only, like the log view everywhere; the daemon serves only its own agents'
+        containers, redacted and paced (`core.host.log_serving`).
+        """
+        logs_tail = getattr(self.member.handle, "logs_tail", None)
+        slot = self.selected_slot()
+        if slot is None:
+            return
+        if logs_tail is None:
+            # Names carry server text: never let "[...]" be taken as markup.
+            self.notify(
+                f"Logs are not available: {self.member.label}'s link carries none.",
+                severity="error",
+                markup=False,
+            )
+            return
+        key = slot.key
+
+        def container_of() -> str | None:
+            current = None if self.snapshot is None else self.snapshot.slot_by_key(key)
+            return None if current is None else current.container_id
+
+        earlier = slot.last_exit.log_tail if slot.last_exit is not None else ()
+        self.app.push_screen(
+            LogScreen(
+                slot_name=f"{slot.name} on {self.member.label}",
+                container_of=container_of,
+                runtime=RemoteLogs(logs_tail, asyncio.get_running_loop()),
+                interval=self.services.log_interval,
+                earlier_lines=earlier,
+            )
+        )
+
+    def action_history(self) -> None:
+        """The host's history, where ``q`` goes back too (not "quit the fleet")."""
+        self.app.push_screen(HostHistoryScreen(self.services))
+
+
+class HostHistoryScreen(HistoryScreen):
+    """A fleet host's history: ``q`` goes back a step, as it does from the host's dashboard."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "back", "Back", id="history.q_back", show=False,
+                tooltip="Back to the host's dashboard"),
+    ]  # fmt: skip
 
 
 _RETRY_WORDS = {

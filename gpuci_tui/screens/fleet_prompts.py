@@ -65,9 +65,12 @@ def host_prompt(kind: str, label: str, preview: CommandPreview) -> Prompt | str:
     phrase = effects_phrase(kind, preview)
     if not phrase:
         return f"{label}: nothing to {kind} (no agent would change)."
-    agents = plural(len(preview.effects), "agent")
-    title = f"{_VERBS[kind]} all {agents} on {label}?"
-    return Prompt(title, f"{phrase}.{_AFTER[kind]}", _VERBS[kind])
+    count = len(preview.effects)
+    agents = "the only agent" if count == 1 else f"all {count} agents"
+    after = _AFTER[kind]
+    if count == 1:
+        after = after.replace("replaces them", "replaces it")
+    return Prompt(f"{_VERBS[kind]} {agents} on {label}?", f"{phrase}.{after}", _VERBS[kind])
 
 
 def fleet_prompt(

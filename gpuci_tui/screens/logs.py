@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
+from typing import Protocol
 
 from textual import on, work
 from textual.binding import Binding
@@ -20,7 +21,6 @@ from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Footer, Log, Static
 
-from gpuci_tui.core.protocols import ContainerRuntime
 from gpuci_tui.ui_messages import LogTailFetched
 
 TAIL_LINES = 500
@@ -29,6 +29,14 @@ MAX_LINES = 10_000
 """Lines kept in the view."""
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]|\r")
+
+
+class LogSource(Protocol):
+    """Where a container's last lines come from: the container runtime, or a remote daemon."""
+
+    def logs_tail(self, container_id: str, lines: int = 20) -> list[str]:
+        """The container's last ``lines`` (blocking)."""
+        ...
 
 
 def clean(line: str) -> str:
@@ -71,7 +79,7 @@ class LogScreen(Screen[None]):
         *,
         slot_name: str,
         container_of: Callable[[], str | None],
-        runtime: ContainerRuntime,
+        runtime: LogSource,
         interval: float,
         earlier_lines: Sequence[str] = (),
     ) -> None:

@@ -8,6 +8,7 @@ selected (the selection *is* the cursor row).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from rich.text import Text
 from textual.widget import Widget
@@ -89,6 +90,32 @@ def row_cells(slot: SlotSnapshot, now: float, *, measured: bool = False) -> dict
     }
 
 
+def fitted_columns(
+    rows: Sequence[tuple[str, dict[str, Text]]], names: Sequence[str]
+) -> tuple[Column, ...]:
+    """`COLUMNS` with minimum widths fitted to what the rows hold.
+
+    A narrow screen must never cut the agents' names ("ceo-fl1…" for every
+    slot) while the Job column keeps 16 cells for a ``-``: the Agent column is at
+    least as wide as the longest name, the Job column asks for its 16 only while
+    a job runs, and GPU is shown whole or collapsed (never "no…").
+    """
+    widest = {
+        key: max((cells[key].cell_len for _, cells in rows), default=0) for key in ("job", "gpus")
+    }
+    longest = max((len(name) for name in names), default=0)
+    fitted = []
+    for column in COLUMNS:
+        if column.key == "agent":
+            column = replace(column, min_width=max(column.min_width, min(longest, 28)))
+        elif column.key == "job":
+            column = replace(column, min_width=min(column.min_width, max(widest["job"], 3)))
+        elif column.key == "gpus":
+            column = replace(column, min_width=max(column.min_width, min(widest["gpus"], 8)))
+        fitted.append(column)
+    return tuple(fitted)
+
+
 def _order(key: str) -> tuple[str, int]:
     """Rows by group, then by slot number."""
     group, _, number = key.rpartition("/")
@@ -129,9 +156,9 @@ class AgentsTable(KeyedTable):
         """Re-render the time-dependent cells (uptime, backoff countdown)."""
         now = self._clock()
         keys = sorted(self._slots, key=_order)
-        self.set_rows(
-            [(key, row_cells(self._slots[key], now, measured=self._measured)) for key in keys]
-        )
+        rows = [(key, row_cells(self._slots[key], now, measured=self._measured)) for key in keys]
+        self.COLUMNS = fitted_columns(rows, [self._slots[key].name for key in keys])
+        self.set_rows(rows)
 
     def fit_cell(self, row: str, column: str, cell: Text, width: int) -> Text:
         """The job cell is laid out anew so its GPU figures stay whole and line up.
@@ -170,7 +197,7 @@ def slot_detail(slot: SlotSnapshot, now: float, collapsed: Sequence[tuple[str, T
     ):
         text.append(" · GPU ")
         text.append_text(gpu_use_text(slot.gpu_memory_bytes, slot.gpu_util_percent))
-    if slot.message:
+    if slot.message and slot.message != str(slot.state):  # "drained · drained" says it twice
         text.append(f" · {slot.message}")
     if slot.last_exit is not None:
         text.append(" · last exit ", style="bright_black")

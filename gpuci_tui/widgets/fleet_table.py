@@ -14,6 +14,7 @@ from rich.text import Text
 from textual import events
 from textual.widget import Widget
 
+from gpuci_tui.core.fleet.labels import short_label
 from gpuci_tui.core.fleet.link import LinkState
 from gpuci_tui.core.fleet.rows import FleetTotals, HostRow, Severity
 from gpuci_tui.core.formatting import duration
@@ -34,8 +35,14 @@ COLUMNS: tuple[Column, ...] = (
     Column("queued", "Queue", 5, priority=50),
     Column("gpus", "GPU", 3, max_width=8, priority=30),
     Column("azure", "Azure", 7, priority=45),
+    # Only while some host has agents on their way (`FleetTable.show_rows`); last of
+    # the counts, so that the others keep the places operators know them by.
+    Column("starting", "Start", 5, priority=62),
     Column("problems", "Problems", 8, max_width=120, priority=25, grow=True),
 )
+
+_SETTLED = tuple(column for column in COLUMNS if column.key != "starting")
+"""The columns while no agent is starting."""
 
 _AZURE_CELLS: dict[HealthState, tuple[str, str]] = {
     HealthState.OK: ("✓ ok", "green"),
@@ -61,6 +68,19 @@ def middle(text: str, width: int) -> str:
     return text[:head] + "…" + text[len(text) - (width - 1 - head) :]
 
 
+def word_cut(text: str, width: int) -> str:
+    """``text`` cut to ``width`` after a whole word (``connect to…``), never inside one.
+
+    The detail line under the table says the selected host's problems in full.
+    """
+    if len(text) <= width:
+        return text
+    space = text.rfind(" ", 0, width)
+    if space < width // 2:  # one long word: a word cut beats an empty cell
+        return text[: width - 1] + "…"
+    return text[:space].rstrip(" ;:,") + "…"
+
+
 def _count(value: int, row: HostRow, style: str = "") -> Text:
     if not row.seen:
         return Text("-", style="bright_black", justify="right")
@@ -82,6 +102,7 @@ def row_cells(row: HostRow) -> dict[str, Text]:
         "link": Text(link, style=link_style),
         "busy": _count(row.busy, row, "bold yellow"),
         "idle": _count(row.idle, row, "green"),
+        "starting": _count(row.starting, row, "cyan"),
         "standby": _count(row.standby, row, "cyan"),
         "parked": _count(row.parked, row, "bold red"),
         "drained": _count(row.drained, row, "magenta"),
@@ -102,6 +123,8 @@ class FleetTable(KeyedTable):
         super().__init__(id=id)
         self.border_title = "Hosts"
         self._host_order: list[int] = []
+        self.labels: list[str] = []
+        """Every host's label: a label is cut by what it shares with the others."""
         self.chosen = False
         """The operator moved the cursor (keys or mouse): it follows their host from now on."""
 
@@ -131,30 +154,67 @@ class FleetTable(KeyedTable):
             target = keep if keep is not None else first
             cursor_to = None if target is None else str(target)
             self._host_order = order
+        self.labels = [row.label for _, row in rows]
+        # A host whose agents all start must not read like an empty one ("0 0 0 …"):
+        # the Start column counts them, while there are any (else it only takes room).
+        self.COLUMNS = COLUMNS if any(row.starting for _, row in rows) else _SETTLED
         self.set_rows([(str(index), row_cells(row)) for index, row in rows], cursor_to=cursor_to)
 
     def fit_cell(self, row: str, column: str, cell: Text, width: int) -> Text:
-        """A long host label is cut in the middle: both ends tell hosts apart."""
+        """A long host label loses what it shares with the others first (`short_label`)."""
         if column == "host" and cell.cell_len > width:
-            return Text(middle(cell.plain, width), style=cell.style)
+            return Text(short_label(cell.plain, self.labels, width), style=cell.style)
+        if column == "problems" and cell.cell_len > width:
+            return Text(word_cut(cell.plain, width), style=cell.style)
         return fit_text(cell, width)
+
+    @property
+    def host_width(self) -> int | None:
+        """The host column's width now (None before the first layout)."""
+        return dict(self.layout_now.widths).get("host")
 
 
 def totals_line(totals: FleetTotals, *, readonly: bool, width: int) -> Text:
-    """``gpuci-tui fleet · 2/3 hosts up · 5 busy · 3 idle · 2 standby · 1 parked``."""
-    left = Text.assemble(("gpuci-tui fleet", "bold"), "  ", no_wrap=True)
+    """``gpuci-tui fleet · 2/3 hosts up · 5 busy · 3 idle · 2 standby · 1 parked``.
+
+    Too narrow, whole parts go (the title first, then the counts from the end),
+    so no count is ever cut mid-word ("1 p…"); the read-only badge always stays.
+    """
     down = totals.hosts - totals.up
-    left.append(f"{totals.up}/{totals.hosts} hosts up", style="bold red" if down else "bold")
+    parts = [(f"{totals.up}/{totals.hosts} hosts up", "bold red" if down else "bold")]
     for value, word, style in (
         (totals.busy, "busy", "yellow"),
         (totals.idle, "idle", "green"),
+        (totals.starting, "starting", "cyan"),
         (totals.standby, "standby", "cyan"),
         (totals.parked, "parked", "bold red"),
     ):
-        left.append(" · ", style="bright_black")
-        left.append(f"{value} {word}", style=style if value else "")
+        if word == "starting" and not value:
+            continue  # said only while agents are on their way
+        parts.append((f"{value} {word}", style if value else ""))
     badge = Text(" READ-ONLY ", style="bold black on yellow") if readonly else Text()
-    left.truncate(max(0, width - badge.cell_len - 1), overflow="ellipsis")
+    room = max(0, width - badge.cell_len - 1)
+    title = True
+
+    def assemble() -> Text:
+        left = Text(no_wrap=True)
+        if title:
+            left.append("gpuci-tui fleet", style="bold")
+            left.append("  ")
+        for index, (words, style) in enumerate(parts):
+            if index:
+                left.append(" · ", style="bright_black")
+            left.append(words, style=style)
+        return left
+
+    left = assemble()
+    while left.cell_len > room and (title or len(parts) > 1):
+        if title:
+            title = False
+        else:
+            parts.pop()
+        left = assemble()
+    left.truncate(room, overflow="ellipsis")  # only the hosts' count is left by then
     gap = max(1, width - left.cell_len - badge.cell_len)
     return Text.assemble(left, " " * gap, badge, no_wrap=True)
 
@@ -178,18 +238,26 @@ def uptimes(row: HostRow, now: float) -> list[str]:
 
 
 def host_detail(row: HostRow, now: float, collapsed: Sequence[tuple[str, Text]] = ()) -> Text:
-    """The selected host in full: target, daemon, since when, the table's collapsed
-    columns (``collapsed``: label and cell; Problems follow anyway), every problem.
+    """The selected host in full: target, since when, its problems (whole: they come
+    before the rest), the table's collapsed columns (``collapsed``: label and cell),
+    daemon and link ages, agents and queue.
     """
-    text = Text.assemble((row.label, "bold"), " ", (row.target, "bright_black"))
+    # The label once when it is the target itself (no alias, no user, no port).
+    text = Text(row.label, style="bold")
+    if row.target != row.label:
+        text.append(f" {row.target}", style="bright_black")
+    if row.link is LinkState.DOWN:
+        text.append(f" · down since {ago(row.since, now)}", style="red")
+        text.append(f", retry {until(row.retry_at, now)}" if row.retry_at else ", retrying…")
+    style = _SEVERITY_STYLES.get(row.severity, "green")
+    for problem in row.problems:
+        text.append(" · ")
+        text.append(problem, style=style)
     for label, cell in collapsed:
         if label not in ("Host", "Problems"):
             text.append(f" · {label} ", style="bright_black")
             text.append_text(cell)
-    if row.link is LinkState.DOWN:
-        text.append(f" · down since {ago(row.since, now)}", style="red")
-        text.append(f", retry {until(row.retry_at, now)}" if row.retry_at else ", retrying…")
-    elif row.link is LinkState.UP:
+    if row.link is LinkState.UP:
         for part in uptimes(row, now):
             text.append(f" · {part}", style="bright_black")
     if row.seen:
@@ -199,10 +267,9 @@ def host_detail(row: HostRow, now: float, collapsed: Sequence[tuple[str, Text]] 
         elif row.queue_read_at is not None:
             # The queue is read less often than the agents: say how old it is.
             text.append(f" · queue {row.queued} read {ago(row.queue_read_at, now)}")
-    for problem in row.problems or ("all well",):
-        style = _SEVERITY_STYLES.get(row.severity, "green")
+    if not row.problems:
         text.append(" · ")
-        text.append(problem, style=style)
+        text.append("all well", style="green")
     return text
 
 
@@ -239,10 +306,10 @@ class FleetDetail(Widget):
         """Describe ``row`` (None: no host) and the table's collapsed cells of its row."""
         self.row = row
         self.collapsed = list(collapsed)
-        self.refresh()
+        self.refresh(layout=True)  # as tall as the text: a long reason takes another line
 
     def render(self) -> Text:
-        """The detail line, wrapped to the width (two lines at most)."""
+        """The detail line, wrapped to the width at word boundaries (three lines at most)."""
         if self.row is None:
             return Text("no host selected", style="bright_black")
         return host_detail(self.row, self._clock(), self.collapsed)

@@ -168,3 +168,20 @@ def three_hosts(**services: Any) -> tuple[Services, dict[str, Any]]:
         member("gpu4", "ci@gpu4", handles["gpu4"]),
     ]
     return fleet_services(members, **services), handles
+
+
+FQDN = ("gpu-node-a.example.com", "gpu-node-b.example.com", "gpu-node-c.example.com")
+FQDN_REFUSED = "ssh: connect to host gpu-node-c.example.com port 22: Connection refused"
+
+
+def fqdn_hosts(**services: Any) -> tuple[Services, dict[str, Any]]:
+    """Three hosts whose names differ in one letter: a loaded, b healthy, c unreachable."""
+    a, b, c = FQDN
+    handles: dict[str, Any] = {
+        a: FakeHandle(loaded_snapshot(mode="daemon", pid=1234), mode="daemon"),
+        b: SwitchHandle(healthy_snapshot()),
+        c: DeadHandle(FQDN_REFUSED),
+    }
+    handles[a].push(handles[a].current)  # a daemon's stream starts with its snapshot
+    members = [member(name, name, handles[name]) for name in FQDN]
+    return fleet_services(members, **services), handles

@@ -11,6 +11,7 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from gpuci_tui.core.config.loader import save_config
@@ -205,3 +206,69 @@ def test_many_requests_at_once_never_deadlock_the_bridge(sock_dir: Path) -> None
         daemon.stop()
     assert out.returncode == 0, out.stderr
     assert out.stdout == payload + b'{"bye":true}\n'
+
+
+def test_a_subscribed_bridge_ends_as_soon_as_its_input_closes(sock_dir: Path) -> None:
+    """A console that went away leaves no stream behind: the daemon never stops streaming by
+    itself, so the bridge must end at its own end of input (it used to stream on for 38 s)."""
+    stop = threading.Event()
+
+    def stream(conn: socket.socket) -> None:
+        answer_hello(conn)
+        conn.recv(4096)  # the subscription
+        while not stop.is_set():
+            try:
+                conn.sendall(b'{"type":"snapshot","data":{}}\n')
+            except OSError:
+                return
+            stop.wait(0.05)
+
+    daemon = FakeDaemon(sock_dir / "s.sock", stream)
+    proc = subprocess.Popen(
+        [*BRIDGE, "--socket", str(daemon.path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(b'{"op":"subscribe"}\n')
+        proc.stdin.flush()
+        assert proc.stdout.readline().startswith(b'{"type":"snapshot"'), "no stream"
+        proc.stdin.close()
+        assert proc.wait(3) == 0, "the bridge kept streaming after its input closed"
+        assert daemon.closed.wait(10), "the bridge left its daemon connection open"
+    finally:
+        stop.set()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        daemon.stop()
+
+
+def test_a_bridge_whose_session_is_gone_ends_even_if_its_input_stays_open(
+    sock_dir: Path,
+) -> None:
+    """The watchdog: the process that ran the bridge (sshd's session) died, the bridge's
+    input is held open by someone else: it notices its new parent and ends."""
+    release = threading.Event()
+    daemon = FakeDaemon(sock_dir / "q.sock", lambda conn: (answer_hello(conn), release.wait(60))[1])
+    session = subprocess.Popen(
+        ["sh", "-c", 'exec 3<&0; "$@" <&3 & wait', "sh", *BRIDGE, "--socket", str(daemon.path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        assert daemon.accepted.wait(10), "the bridge never connected"
+        (bridge,) = psutil.Process(session.pid).children()
+        session.kill()
+        session.wait(10)
+        bridge.wait(5)  # psutil.TimeoutExpired: the bridge outlived its session
+        assert not bridge.is_running()
+    finally:
+        release.set()
+        if session.stdin is not None:
+            session.stdin.close()
+        daemon.stop()
+    assert daemon.closed.wait(10), "the bridge left its daemon connection open"

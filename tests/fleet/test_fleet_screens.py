@@ -251,7 +251,12 @@ async def test_resume_of_a_host_with_nothing_to_resume_sends_nothing() -> None:
             pilot, lambda: "gpu3: nothing to resume (no agent would change)." in notes(app)
         )
         await select(pilot, screen, "gpu2")
-        await pilot.press("u")  # no confirmation, as on the dashboard
+        await pilot.press("u")  # confirmed, as the README promises for d/r/u
+        title, body = await confirm_text(pilot)
+        assert title == "Resume all 6 agents on gpu2?"
+        assert body == "3 drained, parked or backing-off slots start again."
+        assert handles["gpu2"].sent == []
+        await pilot.press("y")
         await wait_for(pilot, lambda: handles["gpu2"].sent == [Resume(slots=None)], what="sent")
         assert handles["gpu3"].sent == []
 
@@ -394,3 +399,54 @@ async def test_the_cursor_starts_on_the_worst_host_then_stays_on_the_one_chosen(
         b.drop()
         await wait_for(pilot, lambda: host_order(screen) == ["b", "a"], what="b down")
         assert screen.table.selected == 0, "still a, now on the second row"
+
+
+async def test_a_readonly_footer_offers_only_what_works() -> None:
+    async with fleet_console(readonly=True) as (app, pilot, screen, handles):
+        await wait_for(pilot, lambda: "q Quit" in screen_text(app).splitlines()[-1], what="keys")
+        footer = screen_text(app).splitlines()[-1]
+        assert "⏎ Open" in footer and "c Reconnect" in footer
+        for word in ("Drain", "Restart", "Resume"):
+            assert word not in footer, footer
+        await pilot.press("d")  # still bound: it says why nothing happens
+        await wait_for(pilot, lambda: any("read-only: draining" in n for n in notes(app)))
+        await select(pilot, screen, "gpu3")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, HostDashboardScreen), what="drill")
+        await wait_for(
+            pilot, lambda: screen_text(app).splitlines()[-1].rstrip().endswith("q Fleet")
+        )
+        footer = screen_text(app).splitlines()[-1]
+        for word in ("Drain", "Restart", "Resume", "More", "Fewer", "Pause"):
+            assert word not in footer, footer
+        assert "h History" in footer
+
+
+async def test_q_goes_back_from_every_screen_of_a_host() -> None:
+    async with fleet_console() as (app, pilot, screen, handles):
+        await select(pilot, screen, "gpu3")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, HostDashboardScreen), what="drill")
+        host = app.screen
+        await pilot.press("h")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "HostHistoryScreen")
+        await pilot.press("q")
+        await wait_for(pilot, lambda: app.screen is host, what="back to the host")
+        assert not isinstance(app.screen, ConfirmScreen)
+        await pilot.press("q")
+        await wait_for(pilot, lambda: app.screen is screen, what="back to the fleet")
+
+
+async def test_a_host_with_one_agent_is_asked_about_it_in_the_singular() -> None:
+    one = SwitchHandle(healthy_snapshot(slots=healthy_snapshot().slots[2:3], desired_count=1))
+    services = fleet_services([member("solo", "ci@solo", one)], backoff=FAST)
+    app = make_app(services)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await overview(pilot)
+        await pilot.press("d")
+        title, body = await confirm_text(pilot)
+        assert title == "Drain the only agent on solo?"
+        assert (
+            body
+            == "1 idle agent stops now. No job is killed. Nothing replaces it until you resume (u)."
+        )

@@ -19,7 +19,13 @@ from gpuci_tui.core.config.fleet_host import parse_target, validate_host_entry
 from gpuci_tui.core.config.loader import save_config
 from gpuci_tui.core.config.paths import socket_path
 from gpuci_tui.core.docker.agentspec import instance_id
-from gpuci_tui.core.fleet.ssh_command import SshSettings, bridge_argv, explain_exit, remote_command
+from gpuci_tui.core.fleet.ssh_command import (
+    SshSettings,
+    bridge_argv,
+    down_reason,
+    explain_exit,
+    remote_command,
+)
 from gpuci_tui.core.fleet.ssh_handle import SshHandle
 from gpuci_tui.core.host.control import ControlError
 from gpuci_tui.core.models import Drain, Resume, SupervisorSnapshot
@@ -53,7 +59,7 @@ def test_the_ssh_command_line() -> None:
         "-o", "ClearAllForwardings=yes", "-o", "ForwardAgent=no", "-o", "ForwardX11=no",
         "-o", "PermitLocalCommand=no",
         "-o", "ControlMaster=auto", "-o", "ControlPath=/tmp/gpuci-ssh-x/%C",
-        "-o", "ControlPersist=60",
+        "-o", "ControlPersist=10",
         "-l", "ci", "-p", "2222", "--", "gpu2",
         "exec ~/.local/bin/gpuci-tui bridge --config ~/'cfg/gpu 2.toml'",
     ]  # fmt: skip
@@ -106,10 +112,33 @@ def test_remote_words_are_quoted_for_the_remote_shell() -> None:
         (0, "", "the daemon closed the connection (it stopped or restarted)"),
         (4, "gpuci-tui: /etc/g.toml: agents.count: must be …\n",
          "the bridge exited with code 4: gpuci-tui: /etc/g.toml: agents.count: must be …"),
+        (-9, "", "the local ssh client was killed (SIGKILL); the host itself may well be up, "
+                 "it is tried again"),
+        (1, "Traceback (most recent call last):\n  File \"x\", line 1\nRuntimeError: boom\n",
+         "the bridge crashed on the host (exit 1): RuntimeError: boom"),
     ],
 )  # fmt: skip
 def test_why_a_channel_ended_in_plain_words(code: int, stderr: str, expected: str) -> None:
     assert explain_exit(code, stderr, "gpuci-tui") == expected
+
+
+@pytest.mark.parametrize(
+    ("problem", "shown"),
+    [
+        ("ssh: connect to host gpu2 port 22: Connection refused",
+         "unreachable: ssh: connect to host gpu2 port 22: Connection refused"),
+        ("ci@gpu2: Permission denied (publickey).: ssh runs with BatchMode=yes",
+         "login refused: ci@gpu2: Permission denied (publickey).: ssh runs with BatchMode=yes"),
+        ("the local ssh client was killed (SIGKILL); the host itself may well be up",
+         "the local ssh client was killed (SIGKILL); the host itself may well be up"),
+        ("the bridge crashed on the host (exit 1): RuntimeError: boom",
+         "the bridge crashed on the host (exit 1): RuntimeError: boom"),
+        ("no gpuci-tui daemon is running on this host (no socket at /x)",
+         "no gpuci-tui daemon is running on this host (no socket at /x)"),
+    ],
+)  # fmt: skip
+def test_a_down_host_names_what_failed(problem: str, shown: str) -> None:
+    assert down_reason(problem) == shown
 
 
 # --------------------------------------------------------------------------- through the bridge
@@ -234,3 +263,23 @@ async def test_ssh_that_cannot_run_is_reported(tmp_path: Path) -> None:
     handle = handle_for(tmp_path / "none.toml", str(tmp_path / "no-ssh-here"))
     with pytest.raises(ControlError, match=r"cannot run .*no-ssh-here"):
         await handle.snapshot()
+
+
+async def test_a_killed_local_ssh_is_not_reported_as_an_unreachable_host(
+    daemon: tuple[ProtocolDaemon, Path], fake_ssh: str
+) -> None:
+    """The ssh process of a stream dies by a signal here: the host was fine."""
+    _, config = daemon
+    handle = handle_for(config, fake_ssh)
+    stream = handle.updates()
+    try:
+        await asyncio.wait_for(anext(stream), 10)
+        (channel,) = handle._streams  # noqa: SLF001 - the stream's own ssh process
+        channel.process.kill()
+        with pytest.raises(ControlError) as caught:
+            await asyncio.wait_for(anext(stream), 10)
+    finally:
+        await stream.aclose()
+        await handle.close()
+    assert str(caught.value).startswith("the local ssh client was killed (SIGKILL)")
+    assert down_reason(str(caught.value)) == str(caught.value), "not 'unreachable'"

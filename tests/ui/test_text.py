@@ -24,6 +24,7 @@ from gpuci_tui.screens.prompts import (
     restart_prompt,
     scale_down_prompt,
 )
+from gpuci_tui.widgets.agents_table import slot_detail
 from gpuci_tui.widgets.format import ago, duration, exit_label, job_label, until
 from gpuci_tui.widgets.gpu_panel import spark
 from gpuci_tui.widgets.status_bar import org_label
@@ -63,6 +64,19 @@ def test_job_label_keeps_the_run_number_when_cut() -> None:
     assert len(job_label(job, 26)) == 26
     assert job_label(JobInfo(8), 26) == "request 8"
     assert job_label(None) == "-"
+
+
+def test_exit_label_says_the_code_once() -> None:
+    assert exit_label(ExitInfo(code=0, reason="exited 0")).plain == "0 exited"
+    assert exit_label(ExitInfo(code=2, reason="exit code 2: misuse")).plain == "2 misuse"
+    assert exit_label(ExitInfo(code=0, reason="job finished")).plain == "0 job finished"
+
+
+def test_a_slot_detail_says_its_state_once() -> None:
+    slot = SlotSnapshot(slot=1, name="ceo-fl1-1", state=SlotState.DRAINED, message="drained")
+    assert slot_detail(slot, NOW).plain == "ceo-fl1-1 drained"
+    exited = replace(slot, last_exit=ExitInfo(code=0, reason="exited 0"))
+    assert slot_detail(exited, NOW).plain == "ceo-fl1-1 drained · last exit 0 exited"
 
 
 def test_exit_label_flags_oom() -> None:

@@ -16,7 +16,8 @@ from enum import IntEnum
 from gpuci_tui.core.engine.preview import busy
 from gpuci_tui.core.engine.snapshots import daemon_uptime
 from gpuci_tui.core.fleet.link import HostStatus, LinkState
-from gpuci_tui.core.models import HealthState, SlotState, SupervisorSnapshot
+from gpuci_tui.core.fleet.ssh_command import down_reason
+from gpuci_tui.core.models import HealthState, SlotSnapshot, SlotState, SupervisorSnapshot
 from gpuci_tui.core.wording import plural
 
 _BAD_HEALTH = frozenset({HealthState.AUTH_FAILED, HealthState.UNREACHABLE, HealthState.ERROR})
@@ -62,6 +63,8 @@ class HostRow:
     desired: int = 0
     busy: int = 0
     idle: int = 0
+    starting: int = 0
+    """Agents on their way (a container starting, or about to): not an empty host."""
     standby: int = 0
     """Hot standby agents ready to take over."""
     parked: int = 0
@@ -95,6 +98,13 @@ _OUT_OF_SERVICE = frozenset(
     {SlotState.DRAINING, SlotState.DRAINED, SlotState.PARKED, SlotState.HELD, SlotState.QUARANTINED}
 )
 """Slot states that take no next job until someone (or the GPU) lets them."""
+
+
+def starting(slot: SlotSnapshot, *, paused: bool) -> bool:
+    """The slot's agent is on its way: its container starts, or one is about to (not paused)."""
+    if busy(slot):
+        return False
+    return slot.state is SlotState.STARTING or (slot.state is SlotState.EMPTY and not paused)
 
 
 def host_problems(snapshot: SupervisorSnapshot) -> list[tuple[Severity, str]]:
@@ -161,7 +171,7 @@ def host_row(label: str, target: str, status: HostStatus) -> HostRow:
     snapshot = status.snapshot
     problems: list[tuple[Severity, str]] = []
     if status.state is LinkState.DOWN:
-        problems.append((Severity.DOWN, f"unreachable: {status.problem}"))
+        problems.append((Severity.DOWN, down_reason(status.problem)))
     elif status.state is LinkState.CONNECTING:
         problems.append((Severity.WARNING, "connecting…"))
     if snapshot is None:
@@ -195,6 +205,7 @@ def host_row(label: str, target: str, status: HostStatus) -> HostRow:
         desired=snapshot.desired_count,
         busy=sum(1 for s in slots if busy(s)),
         idle=sum(1 for s in slots if s.state is SlotState.IDLE and not busy(s)),
+        starting=sum(1 for s in slots if starting(s, paused=snapshot.paused)),
         standby=sum(1 for s in slots if s.standby == "ready"),
         parked=sum(1 for s in slots if s.state is SlotState.PARKED),
         drained=sum(1 for s in slots if s.state in (SlotState.DRAINING, SlotState.DRAINED)),
@@ -225,6 +236,7 @@ class FleetTotals:
     idle: int
     standby: int
     parked: int
+    starting: int = 0
 
 
 def fleet_totals(rows: Sequence[HostRow]) -> FleetTotals:
@@ -237,4 +249,5 @@ def fleet_totals(rows: Sequence[HostRow]) -> FleetTotals:
         idle=sum(row.idle for row in live),
         standby=sum(row.standby for row in live),
         parked=sum(row.parked for row in live),
+        starting=sum(row.starting for row in live),
     )

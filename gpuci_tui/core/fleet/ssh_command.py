@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import os
 import shlex
+import signal
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,8 +43,10 @@ class SshSettings:
     connect_timeout: float = 10.0
     request_timeout: float = 10.0
     """Seconds a request may wait for its answer."""
-    persist: int = 60
-    """Seconds an unused connection master stays up (``ControlPersist``)."""
+    persist: int = 10
+    """Seconds an unused connection master stays up (``ControlPersist``): short, so a
+    master whose console was killed does not hold its remote sessions for long even
+    if the console's janitor (`gpuci_tui.cli.fleet_janitor`) is gone too."""
     alive_interval: int = 5
     alive_count: int = 3
     readonly: bool = False
@@ -110,11 +113,48 @@ def bridge_argv(host: FleetHost, command: str, settings: SshSettings) -> list[st
     return [settings.ssh, *ssh_options(settings), *destination(host), remote]
 
 
+LOCAL_KILLED = "the local ssh client was killed"
+BRIDGE_CRASHED = "the bridge crashed on the host"
+LOGIN_REFUSED = "login refused"
+NO_DAEMON = "no gpuci-tui daemon is running"
+_SAID_IN_FULL = (LOCAL_KILLED, BRIDGE_CRASHED, LOGIN_REFUSED, NO_DAEMON)
+"""Reasons that say what failed themselves: the host was reached (or may well be up)."""
+
+
+def down_reason(problem: str) -> str:
+    """What an operator reads for a host that is down: what failed, from ``problem``.
+
+    A host is "unreachable" only when ssh could not reach it; a refused login, a
+    host without a daemon, a crashed bridge or a local ssh that was killed each
+    say so instead (`explain_exit` words them).
+    """
+    if problem.startswith(_SAID_IN_FULL):
+        return problem
+    if "Permission denied" in problem:
+        return f"{LOGIN_REFUSED}: {problem}"
+    return f"unreachable: {problem}"
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
 def explain_exit(code: int | None, stderr: str, command: str) -> str:
     """Plain words for a channel that ended: ssh's, the shell's or the bridge's reason."""
     lines = [line.strip() for line in stderr.splitlines() if line.strip()]
     lines = [line for line in lines if not line.startswith(_NOISE)]
     last = lines[-1] if lines else ""
+    if code is not None and code < 0:
+        # The ssh process on this machine ended by a signal: nothing is known of the host.
+        return (
+            f"{LOCAL_KILLED} ({_signal_name(-code)}); the host itself may well be up, "
+            "it is tried again"
+        )
+    if code not in (0, 255, None) and "Traceback (most recent call last)" in stderr:
+        return f"{BRIDGE_CRASHED} (exit {code}): {last}"
     if code == 255:
         if "Permission denied" in last:
             return (

@@ -34,6 +34,7 @@ from gpuci_tui.core.host.control import (
     MAX_LINE,
     ControlError,
     line_of,
+    logs_reply,
     message,
     preview_reply,
     result_reply,
@@ -257,6 +258,12 @@ class SshHandle:
     async def preview(self, command: Command) -> CommandPreview:
         """What ``command`` would do on the daemon now."""
         return preview_reply(await self._call(message("preview", command)))
+
+    async def logs_tail(self, container_id: str, lines: int) -> list[str]:
+        """The last ``lines`` of one of the daemon's containers (redacted and bounded there)."""
+        return logs_reply(
+            await self._call({"op": "logs", "container": container_id, "tail": lines})
+        )
 
     async def updates(self) -> AsyncIterator[Update]:
         """Events and snapshots streamed by the daemon, until the channel ends (then raises)."""

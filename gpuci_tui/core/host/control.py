@@ -10,6 +10,9 @@ Wire format: one JSON object per line (UTF-8). Requests carry ``op``:
   (what the command would do, slot by slot; nothing changes)
 * ``{"op": "subscribe"}`` → a stream of ``{"type": "event"|"snapshot", "data": {…}}``
   (recent events first, then the current snapshot, then changes as they happen)
+* ``{"op": "logs", "container": "<id>", "tail": 200}`` → ``{"ok": true, "lines": […]}``:
+  the last lines of one of the daemon's own containers, redacted and bounded
+  (`log_serving`); a console follows a remote agent's output by asking again
 
 Anything malformed (not JSON, too long, too deeply nested, an unknown op or
 command) gets ``{"ok": false, "error": "…"}``. The server is
@@ -42,7 +45,7 @@ log = logging.getLogger("gpuci_tui.control")
 MAX_LINE = 1 << 20
 
 #: The requests a daemon answers (the bridge forwards only these).
-OPS = ("hello", "status", "command", "preview", "subscribe")
+OPS = ("hello", "status", "command", "preview", "subscribe", "logs")
 
 Op = Literal["hello", "status", "command", "preview", "subscribe"]
 
@@ -96,6 +99,18 @@ def preview_reply(reply: dict[str, Any]) -> CommandPreview:
     if "preview" not in reply:
         raise ControlError(str(reply.get("error", "the daemon gave no preview")))
     return _parsed(lambda data: from_dict(CommandPreview, data), reply["preview"])
+
+
+def logs_reply(reply: dict[str, Any]) -> list[str]:
+    """The lines in a ``logs`` answer.
+
+    Raises:
+        ControlError: the daemon refused (not its container, no runtime), or a malformed answer.
+    """
+    lines = reply.get("lines")
+    if not reply.get("ok") or not isinstance(lines, list):
+        raise ControlError(str(reply.get("error", "the daemon sent no log lines")))
+    return [str(line) for line in lines]
 
 
 def update_of(message: dict[str, Any]) -> Update | None:

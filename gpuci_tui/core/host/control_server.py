@@ -18,11 +18,13 @@ import json
 import logging
 import os
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
 from gpuci_tui.core.host.control import MAX_LINE, OPS, ControlError, peer_uid
 from gpuci_tui.core.host.handle import Supervised
+from gpuci_tui.core.host.log_serving import MIN_INTERVAL, LogsTail, logs_answer
 from gpuci_tui.core.host.serving import (
     IDLE_TIMEOUT,
     MAX_CLIENTS,
@@ -51,12 +53,15 @@ class ControlServer:
         max_clients: int = MAX_CLIENTS,
         request_timeout: float = REQUEST_TIMEOUT,
         idle_timeout: float = IDLE_TIMEOUT,
+        logs_tail: LogsTail | None = None,
     ) -> None:
         """Prepare to serve ``supervisor`` at ``path`` (see `start`).
 
         A connection silent for ``idle_timeout`` s between requests is closed
-        (a console's channel reopens on its next request).
+        (a console's channel reopens on its next request). ``logs_tail``: the
+        container runtime's, for ``logs`` requests (None: they are refused).
         """
+        self.logs_tail = logs_tail
         self.supervisor = supervisor
         self.path = path
         self.max_clients = max_clients
@@ -64,6 +69,8 @@ class ControlServer:
         self.idle_timeout = idle_timeout
         self._listener: BoundedListener | None = None
         self.refused = 0
+        self._logs_at: dict[int, float] = {}
+        """When each connection (by its writer) last got logs."""
 
     @property
     def rejected(self) -> int:
@@ -126,6 +133,7 @@ class ControlServer:
         except (ConnectionError, TimeoutError):
             pass  # gone, silent or not reading: nothing more to say to it
         finally:
+            self._logs_at.pop(id(writer), None)
             writer.close()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(writer.wait_closed(), 1.0)
@@ -188,6 +196,13 @@ class ControlServer:
         if op == "subscribe":
             await self._stream(writer)
             return None
+        if op == "logs":
+            # Paced per connection: however fast a console polls, one answer per interval.
+            wait = self._logs_at.get(id(writer), 0.0) + MIN_INTERVAL - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            self._logs_at[id(writer)] = time.monotonic()
+            return await logs_answer(request, sup.snapshot(), self.logs_tail)
         expected = f"{', '.join(OPS[:-1])} or {OPS[-1]}"
         return {"ok": False, "error": f"unknown op {op!r}; expected {expected}"}
 

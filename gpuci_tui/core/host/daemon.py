@@ -86,7 +86,7 @@ async def serve(
     try:
         if exporter is not None:
             exporter.start()  # before anything runs: a taken port fails the start
-        server = ControlServer(supervisor, paths.socket)
+        server = ControlServer(supervisor, paths.socket, logs_tail=runtime.logs_tail)
         await server.start()
         if isinstance(runtime, TokenFileRemover):
             # Whatever the image does, no job can read the PAT once its agent is online.

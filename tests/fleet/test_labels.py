@@ -1,0 +1,59 @@
+"""Host labels cut by what they share, so hosts stay told apart at any width."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuci_tui.core.fleet.labels import common_domain, common_start, short_label
+from gpuci_tui.widgets.fleet_table import word_cut
+
+FQDN = ["gpu-node-a.example.com", "gpu-node-b.example.com", "gpu-node-c.example.com"]
+
+
+def test_the_shared_domain_and_start_are_found_at_separators() -> None:
+    assert common_domain(FQDN) == ".example.com"
+    assert common_start(FQDN) == "gpu-node-"
+    assert common_domain(["gpu2", "gpu3"]) == ""
+    assert common_start(["127.0.0.1:40123", "127.0.0.1:40124"]) == "127.0.0.1:"
+    assert common_domain(["a.example.com"]) == "" and common_start(["gpu-a"]) == ""
+    assert common_start(["gpu", "gpu-2"]) == "", "never a whole label"
+
+
+@pytest.mark.parametrize(
+    ("width", "expected"),
+    [
+        (40, FQDN),
+        (12, ["gpu-node-a", "gpu-node-b", "gpu-node-c"]),
+        (8, ["…-node-a", "…-node-b", "…-node-c"]),
+        (3, ["…-a", "…-b", "…-c"]),
+        (2, ["…a", "…b", "…c"]),
+    ],
+)
+def test_long_fqdns_stay_distinct_at_any_width(width: int, expected: list[str]) -> None:
+    shown = [short_label(label, FQDN, width) for label in FQDN]
+    assert shown == expected
+    assert len(set(shown)) == len(FQDN)
+    assert all(len(text) <= width for text in shown)
+
+
+def test_ports_of_one_address_keep_the_port() -> None:
+    labels = ["127.0.0.1:40123", "127.0.0.1:40124"]
+    assert [short_label(x, labels, 8) for x in labels] == ["…1:40123", "…1:40124"]
+
+
+def test_an_alias_or_a_short_name_is_shown_as_given() -> None:
+    labels = ["a100", "gpu-node-b.example.com"]
+    assert short_label("a100", labels, 8) == "a100"
+    assert len(short_label("gpu-node-b.example.com", labels, 8)) == 8
+
+
+def test_a_long_differing_part_is_cut_in_its_middle() -> None:
+    labels = ["rack1-gpu-aaaaaaaaaaaa.x.org", "rack1-gpu-bbbbbbbbbbbb.x.org"]
+    assert short_label(labels[0], labels, 8) == "…aaa…aaa"
+
+
+def test_a_problem_in_the_table_is_cut_after_a_whole_word() -> None:
+    reason = "unreachable: ssh: connect to host gpu-node-c.example.com port 22: Connection refused"
+    assert word_cut(reason, 33) == "unreachable: ssh: connect to…"
+    assert word_cut(reason, 200) == reason
+    assert word_cut("x" * 40, 10) == "x" * 9 + "…"
