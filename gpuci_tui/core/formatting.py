@@ -210,8 +210,13 @@ def image_label(reference: str, image_id: str, repo_digest: str = "") -> str:
     """
     if not image_id:
         return f"{reference or '?'} (id not known yet)"
-    parts = [f"id {image_id.removeprefix('sha256:')[:12]}"]
+    parts = [f"id {short_id(image_id)}"]
     if repo_digest:
         digest = repo_digest.partition("@")[2]
         parts.append(f"digest {digest[: len('sha256:') + 12]}")
     return f"{reference or '?'} ({', '.join(parts)})"
+
+
+def short_id(image_id: str) -> str:
+    """An image id as ``docker images`` prints it: 12 hex digits, no ``sha256:``."""
+    return image_id.removeprefix("sha256:")[:12]

@@ -54,8 +54,3 @@ def repo_digest_for(reference: str, repo_digests: Iterable[str]) -> str:
         if pinned and item.endswith(f"@{pinned}"):
             return item
     return matches[0] if matches else ""
-
-
-def short_id(image_id: str) -> str:
-    """An image id as ``docker images`` prints it: 12 hex digits, no ``sha256:``."""
-    return image_id.removeprefix("sha256:")[:12]

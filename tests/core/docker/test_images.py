@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from gpuci_tui.core.docker.images import familiar, repo_digest_for, repository, short_id
+from gpuci_tui.core.docker.images import familiar, repo_digest_for, repository
 from gpuci_tui.core.docker.mapping import info_from_inspect, info_from_summary
+from gpuci_tui.core.formatting import short_id
 
 IMAGE_ID = "sha256:" + "9" * 64
 D1, D2 = "sha256:" + "a" * 64, "sha256:" + "b" * 64
