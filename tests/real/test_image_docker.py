@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from gpuci_tui.core.docker.runtime import DockerRuntime
+from tests.real.docker_runtime_helpers import make_spec, secret
 from tests.real.rig import Rig, make_rig, wait_for
 
 pytestmark = pytest.mark.docker
@@ -62,3 +64,31 @@ def test_status_and_history_name_the_image_id_docker_runs(
     found = wait_for(row, what="the job's history row")
     assert (found["image"], found["image_id"]) == (emulator_image, image_id)
     assert found["repo_digest"] is None, "built here, never pushed: no registry digest"
+
+
+def test_the_runtime_reads_the_image_id_without_extra_calls(
+    runtime: DockerRuntime, docker_client: Any, busybox_image: str, run_label: str
+) -> None:
+    image_id = docker_client.images.get(busybox_image).id
+    before = runtime.api_call_count
+    info = runtime.start(make_spec(run_label, "image", busybox_image), secret())
+    # The start's own image check gives the id: still four calls per start.
+    assert runtime.api_call_count - before == 4
+    assert (info.image, info.image_id, info.repo_digest) == (busybox_image, image_id, "")
+    listed = {c.id: c for c in runtime.list_containers({"gpuci.test": run_label})}
+    assert listed[info.id].image_id == image_id
+    before = runtime.api_call_count
+    runtime.list_containers({"gpuci.test": run_label})
+    assert runtime.api_call_count - before == 1, "known container, known image: one list call"
+
+    # A daemon that restarts knows neither: one inspect of the container and one of the
+    # image, then the listing is one call again.
+    fresh = DockerRuntime(docker_client)
+    try:
+        first = {c.id: c for c in fresh.list_containers({"gpuci.test": run_label})}
+        assert (first[info.id].image, first[info.id].image_id) == (busybox_image, image_id)
+        assert fresh.api_call_count == 3
+        fresh.list_containers({"gpuci.test": run_label})
+        assert fresh.api_call_count == 4
+    finally:
+        fresh.close()
