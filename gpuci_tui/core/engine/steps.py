@@ -36,9 +36,16 @@ class ListedContainer:
     info: ContainerInfo
 
 
-def image_used(info: ContainerInfo) -> ImageUsed:
-    """The image a listed or started container runs, as the engine reported it."""
-    return ImageUsed(info.image, info.image_id, info.repo_digest)
+def image_used(info: ContainerInfo, known: ImageUsed | None = None) -> ImageUsed:
+    """The image a listed or started container runs, as the engine reported it.
+
+    ``known``: what the lane knew; its digest stays when this report lacks one for the
+    same image (a failed image read must not forget it).
+    """
+    digest = info.repo_digest
+    if not digest and known is not None and known.image_id == info.image_id:
+        digest = known.repo_digest
+    return ImageUsed(info.image, info.image_id, digest)
 
 
 @dataclass(frozen=True)

@@ -414,7 +414,7 @@ def _listed(state: EngineState, obs: Listed, rules: SupervisorConfig) -> Step:
                     )
                 )
             if current is not None and current.image_id:  # the engine's word on what runs
-                lane = replace(lane, image=image_used(current))
+                lane = replace(lane, image=image_used(current, lane.image))
             extra = frozenset(i.id for i in infos if current is None or i.id != current.id)
             stale = frozenset(dead.get(key, set()) - {lane.dying_id})
             lane = replace(lane, extra_ids=extra, stale_ids=stale)

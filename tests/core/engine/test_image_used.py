@@ -62,6 +62,12 @@ def test_a_listing_says_what_really_runs_and_an_adopted_lane_gets_it() -> None:
     moved = ContainerInfo(CID, "h-0", labels, "running", V1.reference, 5.0, image_id=V2_ID)
     state = observe(state, Listed(placed((moved,)), 20.0))
     assert slot0(state).lane(Lane.A).image == ImageUsed(V1.reference, V2_ID, "")
+    # The same image listed without its digest (its read failed) keeps the digest known.
+    same = replace(moved, image_id=V1.image_id)
+    state = observe(state, Listed(placed((replace(same, repo_digest=V1.repo_digest),)), 21.0))
+    assert slot0(state).lane(Lane.A).image == V1
+    state = observe(state, Listed(placed((same,)), 22.0))
+    assert slot0(state).lane(Lane.A).image == V1
     adopted = observe(engine(UNKNOWN, UNKNOWN, standby=False), Listed(placed((moved,)), 20.0))
     assert slot0(adopted).lane(Lane.A).image.image_id == V2_ID
 
