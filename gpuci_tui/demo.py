@@ -299,7 +299,9 @@ def seed_history(history: JobHistory, instance: str, now: float, seed: int = 7) 
     a regression looks like.
     """
     from gpuci_tui.core.store.history import JobRecord
+    from gpuci_tui.sim.agent_program import sim_image_id
     from gpuci_tui.sim.jobs import PIPELINES
+    from gpuci_tui.sim.runtime import DEFAULT_IMAGE
 
     rng = random.Random(seed)
     typical = {name: (8.0 + 12.0 * i, 300.0 + 240.0 * i) for i, name in enumerate(PIPELINES)}
@@ -321,5 +323,6 @@ def seed_history(history: JobHistory, instance: str, now: float, seed: int = 7) 
                 duration_s=duration, gpus=(n % 4,), gpu_samples=int(duration),
                 peak_gpu_memory_mib=memory_gib * rng.uniform(0.95, 1.05) * 1024,
                 mean_util_pct=rng.uniform(55, 95), peak_util_pct=rng.uniform(90, 100),
+                image=DEFAULT_IMAGE, image_id=sim_image_id(DEFAULT_IMAGE),
             )
         )  # fmt: skip

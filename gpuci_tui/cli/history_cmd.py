@@ -8,7 +8,9 @@ new keys may be added): id, instance, slot, agent, request_id, pipeline, run,
 started_at, ended_at (ISO-8601 UTC or null), duration_s, queue_wait_s, result,
 exit_code, oom, failed, reason, gpus (list of indexes), gpu_samples,
 peak_gpu_memory_mib, mean_util_pct, peak_util_pct, energy_j, energy_note, xid (list of the
-critical Xids the job's GPU raised while it ran).
+critical Xids the job's GPU raised while it ran), image (the reference the job's container was
+created from), image_id (``sha256:…`` of the image it ran) and repo_digest (``REPO@sha256:…``),
+each null when not recorded.
 """
 
 from __future__ import annotations
@@ -189,4 +191,7 @@ def _json(r: JobRecord) -> dict[str, Any]:
         "energy_j": r.energy_j,
         "energy_note": r.energy_note,
         "xid": list(r.xid),
+        "image": r.image,
+        "image_id": r.image_id,
+        "repo_digest": r.repo_digest,
     }

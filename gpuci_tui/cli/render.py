@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from gpuci_tui.core.engine.snapshots import daemon_uptime
-from gpuci_tui.core.formatting import ago, duration, exit_label, job_label
+from gpuci_tui.core.formatting import ago, duration, exit_label, image_label, job_label
 from gpuci_tui.core.models import PoolSummary, SupervisorSnapshot
 from gpuci_tui.core.wording import disabled_reasons
 
@@ -27,6 +27,7 @@ def render_status(snap: SupervisorSnapshot, now: float | None = None) -> str:
         *_gpu_lines(snap),
         *(_pool_line(p, snap, now) for p in (snap.pools or (snap.pool_summary,))),
         *_group_lines(snap),
+        *_image_lines(snap),
         "",
     ]
     header = (
@@ -121,3 +122,20 @@ def _health(state: str, message: str, checked: float | None, now: float) -> str:
     if message:
         text += f": {message}"
     return text
+
+
+def _image_lines(snap: SupervisorSnapshot) -> list[str]:
+    """Which image the lanes run, one line per distinct image; configured images run nowhere."""
+    running: dict[tuple[str, str, str], int] = {}
+    for slot in snap.slots:
+        for agent in slot.agents:
+            if agent.container_id:
+                key = (agent.image or slot.image, agent.image_id, agent.repo_digest)
+                running[key] = running.get(key, 0) + 1
+    lines = [
+        f"image: {image_label(*key)} on {count} lane(s)" for key, count in sorted(running.items())
+    ]
+    shown = {key[0] for key in running}
+    for configured in sorted({slot.image for slot in snap.slots if slot.image} - shown):
+        lines.append(f"image: {configured} (configured; no container runs it)")
+    return lines

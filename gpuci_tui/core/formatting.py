@@ -200,3 +200,23 @@ def job_result(record: FinishedJob, *, short: bool = False) -> str:
     if record.xid:
         text += f" (GPU Xid {','.join(str(x) for x in record.xid)})"
     return f"{text} (OOM)" if record.oom else text
+
+
+def image_label(reference: str, image_id: str, repo_digest: str = "") -> str:
+    """What a lane runs, compactly: ``REF (id 3f2a1b9c0d4e, digest sha256:abcdef123456)``.
+
+    The id is shortened as ``docker images`` prints it; the digest to its first 12 hex
+    digits (enough to tell two pushes apart). An unknown id says so rather than guessing.
+    """
+    if not image_id:
+        return f"{reference or '?'} (id not known yet)"
+    parts = [f"id {short_id(image_id)}"]
+    if repo_digest:
+        digest = repo_digest.partition("@")[2]
+        parts.append(f"digest {digest[: len('sha256:') + 12]}")
+    return f"{reference or '?'} ({', '.join(parts)})"
+
+
+def short_id(image_id: str) -> str:
+    """An image id as ``docker images`` prints it: 12 hex digits, no ``sha256:``."""
+    return image_id.removeprefix("sha256:")[:12]

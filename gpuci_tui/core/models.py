@@ -89,6 +89,18 @@ class ExitInfo:
 
 
 @dataclass(frozen=True)
+class ImageUsed:
+    """The image a container runs, as the engine reported it when it started or was listed."""
+
+    reference: str = ""
+    """What the container was created from (``REPO:TAG`` or ``REPO@sha256:…``)."""
+    image_id: str = ""
+    """The image's id (``sha256:`` of its config): exactly what ran; empty when not known."""
+    repo_digest: str = ""
+    """``REPO@sha256:…`` of the reference's repository, when the image has one."""
+
+
+@dataclass(frozen=True)
 class AgentSnapshot:
     """One of a slot's two agent registrations (lane ``a`` or ``b``) and its container."""
 
@@ -105,6 +117,12 @@ class AgentSnapshot:
     agent_status: str | None = None
     agent_enabled: bool | None = None
     job: JobInfo | None = None
+    image: str = ""
+    """The image reference this lane's container was created from (empty: no container)."""
+    image_id: str = ""
+    """The id of the image the container runs (empty: not known yet)."""
+    repo_digest: str = ""
+    """Its registry digest (``REPO@sha256:…``) when the image has one."""
 
 
 @dataclass(frozen=True)
@@ -157,6 +175,12 @@ class SlotSnapshot:
     gate_code: str = ""
     """Bounded reason: ``foreign_process``, ``xid``, ``ecc``, ``row_remap``, ``slowdown``,
     ``lost`` or ``driver``."""
+    image: str = ""
+    """The image the configuration names for this slot (its group's ``image``)."""
+    image_id: str = ""
+    """The id of the image the slot's row lane runs (empty: no container, or not known)."""
+    repo_digest: str = ""
+    """That image's registry digest (``REPO@sha256:…``) when known."""
 
     @property
     def key(self) -> str:

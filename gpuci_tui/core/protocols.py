@@ -162,9 +162,15 @@ class ContainerInfo:
     status: str
     """Docker's state: created, running, exited, dead, removing, …"""
     image: str = ""
+    """The image reference the container was created from (``REPO:TAG`` or ``REPO@sha256:…``)."""
     started_at: float | None = None
     exit_code: int | None = None
     oom_killed: bool = False
+    image_id: str = ""
+    """The id of the image it runs (``sha256:`` of the image config); empty when not known."""
+    repo_digest: str = ""
+    """The image's registry digest for the reference's repository (``REPO@sha256:…``);
+    empty for an image that was built here and never pushed or pulled."""
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ compares exit codes, the organisation's records and the output lines.
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 from collections import deque
@@ -35,6 +36,11 @@ R = TypeVar("R")
 
 #: Variables the real start.sh keeps out of the agent's capabilities (VSO_AGENT_IGNORE).
 IGNORED_ENV = frozenset({"AZP_TOKEN", "AZP_TOKEN_FILE"})
+
+
+def sim_image_id(image: str) -> str:
+    """The simulated engine's id of ``image``: one reference, one id (built here: no digest)."""
+    return "sha256:" + hashlib.sha256(image.encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -130,6 +136,7 @@ class SimContainer:
             started_at=self.started_at,
             exit_code=self.exit_code,
             oom_killed=self.oom_killed,
+            image_id=sim_image_id(self.image),
         )
 
     def log(self, line: str) -> None:

@@ -13,6 +13,7 @@ from dataclasses import replace
 from rich.text import Text
 from textual.widget import Widget
 
+from gpuci_tui.core.formatting import image_label
 from gpuci_tui.core.models import SlotSnapshot, SlotState, SupervisorSnapshot
 from gpuci_tui.core.wording import plural
 from gpuci_tui.widgets.format import (
@@ -209,6 +210,14 @@ def slot_detail(slot: SlotSnapshot, now: float, collapsed: Sequence[tuple[str, T
     standby = next((a for a in slot.agents if a.role == "standby"), None)
     if standby is not None:
         text.append(f" · standby {standby.name} {standby.phase}", style="bright_black")
+    if slot.image_id:
+        # Last: the least urgent fact, the first one a narrow screen cuts.
+        row = next((a for a in slot.agents if a.lane == slot.lane and a.image), None)
+        runs = row.image if row is not None else slot.image
+        text.append(" · image ", style="bright_black")
+        text.append(image_label(runs, slot.image_id, slot.repo_digest))
+        if slot.image and runs != slot.image:
+            text.append(f" (configured: {slot.image})", style="yellow")
     return text
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from rich.text import Text
 from textual.widgets.data_table import ColumnKey
 
-from gpuci_tui.core.formatting import job_result, memory_short
+from gpuci_tui.core.formatting import job_result, memory_short, short_id
 from gpuci_tui.core.store.history import JobRecord
 from gpuci_tui.widgets.format import duration, level_style
 from gpuci_tui.widgets.keyed_table import Column, KeyedTable
@@ -72,6 +72,8 @@ COLUMNS: tuple[HistoryColumn, ...] = (
         "slot", "Slot", 4, max_width=12, priority=30, sort_key=lambda r: (r.instance, r.slot)
     ),
     HistoryColumn("gpus", "GPU", 3, max_width=12, priority=20),
+    # The image id the job ran on, as `docker images` prints it; the first to collapse.
+    HistoryColumn("image", "Image", 5, max_width=12, priority=10, sort_key=lambda r: r.image_id),
 )
 SORTABLE = tuple(c.key for c in COLUMNS if c.sort_key is not None)
 
@@ -109,6 +111,7 @@ def row_cells(r: JobRecord) -> dict[str, Text]:
         "result": Text(result, style="red" if r.failed else "green"),
         "slot": Text(str(r.slot), justify="right"),
         "gpus": Text(",".join(str(i) for i in r.gpus) or "-"),
+        "image": Text(short_id(r.image_id) if r.image_id else "-", style="bright_black"),
     }
 
 

@@ -46,6 +46,12 @@ from tests.badinput.helpers import (
 # =========================================================================== config.toml
 
 
+DIGEST_ADVICE = (
+    "a digest is sha256: and 64 lowercase hex (docker image inspect lists it under RepoDigests), "
+    'e.g. "REPO/IMAGE@sha256:<64 hex>"; or use a tag, "REPO/IMAGE:TAG"'
+)
+
+
 @dataclass(frozen=True)
 class ConfigCase:
     """A good document with one thing wrong, and the one problem that must be reported."""
@@ -265,6 +271,27 @@ CONFIG_CASES = [
         "agents.image",
         'is not an image reference like "REPO/IMAGE:TAG"; repository names must be lowercase, '
         'got "Registry/GPU-Agent:cuda12"',
+    ),
+    ConfigCase(
+        "image-digest-too-short",
+        setv("agents", "image", "registry.example:5000/gpu-agent@sha256:0123abcd"),
+        "agents.image",
+        'has a malformed digest "sha256:0123abcd": ' + DIGEST_ADVICE,
+    ),
+    ConfigCase(
+        "image-digest-not-sha256",
+        setv("agents", "image", "gpu-agent:cuda12@md5:" + "ab" * 16),
+        "agents.image",
+        'has a malformed digest "md5:' + "ab" * 16 + '": ' + DIGEST_ADVICE,
+    ),
+    ConfigCase(
+        "group-image-digest-uppercase",
+        lambda doc, _tmp: doc.setdefault("groups", {}).update(
+            {"train": {"count": 1, "image": "gpu-agent@sha256:" + "AB" * 32}}
+        ),
+        "groups.train.image",
+        'has a malformed digest "sha256:' + "AB" * 24 + '…": ' + DIGEST_ADVICE,
+        in_memory=False,
     ),
 ]
 

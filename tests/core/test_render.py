@@ -6,6 +6,7 @@ from dataclasses import replace
 
 from gpuci_tui.cli.render import render_status
 from gpuci_tui.core.models import (
+    AgentSnapshot,
     DisabledAgents,
     GpuGateSnapshot,
     PoolSummary,
@@ -110,3 +111,33 @@ def test_status_says_how_old_the_pool_and_queue_figures_are() -> None:
     assert "jobs 3 queued (read 25s ago), 1 running" in text
     older = render_status(replace(snap, pool_summary=PoolSummary(name="gpu", online=2)), now=100.0)
     assert "pool: 2 online" in older, "a daemon that does not say: no age, not a made-up one"
+
+
+def test_status_says_which_image_each_lane_runs_by_id_and_digest() -> None:
+    image_id, other = "sha256:" + "3f2a1b9c0d4e" + "0" * 52, "sha256:" + "9" * 64
+    digest = "reg:5000/agent@sha256:" + "abcdef123456" + "1" * 52
+    running = AgentSnapshot("a", "h-0", "ready", container_id="c0", image="reg:5000/agent:1",
+                            image_id=image_id, repo_digest=digest)  # fmt: skip
+    standby = replace(running, lane="b", name="h-0-b", container_id="c1")
+    new = replace(running, name="h-1", container_id="c2", image_id=other, repo_digest="")
+    snap = SupervisorSnapshot(
+        taken_at=100.0, org_url="https://dev.azure.com/o", pool="gpu", instance="i",
+        desired_count=3,
+        slots=(
+            SlotSnapshot(slot=0, name="h-0", state=SlotState.IDLE, agents=(running, standby),
+                         image="reg:5000/agent:1", image_id=image_id, repo_digest=digest),
+            SlotSnapshot(slot=1, name="h-1", state=SlotState.IDLE, agents=(new,),
+                         image="reg:5000/agent:1", image_id=other),
+        ),
+    )  # fmt: skip
+    lines = render_status(snap, now=100.0).splitlines()
+    assert (
+        "image: reg:5000/agent:1 (id 3f2a1b9c0d4e, digest sha256:abcdef123456) on 2 lane(s)"
+        in lines
+    )
+    assert "image: reg:5000/agent:1 (id 999999999999) on 1 lane(s)" in lines
+    idle = replace(snap, slots=(replace(snap.slots[0], agents=()),))
+    assert (
+        "image: reg:5000/agent:1 (configured; no container runs it)"
+        in render_status(idle, now=100.0).splitlines()
+    )

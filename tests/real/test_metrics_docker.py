@@ -89,6 +89,16 @@ def test_scrape_follows_agents_and_jobs(rig: Rig) -> None:
     assert got[("gpuci_azure_state", frozenset({("state", "ok")}))] == 1
     assert got[("gpuci_container_starts_total", frozenset({("group", "default")}))] >= 2
     assert got[("gpuci_azure_requests_total", frozenset({("outcome", "ok")}))] > 0
+    # One image series per slot, naming the id Docker gives the image the agents run.
+    image = rig.config.agents.image
+    image_id = rig.client.images.get(image).id
+    images = {labels: v for (name, labels), v in got.items() if name == "gpuci_agent_image_info"}
+    assert images == {
+        frozenset(
+            {("group", "default"), ("slot", str(n)), ("image", image), ("image_id", image_id)}
+        ): 1
+        for n in (0, 1)
+    }
 
     job = rig.org.queue_job(rig.pool_id, duration=0.5)
     wait_for(lambda: rig.org.job(job).result == "succeeded", what="the job")

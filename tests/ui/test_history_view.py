@@ -12,12 +12,13 @@ from gpuci_tui.app import make_app
 from gpuci_tui.core.store.history import JobHistory, JobRecord
 from gpuci_tui.screens.dashboard import DashboardScreen
 from gpuci_tui.screens.history import HistoryScreen
-from gpuci_tui.widgets.history_table import sort_rows
+from gpuci_tui.widgets.history_table import row_cells, sort_rows
 from tests.ui.fakes import FakeHandle, make_services
 from tests.ui.helpers import ready, screen_text, wait_for
 from tests.ui.scenarios import NOW, loaded_snapshot
 
 GIB_MIB = 1024.0
+IMAGE_IDS = ("sha256:3f2a1b9c0d4e" + "0" * 52, "sha256:8c41d07e2b95" + "1" * 52)
 
 
 def job(n: int, pipeline: str | None, **kw: Any) -> JobRecord:
@@ -28,6 +29,8 @@ def job(n: int, pipeline: str | None, **kw: Any) -> JobRecord:
         "started_at": NOW - 3600 + n * 60 - 300, "ended_at": NOW - 3600 + n * 60,
         "exit_code": 0, "oom": False, "reason": "job finished", "result": "succeeded",
         "gpus": (n % 3,), "gpu_samples": 10,
+        # The image changed under the pool after job 8: the Image column tells them apart.
+        "image": "registry.lab:5000/gpu-agent:cuda12", "image_id": IMAGE_IDS[n >= 9],
     }  # fmt: skip
     values.update(kw)
     return JobRecord(**values)
@@ -198,3 +201,10 @@ async def test_the_palette_and_help_offer_the_history(history_file: Path) -> Non
         await pilot.press("question_mark")
         await wait_for(pilot, lambda: type(pilot.app.screen).__name__ == "HelpScreen")
         assert any(k.key == "h" and k.description == "History" for k in pilot.app.screen.keys)  # type: ignore[attr-defined]
+
+
+def test_the_image_cell_is_the_short_id_the_job_ran_on_or_a_dash() -> None:
+    assert row_cells(job(1, "lint")).get("image") is not None
+    assert row_cells(job(1, "lint"))["image"].plain == "3f2a1b9c0d4e"
+    assert row_cells(job(10, "lint"))["image"].plain == "8c41d07e2b95"
+    assert row_cells(job(1, "lint", image=None, image_id=None))["image"].plain == "-"

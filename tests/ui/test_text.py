@@ -8,6 +8,7 @@ import pytest
 
 from gpuci_tui.core.engine.preview import preview
 from gpuci_tui.core.models import (
+    AgentSnapshot,
     Drain,
     ExitInfo,
     JobInfo,
@@ -77,6 +78,25 @@ def test_a_slot_detail_says_its_state_once() -> None:
     assert slot_detail(slot, NOW).plain == "ceo-fl1-1 drained"
     exited = replace(slot, last_exit=ExitInfo(code=0, reason="exited 0"))
     assert slot_detail(exited, NOW).plain == "ceo-fl1-1 drained · last exit 0 exited"
+
+
+def test_a_slot_detail_ends_with_the_image_it_runs() -> None:
+    image_id = "sha256:3f2a1b9c0d4e" + "0" * 52
+    digest = "reg:5000/agent@sha256:abcdef123456" + "1" * 52
+    runs = AgentSnapshot("a", "h-0", "ready", image="reg:5000/agent:1", image_id=image_id)
+    slot = SlotSnapshot(
+        slot=0, name="h-0", state=SlotState.IDLE, agents=(runs,), image="reg:5000/agent:1",
+        image_id=image_id, repo_digest=digest,
+    )  # fmt: skip
+    assert slot_detail(slot, NOW).plain.endswith(
+        " · image reg:5000/agent:1 (id 3f2a1b9c0d4e, digest sha256:abcdef123456)"
+    )
+    # A lane still on an older image than the configured one says both.
+    moved = replace(slot, image="reg:5000/agent:2", repo_digest="")
+    assert slot_detail(moved, NOW).plain.endswith(
+        " · image reg:5000/agent:1 (id 3f2a1b9c0d4e) (configured: reg:5000/agent:2)"
+    )
+    assert "image" not in slot_detail(replace(slot, image_id=""), NOW).plain
 
 
 def test_exit_label_flags_oom() -> None:

@@ -43,8 +43,10 @@ _LABEL = r"[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?"
 _PART = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 _IMAGE_REF = re.compile(
     rf"(?:{_LABEL}(?:\.{_LABEL})*(?::[0-9]+)?/)?{_PART}(?:/{_PART})*(?::\w[\w.-]{{0,127}})?"
-    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?"
+    r"(?:@sha256:[0-9a-f]{64})?"
 )
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+"""The one digest Docker pins images by: the sha256 of the manifest, 64 lowercase hex digits."""
 _MEM_LIMIT = re.compile(r"(\d+(?:\.\d+)?)([kmg]?)b?", re.I)
 _MEM_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
 
@@ -190,13 +192,24 @@ def check_gpu_count(count: int, gpus: str, gpu_count: int | None) -> None:
 
 
 def validate_image(value: object) -> str:
-    """Check a container image reference such as ``registry.example/gpu-agent:cuda12``."""
+    """Check a container image reference: a tag or a pinned digest.
+
+    ``[REGISTRY[:PORT]/]REPO[:TAG]`` (``registry.example:5000/gpu-agent:cuda12``) or
+    ``REPO[:TAG]@sha256:<64 hex>`` (the image pinned by its manifest digest).
+    """
     key = "agents.image"
     ref = as_text(value, key)
     if not ref:
         raise ConfigError('is empty; set the agent image, e.g. "REPO/IMAGE:TAG"', key=key)
+    name, at, digest = ref.partition("@")
+    if at and not _DIGEST.fullmatch(digest):
+        raise ConfigError(
+            f"has a malformed digest {show(digest)}: a digest is sha256: and 64 lowercase hex "
+            '(docker image inspect lists it under RepoDigests), e.g. "REPO/IMAGE@sha256:<64 hex>"; '
+            'or use a tag, "REPO/IMAGE:TAG"',
+            key=key,
+        )
     if len(ref) > 255 or not _IMAGE_REF.fullmatch(ref):
-        name = ref.split("@")[0]
         name = name.rsplit(":", 1)[0] if ":" in name.rsplit("/", 1)[-1] else name
         hint = "; repository names must be lowercase" if name != name.lower() else ""
         raise ConfigError(

@@ -197,6 +197,7 @@ def info_from_summary(item: Mapping[str, Any]) -> ContainerInfo:
         status=state or "unknown",
         image=str(item.get("Image") or ""),
         exit_code=exit_code,
+        image_id=str(item.get("ImageID") or ""),
     )
 
 
@@ -218,4 +219,7 @@ def info_from_inspect(data: Mapping[str, Any]) -> ContainerInfo:
         started_at=parse_docker_time(state.get("StartedAt")),
         exit_code=exit_code,
         oom_killed=bool(state.get("OOMKilled", False)),
+        # Top-level "Image" is the id of the image the container runs; Config's is the
+        # reference it was created from.
+        image_id=str(data.get("Image") or ""),
     )

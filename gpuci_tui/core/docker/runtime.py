@@ -37,6 +37,7 @@ from gpuci_tui.core.docker.errors import (
 )
 from gpuci_tui.core.docker.events import EVENT_ACTIONS, follow_events
 from gpuci_tui.core.docker.files import remove_file
+from gpuci_tui.core.docker.images import repo_digest_for
 from gpuci_tui.core.docker.leftovers import discard, reclaim_half_made
 from gpuci_tui.core.docker.mapping import (
     host_config_kwargs,
@@ -44,7 +45,7 @@ from gpuci_tui.core.docker.mapping import (
     info_from_summary,
     token_archive,
 )
-from gpuci_tui.core.errors import ContainerStartError, RuntimeUnavailableError
+from gpuci_tui.core.errors import ContainerStartError, GpuciError, RuntimeUnavailableError
 from gpuci_tui.core.protocols import ContainerEvent, ContainerInfo, ContainerSpec
 from gpuci_tui.core.secrets.redaction import redact
 
@@ -86,6 +87,9 @@ class DockerRuntime:
         # Container id -> last inspected details, reused while the state is the
         # same (a running container's start time, an exited one's exit code/OOM).
         self._details: OrderedDict[str, ContainerInfo] = OrderedDict()
+        # Image id -> its RepoDigests: an image's digests never change under its id, so
+        # each image is inspected once, not once per container or listing.
+        self._repo_digests: OrderedDict[str, tuple[str, ...]] = OrderedDict()
 
     @property
     def api_call_count(self) -> int:
@@ -145,6 +149,35 @@ class DockerRuntime:
                 ) from exc
         return data
 
+    def _keep_image(self, data: Mapping[str, Any]) -> str:
+        """Remember an inspected image's RepoDigests by its id; returns the id."""
+        image_id = str(data.get("Id") or "")
+        if image_id:
+            digests = tuple(str(d) for d in data.get("RepoDigests") or ())
+            with self._lock:
+                self._repo_digests[image_id] = digests
+                self._repo_digests.move_to_end(image_id)
+                while len(self._repo_digests) > _DETAIL_CACHE_SIZE:
+                    self._repo_digests.popitem(last=False)
+        return image_id
+
+    def _with_repo_digest(self, info: ContainerInfo) -> ContainerInfo:
+        """``info`` with the repo digest of its image for its reference (one inspect per image)."""
+        if not info.image_id or info.repo_digest:
+            return info
+        with self._lock:
+            digests = self._repo_digests.get(info.image_id)
+        if digests is None:
+            try:
+                data = self._inspect_image(info.image_id)
+            except GpuciError:
+                return info  # the digest is a detail: the listing stands without it
+            if data is None:
+                return info
+            self._keep_image(data)
+            digests = tuple(str(d) for d in data.get("RepoDigests") or ())
+        return replace(info, repo_digest=repo_digest_for(info.image, digests))
+
     def image_labels(self, image: str) -> dict[str, str]:
         """The image's labels ({} when the image is not present)."""
         data = self._inspect_image(image) or {}
@@ -180,8 +213,12 @@ class DockerRuntime:
             archive = token_archive(spec.token_path, token)
         except ValueError as exc:
             raise ContainerStartError(f"Cannot start {spec.name}: {exc}") from exc
-        if not self.image_present(spec.image):
+        # The presence check reads the image anyway: its id and digests come with it.
+        image_data = self._inspect_image(spec.image)
+        if image_data is None:
             raise image_missing(spec.image)
+        image_id = self._keep_image(image_data)
+        repo_digest = repo_digest_for(spec.image, image_data.get("RepoDigests") or ())
         with self._conn.api() as api:
             try:
                 host_config = api.create_host_config(**host_config_kwargs(spec))
@@ -232,6 +269,8 @@ class DockerRuntime:
             status="running",
             image=spec.image,
             started_at=time.time(),
+            image_id=image_id,
+            repo_digest=repo_digest,
         )
         self._remember(info)
         log.info("started %s (%s) from %s", spec.name, container_id[:12], spec.image)
@@ -267,7 +306,7 @@ class DockerRuntime:
         result: list[ContainerInfo] = []
         for item in items:
             summary = info_from_summary(item)
-            result.append(self._with_details(summary))
+            result.append(self._with_repo_digest(self._with_details(summary)))
         return result
 
     def _with_details(self, summary: ContainerInfo) -> ContainerInfo:
@@ -281,6 +320,10 @@ class DockerRuntime:
                 return summary
         return replace(
             summary,
+            # The list's "Image" turns into the image id once the tag has moved on;
+            # the container's own config keeps the reference it was created from.
+            image=known.image or summary.image,
+            image_id=summary.image_id or known.image_id,
             started_at=known.started_at,
             exit_code=summary.exit_code if known.exit_code is None else known.exit_code,
             oom_killed=known.oom_killed,

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from gpuci_tui.core.engine.gpu_admission import GateKind
-from gpuci_tui.core.models import ExitInfo, HealthSnapshot, JobInfo
+from gpuci_tui.core.models import ExitInfo, HealthSnapshot, ImageUsed, JobInfo
 from gpuci_tui.core.protocols import Agent
 
 
@@ -118,6 +118,8 @@ class LaneRecord:
     """The container whose tail is being read: it is not removed before the read answers."""
     xids: tuple[int, ...] = ()
     """Critical Xids the slot's GPUs raised while this container's job ran (the history)."""
+    image: ImageUsed = field(default_factory=ImageUsed)
+    """The image the current container runs (empty: none, or not known yet)."""
     # -------------------------------------------------- the registration, as the server said
     agent_id: int | None = None
     enabled: bool | None = None

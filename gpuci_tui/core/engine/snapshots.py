@@ -136,6 +136,9 @@ def agent_snapshot(slot: SlotRecord, lane: LaneRecord, state: EngineState) -> Ag
         agent_status=lane.status,
         agent_enabled=lane.enabled,
         job=lane.job,
+        image=lane.image.reference,
+        image_id=lane.image.image_id,
+        repo_digest=lane.image.repo_digest,
     )
 
 
@@ -146,8 +149,12 @@ def slot_snapshot(
     gpus: tuple[str, ...],
     group: str = "",
     gpu_now: GpuNowOf | None = None,
+    image: str = "",
 ) -> SlotSnapshot:
-    """One slot, frozen; ``gpu_now`` gives its running job's GPU figures (when measured)."""
+    """One slot, frozen; ``gpu_now`` gives its running job's GPU figures (when measured).
+
+    ``image`` is the configured image; the image id is the one the row's lane runs.
+    """
     main = primary(slot)
     running = main if main.job else next((lane for lane in slot.lanes if lane.job), None)
     job = running.job if running is not None else None
@@ -187,6 +194,9 @@ def slot_snapshot(
         gate=slot.gate.kind.value,
         gate_reason=slot.gate.reason,
         gate_code=slot.gate.code,
+        image=image,
+        image_id=main.image.image_id,
+        repo_digest=main.image.repo_digest,
     )
 
 
@@ -273,8 +283,12 @@ def supervisor_snapshot(
     group: str = "",
     gpu_now: GpuNowOf | None = None,
     gpu_gates: tuple[GpuGateSnapshot, ...] = (),
+    image: str = "",
 ) -> SupervisorSnapshot:
-    """The whole supervisor, frozen (``gpu_now``: see `slot_snapshot`; None when not measured)."""
+    """The whole supervisor, frozen (``gpu_now``: see `slot_snapshot`; None when not measured).
+
+    ``image`` is the image the configuration names for these slots.
+    """
     return SupervisorSnapshot(
         taken_at=now,
         org_url=meta.org_url,
@@ -286,7 +300,7 @@ def supervisor_snapshot(
         mode=meta.mode,
         pid=meta.pid,
         slots=tuple(
-            slot_snapshot(slot, state, now, gpus_of(slot.number), group, gpu_now)
+            slot_snapshot(slot, state, now, gpus_of(slot.number), group, gpu_now, image)
             for slot in state.slots
         ),
         pool_summary=pool_summary(state, meta.pool),

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from gpuci_tui.core.engine.gpu_admission import GateReading
 from gpuci_tui.core.engine.lifecycle import Lane, PoolView
-from gpuci_tui.core.models import ExitInfo, JobInfo
+from gpuci_tui.core.models import ExitInfo, ImageUsed, JobInfo
 from gpuci_tui.core.protocols import Agent, ContainerInfo
 
 # =========================================================================== observations
@@ -34,6 +34,18 @@ class ListedContainer:
     slot: int
     lane: Lane
     info: ContainerInfo
+
+
+def image_used(info: ContainerInfo, known: ImageUsed | None = None) -> ImageUsed:
+    """The image a listed or started container runs, as the engine reported it.
+
+    ``known``: what the lane knew; its digest stays when this report lacks one for the
+    same image (a failed image read must not forget it).
+    """
+    digest = info.repo_digest
+    if not digest and known is not None and known.image_id == info.image_id:
+        digest = known.repo_digest
+    return ImageUsed(info.image, info.image_id, digest)
 
 
 @dataclass(frozen=True)
@@ -55,6 +67,8 @@ class Started:
     lane: Lane
     container_id: str
     at: float
+    image: ImageUsed = ImageUsed()
+    """The image it runs, as the start found it (no further Docker call)."""
 
 
 @dataclass(frozen=True)
@@ -328,6 +342,8 @@ class JobEnded:
     """The registration's id: its last finished job request says the rest."""
     xids: tuple[int, ...] = ()
     """Critical Xids the slot's GPUs raised while the job ran."""
+    image: ImageUsed = ImageUsed()
+    """The image the job ran on."""
 
 
 Output = Note | JobEnded

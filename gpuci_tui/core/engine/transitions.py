@@ -44,6 +44,7 @@ from gpuci_tui.core.engine.steps import (
     Started,
     StartFailed,
     Stopped,
+    image_used,
 )
 from gpuci_tui.core.engine.transitions_gpu import gpu_observed
 from gpuci_tui.core.engine.transitions_server import (
@@ -52,7 +53,7 @@ from gpuci_tui.core.engine.transitions_server import (
     pool_read,
     server_failed,
 )
-from gpuci_tui.core.models import ExitInfo, HealthSnapshot, HealthState
+from gpuci_tui.core.models import ExitInfo, HealthSnapshot, HealthState, ImageUsed
 from gpuci_tui.core.protocols import ContainerInfo
 
 #: Pause of every start after the PAT could not be read.
@@ -138,10 +139,13 @@ def apply(state: EngineState, obs: Observation, rules: SupervisorConfig) -> Step
 # --------------------------------------------------------------------------- our own starts
 
 
-def container_started(lane: LaneRecord, container_id: str, at: float) -> LaneRecord:
+def container_started(
+    lane: LaneRecord, container_id: str, at: float, image: ImageUsed | None = None
+) -> LaneRecord:
     """A container now occupies the lane; the registration facts are kept."""
     return replace(
         lane,
+        image=image or ImageUsed(),
         phase=LanePhase.BOOTING,
         container_id=container_id,
         started_at=at,
@@ -161,7 +165,7 @@ def _started(state: EngineState, slot: SlotRecord, obs: Started, rules: Supervis
     lane = slot.lane(obs.lane)
     early, gone = lane.early_exit, lane.early_destroyed
     lane = replace(
-        container_started(lane, obs.container_id, obs.at),
+        container_started(lane, obs.container_id, obs.at, obs.image),
         early_exit=None,
         early_destroyed=None,
     )
@@ -268,6 +272,7 @@ def _died(state: EngineState, slot: SlotRecord, obs: Died, rules: SupervisorConf
                 info,
                 lane.agent_id,
                 lane.xids,
+                lane.image,
             )
         )
     ended = replace(
@@ -284,6 +289,7 @@ def _died(state: EngineState, slot: SlotRecord, obs: Died, rules: SupervisorConf
         online=False,
         oom=False,
         xids=(),
+        image=ImageUsed(),
         stop_requested=False,
         logs_of=obs.container_id if failure else lane.logs_of,
         # A registration disabled before its container ended can take no job any more.
@@ -407,6 +413,8 @@ def _listed(state: EngineState, obs: Listed, rules: SupervisorConfig) -> Step:
                         "container_adopted", f"{lane.name} adopted ({current.id[:12]})", slot.number
                     )
                 )
+            if current is not None and current.image_id:  # the engine's word on what runs
+                lane = replace(lane, image=image_used(current, lane.image))
             extra = frozenset(i.id for i in infos if current is None or i.id != current.id)
             stale = frozenset(dead.get(key, set()) - {lane.dying_id})
             lane = replace(lane, extra_ids=extra, stale_ids=stale)

@@ -31,6 +31,7 @@ from gpuci_tui.core.engine.steps import (
     StartFailed,
     StopAgent,
     Stopped,
+    image_used,
 )
 from gpuci_tui.core.errors import (
     AzureError,
@@ -124,7 +125,7 @@ class Executor:
             return StartFailed(slot, lane, "engine", str(exc), self.clock())
         except GpuciError as exc:
             return StartFailed(slot, lane, "start", str(exc), self.clock())
-        return Started(slot, lane, info.id, info.started_at or self.clock())
+        return Started(slot, lane, info.id, info.started_at or self.clock(), image_used(info))
 
     async def _stop(self, action: StopAgent) -> Observation:
         timeout = self.config.supervisor.stop_timeout

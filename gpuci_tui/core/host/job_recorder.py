@@ -68,6 +68,9 @@ def job_record(
             else None
         ),
         xid=ended.xids,
+        image=ended.image.reference or None,
+        image_id=ended.image.image_id or None,
+        repo_digest=ended.image.repo_digest or None,
     )
     return record.with_gpu(gpu) if gpu is not None else record
 

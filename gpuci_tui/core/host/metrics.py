@@ -14,7 +14,8 @@ Two kinds of figures, fed two ways:
 
 Label values come from small fixed sets (slot states, health states, results,
 outcomes) or from the configuration (group names, GPU indexes): never request
-ids, run numbers, agent names or container ids, so cardinality stays bounded.
+ids, run numbers, agent names or container ids, so cardinality stays bounded. The one
+exception, the image info, has one series per slot (its configured image and image id).
 A private `CollectorRegistry` keeps library defaults (process and GC metrics of
 the global registry) out, and lets tests build as many as they like.
 """
@@ -283,7 +284,15 @@ class StateCollector(Collector):
             "gpuci_slots_held", "Slots that take no new job because of their GPUs, by reason "
             "(foreign_process: held; the others: quarantined).", labels=["group", "reason"],
         )  # fmt: skip
+        image = GaugeMetricFamily(
+            "gpuci_agent_image_info", "1 per slot: the image the configuration names and the "
+            "id of the image its agent runs (empty while no container runs or it is not known).",
+            labels=["group", "slot", "image", "image_id"],
+        )  # fmt: skip
         if snap is not None:
+            for one in snap.slots:  # one series per slot: a new image replaces the old series
+                labels = [group_label(one.group), str(one.slot), one.image, one.image_id]
+                image.add_metric(labels, 1.0)
             _add_slots(snap, slots, desired, agents, parked)
             _add_gates(snap, health, held)
             for pool in snap.pools or (snap.pool_summary,):
@@ -302,7 +311,7 @@ class StateCollector(Collector):
             if gpu.memory_total_mib is not None:
                 total.add_metric(index, gpu.memory_total_mib * MIB)
         yield from (slots, desired, agents, parked, queued, docker, azure, limited, paused)
-        yield from (util, used, total, health, held)
+        yield from (util, used, total, health, held, image)
 
 
 def _add_gates(

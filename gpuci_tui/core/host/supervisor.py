@@ -227,6 +227,7 @@ class Supervisor:
             group=self.group,
             gpu_now=None if self._gpu_use is None else self._gpu_now,
             gpu_gates=() if self.gatekeeper is None else self.gatekeeper.gates,
+            image=self.config.agents.image,
         )
 
     def preview(self, command: Command) -> CommandPreview:

@@ -81,6 +81,12 @@ class JobRecord:
     """Why ``energy_j`` is None (e.g. the GPU was shared); empty when measured."""
     xid: tuple[int, ...] = ()
     """Critical Xids the job's GPU raised while it ran (its failure may be the GPU's)."""
+    image: str | None = None
+    """The image reference the job's container was created from (None: not recorded)."""
+    image_id: str | None = None
+    """The id of the image the job ran on (``sha256:…``; None: not known)."""
+    repo_digest: str | None = None
+    """That image's registry digest (``REPO@sha256:…``; None: none or not known)."""
     id: int | None = None
     """The row id, set on records read back from the history."""
 

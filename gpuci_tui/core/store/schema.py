@@ -22,7 +22,7 @@ import os
 import sqlite3
 from pathlib import Path
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 BUSY_TIMEOUT_S = 5.0
 
 _V1_TABLE = """
@@ -64,7 +64,15 @@ V2_COLUMNS: tuple[tuple[str, str], ...] = (
 V3_COLUMNS: tuple[tuple[str, str], ...] = (("xid", "TEXT"),)
 """Added by version 3: the critical Xids the job's GPU raised while it ran ("79,48")."""
 
-COLUMNS = V1_COLUMNS + tuple(name for name, _ in (*V2_COLUMNS, *V3_COLUMNS))
+V4_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("image", "TEXT"),
+    ("image_id", "TEXT"),
+    ("repo_digest", "TEXT"),
+)
+"""Added by version 4: the image the job ran on (reference, image id, repo digest);
+NULL in older rows: not recorded then."""
+
+COLUMNS = V1_COLUMNS + tuple(name for name, _ in (*V2_COLUMNS, *V3_COLUMNS, *V4_COLUMNS))
 
 _V2_INDEXES = (
     # "the last N jobs", "since 2d" and retention by age all walk ended_at.
@@ -162,6 +170,12 @@ def migrate(db: sqlite3.Connection) -> int:
                 if name not in have:
                     db.execute(f"ALTER TABLE jobs ADD COLUMN {name} {decl}")
             version = 3
+        if version == 3:
+            have = table_columns(db)
+            for name, decl in V4_COLUMNS:
+                if name not in have:
+                    db.execute(f"ALTER TABLE jobs ADD COLUMN {name} {decl}")
+            version = 4
         if version != found:
             db.execute(f"PRAGMA user_version = {version}")
         db.execute("COMMIT")

@@ -14,6 +14,7 @@ from gpuci_tui.core.host.supervisor import Supervisor
 from gpuci_tui.core.models import (
     AgentSnapshot,
     ExitInfo,
+    ImageUsed,
     JobInfo,
     SlotSnapshot,
     SlotState,
@@ -27,6 +28,7 @@ from gpuci_tui.core.protocols import (
     JobRequest,
 )
 from gpuci_tui.core.store.history import JobHistory, JobQuery
+from gpuci_tui.sim.agent_program import sim_image_id
 from gpuci_tui.sim.api import SimPoolApi
 from gpuci_tui.sim.gpu_synthetic import FixtureSampler
 from gpuci_tui.sim.org import SimOrg
@@ -42,6 +44,18 @@ ENDED = JobEnded(
     exit=ExitInfo(code=0, at=160.0, reason="job finished", took_job=True),
     agent_id=7,
 )
+
+
+def test_the_row_names_the_image_the_job_ran_on() -> None:
+    image = ImageUsed("reg:5000/agent:1", "sha256:" + "e" * 64, "reg:5000/agent@sha256:" + "f" * 64)
+    row = job_record("inst", replace(ENDED, image=image), None, None)
+    assert (row.image, row.image_id, row.repo_digest) == (
+        image.reference,
+        image.image_id,
+        image.repo_digest,
+    )
+    unknown = job_record("inst", ENDED, None, None)
+    assert (unknown.image, unknown.image_id, unknown.repo_digest) == (None, None, None)
 
 
 def test_times_between_azure_timestamps() -> None:
@@ -95,6 +109,10 @@ async def test_a_finished_job_is_written_with_its_result_and_queue_wait(env: Env
     assert rows[job].result == "succeeded" and rows[fail].result == "failed"
     assert rows[job].pipeline == "eval - nightly" and rows[job].queue_wait_s is not None
     assert rows[fail].failed and not rows[job].failed
+    # Every row says which image the job ran on: the configured reference and its id.
+    image = env.config.agents.image
+    assert {(r.image, r.image_id) for r in rows.values()} == {(image, sim_image_id(image))}
+    assert all(r.repo_digest is None for r in rows.values()), "built here: no registry digest"
 
 
 def frame(at: float, container: str, memory: float, util: float) -> GpuFrame:

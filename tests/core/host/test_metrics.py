@@ -300,3 +300,37 @@ def test_gpu_health_and_held_slots_by_bounded_reason() -> None:
     held = {r: value(metrics, "gpuci_slots_held", group="default", reason=r) for r in GATE_REASONS}
     assert held == {r: {"foreign_process": 2.0, "xid": 1.0}.get(r, 0.0) for r in GATE_REASONS}
     assert value(metrics, "gpuci_slots", group="default", state="held") == 1
+
+
+def test_the_image_info_is_one_series_per_slot_and_follows_a_new_image() -> None:
+    metrics = Metrics()
+    v1, v2 = "sha256:" + "1" * 64, "sha256:" + "2" * 64
+    image = "reg:5000/agent:cuda12"
+    metrics.observe_snapshot(
+        snapshot(
+            [
+                slot(0, SlotState.IDLE, group="train", image=image, image_id=v1),
+                slot(1, SlotState.EMPTY, group="train", image=image),
+            ]
+        )
+    )
+
+    def series() -> dict[Labels, float]:
+        return {
+            k: v for (name, k), v in scrape(metrics).items() if name == "gpuci_agent_image_info"
+        }
+
+    def labels(number: int, image_id: str) -> Labels:
+        return (("group", "train"), ("image", image), ("image_id", image_id), ("slot", str(number)))
+
+    assert series() == {labels(0, v1): 1.0, labels(1, ""): 1.0}
+    # Slot 0 now runs another image: its old series is gone, not left beside the new one.
+    metrics.observe_snapshot(
+        snapshot(
+            [
+                slot(0, SlotState.IDLE, group="train", image=image, image_id=v2),
+                slot(1, SlotState.IDLE, group="train", image=image, image_id=v2),
+            ]
+        )
+    )
+    assert series() == {labels(0, v2): 1.0, labels(1, v2): 1.0}

@@ -12,7 +12,7 @@ import pytest
 from gpuci_tui.core.gpu.accounting import JobGpuStats, JobKey
 from gpuci_tui.core.store import history
 from gpuci_tui.core.store.history import HistoryError, JobHistory, JobQuery, JobRecord, read_history
-from gpuci_tui.core.store.schema import open_reader
+from gpuci_tui.core.store.schema import SCHEMA_VERSION, open_reader
 
 # The table exactly as the first release created it (gpuci_tui/core/store/history.py @19350dc),
 # written here literally so that later schema edits cannot change what "old" means.
@@ -85,7 +85,7 @@ def test_v1_file_keeps_every_row_after_migration(tmp_path: Path) -> None:
     assert [r.duration_s for r in rows] == [600.0, None, 300.0]
     assert all(r.result is None and r.gpus == () and r.peak_gpu_memory_mib is None for r in rows)
     db = sqlite3.connect(path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 3
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     db.close()
     # Opening again is a no-op: same rows, same version.
@@ -244,7 +244,7 @@ def test_v2_file_gains_the_xid_column_and_the_xids_round_trip(tmp_path: Path) ->
     h.close()
     assert [r.xid for r in rows] == [(79, 48), ()]
     db = sqlite3.connect(path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 3
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     db.execute("ALTER TABLE jobs DROP COLUMN xid")
     db.execute("PRAGMA user_version = 2")
     db.commit()
@@ -255,4 +255,30 @@ def test_v2_file_gains_the_xid_column_and_the_xids_round_trip(tmp_path: Path) ->
     again = JobHistory(path, clock=lambda: 2000.0)
     assert len(again.query(JobQuery(limit=None))) == 2
     again.close()
-    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 3
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+def test_v3_file_gains_the_image_columns_and_the_image_round_trips(tmp_path: Path) -> None:
+    path = tmp_path / "history.sqlite3"
+    image_id, digest = "sha256:" + "1" * 64, "reg:5000/agent@sha256:" + "2" * 64
+    h = JobHistory(path, clock=lambda: 2000.0)
+    h.add(rec(1500.0, image="reg:5000/agent:1", image_id=image_id, repo_digest=digest))
+    h.close()
+    db = sqlite3.connect(path)
+    for column in ("image", "image_id", "repo_digest"):
+        db.execute(f"ALTER TABLE jobs DROP COLUMN {column}")
+    db.execute("PRAGMA user_version = 3")
+    db.commit()
+    db.close()
+    # A version-3 file read before any daemon migrated it: no image, nothing lost.
+    old = read_history(path, JobQuery(limit=None))
+    assert old is not None and [(r.image, r.image_id) for r in old] == [(None, None)]
+    again = JobHistory(path, clock=lambda: 2000.0)
+    again.add(rec(1600.0, image="reg:5000/agent:1", image_id=image_id, repo_digest=digest))
+    rows = sorted(again.query(JobQuery(limit=None)), key=lambda r: r.ended_at)
+    again.close()
+    assert [(r.image, r.image_id, r.repo_digest) for r in rows] == [
+        (None, None, None),
+        ("reg:5000/agent:1", image_id, digest),
+    ]
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4

@@ -27,7 +27,7 @@ JSON_KEYS = [
     "id", "instance", "slot", "agent", "request_id", "pipeline", "run", "started_at",
     "ended_at", "duration_s", "queue_wait_s", "result", "exit_code", "oom", "failed", "reason",
     "gpus", "gpu_samples", "peak_gpu_memory_mib", "mean_util_pct", "peak_util_pct", "energy_j",
-    "energy_note", "xid",
+    "energy_note", "xid", "image", "image_id", "repo_digest",
 ]  # fmt: skip
 
 
@@ -132,6 +132,7 @@ def test_json_is_a_stable_list_of_objects(history: Path, capsys) -> None:
     assert oom["oom"] is True and oom["failed"] is True and oom["exit_code"] == 137
     assert oom["result"] is None
     assert oom["gpus"] == []
+    assert (oom["image"], oom["image_id"], oom["repo_digest"]) == (None, None, None)
     assert oom["ended_at"].endswith("Z")
     assert oom["duration_s"] == pytest.approx(65.0)
 
