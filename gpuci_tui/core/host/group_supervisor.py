@@ -14,6 +14,7 @@ import asyncio
 import os
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from gpuci_tui.core.config.loader import Config, agent_groups, daemon_instance, for_group
@@ -27,6 +28,7 @@ from gpuci_tui.core.host.supervisor import IntentStore, Supervisor, clear_gpu
 from gpuci_tui.core.models import (
     Command,
     CommandResult,
+    DiskSnapshot,
     Drain,
     GpuClear,
     GroupSummary,
@@ -85,6 +87,7 @@ class GroupSupervisor:
         gpu_use: Callable[[JobKey], JobGpuNow | None] | None = None,
         reporter: Broadcaster | None = None,
         gatekeeper: GpuGatekeeper | None = None,
+        disk: Callable[[], DiskSnapshot] | None = None,
     ) -> None:
         """One supervisor per group; ``intent_store``/``on_job_finished`` are per group name.
 
@@ -97,6 +100,7 @@ class GroupSupervisor:
         ``reporter``: where every group's events go (default: a new `Broadcaster`), given
         when something built before the supervisors reports there too (the gatekeeper).
         ``gatekeeper``: the host's GPU admission and health watch, shared by every group.
+        ``disk``: the latest reading of Docker's free space (None: no disk watch).
         """
         self.config = config
         self.api = api
@@ -107,6 +111,7 @@ class GroupSupervisor:
         self.reporter.bind(self.snapshot)
         self.gatekeeper = gatekeeper
         """The host's GPU admission and health watch (``gpu clear``, the GPUs' states)."""
+        self.disk = disk
         self.pools: dict[str, PoolObserver] = {}
         self.children: dict[str, Supervisor] = {}
         self.started_at: float | None = None
@@ -191,7 +196,11 @@ class GroupSupervisor:
     # ------------------------------------------------------------------ state
 
     def snapshot(self) -> SupervisorSnapshot:
-        """Every group's slots side by side, the pools, the worst health."""
+        """Every group's slots side by side, the pools, the worst health, the disk."""
+        snap = self._groups_snapshot()
+        return snap if self.disk is None else replace(snap, disk=self.disk())
+
+    def _groups_snapshot(self) -> SupervisorSnapshot:
         if self.implicit:
             # One implicit group: the lone supervisor's own snapshot, unchanged.
             return next(iter(self.children.values())).snapshot()
