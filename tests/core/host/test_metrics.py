@@ -15,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from gpuci_tui.core.host.metrics import Metrics, azure_outcome, follow, result_label
 from gpuci_tui.core.host.reporter import Broadcaster
 from gpuci_tui.core.models import (
+    DiskSnapshot,
     GroupSummary,
     HealthSnapshot,
     HealthState,
@@ -300,3 +301,15 @@ def test_gpu_health_and_held_slots_by_bounded_reason() -> None:
     held = {r: value(metrics, "gpuci_slots_held", group="default", reason=r) for r in GATE_REASONS}
     assert held == {r: {"foreign_process": 2.0, "xid": 1.0}.get(r, 0.0) for r in GATE_REASONS}
     assert value(metrics, "gpuci_slots", group="default", state="held") == 1
+
+
+def test_docker_free_space_and_images_removed() -> None:
+    metrics = Metrics()
+    metrics.observe_snapshot(snapshot([]))
+    assert value(metrics, "gpuci_docker_free_bytes") is None  # unknown: absent, not 0
+    assert value(metrics, "gpuci_docker_images_removed_total") == 0
+    metrics.observe_snapshot(snapshot([], disk=DiskSnapshot(state="ok", free_bytes=12345)))
+    metrics.observe_event(SupervisorEvent(at=1.0, kind="disk_image_removed", message="removed"))
+    metrics.observe_event(SupervisorEvent(at=2.0, kind="disk_image_kept", message="kept"))
+    assert value(metrics, "gpuci_docker_free_bytes") == 12345
+    assert value(metrics, "gpuci_docker_images_removed_total") == 1
