@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpuci_tui.core.config.loader import Config, agent_groups, daemon_instance, for_group
 from gpuci_tui.core.docker.agentspec import LABEL_GROUP
+from gpuci_tui.core.engine.disk_gc import pull_refusal
 from gpuci_tui.core.engine.preview import CommandPreview, preview
 from gpuci_tui.core.engine.snapshots import pools_total, shared_pool
 from gpuci_tui.core.engine.steps import JobEnded
@@ -147,6 +148,7 @@ class GroupSupervisor:
                 group="" if self.implicit else group.name,
                 gpu_use=gpu_use,
                 gatekeeper=gatekeeper,
+                pull_refusal=self._pull_refusal if disk is not None else None,
             )
 
     # ------------------------------------------------------------------ running
@@ -199,6 +201,15 @@ class GroupSupervisor:
         """Every group's slots side by side, the pools, the worst health, the disk."""
         snap = self._groups_snapshot()
         return snap if self.disk is None else replace(snap, disk=self.disk())
+
+    def _pull_refusal(self) -> str | None:
+        """Why no pull may start now (Docker's disk below the hard floor), or None."""
+        disk = self.disk() if self.disk is not None else None
+        return (
+            None
+            if disk is None
+            else pull_refusal(disk.state, disk.free_bytes, disk.hard_floor_bytes)
+        )
 
     def _groups_snapshot(self) -> SupervisorSnapshot:
         if self.implicit:

@@ -255,3 +255,43 @@ async def test_the_assembly_frees_the_simulated_disk_and_shows_it(tmp_path: Path
     finally:
         await parts.close()
         runtime.close()
+
+
+async def test_below_the_hard_floor_a_slot_missing_its_image_says_no_pull_starts(
+    tmp_path: Path,
+) -> None:
+    org = SimOrg(heartbeat_timeout=3.0)
+    org.add_pat(PAT)
+    org.add_pool("gpu")
+    path = tmp_path / "config.toml"
+    path.write_text(
+        '[azure]\nurl = "http://127.0.0.1:9"\npool = "gpu"\n\n'
+        '[agents]\nimage = "absent/agent:2"\nname_prefix = "box"\ncount = 1\ngpus = "none"\n\n'
+        "[supervisor]\nbackoff_base = 0.2\nbackoff_max = 0.5\npark_after = 100\n\n"
+        '[docker]\nhard_floor = "1g"\ncheck_interval = 1\n'
+    )
+    runtime = SimulatedRuntime(org)
+    runtime.disk.free = GIB // 2
+    parts = assemble(
+        load_config(path),
+        api=SimPoolApi(org, PAT),
+        runtime=runtime,
+        tokens=StaticTokens(),
+        history=JobHistory(":memory:"),
+        mode="in-process",
+    )
+    parts.start()
+
+    def message() -> str:
+        slot = parts.supervisor.snapshot().slot(0)
+        return "" if slot is None else slot.message
+
+    try:
+        await wait_until(lambda: "no pull starts" in message(), 20, "the slot says why")
+        assert "absent/agent:2 is not present" in message()
+        assert "below the hard floor of 1.0 GiB" in message()
+        runtime.disk.free = 10 * GIB  # room again: the reason goes with the next failure
+        await wait_until(lambda: "not present" in message() and "no pull" not in message(), 20)
+    finally:
+        await parts.close()
+        runtime.close()
