@@ -22,6 +22,7 @@ import pytest
 from gpuci_tui.core.docker.runtime import DockerRuntime
 from gpuci_tui.core.host.disk_watch import DiskWatch
 from tests.drills.private_engine import PrivateEngine, host_engine_pid
+from tests.real.rig import Rig, make_rig, wait_for
 
 pytestmark = pytest.mark.docker
 
@@ -127,4 +128,43 @@ def test_below_min_free_only_unneeded_images_go_and_a_used_one_is_refused(
         assert tags_of(client) == {"t/lane:1", "t/conf:1", busybox_image}  # nothing removed
     finally:
         runtime.close()
+        client.close()
+
+
+def test_the_daemon_shows_the_small_root_and_frees_it_with_agents_running(
+    small_engine: PrivateEngine,
+    docker_client: Any,
+    busybox_image: str,
+    emulator_image: str,
+    tmp_path: Path,
+) -> None:
+    """`gpuci-tui run` on the small engine: status shows its root; an unused image goes,
+    the running agents' image stays, and the agents stay idle throughout."""
+    small_engine.copy_image(docker_client, emulator_image)
+    client = small_engine.client()
+    try:
+        build(client, "t/old:1", busybox_image, tmp_path / "old")
+        for rig in make_rig(tmp_path / "rig", client, emulator_image, count=1):
+            rig.env["DOCKER_HOST"] = small_engine.url
+            with rig.config_path.open("a") as config:
+                # min_free out of reach: everything that may go goes; the floor below the free space.
+                config.write(f'\n[docker]\nmin_free = "{TMPFS * 2}"\nhard_floor = "1m"\n')
+                config.write("check_interval = 1\n")
+            rig.start_daemon()
+            wait_for(rig.all_idle, 30, "one idle agent")
+
+            def disk(made: Rig = rig) -> dict[str, Any]:
+                return dict((made.snap() or {}).get("disk") or {})
+
+            wait_for(lambda: disk().get("images_removed", 0) >= 1, 30, "an image removed")
+            assert "t/old:1" not in tags_of(client)
+            assert emulator_image in tags_of(client)  # configured and used by the agents
+            status = rig.status()
+            assert status is not None
+            assert status["disk"]["root"] == str(small_engine.root / "data")
+            assert status["disk"]["state"] == "low"
+            assert 0 < status["disk"]["free_bytes"] < TMPFS
+            assert rig.all_idle(), "the agents kept running"
+            assert "removed unused image t/old:1" in rig.daemon_log()
+    finally:
         client.close()
