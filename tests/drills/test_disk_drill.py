@@ -97,12 +97,12 @@ def test_below_min_free_only_unneeded_images_go_and_a_used_one_is_refused(
         )
         reading = watch.check()
 
-        removed = [m for k, m in events if k == "disk_image_removed"]
+        removed = [m for k, m in events if k == "image_removed"]
         assert len(removed) == 3, events
         assert any("t/old:1" in m for m in removed)
         assert any("t/new:1" in m for m in removed)
         assert any(dangling[:19] in m for m in removed)
-        assert not [e for e in events if e[0] in ("disk_image_kept", "disk_gc_failed")], events
+        assert not [e for e in events if e[0] in ("image_kept", "disk_gc_failed")], events
         assert tags_of(client) == {"t/lane:1", "t/conf:1", busybox_image}
         assert client.containers.get(used.id).image.tags == ["t/lane:1"]
         assert reading.images_removed == 3 and reading.state == "low"

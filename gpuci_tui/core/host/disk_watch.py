@@ -176,9 +176,7 @@ class DiskWatch:
             self._note("disk_gc_failed", f"pruning the build cache failed: {exc}")
             freed = 0
         if freed:
-            self._note(
-                "disk_build_cache_pruned", f"pruned dangling build cache: {human_bytes(freed)}"
-            )
+            self._note("cache_pruned", f"pruned dangling build cache: {human_bytes(freed)}")
             self._set(self.disk.disk_usage())
         if self._enough():
             return
@@ -208,10 +206,10 @@ class DiskWatch:
             if not image.tags:
                 self.disk.remove_image(image.id)
         except Exception as exc:  # noqa: BLE001 - one refusal must not stop the others
-            self._note("disk_image_kept", f"could not remove image {name}: {exc}")
+            self._note("image_kept", f"could not remove image {name}: {exc}")
             return
         self.reading = replace(self.reading, images_removed=self.reading.images_removed + 1)
         self._note(
-            "disk_image_removed",
+            "image_removed",
             f"removed unused image {name} ({human_bytes(image.size)}) to free Docker disk space",
         )

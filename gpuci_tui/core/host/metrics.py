@@ -188,7 +188,7 @@ class Metrics:
             self.starts.labels(group).inc()
         elif event.kind == "start_failed":
             self.start_failures.labels(group).inc()
-        elif event.kind == "disk_image_removed":
+        elif event.kind == "image_removed":
             self.images_removed.inc()
         elif event.kind == "container_exited" and event.slot is not None:
             self._lost_at.setdefault((event.group, event.slot), event.at)

@@ -114,9 +114,9 @@ def test_below_min_free_unused_images_go_lru_first_until_enough() -> None:
     assert set(disk.images) == {"sha256:lane", "sha256:conf", "sha256:newer"}
     assert (reading.state, reading.free_bytes, reading.images_removed) == ("ok", 21 * GIB, 2)
     assert [kind for kind, _ in events] == [
-        "disk_build_cache_pruned",
-        "disk_image_removed",
-        "disk_image_removed",
+        "cache_pruned",
+        "image_removed",
+        "image_removed",
     ]
     assert events[1][1] == "removed unused image r/oldest:1 (4.0 GiB) to free Docker disk space"
     assert events[2][1].startswith("removed unused image sha256:older")
@@ -148,7 +148,7 @@ def test_never_an_image_in_use_and_a_refusal_is_an_event() -> None:
     assert reading.state == "low" and reading.images_removed == 0
     assert events == [
         (
-            "disk_image_kept",
+            "image_kept",
             "could not remove image r/other:1: conflict: unable to remove r/other:1: image is being used",
         ),
         ("disk", "Docker disk low: 5.0 GiB free on /var/lib/docker, below min_free 20.0 GiB"),
@@ -241,7 +241,7 @@ async def test_the_assembly_frees_the_simulated_disk_and_shows_it(tmp_path: Path
         assert snap.disk.min_free_bytes == 20 * GIB and snap.disk.hard_floor_bytes == GIB
         assert snapshot_from_dict(json.loads(json.dumps(to_dict(snap)))).disk == snap.disk
         kinds = [e.kind for e in parts.supervisor.events]
-        assert "disk_image_removed" in kinds
+        assert "image_removed" in kinds
         runtime.disk.free = 5 * GIB  # the other unused one goes; still low after it
         await wait_until(lambda: runtime.disk.removed == ["old/a:1", "old/b:1"], 20, "b removed")
         await wait_until(lambda: parts.supervisor.snapshot().disk.state == "low", 20, "low")

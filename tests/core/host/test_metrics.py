@@ -309,7 +309,7 @@ def test_docker_free_space_and_images_removed() -> None:
     assert value(metrics, "gpuci_docker_free_bytes") is None  # unknown: absent, not 0
     assert value(metrics, "gpuci_docker_images_removed_total") == 0
     metrics.observe_snapshot(snapshot([], disk=DiskSnapshot(state="ok", free_bytes=12345)))
-    metrics.observe_event(SupervisorEvent(at=1.0, kind="disk_image_removed", message="removed"))
-    metrics.observe_event(SupervisorEvent(at=2.0, kind="disk_image_kept", message="kept"))
+    metrics.observe_event(SupervisorEvent(at=1.0, kind="image_removed", message="removed"))
+    metrics.observe_event(SupervisorEvent(at=2.0, kind="image_kept", message="kept"))
     assert value(metrics, "gpuci_docker_free_bytes") == 12345
     assert value(metrics, "gpuci_docker_images_removed_total") == 1
