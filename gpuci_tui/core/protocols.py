@@ -270,8 +270,11 @@ class DockerDisk(Protocol):
         """The id ``ref`` (a tag or ``repo@sha256:…``) names locally, or None."""
         ...
 
-    def remove_image(self, ref: str) -> None:
-        """Remove a tag or an image, never forced (the engine refuses an image in use)."""
+    def remove_image(self, ref: str) -> bool:
+        """Remove a tag or an image, never forced (the engine refuses an image in use).
+
+        Returns whether the image was deleted (False: only a tag went).
+        """
         ...
 
     def prune_build_cache(self) -> int:

@@ -64,7 +64,7 @@ class SimDisk:
         """``ref`` itself when present."""
         return ref if self.runtime.image_present(ref) else None
 
-    def remove_image(self, ref: str) -> None:
+    def remove_image(self, ref: str) -> bool:
         """Remove ``ref``; refused (ValueError) when a container uses it or it is absent."""
         if ref in self.image_ids_in_use():
             raise ValueError(
@@ -78,6 +78,7 @@ class SimDisk:
         with self._lock:
             self.free += self.sizes.get(ref, GIB)
             self.removed.append(ref)
+        return True
 
     def prune_build_cache(self) -> int:
         """Free the simulated build cache."""

@@ -67,10 +67,13 @@ class EngineDisk:
             except docker.errors.ImageNotFound:
                 return None
 
-    def remove_image(self, ref: str) -> None:
-        """Remove a tag or a dangling image, never forced."""
+    def remove_image(self, ref: str) -> bool:
+        """Remove a tag or a dangling image, never forced; whether the image was deleted."""
         with self._conn.api() as api:
-            api.remove_image(ref, force=False)
+            answer = api.remove_image(ref, force=False)
+        # Docker answers [{"Untagged": …}, {"Deleted": "sha256:…"}, …]; no "Deleted"
+        # when the image stays (another tag, or child images share its layers).
+        return any("Deleted" in item for item in answer or () if isinstance(item, dict))
 
     def prune_build_cache(self) -> int:
         """Remove the dangling build cache (``/build/prune``); the bytes freed."""

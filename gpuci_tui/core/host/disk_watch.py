@@ -198,15 +198,16 @@ class DiskWatch:
     def _remove(self, image: Candidate) -> None:
         name = ", ".join(image.tags) or image.id[:19]
         try:
-            # Each tag first (an image with several tags cannot be removed by id
-            # without force), then the id if it is still there; never forced, so
-            # the engine itself refuses an image that a container uses.
-            for tag in image.tags:
-                self.disk.remove_image(tag)
-            if not image.tags:
-                self.disk.remove_image(image.id)
+            # By tag (an image with several tags cannot be removed by id without
+            # force: the last tag removed deletes it), a dangling one by id; never
+            # forced, so the engine itself refuses an image that a container uses.
+            deleted = [self.disk.remove_image(ref) for ref in image.tags or (image.id,)]
         except Exception as exc:  # noqa: BLE001 - one refusal must not stop the others
             self._note("image_kept", f"could not remove image {name}: {exc}")
+            return
+        if not any(deleted):
+            # A parent of other images loses its tag only: its layers are theirs too.
+            self._note("image_kept", f"untagged unused image {name}; its layers are shared")
             return
         self.reading = replace(self.reading, images_removed=self.reading.images_removed + 1)
         self._note(

@@ -32,6 +32,12 @@ class FakeApi:
         assert all, "stopped containers hold their images too"
         return [{"ImageID": "sha256:a"}, {"ImageID": ""}]
 
+    def remove_image(self, ref: str, force: bool) -> list[dict[str, str]]:
+        assert not force, "never forced"
+        if ref == "r/base:1":
+            return [{"Untagged": ref}]
+        return [{"Untagged": ref}, {"Deleted": "sha256:a"}]
+
     def prune_builds(self) -> dict[str, Any]:
         return {"CachesDeleted": None, "SpaceReclaimed": 123}
 
@@ -81,3 +87,9 @@ def test_images_containers_and_build_cache_as_the_engine_says() -> None:
     ]
     assert reader.image_ids_in_use() == {"sha256:a"}
     assert reader.prune_build_cache() == 123
+
+
+def test_a_removal_says_whether_the_image_was_deleted_or_only_untagged() -> None:
+    reader, _ = disk("unix:///var/run/docker.sock", "/x")
+    assert reader.remove_image("r/a:1") is True
+    assert reader.remove_image("r/base:1") is False

@@ -30,6 +30,7 @@ class FakeDisk:
     build_cache: int = 0
     calls: list[str] = field(default_factory=list)
     refuse: set[str] = field(default_factory=set)
+    parents: set[str] = field(default_factory=set)
 
     def add(self, image_id: str, tag: str, created: float, size_gib: int) -> None:
         self.images[image_id] = ImageInfo(image_id, (tag,) if tag else (), created, size_gib * GIB)
@@ -46,7 +47,7 @@ class FakeDisk:
     def image_id(self, ref: str) -> str | None:
         return next((i.id for i in self.images.values() if ref in i.tags or ref == i.id), None)
 
-    def remove_image(self, ref: str) -> None:
+    def remove_image(self, ref: str) -> bool:
         self.calls.append(ref)
         image_id = self.image_id(ref)
         assert image_id is not None, f"no such image {ref}"
@@ -56,10 +57,14 @@ class FakeDisk:
         tags = tuple(t for t in image.tags if t != ref)
         if tags:
             self.images[image_id] = ImageInfo(image.id, tags, image.created, image.size)
-            return
+            return False
+        if image_id in self.parents:
+            del self.images[image_id]  # off the list, its layers stay (child images)
+            return False
         del self.images[image_id]
         assert self.free is not None
         self.free += image.size
+        return True
 
     def prune_build_cache(self) -> int:
         freed, self.build_cache = self.build_cache, 0
@@ -295,3 +300,14 @@ async def test_below_the_hard_floor_a_slot_missing_its_image_says_no_pull_starts
     finally:
         await parts.close()
         runtime.close()
+
+
+def test_a_parent_image_only_loses_its_tag_and_is_not_counted() -> None:
+    disk = FakeDisk(free=10 * GIB)
+    disk.add("sha256:base", "r/base:1", 1.0, 3)
+    disk.parents = {"sha256:base"}
+    w, events = watch(disk)
+    reading = w.check()
+    assert disk.calls == ["r/base:1"]
+    assert reading.images_removed == 0 and reading.free_bytes == 10 * GIB
+    assert ("image_kept", "untagged unused image r/base:1; its layers are shared") in events
