@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import time
 
+from gpuci_tui.core.engine.disk_gc import human_bytes
 from gpuci_tui.core.engine.snapshots import daemon_uptime
 from gpuci_tui.core.formatting import ago, duration, exit_label, image_label, job_label
-from gpuci_tui.core.models import PoolSummary, SupervisorSnapshot
+from gpuci_tui.core.models import DiskSnapshot, PoolSummary, SupervisorSnapshot
 from gpuci_tui.core.wording import disabled_reasons
 
 
@@ -24,6 +25,7 @@ def render_status(snap: SupervisorSnapshot, now: float | None = None) -> str:
         f"'{snap.pool}' — {snap.desired_count} slot(s), {standby}",
         f"azure: {_health(snap.azure.state, snap.azure.message, snap.azure.checked_at, now)}",
         f"docker: {_health(snap.docker.state, snap.docker.message, snap.docker.checked_at, now)}",
+        *_disk_lines(snap.disk, now),
         *_gpu_lines(snap),
         *(_pool_line(p, snap, now) for p in (snap.pools or (snap.pool_summary,))),
         *_group_lines(snap),
@@ -72,6 +74,19 @@ def render_status(snap: SupervisorSnapshot, now: float | None = None) -> str:
             lines.append(f"  {slot.name} last log lines:")
             lines.extend(f"    | {line}" for line in slot.last_exit.log_tail[-10:])
     return "\n".join(lines)
+
+
+def _disk_lines(disk: DiskSnapshot, now: float) -> list[str]:
+    """``disk: ok (checked 5s ago): 80.0 GiB free on /var/lib/docker; …`` (when watched)."""
+    if disk.checked_at is None:
+        return []  # no disk watch (an older daemon, a test double): nothing to say
+    limits = [f"hard floor {human_bytes(disk.hard_floor_bytes)}"]
+    if disk.min_free_bytes is not None:
+        limits.insert(0, f"min_free {human_bytes(disk.min_free_bytes)}")
+    text = f"disk: {_health(disk.state, disk.message, disk.checked_at, now)} ({', '.join(limits)})"
+    if disk.images_removed:
+        text += f"; {disk.images_removed} unused image(s) removed"
+    return [text]
 
 
 def _gpu_lines(snap: SupervisorSnapshot) -> list[str]:

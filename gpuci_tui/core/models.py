@@ -214,6 +214,27 @@ class HealthSnapshot:
 
 
 @dataclass(frozen=True)
+class DiskSnapshot:
+    """Free space of the Docker engine's data root, as the disk watch last read it."""
+
+    state: str = "unknown"
+    """``ok``, ``low`` (below ``[docker] min_free``: unused images are removed),
+    ``critical`` (below ``[docker] hard_floor``: no pull starts) or ``unknown``."""
+    root: str = ""
+    """The engine's data root (``DockerRootDir``)."""
+    free_bytes: int | None = None
+    """None: not known (the data root is not visible from here, or not read yet)."""
+    total_bytes: int | None = None
+    min_free_bytes: int | None = None
+    """The watermark below which unused images are removed (None: never)."""
+    hard_floor_bytes: int = 0
+    message: str = ""
+    checked_at: float | None = None
+    images_removed: int = 0
+    """Images removed to free space since the daemon started."""
+
+
+@dataclass(frozen=True)
 class DisabledAgents:
     """Why the pool's disabled agents are disabled, one count per reason.
 
@@ -292,6 +313,8 @@ class SupervisorSnapshot:
     pool_summary: PoolSummary = field(default_factory=PoolSummary)
     azure: HealthSnapshot = field(default_factory=HealthSnapshot)
     docker: HealthSnapshot = field(default_factory=HealthSnapshot)
+    disk: DiskSnapshot = field(default_factory=DiskSnapshot)
+    """Free space of Docker's data root (the disk watch; unknown without one)."""
     azure_requests: int = 0
     """Azure DevOps calls made since start (for the rate budget)."""
     started_at: float | None = None

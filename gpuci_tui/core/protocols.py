@@ -237,6 +237,57 @@ class ContainerRuntime(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class DiskUsage:
+    """The engine's data root and its free space (None: the root is not visible here)."""
+
+    root: str
+    free_bytes: int | None
+    total_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class ImageInfo:
+    """A local image: its id, tags, creation time (epoch seconds) and size in bytes."""
+
+    id: str
+    tags: tuple[str, ...] = ()
+    created: float = 0.0
+    size: int = 0
+
+
+@runtime_checkable
+class DockerDisk(Protocol):
+    """What the disk watch needs from the engine (Docker's API has no free-space call)."""
+
+    def disk_usage(self) -> DiskUsage:
+        """The data root (``docker info``) and its free space when readable from here."""
+        ...
+
+    def list_images(self) -> list[ImageInfo]:
+        """Every local image (not the intermediate layers)."""
+        ...
+
+    def image_ids_in_use(self) -> set[str]:
+        """The image ids of every container, running or not (any owner)."""
+        ...
+
+    def image_id(self, ref: str) -> str | None:
+        """The id ``ref`` (a tag or ``repo@sha256:…``) names locally, or None."""
+        ...
+
+    def remove_image(self, ref: str) -> bool:
+        """Remove a tag or an image, never forced (the engine refuses an image in use).
+
+        Returns whether the image was deleted (False: only a tag went).
+        """
+        ...
+
+    def prune_build_cache(self) -> int:
+        """Remove the dangling build cache; returns the bytes freed."""
+        ...
+
+
 # --------------------------------------------------------------------------- GPUs
 
 

@@ -33,6 +33,7 @@ from gpuci_tui.core.errors import (
 )
 from gpuci_tui.core.protocols import ContainerEvent, ContainerInfo, ContainerSpec
 from gpuci_tui.sim.agent_program import AgentTiming, SimContainer, run_agent
+from gpuci_tui.sim.disk import SimDisk
 from gpuci_tui.sim.org import SimOrg
 
 DEFAULT_IMAGE = "gpuci-sim/agent:1"
@@ -79,6 +80,8 @@ class SimulatedRuntime:
         self._subscribers: list[tuple[dict[str, str], queue.SimpleQueue[ContainerEvent]]] = []
         self._stream_down_until = 0.0
         self._start_failures: list[str] = []
+        self.disk = SimDisk(self)
+        """The simulated data root (`DockerDisk`): set ``disk.free`` to fill it."""
 
     # ------------------------------------------------------------------ test knobs
 

@@ -29,6 +29,8 @@ _KIND_STYLES = {
     "gpu_released": "green",
     "gpu_fault_ended": "green",
     "gpu_cleared": "green",
+    "disk": "yellow",
+    "image_removed": "yellow",
 }
 
 

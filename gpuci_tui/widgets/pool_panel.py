@@ -8,6 +8,7 @@ from rich.text import Text
 from textual.reactive import var
 from textual.widget import Widget
 
+from gpuci_tui.core.engine.disk_gc import human_bytes
 from gpuci_tui.core.models import HealthState, PoolSummary, SupervisorSnapshot
 from gpuci_tui.core.wording import disabled_reasons
 from gpuci_tui.widgets.format import ago, until
@@ -17,6 +18,7 @@ _HEALTH_STYLE = {
     HealthState.UNKNOWN: "bright_black",
     HealthState.RATE_LIMITED: "yellow",
 }
+_DISK_STYLE = {"low": "yellow", "critical": "bold red"}
 
 
 class PoolPanel(Widget):
@@ -148,4 +150,11 @@ class PoolPanel(Widget):
         elif docker.checked_at is not None:
             # When the engine last answered (a ping keeps this fresh while nothing happens).
             docker_line.append(f" · answered {ago(docker.checked_at, now)}", style="bright_black")
+        disk = snap.disk
+        if disk.checked_at is not None and disk.free_bytes is not None:
+            # Shown once a disk watch reads it; in colour only when it matters.
+            style = _DISK_STYLE.get(disk.state, "bright_black")
+            docker_line.append(f" · disk {human_bytes(disk.free_bytes)} free", style=style)
+            if disk.state == "critical":
+                docker_line.append(": no pull starts", style=style)
         return docker_line

@@ -240,7 +240,7 @@ CONFIG_CASES = [
         setv("agent", "count", 3),
         "agent",
         'unknown section; did you mean "agents"? allowed: [azure], [agents], [groups], [supervisor], '
-        "[gpu], [history], [metrics], [keys], [fleet]",
+        "[gpu], [history], [metrics], [docker], [keys], [fleet]",
         in_memory=False,
     ),
     ConfigCase(

@@ -8,6 +8,7 @@ from gpuci_tui.cli.render import render_status
 from gpuci_tui.core.models import (
     AgentSnapshot,
     DisabledAgents,
+    DiskSnapshot,
     GpuGateSnapshot,
     PoolSummary,
     SlotSnapshot,
@@ -140,4 +141,26 @@ def test_status_says_which_image_each_lane_runs_by_id_and_digest() -> None:
     assert (
         "image: reg:5000/agent:1 (configured; no container runs it)"
         in render_status(idle, now=100.0).splitlines()
+    )
+
+
+def test_status_shows_dockers_free_space_and_its_limits_when_watched() -> None:
+    gib = 1024**3
+    snap = SupervisorSnapshot(
+        taken_at=100.0, org_url="https://dev.azure.com/o", pool="gpu", instance="i",
+        desired_count=1,
+    )  # fmt: skip
+    assert "disk:" not in render_status(snap, now=100.0)  # no disk watch: nothing said
+    low = DiskSnapshot(
+        state="critical", root="/var/lib/docker", free_bytes=gib, hard_floor_bytes=2 * gib,
+        min_free_bytes=20 * gib, checked_at=95.0, images_removed=3,
+        message="1.0 GiB free on /var/lib/docker, below the hard floor 2.0 GiB: no pull starts",
+    )  # fmt: skip
+    line = next(
+        x for x in render_status(replace(snap, disk=low), now=100.0).splitlines() if "disk" in x
+    )
+    assert line == (
+        "disk: critical (checked 5s ago): 1.0 GiB free on /var/lib/docker, below the hard "
+        "floor 2.0 GiB: no pull starts (min_free 20.0 GiB, hard floor 2.0 GiB); 3 unused "
+        "image(s) removed"
     )

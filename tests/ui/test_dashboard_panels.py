@@ -11,6 +11,7 @@ from textual.widgets._toast import Toast
 from gpuci_tui.app import make_app
 from gpuci_tui.core.models import (
     DisabledAgents,
+    DiskSnapshot,
     HealthSnapshot,
     HealthState,
     PoolSummary,
@@ -197,6 +198,21 @@ async def test_docker_trouble_shows_in_the_pool_panel() -> None:
         assert "docker unreachable: permission denied on /var/run/docker.sock (retry in 5 s)" in (
             screen.pool_panel.render().plain
         )
+
+
+async def test_dockers_free_space_shows_in_the_pool_panel_once_read() -> None:
+    gib = 1024**3
+    low = DiskSnapshot(state="critical", free_bytes=gib, checked_at=NOW - 1)
+    handle = FakeHandle(loaded_snapshot(disk=low))
+    app = make_app(make_services(handle=handle))
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await ready(pilot)
+        assert "· disk 1.0 GiB free: no pull starts" in screen.pool_panel.render().plain
+        handle.push(loaded_snapshot(disk=replace(low, state="ok", free_bytes=80 * gib)))
+        await wait_for(pilot, lambda: "· disk 80.0 GiB free" in screen.pool_panel.render().plain)
+        assert "no pull starts" not in screen.pool_panel.render().plain
+        handle.push(loaded_snapshot())  # no disk watch: nothing said
+        await wait_for(pilot, lambda: "disk" not in screen.pool_panel.render().plain)
 
 
 async def test_events_are_appended_with_slot_names(handle: FakeHandle) -> None:

@@ -274,7 +274,7 @@ def config_to_toml(config: Document) -> str:
         chunks += ["\n", tomli_w.dumps({"groups": {group.name: table}})]
         if group.agents.volumes != config.agents.volumes:
             chunks += _volumes_toml(f"groups.{group.name}", group.agents.volumes)
-    for name in ("supervisor", "gpu", "history", "metrics"):
+    for name in ("supervisor", "gpu", "history", "metrics", "docker"):
         table = _changed(getattr(config, name), skip_defaults=True)
         if table:
             chunks += ["\n", tomli_w.dumps({name: table})]

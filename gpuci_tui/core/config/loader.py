@@ -17,6 +17,7 @@ from typing import Any
 
 from gpuci_tui.core.config import validate as rules
 from gpuci_tui.core.config.admission import parse_admission, validate_hold_down
+from gpuci_tui.core.config.docker_disk import DockerConfig, check_docker_table, validate_docker
 from gpuci_tui.core.config.file import (
     ConfigError,
     ConfigErrors,
@@ -74,7 +75,8 @@ __all__ = [
 # --------------------------------------------------------------------------- the whole file
 
 _SECTIONS = (
-    "azure", "agents", "groups", "supervisor", "gpu", "history", "metrics", "keys", "fleet",
+    "azure", "agents", "groups", "supervisor", "gpu", "history", "metrics", "docker", "keys",
+    "fleet",
 )  # fmt: skip
 _TABLES: dict[str, tuple[str, ...]] = {
     "azure": tuple(f.name for f in dataclasses.fields(AzureConfig)),
@@ -84,6 +86,7 @@ _TABLES: dict[str, tuple[str, ...]] = {
     "gpu": tuple(f.name for f in dataclasses.fields(GpuConfig)),
     "history": tuple(f.name for f in dataclasses.fields(HistoryConfig)),
     "metrics": tuple(f.name for f in dataclasses.fields(MetricsConfig)),
+    "docker": tuple(f.name for f in dataclasses.fields(DockerConfig)),
 }
 _DEFAULTS: dict[str, dict[str, Any]] = {
     "agents": {"gpus": AgentsConfig.gpus},
@@ -111,6 +114,7 @@ _FIELDS: dict[str, Callable[[object], object]] = {
     **{f"gpu.{name}": partial(validate_gpu, name) for name in _TABLES["gpu"]},
     **{f"history.{name}": partial(validate_history, name) for name in _TABLES["history"]},
     **{f"metrics.{name}": partial(validate_metrics, name) for name in _TABLES["metrics"]},
+    **{f"docker.{name}": partial(validate_docker, name) for name in _TABLES["docker"]},
 }
 _REQUIRED = {
     "azure.url": '"https://dev.azure.com/ORG"',
@@ -210,6 +214,7 @@ def _from_tables(
         gpu=GpuConfig(**values["gpu"]),
         history=HistoryConfig(**values["history"]),
         metrics=MetricsConfig(**values["metrics"]),
+        docker=DockerConfig(**values["docker"]),
         fleet=fleet or FleetConfig(),
     )
     return config, errors
@@ -287,6 +292,11 @@ def _cross_checks(
         problem = f"is {count}, but gpus per_agent lists {len(ids)} GPUs (one per slot)"
         errors.append(ConfigError(problem, key="agents.count"))
     errors.extend(check_metrics_remote(sections["metrics"] or {}, values["metrics"]))
+    if not any(
+        name in (sections["docker"] or {}) and name not in values["docker"]
+        for name in ("min_free", "hard_floor")
+    ):
+        errors.extend(check_docker_table(dict(values["docker"])))
     return errors
 
 
@@ -299,6 +309,7 @@ def _tables_of(config: Config) -> dict[str, Any]:
         "gpu": dataclasses.asdict(config.gpu),
         "history": dataclasses.asdict(config.history),
         "metrics": dataclasses.asdict(config.metrics),
+        "docker": {k: v for k, v in dataclasses.asdict(config.docker).items() if v is not None},
         "keys": dict(config.keys),
         "fleet": config.fleet.to_table(),
     }

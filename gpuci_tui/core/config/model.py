@@ -12,6 +12,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpuci_tui.core.config.docker_disk import DockerConfig
 from gpuci_tui.core.config.fleet import FleetConfig
 from gpuci_tui.core.config.observe import GpuConfig, HistoryConfig, MetricsConfig
 from gpuci_tui.core.engine.gpu_admission import GpuAdmission
@@ -92,6 +93,8 @@ class Config:
     """``[history]``: retention of the local job history."""
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     """``[metrics]``: the Prometheus endpoint of ``gpuci-tui run`` (off by default)."""
+    docker: DockerConfig = field(default_factory=DockerConfig)
+    """``[docker]``: the disk watermarks of Docker's data root."""
     groups: tuple[AgentGroup, ...] = ()
     """``[groups.NAME]``: several agent groups (empty: ``agents`` is the only group)."""
     fleet: FleetConfig = field(default_factory=FleetConfig)

@@ -28,6 +28,7 @@ import docker
 import docker.errors
 
 from gpuci_tui.core.docker.client import EngineConnection
+from gpuci_tui.core.docker.disk import EngineDisk
 from gpuci_tui.core.docker.errors import (
     ContainerOperationError,
     api_explanation,
@@ -83,6 +84,7 @@ class DockerRuntime:
         timeout: float = 30,
     ) -> None:
         self._conn = EngineConnection(client, base_url=base_url, timeout=timeout)
+        self._disk = EngineDisk(self._conn)
         self._lock = threading.Lock()
         # Container id -> last inspected details, reused while the state is the
         # same (a running container's start time, an exited one's exit code/OOM).
@@ -90,6 +92,11 @@ class DockerRuntime:
         # Image id -> its RepoDigests: an image's digests never change under its id, so
         # each image is inspected once, not once per container or listing.
         self._repo_digests: OrderedDict[str, tuple[str, ...]] = OrderedDict()
+
+    @property
+    def disk(self) -> EngineDisk:
+        """The engine's data root and images (`DockerDisk`), on this runtime's connection."""
+        return self._disk
 
     @property
     def api_call_count(self) -> int:

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from gpuci_tui.core.config.loader import Config, agent_groups, for_group, instance_id
 from gpuci_tui.core.gpu.accounting import JobAccountant, container_owners
+from gpuci_tui.core.host.disk_watch import DiskWatch
 from gpuci_tui.core.host.gpu_gates import GpuGatekeeper
 from gpuci_tui.core.host.gpu_watch import GpuWatch
 from gpuci_tui.core.host.group_supervisor import GroupSupervisor
@@ -40,7 +41,13 @@ from gpuci_tui.core.host.metrics import Metrics, follow
 from gpuci_tui.core.host.pool_observer import PoolObserver
 from gpuci_tui.core.host.reporter import Broadcaster
 from gpuci_tui.core.host.supervisor import IntentStore, Supervisor
-from gpuci_tui.core.protocols import AgentPoolApi, ContainerRuntime, GpuSampler, TokenSource
+from gpuci_tui.core.protocols import (
+    AgentPoolApi,
+    ContainerRuntime,
+    DockerDisk,
+    GpuSampler,
+    TokenSource,
+)
 from gpuci_tui.core.store.history import JobHistory
 
 __all__ = ["Assembly", "assemble", "open_assembly"]
@@ -59,6 +66,8 @@ class Assembly:
     """GPU admission and health, fed by the watch (None without a sampler)."""
     metrics: Metrics | None = None
     """The Prometheus metrics it feeds (None: not exported)."""
+    disk_watch: DiskWatch | None = None
+    """Docker's free space and the removal of unused images (None: the runtime has no disk)."""
     releases: list[Callable[[], None]] = field(default_factory=list)
     """What `close` releases last (the history, the instance locks), last added first."""
     _supervising: asyncio.Task[None] | None = field(default=None, init=False, repr=False)
@@ -78,6 +87,8 @@ class Assembly:
             self._helpers.append(loop.create_task(follow(self.supervisor, self.metrics)))
         if self.watch is not None:
             self._helpers.append(loop.create_task(self.watch.run()))
+        if self.disk_watch is not None:
+            self._helpers.append(loop.create_task(self.disk_watch.run()))
         self._supervising = loop.create_task(self.supervisor.run())
 
     async def stopped(self) -> None:
@@ -269,6 +280,17 @@ def assemble(
         recorders[label] = recorder
         return recorder
 
+    disk = getattr(runtime, "disk", None)
+    disk_watch = None
+    if isinstance(disk, DockerDisk):
+        disk_watch = DiskWatch(
+            disk,
+            min_free=config.docker.min_free_bytes,
+            hard_floor=config.docker.hard_floor_bytes,
+            interval=config.docker.check_interval,
+            configured=lambda: [g.agents.image for g in groups],
+            report=lambda kind, message: reporter.event(kind, message),
+        )
     supervisor = GroupSupervisor(
         config,
         api=api,
@@ -284,8 +306,9 @@ def assemble(
         gpu_use=accountant.current if accountant is not None else None,
         reporter=reporter,
         gatekeeper=gatekeeper,
+        disk=(lambda: disk_watch.reading) if disk_watch is not None else None,
     )
-    return Assembly(supervisor, recorders, watch, gatekeeper, exported)
+    return Assembly(supervisor, recorders, watch, gatekeeper, exported, disk_watch=disk_watch)
 
 
 def _observe_requests(metrics: Metrics, api: AgentPoolApi) -> None:

@@ -60,8 +60,13 @@ class Executor:
         extra_labels: Mapping[str, str] | None = None,
         command: tuple[str, ...] | None = None,
         agent_dir_root: str | None = None,
+        pull_refusal: Callable[[], str | None] | None = None,
     ) -> None:
-        """Bind the outside systems the actions need."""
+        """Bind the outside systems the actions need.
+
+        ``pull_refusal`` says why no pull may start now (the disk watch's hard floor):
+        a start that fails for a missing image says so too.
+        """
         self.config = config
         self.api = api
         self.runtime = runtime
@@ -71,6 +76,7 @@ class Executor:
         self.extra_labels = dict(extra_labels or {})
         self.command = command
         self.agent_dir_root = agent_dir_root
+        self.pull_refusal = pull_refusal
 
     async def run(self, action: Action) -> Observation | None:
         """Carry out ``action``."""
@@ -124,8 +130,20 @@ class Executor:
         except RuntimeUnavailableError as exc:
             return StartFailed(slot, lane, "engine", str(exc), self.clock())
         except GpuciError as exc:
-            return StartFailed(slot, lane, "start", str(exc), self.clock())
+            reason = await self._no_pull(str(exc), spec.image)
+            return StartFailed(slot, lane, "start", reason, self.clock())
         return Started(slot, lane, info.id, info.started_at or self.clock(), image_used(info))
+
+    async def _no_pull(self, message: str, image: str) -> str:
+        """``message``, plus why no pull starts when the image is missing and the disk is full."""
+        refusal = self.pull_refusal() if self.pull_refusal is not None else None
+        if refusal is None:
+            return message
+        try:
+            present = await asyncio.to_thread(self.runtime.image_present, image)
+        except Exception:  # noqa: BLE001 - the start's own reason is answer enough
+            return message
+        return message if present else f"{message}; {refusal}"
 
     async def _stop(self, action: StopAgent) -> Observation:
         timeout = self.config.supervisor.stop_timeout

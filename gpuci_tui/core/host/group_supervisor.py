@@ -14,10 +14,12 @@ import asyncio
 import os
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from gpuci_tui.core.config.loader import Config, agent_groups, daemon_instance, for_group
 from gpuci_tui.core.docker.agentspec import LABEL_GROUP
+from gpuci_tui.core.engine.disk_gc import pull_refusal
 from gpuci_tui.core.engine.preview import CommandPreview, preview
 from gpuci_tui.core.engine.snapshots import pools_total, shared_pool
 from gpuci_tui.core.engine.steps import JobEnded
@@ -27,6 +29,7 @@ from gpuci_tui.core.host.supervisor import IntentStore, Supervisor, clear_gpu
 from gpuci_tui.core.models import (
     Command,
     CommandResult,
+    DiskSnapshot,
     Drain,
     GpuClear,
     GroupSummary,
@@ -85,6 +88,7 @@ class GroupSupervisor:
         gpu_use: Callable[[JobKey], JobGpuNow | None] | None = None,
         reporter: Broadcaster | None = None,
         gatekeeper: GpuGatekeeper | None = None,
+        disk: Callable[[], DiskSnapshot] | None = None,
     ) -> None:
         """One supervisor per group; ``intent_store``/``on_job_finished`` are per group name.
 
@@ -97,6 +101,7 @@ class GroupSupervisor:
         ``reporter``: where every group's events go (default: a new `Broadcaster`), given
         when something built before the supervisors reports there too (the gatekeeper).
         ``gatekeeper``: the host's GPU admission and health watch, shared by every group.
+        ``disk``: the latest reading of Docker's free space (None: no disk watch).
         """
         self.config = config
         self.api = api
@@ -107,6 +112,7 @@ class GroupSupervisor:
         self.reporter.bind(self.snapshot)
         self.gatekeeper = gatekeeper
         """The host's GPU admission and health watch (``gpu clear``, the GPUs' states)."""
+        self.disk = disk
         self.pools: dict[str, PoolObserver] = {}
         self.children: dict[str, Supervisor] = {}
         self.started_at: float | None = None
@@ -142,6 +148,7 @@ class GroupSupervisor:
                 group="" if self.implicit else group.name,
                 gpu_use=gpu_use,
                 gatekeeper=gatekeeper,
+                pull_refusal=self._pull_refusal if disk is not None else None,
             )
 
     # ------------------------------------------------------------------ running
@@ -191,7 +198,20 @@ class GroupSupervisor:
     # ------------------------------------------------------------------ state
 
     def snapshot(self) -> SupervisorSnapshot:
-        """Every group's slots side by side, the pools, the worst health."""
+        """Every group's slots side by side, the pools, the worst health, the disk."""
+        snap = self._groups_snapshot()
+        return snap if self.disk is None else replace(snap, disk=self.disk())
+
+    def _pull_refusal(self) -> str | None:
+        """Why no pull may start now (Docker's disk below the hard floor), or None."""
+        disk = self.disk() if self.disk is not None else None
+        return (
+            None
+            if disk is None
+            else pull_refusal(disk.state, disk.free_bytes, disk.hard_floor_bytes)
+        )
+
+    def _groups_snapshot(self) -> SupervisorSnapshot:
         if self.implicit:
             # One implicit group: the lone supervisor's own snapshot, unchanged.
             return next(iter(self.children.values())).snapshot()

@@ -141,6 +141,10 @@ class Metrics:
             "gpuci_azure_requests", "HTTP requests to Azure DevOps (retries included), by outcome.",
             ["outcome"], registry=r,
         )  # fmt: skip
+        self.images_removed = Counter(
+            "gpuci_docker_images_removed", "Unused images removed to keep [docker] min_free "
+            "free on Docker's data root.", registry=r,
+        )  # fmt: skip
         self.registry.register(StateCollector(self))
         self._zero(group_label(g) for g in groups)
 
@@ -185,6 +189,8 @@ class Metrics:
             self.starts.labels(group).inc()
         elif event.kind == "start_failed":
             self.start_failures.labels(group).inc()
+        elif event.kind == "image_removed":
+            self.images_removed.inc()
         elif event.kind == "container_exited" and event.slot is not None:
             self._lost_at.setdefault((event.group, event.slot), event.at)
         elif event.kind == "slot_removed" and event.slot is not None:
@@ -257,6 +263,10 @@ class StateCollector(Collector):
             "not only this host's).", labels=["pool"],
         )  # fmt: skip
         docker = GaugeMetricFamily("gpuci_docker_up", "1 if the Docker engine answers, else 0.")
+        free = GaugeMetricFamily(
+            "gpuci_docker_free_bytes", "Free space on Docker's data root (absent when not "
+            "visible from the daemon's host).",
+        )  # fmt: skip
         azure = GaugeMetricFamily(
             "gpuci_azure_state", "Azure DevOps as last seen: 1 for the current state.",
             labels=["state"],
@@ -298,6 +308,8 @@ class StateCollector(Collector):
             for pool in snap.pools or (snap.pool_summary,):
                 queued.add_metric([pool.name or snap.pool], pool.queued_jobs)
             docker.add_metric([], 1.0 if snap.docker.state is HealthState.OK else 0.0)
+            if snap.disk.free_bytes is not None:
+                free.add_metric([], snap.disk.free_bytes)
             for state in HealthState:
                 azure.add_metric([state.value], 1.0 if snap.azure.state is state else 0.0)
             limited.add_metric([], 1.0 if snap.azure.state is HealthState.RATE_LIMITED else 0.0)
@@ -310,7 +322,7 @@ class StateCollector(Collector):
                 used.add_metric(index, gpu.memory_used_mib * MIB)
             if gpu.memory_total_mib is not None:
                 total.add_metric(index, gpu.memory_total_mib * MIB)
-        yield from (slots, desired, agents, parked, queued, docker, azure, limited, paused)
+        yield from (slots, desired, agents, parked, queued, docker, free, azure, limited, paused)
         yield from (util, used, total, health, held, image)
 
 

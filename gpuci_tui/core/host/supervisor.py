@@ -95,6 +95,7 @@ class Supervisor:
         group: str = "",
         gpu_use: Callable[[JobKey], JobGpuNow | None] | None = None,
         gatekeeper: GpuGatekeeper | None = None,
+        pull_refusal: Callable[[], str | None] | None = None,
     ) -> None:
         """Create a supervisor (nothing starts until `run`).
 
@@ -119,6 +120,7 @@ class Supervisor:
                 `JobAccountant.current`), shown on busy slots; None when GPUs are not sampled.
             gatekeeper: the host's GPU admission and health watch (``gpu clear``, the
                 GPUs' states), which feeds this supervisor; None when GPUs are not sampled.
+            pull_refusal: why no pull may start now (Docker's disk below its hard floor).
         """
         self.config = config
         self.api = api
@@ -157,6 +159,7 @@ class Supervisor:
             extra_labels=extra_labels,
             command=command,
             agent_dir_root=agent_dir_root,
+            pull_refusal=pull_refusal,
         )
         self._intent = intent_store
         self._on_job_finished = on_job_finished

@@ -100,7 +100,7 @@ def test_unknown_section_and_keys_suggest_the_closest(tmp_path: Path) -> None:
     doc["agents"]["volumes"] = [{"host": str(tmp_path), "contianer": "/data"}]
     assert problems(tmp_path, doc) == [
         'agnets: unknown section; did you mean "agents"? allowed: [azure], [agents], '
-        "[groups], [supervisor], [gpu], [history], [metrics], [keys], [fleet]",
+        "[groups], [supervisor], [gpu], [history], [metrics], [docker], [keys], [fleet]",
         'agents.imgae: unknown key; did you mean "image"? allowed: count, image, name_prefix, '
         "network, gpus, volumes, oom_score_adj, mem_limit, docker_socket, standby, "
         "gpu_admission, gpu_hold_down",

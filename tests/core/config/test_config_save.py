@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from gpuci_tui.core.config import validate as config_validate
+from gpuci_tui.core.config.docker_disk import DockerConfig
 from gpuci_tui.core.config.loader import (
     AgentsConfig,
     AzureConfig,
@@ -410,6 +411,7 @@ def test_every_agents_field_has_a_rule() -> None:
     fields |= {f"gpu.{f.name}" for f in dataclasses.fields(GpuConfig)}
     fields |= {f"history.{f.name}" for f in dataclasses.fields(HistoryConfig)}
     fields |= {f"metrics.{f.name}" for f in dataclasses.fields(MetricsConfig)}
+    fields |= {f"docker.{f.name}" for f in dataclasses.fields(DockerConfig)}
     from gpuci_tui.core.config import loader as config_module
 
     assert set(config_module._FIELDS) == fields

@@ -15,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from gpuci_tui.core.host.metrics import Metrics, azure_outcome, follow, result_label
 from gpuci_tui.core.host.reporter import Broadcaster
 from gpuci_tui.core.models import (
+    DiskSnapshot,
     GroupSummary,
     HealthSnapshot,
     HealthState,
@@ -334,3 +335,15 @@ def test_the_image_info_is_one_series_per_slot_and_follows_a_new_image() -> None
         )
     )
     assert series() == {labels(0, v2): 1.0, labels(1, v2): 1.0}
+
+
+def test_docker_free_space_and_images_removed() -> None:
+    metrics = Metrics()
+    metrics.observe_snapshot(snapshot([]))
+    assert value(metrics, "gpuci_docker_free_bytes") is None  # unknown: absent, not 0
+    assert value(metrics, "gpuci_docker_images_removed_total") == 0
+    metrics.observe_snapshot(snapshot([], disk=DiskSnapshot(state="ok", free_bytes=12345)))
+    metrics.observe_event(SupervisorEvent(at=1.0, kind="image_removed", message="removed"))
+    metrics.observe_event(SupervisorEvent(at=2.0, kind="image_kept", message="kept"))
+    assert value(metrics, "gpuci_docker_free_bytes") == 12345
+    assert value(metrics, "gpuci_docker_images_removed_total") == 1
