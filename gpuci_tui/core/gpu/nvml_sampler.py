@@ -174,12 +174,17 @@ class NvmlSampler:
                         cuda_driver_version=host.cuda_driver_version,
                     ),
                 )
-            if count != host.gpu_count:
+            version, cuda = self._driver_now(host)
+            if (count, version, cuda) != (
+                host.gpu_count,
+                host.driver_version,
+                host.cuda_driver_version,
+            ):
                 host = self._host = GpuHostInfo(
                     available=count > 0,
                     reason="" if count > 0 else "The NVIDIA driver is loaded but sees no GPU.",
-                    driver_version=host.driver_version,
-                    cuda_driver_version=host.cuda_driver_version,
+                    driver_version=version,
+                    cuda_driver_version=cuda,
                     gpu_count=count,
                 )
             self._watch_xids(count)
@@ -251,6 +256,16 @@ class NvmlSampler:
             cuda_driver_version=cuda,
             gpu_count=gpus,
         )
+
+    def _driver_now(self, host: GpuHostInfo) -> tuple[str | None, tuple[int, int] | None]:
+        # Re-read at each sample: the driver is upgraded or rolled back under the daemon, and
+        # the CUDA check of the agent images follows it. A failed read keeps the last one.
+        read = self._query(pynvml.nvmlSystemGetDriverVersion)
+        version = str(read) if read is not None else host.driver_version
+        cuda = self._cuda_driver_version()
+        if cuda is None and version == host.driver_version:
+            cuda = host.cuda_driver_version
+        return version, cuda
 
     def _cuda_driver_version(self) -> tuple[int, int] | None:
         # _v2 reports an error when libcuda is missing; v1 then returns the
