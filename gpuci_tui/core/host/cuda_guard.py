@@ -115,11 +115,15 @@ class CudaGuard:
         self._driver, self._seen, self._due = driver, True, self.clock() + self.recheck
         for feed in list(self.feeds()):
             reason = await asyncio.to_thread(self._reason, feed.config, driver)
-            if reason is None or self._said.get(feed.group) == reason:
+            if reason is None:
                 continue
-            self._said[feed.group] = reason
-            if reason:
+            # At start the answer is folded in whatever was said: a frame of the GPU watch
+            # may have said it first, but only to the inbox, which the first plan has not read.
+            if self._said.get(feed.group) == reason and not now:
+                continue
+            if reason and self._said.get(feed.group) != reason:
                 log.warning("%s: %s", feed.group or "agents", reason)
+            self._said[feed.group] = reason
             obs = CudaChecked(self.wall(), reason)
             if now:
                 feed.observe(obs)

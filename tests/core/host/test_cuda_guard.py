@@ -168,3 +168,15 @@ async def test_docker_down_keeps_the_last_answer(
     await wait_until(lambda: not sup.state.cuda.closed, timeout=5, what="released")
     sup.request_stop()
     await asyncio.wait_for(task, 10)
+
+
+async def test_at_start_folds_in_even_what_a_frame_said_first(
+    guarded: tuple[Env, Supervisor, CudaGuard],
+) -> None:
+    """The GPU watch's first frame may reach the guard before `at_start`: its answer only
+    goes to the inbox, which the first plan does not read; `at_start` folds it in anyway."""
+    env, sup, guard = guarded
+    await guard.observe(D535)
+    assert not sup.state.cuda.closed, "delivered, not yet folded in"
+    await guard.at_start(lambda: D535)
+    assert sup.state.cuda.closed and sup.state.cuda.code == CUDA_INCOMPATIBLE
