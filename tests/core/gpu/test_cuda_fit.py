@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from gpuci_tui.core.gpu.cuda_fit import CudaNeed, DriverCuda, need_of, refusal
@@ -150,3 +152,39 @@ def test_the_driver_version_only_is_enough_to_refuse() -> None:
 )
 def test_driver_for(cuda: tuple[int, int], driver: int | None) -> None:
     assert driver_for(cuda) == driver
+
+
+def test_check_config_names_the_group_whose_image_the_driver_cannot_run(tmp_path: Path) -> None:
+    from gpuci_tui.core.config.loader import load_config
+    from gpuci_tui.core.errors import GpuciError
+    from gpuci_tui.core.gpu.check import check_images_cuda
+    from gpuci_tui.core.protocols import GpuFrame, GpuHostInfo, ImageConfig
+
+    path = tmp_path / "config.toml"
+    path.write_text(
+        '[azure]\nurl = "https://dev.azure.com/o"\npool = "gpu"\n'
+        '[agents]\nimage = "a/old:1"\n'
+        '[groups.old]\ncount = 1\nimage = "a/old:1"\ngpus = ["0"]\n'
+        '[groups.new]\ncount = 1\nimage = "a/new:1"\ngpus = ["1"]\n'
+        '[groups.cpu]\ncount = 1\nimage = "a/new:1"\ngpus = "none"\n'
+        '[groups.gone]\ncount = 1\nimage = "a/missing:1"\ngpus = ["2"]\n'
+        '[groups.down]\ncount = 1\nimage = "a/down:1"\ngpus = ["3"]\n'
+    )
+    config = load_config(path)
+    images = {
+        "a/old:1": ImageConfig("sha256:1", {"NVIDIA_REQUIRE_CUDA": "cuda>=12.2"}, {}),
+        "a/new:1": ImageConfig("sha256:2", {"NVIDIA_REQUIRE_CUDA": "cuda>=12.4"}, {}),
+    }
+
+    def inspect(image: str) -> ImageConfig | None:
+        if image == "a/down:1":
+            raise GpuciError("Docker is not answering")
+        return images.get(image)
+
+    host = GpuHostInfo(True, driver_version="535.104.05", cuda_driver_version=(12, 2))
+    (error,) = check_images_cuda(config, GpuFrame(0.0, host), inspect)
+    assert error.key == "groups.new.image"
+    assert error.problem.startswith("image needs CUDA 12.4 (NVIDIA_REQUIRE_CUDA); driver 535")
+    newer = GpuHostInfo(True, driver_version="550.54.15", cuda_driver_version=(12, 4))
+    assert check_images_cuda(config, GpuFrame(0.0, newer), inspect) == []
+    assert check_images_cuda(config, GpuFrame(0.0, GpuHostInfo(False)), inspect) == []

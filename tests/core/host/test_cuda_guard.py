@@ -11,17 +11,24 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
+from gpuci_tui.core.config.loader import load_config
 from gpuci_tui.core.engine.gpu_admission import CUDA_INCOMPATIBLE
 from gpuci_tui.core.engine.steps import CudaChecked, Observation
+from gpuci_tui.core.host.assemble import assemble
 from gpuci_tui.core.host.cuda_guard import CudaGuard
 from gpuci_tui.core.host.supervisor import Supervisor
 from gpuci_tui.core.models import SlotState
-from gpuci_tui.core.protocols import GpuHostInfo, ImageConfig
+from gpuci_tui.core.protocols import GpuFrame, GpuHostInfo, GpuSample, ImageConfig
+from gpuci_tui.core.store.history import JobHistory
+from gpuci_tui.sim.api import SimPoolApi
+from gpuci_tui.sim.org import SimOrg
 from gpuci_tui.sim.records import AgentStartup
-from tests.core.supervisor_env import Env, StaticTokens, wait_until
+from gpuci_tui.sim.runtime import SimulatedRuntime
+from tests.core.supervisor_env import PAT, Env, StaticTokens, wait_until
 
 NEEDS_124 = ImageConfig("sha256:124", {"NVIDIA_REQUIRE_CUDA": "cuda>=12.4"}, {})
 NEEDS_122 = ImageConfig("sha256:122", {"NVIDIA_REQUIRE_CUDA": "cuda>=12.2"}, {})
@@ -180,3 +187,88 @@ async def test_at_start_folds_in_even_what_a_frame_said_first(
     assert not sup.state.cuda.closed, "delivered, not yet folded in"
     await guard.at_start(lambda: D535)
     assert sup.state.cuda.closed and sup.state.cuda.code == CUDA_INCOMPATIBLE
+
+
+GROUPS = """
+[azure]
+url = "http://127.0.0.1:9"
+pool = "gpu"
+
+[agents]
+image = "agent:cuda12.2"
+name_prefix = "box"
+count = 1
+standby = false
+
+[supervisor]
+poll_interval = 0.3
+
+[gpu]
+sample_interval = 0.1
+
+[groups.old]
+count = 1
+image = "agent:cuda12.2"
+gpus = ["0"]
+
+[groups.new]
+count = 1
+image = "agent:cuda12.4"
+gpus = ["1"]
+"""
+
+
+class Driver:
+    """Two GPUs on a driver a test can change between two samples."""
+
+    def __init__(self, host: GpuHostInfo) -> None:
+        self.host = host
+
+    def host_info(self) -> GpuHostInfo:
+        return self.host
+
+    def sample(self) -> GpuFrame:
+        gpus = tuple(GpuSample(i, "H100", uuid=f"GPU-{i}") for i in range(2))
+        return GpuFrame(time.time(), self.host, gpus)
+
+
+async def test_assembled_only_the_group_the_driver_cannot_run_is_held(tmp_path: Path) -> None:
+    """The whole assembly (GPU watch, guard, groups): the other group runs jobs meanwhile."""
+    org = SimOrg(heartbeat_timeout=3.0)
+    org.add_pat(PAT)
+    pool = org.add_pool("gpu")
+    runtime = SimulatedRuntime(org, images=("agent:cuda12.2", "agent:cuda12.4"))
+    runtime.image_configs["agent:cuda12.2"] = NEEDS_122
+    runtime.image_configs["agent:cuda12.4"] = NEEDS_124
+    path = tmp_path / "config.toml"
+    path.write_text(GROUPS)
+    driver = Driver(D535)
+    parts = assemble(
+        load_config(path),
+        api=SimPoolApi(org, PAT),
+        runtime=runtime,
+        tokens=StaticTokens(),
+        history=JobHistory(":memory:"),
+        mode="in-process",
+        gpu=driver,
+    )
+    parts.start()
+    sup = parts.supervisor
+
+    def states() -> dict[str, SlotState]:
+        return {s.group: s.state for s in sup.snapshot().slots}
+
+    try:
+        await wait_until(
+            lambda: states() == {"old": SlotState.IDLE, "new": SlotState.HELD}, timeout=20
+        )
+        assert not any(c.image == "agent:cuda12.4" for c in runtime.history())
+        job = org.queue_job(pool, duration=0.2)
+        await wait_until(lambda: org.job(job).result == "succeeded", timeout=10, what="job")
+        assert (org.job(job).agent_name or "").startswith("box-old")
+        driver.host = D550  # upgraded: the next frame releases the group
+        await wait_until(
+            lambda: states() == {"old": SlotState.IDLE, "new": SlotState.IDLE}, timeout=20
+        )
+    finally:
+        await parts.close()
