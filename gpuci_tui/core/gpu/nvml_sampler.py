@@ -165,15 +165,17 @@ class NvmlSampler:
             try:
                 count = int(pynvml.nvmlDeviceGetCount())
             except pynvml.NVMLError as exc:
-                return GpuFrame(
-                    taken_at=taken_at,
-                    host=GpuHostInfo(
-                        available=False,
-                        reason=f"NVML could not count the GPUs ({exc}). Check nvidia-smi.",
-                        driver_version=host.driver_version,
-                        cuda_driver_version=host.cuda_driver_version,
-                    ),
+                lost = GpuHostInfo(
+                    available=False,
+                    reason=f"NVML could not count the GPUs ({exc}). Check nvidia-smi.",
+                    driver_version=host.driver_version,
+                    cuda_driver_version=host.cuda_driver_version,
                 )
+                # The driver may have been unloaded and reloaded (an upgrade): this session is
+                # dead, so NVML is started again after the retry interval, on the new driver.
+                self._shutdown()
+                self._host, self._failed_at = lost, time.monotonic()
+                return GpuFrame(taken_at=taken_at, host=lost)
             version, cuda = self._driver_now(host)
             if (count, version, cuda) != (
                 host.gpu_count,
@@ -194,17 +196,20 @@ class NvmlSampler:
     def close(self) -> None:
         """Shut NVML down when this sampler initialised it; sampling again re-inits."""
         with self._lock:
-            if self._xids is not None:  # before the shutdown its wait would fail under
-                self._xids.close()
-                self._xids = None
-            if self._initialised:
-                try:
-                    pynvml.nvmlShutdown()
-                except pynvml.NVMLError as exc:
-                    log.debug("nvmlShutdown failed: %s", exc)
-            self._initialised = False
+            self._shutdown()
             self._host = None
             self._failed_at = None
+
+    def _shutdown(self) -> None:
+        if self._xids is not None:  # before the shutdown its wait would fail under
+            self._xids.close()
+            self._xids = None
+        if self._initialised:
+            try:
+                pynvml.nvmlShutdown()
+            except pynvml.NVMLError as exc:
+                log.debug("nvmlShutdown failed: %s", exc)
+        self._initialised = False
 
     # ------------------------------------------------------------------ init
 
