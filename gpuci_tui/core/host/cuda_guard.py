@@ -15,7 +15,9 @@ rollback under the running daemon), and every ``recheck`` seconds for the image
 (a tag moved to another image by a pull or a build). A group sends nothing when
 its answer did not change. A group without GPUs (``gpus = "none"``) and a host
 without NVML are never held; an image Docker cannot inspect now keeps its last
-answer (the engine being down is not the driver's fault).
+answer (the engine being down is not the driver's fault), and so does a driver
+NVML cannot read for a while after it read one (a driver being reloaded: the
+sampler starts NVML again and the new driver is checked then).
 """
 
 from __future__ import annotations
@@ -86,6 +88,8 @@ class CudaGuard:
         self._said: dict[str, str] = {}
         """The last answer sent to each group."""
         self._driver: DriverCuda | None = None
+        self._known = False
+        """A driver was read once: losing it later is not "no NVML on this host"."""
         self._seen = False
         self._due = 0.0
 
@@ -113,6 +117,7 @@ class CudaGuard:
 
     async def _check(self, driver: DriverCuda | None, *, now: bool) -> None:
         self._driver, self._seen, self._due = driver, True, self.clock() + self.recheck
+        self._known = self._known or driver is not None
         for feed in list(self.feeds()):
             reason = await asyncio.to_thread(self._reason, feed.config, driver)
             if reason is None:
@@ -133,8 +138,10 @@ class CudaGuard:
     def _reason(self, config: Config, driver: DriverCuda | None) -> str | None:
         """The refusal for ``config``'s image ("" when it may start; None: cannot tell now)."""
         agents = config.agents
-        if driver is None or agents.gpus == "none":
+        if agents.gpus == "none":
             return ""
+        if driver is None:
+            return None if self._known else ""
         try:
             image = self.inspect(agents.image)
         except Exception as exc:  # noqa: BLE001 - Docker down or slow: ask again later

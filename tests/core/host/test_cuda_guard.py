@@ -272,3 +272,19 @@ async def test_assembled_only_the_group_the_driver_cannot_run_is_held(tmp_path: 
         )
     finally:
         await parts.close()
+
+
+async def test_a_driver_lost_for_a_while_keeps_the_hold(
+    guarded: tuple[Env, Supervisor, CudaGuard],
+) -> None:
+    """A reload: NVML reads nothing until the sampler starts it again; the slots stay held."""
+    env, sup, guard = guarded
+    await guard.at_start(lambda: D535)
+    task = asyncio.create_task(sup.run())
+    await wait_until(lambda: held(sup), timeout=5, what="held")
+    await guard.observe(NO_NVML)
+    await nothing_starts(env, sup, 0.5)
+    await guard.observe(D550)
+    await wait_until(lambda: steady(sup), timeout=20, what="released by the new driver")
+    sup.request_stop()
+    await asyncio.wait_for(task, 10)
