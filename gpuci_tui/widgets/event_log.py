@@ -29,6 +29,8 @@ _KIND_STYLES = {
     "gpu_released": "green",
     "gpu_fault_ended": "green",
     "gpu_cleared": "green",
+    "cuda_incompatible": "bold red",
+    "cuda_compatible": "green",
 }
 
 

@@ -93,6 +93,10 @@ class CudaGuard:
         self._seen = False
         self._due = 0.0
 
+    def check_soon(self) -> None:
+        """Look at every group's image again on the next GPU frame (a reload changed them)."""
+        self._due = 0.0
+
     async def at_start(self, host_info: Callable[[], GpuHostInfo]) -> None:
         """The first check, folded into every group before its first plan (bounded)."""
         try:

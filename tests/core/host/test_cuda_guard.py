@@ -288,3 +288,28 @@ async def test_a_driver_lost_for_a_while_keeps_the_hold(
     await wait_until(lambda: steady(sup), timeout=20, what="released by the new driver")
     sup.request_stop()
     await asyncio.wait_for(task, 10)
+
+
+async def test_images_are_looked_at_again_only_when_due_or_asked(env: Env) -> None:
+    env.runtime.image_configs[env.config.agents.image] = NEEDS_124
+    config = replace(env.config, agents=replace(env.config.agents, gpus="all"))
+    sup = Supervisor(config, api=env.api, runtime=env.runtime, tokens=StaticTokens())
+    looked: list[str] = []
+
+    def inspect(image: str) -> ImageConfig | None:
+        looked.append(image)
+        return env.runtime.image_config(image)
+
+    now = [0.0]
+    guard = CudaGuard(lambda: [sup], inspect, recheck=10.0, clock=lambda: now[0])
+    await guard.at_start(lambda: D535)
+    await guard.observe(D535)
+    now[0] = 9.0
+    await guard.observe(D535)
+    assert len(looked) == 1, "the same driver, not yet due: no inspect"
+    guard.check_soon()
+    await guard.observe(D535)
+    now[0] = 19.5
+    await guard.observe(D535)
+    await guard.observe(D550)  # another driver: at once
+    assert len(looked) == 4
