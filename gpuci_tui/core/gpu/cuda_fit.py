@@ -42,8 +42,8 @@ from gpuci_tui.core.gpu.imagechoice import (
 CUDA_LABEL = "io.gpuci.cuda"
 """The label ``dockeragent/build.sh`` writes: the image's full CUDA version (``12.8.1``)."""
 
-#: The bounded reason code of a slot held for this (metrics, ``status --json``).
-CUDA_INCOMPATIBLE = "cuda_incompatible"
+LABEL_SOURCE = f"label {CUDA_LABEL}"
+
 
 _OUR_TAG = re.compile(
     r"^(?P<arch>[a-z0-9]+)-ubuntu(?P<ubuntu>[\d.]+)-cuda[\d.]+(?:-(?P<flavor>.+))?$"
@@ -84,7 +84,7 @@ def need_of(env: Mapping[str, str] | Sequence[str], labels: Mapping[str, str]) -
     if label is None:
         return None
     disabled = required.disabled if required is not None else _disabled(env)
-    return CudaNeed((int(label.group(1)), int(label.group(2))), f"label {CUDA_LABEL}", (), disabled)
+    return CudaNeed((int(label.group(1)), int(label.group(2))), LABEL_SOURCE, (), disabled)
 
 
 def _disabled(env: Mapping[str, str] | Sequence[str]) -> bool:
@@ -145,6 +145,10 @@ def refusal(image: str, need: CudaNeed | None, driver: DriverCuda | None) -> str
         return None
     compat = check_compatibility(need.cuda, driver_cuda, driver.version)
     if compat.verdict in (Verdict.OK, Verdict.UNKNOWN):
+        return None
+    if compat.verdict is Verdict.MINOR_COMPAT and need.source == LABEL_SOURCE:
+        # Only the environment makes nvidia-container-cli refuse a minor-compatible image;
+        # one that declares its CUDA in our label alone starts, and its programs run.
         return None
     if any(_clause_met(clause, driver) for clause in need.alternatives):
         return None

@@ -120,6 +120,8 @@ def test_an_image_the_driver_cannot_run_is_refused_with_the_fix(
         (CudaNeed((12, 4), "NVIDIA_REQUIRE_CUDA"), D550),  # exactly enough
         (CudaNeed((12, 4), "NVIDIA_REQUIRE_CUDA"), D580),  # more than enough
         (CudaNeed((13, 0), "CUDA_VERSION", disabled=True), D535),  # the check is switched off
+        # Our label alone, same family: the container starts (nothing in its env to refuse it).
+        (CudaNeed((12, 4), "label io.gpuci.cuda"), D535),
         # Only the version: the CUDA is derived from the driver branch.
         (CudaNeed((12, 4), "NVIDIA_REQUIRE_CUDA"), DriverCuda("550.54.15", None)),
         # nvidia/cuda's forward-compatibility clause for the 535 branch.
@@ -139,6 +141,11 @@ def test_a_clause_for_another_branch_does_not_let_the_image_through() -> None:
     assert refusal("x:y", need, DriverCuda("470.256.02", (11, 4))) is None
     # A clause with nothing the driver can be compared with lets nothing through.
     assert refusal("x:y", CudaNeed((12, 4), "NVIDIA_REQUIRE_CUDA", ("brand=tesla",)), D535)
+
+
+def test_a_label_alone_is_refused_below_the_family_minimum() -> None:
+    why = refusal("x:y", CudaNeed((13, 0), "label io.gpuci.cuda"), D535)
+    assert why is not None and why.startswith("image needs CUDA 13.0 (label io.gpuci.cuda)")
 
 
 def test_the_driver_version_only_is_enough_to_refuse() -> None:
