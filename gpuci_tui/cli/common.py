@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from gpuci_tui.core.config.loader import Config, daemon_instance
-from gpuci_tui.core.protocols import GpuFrame
+from gpuci_tui.core.protocols import GpuFrame, ImageConfig
 
 from . import exitcodes
 
@@ -41,7 +41,11 @@ def host_gpus() -> GpuFrame | None:
 
 
 def load(
-    args: argparse.Namespace, *, check_gpus: bool = False, host_paths_here: bool = True
+    args: argparse.Namespace,
+    *,
+    check_gpus: bool = False,
+    host_paths_here: bool = True,
+    cuda_fatal: bool = True,
 ) -> Config:
     """Load and validate the configuration or raise `CliExit` (code 4) with the problems.
 
@@ -51,12 +55,14 @@ def load(
     ``check_gpus`` also checks the configuration's GPUs against those NVML sees
     (``run`` and ``check-config``; the control commands need no NVML): counts,
     GPU ids that do not exist (errors) and GPUs other processes hold (warnings,
-    printed to stderr).
+    printed to stderr), and each group's image against the driver's CUDA: an error
+    with ``cuda_fatal`` (``check-config``), else a warning (``run`` starts and holds
+    that group's slots, the other groups run).
     """
     from gpuci_tui.core.config.file import raise_if_any
     from gpuci_tui.core.config.loader import load_config
     from gpuci_tui.core.errors import GpuciError
-    from gpuci_tui.core.gpu.check import check_host_gpus
+    from gpuci_tui.core.gpu.check import check_host_gpus, check_images_cuda
 
     try:
         path = config_path(args)
@@ -68,12 +74,30 @@ def load(
         )
         if frame is not None:
             errors, warnings = check_host_gpus(config, frame, ours=own_containers(config))
+            refused = check_images_cuda(config, frame, _image_config)
+            if cuda_fatal:
+                errors += refused
+            else:
+                warnings += [
+                    f"{e.key}: {e.problem}; its slots start nothing until then" for e in refused
+                ]
             raise_if_any(errors, path)
             for warning in warnings:
                 print(f"gpuci-tui: warning: {warning}", file=sys.stderr)
         return config
     except GpuciError as exc:  # ConfigError, PathError
         raise CliExit(exitcodes.CONFIG, str(exc)) from None
+
+
+def _image_config(image: str) -> ImageConfig | None:
+    """The local image's configuration (None when Docker cannot be asked)."""
+    from gpuci_tui.core.docker.runtime import DockerRuntime
+    from gpuci_tui.core.errors import GpuciError
+
+    try:
+        return DockerRuntime().image_config(image)
+    except GpuciError:
+        return None
 
 
 def own_containers(config: Config) -> set[str]:

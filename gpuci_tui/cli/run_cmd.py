@@ -137,7 +137,8 @@ def run_daemon(args: argparse.Namespace) -> int:
         from gpuci_tui.core.host.memory import limit_arenas
 
         limit_arenas()  # before any thread starts: see core/host/memory.py
-        config = load(args, check_gpus=True)
+        # An image the driver cannot run is a warning here: its group's slots are held.
+        config = load(args, check_gpus=True, cuda_fatal=False)
         api, runtime, tokens = real_services(config)
         paths = DaemonPaths.for_instance(daemon_instance(config))
         from gpuci_tui.core.gpu.nvml_sampler import NvmlSampler

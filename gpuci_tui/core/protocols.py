@@ -434,3 +434,15 @@ class TokenSource(Protocol):
     def get_token(self, org_url: str) -> str:
         """Return the PAT for ``org_url`` (trimmed) or raise `GpuciError` with advice."""
         ...
+
+
+@dataclass(frozen=True)
+class ImageConfig:
+    """What a local image says of itself (``docker image inspect``)."""
+
+    image_id: str
+    """``sha256:…``: the same tag may point to another image tomorrow."""
+    env: Mapping[str, str]
+    """Its ``Config.Env`` (``NVIDIA_REQUIRE_CUDA``, ``CUDA_VERSION``…)."""
+    labels: Mapping[str, str]
+    """Its ``Config.Labels`` (``io.gpuci.cuda``…)."""

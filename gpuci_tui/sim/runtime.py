@@ -31,7 +31,7 @@ from gpuci_tui.core.errors import (
     ContainerStartError,
     RuntimeUnavailableError,
 )
-from gpuci_tui.core.protocols import ContainerEvent, ContainerInfo, ContainerSpec
+from gpuci_tui.core.protocols import ContainerEvent, ContainerInfo, ContainerSpec, ImageConfig
 from gpuci_tui.sim.agent_program import AgentTiming, SimContainer, run_agent
 from gpuci_tui.sim.disk import SimDisk
 from gpuci_tui.sim.org import SimOrg
@@ -82,6 +82,9 @@ class SimulatedRuntime:
         self._start_failures: list[str] = []
         self.disk = SimDisk(self)
         """The simulated data root (`DockerDisk`): set ``disk.free`` to fill it."""
+        self.image_configs: dict[str, ImageConfig] = {}
+        """What `image_config` says of an image (a test may change it under a running
+        supervisor); a present image without an entry declares nothing."""
 
     # ------------------------------------------------------------------ test knobs
 
@@ -134,6 +137,16 @@ class SimulatedRuntime:
         self._check()
         with self._lock:
             return image in self.images or image in self.broken_images
+
+    def image_config(self, image: str) -> ImageConfig | None:
+        """The entry of ``image_configs``; a present image without one declares nothing."""
+        self._check()
+        with self._lock:
+            if image in self.image_configs:
+                return self.image_configs[image]
+            if image in self.images or image in self.broken_images:
+                return ImageConfig(f"sha256:sim-{image}", {}, {})
+            return None
 
     def list_containers(self, labels: Mapping[str, str]) -> list[ContainerInfo]:
         """Containers not yet destroyed that carry all of ``labels``."""

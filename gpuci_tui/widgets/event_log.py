@@ -31,6 +31,8 @@ _KIND_STYLES = {
     "gpu_cleared": "green",
     "disk": "yellow",
     "image_removed": "yellow",
+    "cuda_incompatible": "bold red",
+    "cuda_compatible": "green",
 }
 
 

@@ -47,7 +47,7 @@ from gpuci_tui.core.docker.mapping import (
     token_archive,
 )
 from gpuci_tui.core.errors import ContainerStartError, GpuciError, RuntimeUnavailableError
-from gpuci_tui.core.protocols import ContainerEvent, ContainerInfo, ContainerSpec
+from gpuci_tui.core.protocols import ContainerEvent, ContainerInfo, ContainerSpec, ImageConfig
 from gpuci_tui.core.secrets.redaction import redact
 
 __all__ = ["ContainerOperationError", "DockerRuntime"]
@@ -200,6 +200,16 @@ class DockerRuntime:
             key, _, value = str(item).partition("=")
             result[key] = value
         return result
+
+    def image_config(self, image: str) -> ImageConfig | None:
+        """The image's id, environment and labels in one inspect (None when not present)."""
+        data = self._inspect_image(image)
+        if data is None:
+            return None
+        config = data.get("Config") or {}
+        env = dict(str(item).partition("=")[::2] for item in config.get("Env") or [])
+        labels = {str(k): str(v) for k, v in (config.get("Labels") or {}).items()}
+        return ImageConfig(str(data.get("Id", "")), env, labels)
 
     def start(self, spec: ContainerSpec, token: str) -> ContainerInfo:
         """Create the container, copy the token file into it, start it.

@@ -133,6 +133,8 @@ class GateKind(StrEnum):
 
 #: The bounded ``reason`` label of a held slot whose GPU someone else uses.
 FOREIGN_PROCESS = "foreign_process"
+#: The bounded ``reason`` label of a slot held because the driver cannot run its image.
+CUDA_INCOMPATIBLE = "cuda_incompatible"
 
 
 @dataclass(frozen=True)

@@ -240,6 +240,17 @@ class SlotRecord:
         return all(record.name_free and record.op is None for record in self.lanes)
 
 
+def gate_of(state: EngineState, slot: SlotRecord) -> Gate:
+    """The gate ``slot`` is planned and shown with: the worst of its GPUs' and its image's.
+
+    A failing GPU (quarantined) comes first, then an image the driver cannot run,
+    then a GPU someone else uses: that is the order in which each must be fixed.
+    """
+    if slot.gate.kind is GateKind.QUARANTINED or not state.cuda.closed:
+        return slot.gate
+    return state.cuda
+
+
 def lane_name(prefix: str, slot: int, lane: Lane) -> str:
     """Agent and container name of ``lane`` of ``slot``."""
     base = f"{prefix}-{slot}"
@@ -293,6 +304,9 @@ class EngineState:
     pool: PoolView | None = None
     """The latest successful read of the pool."""
     docker: HealthSnapshot = field(default_factory=HealthSnapshot)
+    cuda: Gate = field(default_factory=Gate)
+    """Closed (held, ``cuda_incompatible``) while the driver cannot run the group's image:
+    every slot of the group then starts nothing (see `gate_of`)."""
 
     def slot(self, number: int) -> SlotRecord | None:
         """Slot ``number`` or None."""

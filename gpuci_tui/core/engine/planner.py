@@ -9,7 +9,8 @@ as observations (`transitions.apply`).
 
 The rules for taking a lane out of service live here (drain, retire, restart);
 which lane of a running slot takes jobs, and the hot standby, in `planner_run`;
-a running slot whose GPUs are held or quarantined, in `planner_hold`.
+a running slot whose GPUs are held or quarantined, or whose image the driver cannot
+run, in `planner_hold`.
 Every rule keeps the one safety promise of `lifecycle`: a second lane of a
 slot is never enabled or started in a way that lets it take a job while the
 other one could.
@@ -26,6 +27,7 @@ from gpuci_tui.core.engine.lifecycle import (
     LaneRecord,
     Op,
     SlotRecord,
+    gate_of,
 )
 from gpuci_tui.core.engine.planner_hold import plan_held
 from gpuci_tui.core.engine.planner_run import Draft, plan_run, take_out
@@ -78,7 +80,7 @@ def decide(state: EngineState, now: float) -> tuple[EngineState, Plan]:
                 take_out(draft, lane, "draining")
             if not slot.live:
                 draft.say("drained")
-        elif slot.gate.closed:
+        elif gate_of(state, slot).closed:
             plan_held(draft)
         else:
             plan_run(draft)

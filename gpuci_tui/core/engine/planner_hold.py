@@ -1,4 +1,4 @@
-"""Planning a running slot whose GPU gate is closed: held or quarantined (see `Gate`).
+"""Planning a running slot whose gate is closed: held or quarantined (see `Gate`, `gate_of`).
 
 The slot's agents stay registered and their containers stay up, but every
 lane that could be handed a job is disabled on the server: an idle agent
@@ -11,7 +11,10 @@ container comes back disabled.
 set to disabled first), so the slot is ready when the GPU frees. A lane name
 never registered is not started: its first registration would come up
 enabled. *Quarantined*: nothing is started; the slot is not replenished until
-the fault ends or the operator clears it.
+the fault ends or the operator clears it. *Held for its image* (the driver
+cannot run it, `steps.CudaChecked`): as quarantined, since every start would
+fail; nothing starts until the driver or the image changes, so the slot never
+crash-loops, counts no failure and never parks for it.
 
 Taking lanes out (restart, standby off) follows the same rules as a running
 slot, so drain, restart and scale behave as without admission.
@@ -19,26 +22,29 @@ slot, so drain, restart and scale behave as without admission.
 
 from __future__ import annotations
 
-from gpuci_tui.core.engine.gpu_admission import GateKind
-from gpuci_tui.core.engine.lifecycle import LanePhase, LaneRecord
+from gpuci_tui.core.engine.gpu_admission import CUDA_INCOMPATIBLE, GateKind
+from gpuci_tui.core.engine.lifecycle import LanePhase, LaneRecord, gate_of
 from gpuci_tui.core.engine.planner_run import Draft, take_out
 
 
 def plan_held(draft: Draft) -> None:
     """Plan a RUN/RESTART slot whose gate is closed."""
     slot = draft.slot
-    gate = slot.gate
+    gate = gate_of(draft.state, slot)
     draft.say(f"{gate.kind.value}: {gate.reason}")
+    # An image the driver cannot run fails every start (nvidia-container-cli refuses it):
+    # nothing is started, as for a failing GPU, so the slot never crash-loops or parks.
+    starts_nothing = gate.kind is GateKind.QUARANTINED or gate.code == CUDA_INCOMPATIBLE
     used = draft.state.used_lanes
     for lane in slot.lanes:
         leaving = lane.container_id is not None and lane.container_id in slot.restart_ids
         if lane.lane not in used or leaving:
             take_out(draft, lane, "restart" if leaving else "standby is off")
         else:
-            _hold(draft, lane, quarantined=gate.kind is GateKind.QUARANTINED)
+            _hold(draft, lane, starts_nothing=starts_nothing)
 
 
-def _hold(draft: Draft, lane: LaneRecord, *, quarantined: bool) -> None:
+def _hold(draft: Draft, lane: LaneRecord, *, starts_nothing: bool) -> None:
     if draft.claimed(lane) or lane.phase is LanePhase.STOPPING:
         return
     if lane.live:
@@ -51,7 +57,7 @@ def _hold(draft: Draft, lane: LaneRecord, *, quarantined: bool) -> None:
             # Confirm it holds no job: only then is it a standby the release can enable.
             draft.check(lane)
         return
-    if quarantined or lane.agent_id is None:
+    if starts_nothing or lane.agent_id is None:
         return
     if lane.enabled is not False:
         # Its next container must come back disabled: set the flag while none runs.

@@ -10,7 +10,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields, replace
 
 from gpuci_tui.core.engine.gpu_admission import GateKind
-from gpuci_tui.core.engine.lifecycle import EngineState, Intent, LanePhase, LaneRecord, SlotRecord
+from gpuci_tui.core.engine.lifecycle import (
+    EngineState,
+    Gate,
+    Intent,
+    LanePhase,
+    LaneRecord,
+    SlotRecord,
+    gate_of,
+)
 from gpuci_tui.core.models import (
     AgentSnapshot,
     DisabledAgents,
@@ -76,8 +84,8 @@ def primary(slot: SlotRecord) -> LaneRecord:
     return slot.lanes[0]
 
 
-def slot_state(slot: SlotRecord, now: float) -> SlotState:
-    """The slot's state as shown to operators."""
+def slot_state(slot: SlotRecord, now: float, gate: Gate | None = None) -> SlotState:
+    """The slot's state as shown to operators (``gate``: its `gate_of`, default its GPUs')."""
     if not slot.live:
         if slot.parked:
             return SlotState.PARKED
@@ -86,12 +94,12 @@ def slot_state(slot: SlotRecord, now: float) -> SlotState:
             return SlotState.DRAINING if dying else SlotState.DRAINED
         if slot.backoff_until is not None and slot.backoff_until > now:
             return SlotState.BACKOFF
-        return _gated(slot) or SlotState.EMPTY
+        return _gated(slot, gate) or SlotState.EMPTY
     if slot.intent in (Intent.DRAIN, Intent.RETIRE):
         return SlotState.DRAINING
     if any(lane.job is not None for lane in slot.lanes if lane.live):
         return SlotState.BUSY
-    gated = _gated(slot)
+    gated = _gated(slot, gate)
     if gated is not None:
         return gated
     # Idle means "would take a job now": a ready standby alone does not count.
@@ -100,13 +108,14 @@ def slot_state(slot: SlotRecord, now: float) -> SlotState:
     return SlotState.STARTING
 
 
-def _gated(slot: SlotRecord) -> SlotState | None:
-    """HELD or QUARANTINED for a running slot whose GPUs keep it from its next job."""
+def _gated(slot: SlotRecord, gate: Gate | None) -> SlotState | None:
+    """HELD or QUARANTINED for a running slot whose GPUs (or image) keep it from its next job."""
     if slot.intent in (Intent.DRAIN, Intent.RETIRE):
         return None
-    if slot.gate.kind is GateKind.HELD:
+    kind = (gate or slot.gate).kind
+    if kind is GateKind.HELD:
         return SlotState.HELD
-    if slot.gate.kind is GateKind.QUARANTINED:
+    if kind is GateKind.QUARANTINED:
         return SlotState.QUARANTINED
     return None
 
@@ -165,10 +174,11 @@ def slot_snapshot(
         lane.job is not None and lane.container_id in slot.restart_ids for lane in slot.lanes
     )
     shown = [lane for lane in slot.lanes if lane.lane in state.used_lanes or lane.live]
+    gate = gate_of(state, slot)
     return SlotSnapshot(
         slot=slot.number,
         name=main.name,
-        state=slot_state(slot, now),
+        state=slot_state(slot, now, gate),
         container_id=main.container_id,
         started_at=main.started_at,
         agent_id=main.agent_id,
@@ -191,9 +201,9 @@ def slot_snapshot(
             None if use is None or use.memory_mib is None else round(use.memory_mib * 1024 * 1024)
         ),
         gpu_util_percent=None if use is None else use.util_pct,
-        gate=slot.gate.kind.value,
-        gate_reason=slot.gate.reason,
-        gate_code=slot.gate.code,
+        gate=gate.kind.value,
+        gate_reason=gate.reason,
+        gate_code=gate.code,
         image=image,
         image_id=main.image.image_id,
         repo_digest=main.image.repo_digest,
@@ -267,7 +277,7 @@ def _disabled_reason(
         return "idle"
     if role(slot, lane, state) == "leaving":
         return "leaving"
-    if slot.gate.kind is not GateKind.OPEN:
+    if gate_of(state, slot).closed:
         return "held"
     return "standby"
 

@@ -229,6 +229,20 @@ class GpuObserved:
     """Slots whose GPUs an operator has just cleared (``gpu clear``): released at once."""
 
 
+@dataclass(frozen=True)
+class CudaChecked:
+    """Whether the driver can start the group's image (`gpu.cuda_fit.refusal`, read by the host).
+
+    Read at start, whenever NVML reports another driver, and whenever the image
+    changes; the parsing and the CUDA rules stay outside the engine, which only
+    holds the group's slots while ``reason`` is set.
+    """
+
+    at: float
+    reason: str = ""
+    """Why the image cannot start, with the fix; empty: it can."""
+
+
 Observation = (
     Listed
     | Started
@@ -247,6 +261,7 @@ Observation = (
     | AgentChecked
     | ServerFailed
     | GpuObserved
+    | CudaChecked
 )
 
 # =========================================================================== actions

@@ -26,6 +26,7 @@ from gpuci_tui.core.engine.steps import (
     AgentChecked,
     AgentWritten,
     Appeared,
+    CudaChecked,
     Destroyed,
     Died,
     EngineAnswered,
@@ -46,7 +47,7 @@ from gpuci_tui.core.engine.steps import (
     Stopped,
     image_used,
 )
-from gpuci_tui.core.engine.transitions_gpu import gpu_observed
+from gpuci_tui.core.engine.transitions_gpu import cuda_checked, gpu_observed
 from gpuci_tui.core.engine.transitions_server import (
     agent_checked,
     agent_written,
@@ -90,6 +91,9 @@ def apply(state: EngineState, obs: Observation, rules: SupervisorConfig) -> Step
             return Step(server_failed(state, obs))
         case GpuObserved():
             new, notes = gpu_observed(state, obs)
+            return Step(new, notes)
+        case CudaChecked():
+            new, notes = cuda_checked(state, obs)
             return Step(new, notes)
         case Listed():
             return _listed(state, obs, rules)

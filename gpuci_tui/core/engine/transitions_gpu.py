@@ -18,6 +18,9 @@ checked this GPU, use it now": the gate opens on that frame whatever the
 hold-down, and the release does not count as one of a flapping GPU's, so a
 new fault afterwards closes the gate like a first one.
 
+The group's image has a gate of its own (`cuda_checked`): closed while the
+driver cannot run it, open again on the first check that says it can.
+
 Critical Xids are written on the lanes that hold a job, so the history can
 mark the job that ran while its GPU failed.
 """
@@ -26,9 +29,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gpuci_tui.core.engine.gpu_admission import GateKind, GateReading
+from gpuci_tui.core.engine.gpu_admission import CUDA_INCOMPATIBLE, GateKind, GateReading
 from gpuci_tui.core.engine.lifecycle import EngineState, Gate, SlotRecord
-from gpuci_tui.core.engine.steps import GpuObserved, Note
+from gpuci_tui.core.engine.steps import CudaChecked, GpuObserved, Note
 
 
 def gpu_observed(state: EngineState, obs: GpuObserved) -> tuple[EngineState, tuple[Note, ...]]:
@@ -109,3 +112,22 @@ def _forget_idle_xids(slot: SlotRecord) -> SlotRecord:
         if lane.xids and lane.job is None and not lane.took_job:
             slot = slot.with_lane(replace(lane, xids=()))
     return slot
+
+
+def cuda_checked(state: EngineState, obs: CudaChecked) -> tuple[EngineState, tuple[Note, ...]]:
+    """Hold every slot of the group while the driver cannot run its image; release at once.
+
+    No hold-down: the reason changes only with the driver or the image, never flaps.
+    """
+    gate = state.cuda
+    if obs.reason:
+        if gate.closed and gate.reason == obs.reason:
+            return state, ()
+        since = gate.since if gate.closed else obs.at
+        held = Gate(GateKind.HELD, obs.reason, CUDA_INCOMPATIBLE, since=since)
+        return replace(state, cuda=held), (Note(CUDA_INCOMPATIBLE, f"held: {obs.reason}"),)
+    if not gate.closed:
+        return state, ()
+    held_for = obs.at - (gate.since if gate.since is not None else obs.at)
+    message = f"released after {held_for:.0f} s: the driver runs the image now; was: {gate.reason}"
+    return replace(state, cuda=Gate()), (Note("cuda_compatible", message),)

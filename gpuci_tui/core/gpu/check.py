@@ -6,16 +6,21 @@ it nothing is known about the GPUs and nothing is checked):
 * a GPU index or UUID the configuration names that NVML does not see is an error;
 * two groups naming the same GPU, one by index and one by UUID, is an error;
 * a GPU of a group that a process outside gpuci-tui's containers holds is a
-  warning naming the process: a job there would share the GPU.
+  warning naming the process: a job there would share the GPU;
+* a group whose image the driver cannot start (`check_images_cuda`) is an error
+  for ``check-config`` and a warning for ``run``, which starts and holds that
+  group's slots (the other groups run) until the driver or the image changes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 
 from gpuci_tui.core.config.loader import Config, ConfigError, agent_groups
+from gpuci_tui.core.errors import GpuciError
 from gpuci_tui.core.formatting import memory
-from gpuci_tui.core.protocols import GpuFrame
+from gpuci_tui.core.gpu.cuda_fit import DriverCuda, need_of, refusal
+from gpuci_tui.core.protocols import GpuFrame, ImageConfig
 
 
 def _index_of(frame: GpuFrame) -> dict[str, int]:
@@ -102,3 +107,32 @@ def check_host_gpus(
                 f"{where}{size}) outside gpuci-tui: jobs on it will share it"
             )
     return errors, warnings
+
+
+def check_images_cuda(
+    config: Config, frame: GpuFrame, inspect: Callable[[str], ImageConfig | None]
+) -> list[ConfigError]:
+    """One error per group whose image this driver cannot start, with the fix.
+
+    An image Docker does not have, or cannot be asked about now, is not checked
+    (the start says so); nor is a group without GPUs.
+    """
+    if not frame.host.available:
+        return []
+    driver = DriverCuda(frame.host.driver_version, frame.host.cuda_driver_version)
+    errors = []
+    for group in agent_groups(config):
+        agents = group.agents
+        if agents.gpus == "none":
+            continue
+        try:
+            image = inspect(agents.image)
+        except GpuciError:
+            continue
+        if image is None:
+            continue
+        why = refusal(agents.image, need_of(image.env, image.labels), driver)
+        if why is not None:
+            key = "agents.image" if not config.groups else f"groups.{group.name}.image"
+            errors.append(ConfigError(why, key=key))
+    return errors

@@ -418,3 +418,13 @@ def image_cuda(
         if req is not None and req.cuda is not None:
             return req.cuda
     return cuda_of_tag(image)
+
+
+def driver_for(cuda: CudaVersion) -> int | None:
+    """The first Linux driver branch that fully supports CUDA ``cuda`` (None: unknown).
+
+    ``(12, 4)`` → 550: the driver to upgrade to so that an image built for 12.4
+    starts without ``NVIDIA_DISABLE_REQUIRE``.
+    """
+    fits = [driver for driver, supported in _DRIVER_CUDA if supported >= cuda]
+    return min(fits) if fits else None

@@ -165,21 +165,28 @@ class NvmlSampler:
             try:
                 count = int(pynvml.nvmlDeviceGetCount())
             except pynvml.NVMLError as exc:
-                return GpuFrame(
-                    taken_at=taken_at,
-                    host=GpuHostInfo(
-                        available=False,
-                        reason=f"NVML could not count the GPUs ({exc}). Check nvidia-smi.",
-                        driver_version=host.driver_version,
-                        cuda_driver_version=host.cuda_driver_version,
-                    ),
+                lost = GpuHostInfo(
+                    available=False,
+                    reason=f"NVML could not count the GPUs ({exc}). Check nvidia-smi.",
+                    driver_version=host.driver_version,
+                    cuda_driver_version=host.cuda_driver_version,
                 )
-            if count != host.gpu_count:
+                # The driver may have been unloaded and reloaded (an upgrade): this session is
+                # dead, so NVML is started again after the retry interval, on the new driver.
+                self._shutdown()
+                self._host, self._failed_at = lost, time.monotonic()
+                return GpuFrame(taken_at=taken_at, host=lost)
+            version, cuda = self._driver_now(host)
+            if (count, version, cuda) != (
+                host.gpu_count,
+                host.driver_version,
+                host.cuda_driver_version,
+            ):
                 host = self._host = GpuHostInfo(
                     available=count > 0,
                     reason="" if count > 0 else "The NVIDIA driver is loaded but sees no GPU.",
-                    driver_version=host.driver_version,
-                    cuda_driver_version=host.cuda_driver_version,
+                    driver_version=version,
+                    cuda_driver_version=cuda,
                     gpu_count=count,
                 )
             self._watch_xids(count)
@@ -189,17 +196,20 @@ class NvmlSampler:
     def close(self) -> None:
         """Shut NVML down when this sampler initialised it; sampling again re-inits."""
         with self._lock:
-            if self._xids is not None:  # before the shutdown its wait would fail under
-                self._xids.close()
-                self._xids = None
-            if self._initialised:
-                try:
-                    pynvml.nvmlShutdown()
-                except pynvml.NVMLError as exc:
-                    log.debug("nvmlShutdown failed: %s", exc)
-            self._initialised = False
+            self._shutdown()
             self._host = None
             self._failed_at = None
+
+    def _shutdown(self) -> None:
+        if self._xids is not None:  # before the shutdown its wait would fail under
+            self._xids.close()
+            self._xids = None
+        if self._initialised:
+            try:
+                pynvml.nvmlShutdown()
+            except pynvml.NVMLError as exc:
+                log.debug("nvmlShutdown failed: %s", exc)
+        self._initialised = False
 
     # ------------------------------------------------------------------ init
 
@@ -251,6 +261,16 @@ class NvmlSampler:
             cuda_driver_version=cuda,
             gpu_count=gpus,
         )
+
+    def _driver_now(self, host: GpuHostInfo) -> tuple[str | None, tuple[int, int] | None]:
+        # Re-read at each sample: the driver is upgraded or rolled back under the daemon, and
+        # the CUDA check of the agent images follows it. A failed read keeps the last one.
+        read = self._query(pynvml.nvmlSystemGetDriverVersion)
+        version = str(read) if read is not None else host.driver_version
+        cuda = self._cuda_driver_version()
+        if cuda is None and version == host.driver_version:
+            cuda = host.cuda_driver_version
+        return version, cuda
 
     def _cuda_driver_version(self) -> tuple[int, int] | None:
         # _v2 reports an error when libcuda is missing; v1 then returns the

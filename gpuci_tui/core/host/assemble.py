@@ -5,7 +5,8 @@ Every way of running agents builds the same thing here: a `GroupSupervisor`
 per group writing finished jobs to the history, the saved intent of each group,
 and, with a GPU sampler, a `JobAccountant` fed by a `GpuWatch` whose frames
 also go to the `GpuGatekeeper` (GPU admission and health), so busy slots show
-their job's GPU use and history rows carry it. Each part gets what it needs
+their job's GPU use and history rows carry it, and to the `CudaGuard` (can the
+driver run each group's image? checked once before the first plan too). Each part gets what it needs
 when it is constructed; nothing is patched in afterwards: the gatekeeper is
 built first (it asks for the groups' supervisors at each frame) and handed to
 the supervisors and the watch.
@@ -31,6 +32,7 @@ from pathlib import Path
 
 from gpuci_tui.core.config.loader import Config, agent_groups, for_group, instance_id
 from gpuci_tui.core.gpu.accounting import JobAccountant, container_owners
+from gpuci_tui.core.host.cuda_guard import CudaGuard, inspector
 from gpuci_tui.core.host.disk_watch import DiskWatch
 from gpuci_tui.core.host.gpu_gates import GpuGatekeeper
 from gpuci_tui.core.host.gpu_watch import GpuWatch
@@ -70,6 +72,10 @@ class Assembly:
     """Docker's free space and the removal of unused images (None: the runtime has no disk)."""
     releases: list[Callable[[], None]] = field(default_factory=list)
     """What `close` releases last (the history, the instance locks), last added first."""
+    cuda: CudaGuard | None = None
+    """The CUDA check of the groups' images against the driver (None without a sampler)."""
+    sampler: GpuSampler | None = None
+    """The GPU sampler (the CUDA check at start reads the driver through it)."""
     _supervising: asyncio.Task[None] | None = field(default=None, init=False, repr=False)
     _helpers: list[asyncio.Task[None]] = field(default_factory=list, init=False, repr=False)
 
@@ -89,7 +95,13 @@ class Assembly:
             self._helpers.append(loop.create_task(self.watch.run()))
         if self.disk_watch is not None:
             self._helpers.append(loop.create_task(self.disk_watch.run()))
-        self._supervising = loop.create_task(self.supervisor.run())
+        self._supervising = loop.create_task(self._supervise())
+
+    async def _supervise(self) -> None:
+        if self.cuda is not None and self.sampler is not None:
+            # Before the first plan: no container starts on a driver that cannot run it.
+            await self.cuda.at_start(self.sampler.host_info)
+        await self.supervisor.run()
 
     async def stopped(self) -> None:
         """Wait until the supervisor stops (raises what made it fail)."""
@@ -239,7 +251,10 @@ def assemble(
         # Asked at each GPU sample, once the supervisor below exists.
         return [] if supervisor is None else list(supervisor.children.values())
 
-    watch = gatekeeper = None
+    watch = gatekeeper = cuda = None
+    inspect = inspector(runtime)
+    if gpu is not None and inspect is not None:
+        cuda = CudaGuard(children, inspect)
     if gpu is not None and accountant is not None:
         # One NVML pass per sample feeds the accounting and every group's GPU gates
         # (admission and health), in the daemon, the demo and --foreground alike.
@@ -254,6 +269,7 @@ def assemble(
             lambda: {k: v for c in children() for k, v in container_owners(c.snapshot()).items()},
             interval=interval,
             gatekeeper=gatekeeper,
+            cuda=cuda,
         )
     exported = None
     if metrics:
@@ -308,7 +324,16 @@ def assemble(
         gatekeeper=gatekeeper,
         disk=(lambda: disk_watch.reading) if disk_watch is not None else None,
     )
-    return Assembly(supervisor, recorders, watch, gatekeeper, exported, disk_watch=disk_watch)
+    return Assembly(
+        supervisor,
+        recorders,
+        watch,
+        gatekeeper,
+        exported,
+        disk_watch=disk_watch,
+        cuda=cuda,
+        sampler=gpu,
+    )
 
 
 def _observe_requests(metrics: Metrics, api: AgentPoolApi) -> None:

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable, Mapping
 
 from gpuci_tui.core.gpu.accounting import JobAccountant, JobKey
+from gpuci_tui.core.host.cuda_guard import CudaGuard
 from gpuci_tui.core.host.gpu_gates import GpuGatekeeper
 from gpuci_tui.core.protocols import GpuFrame, GpuSampler
 
@@ -31,10 +32,12 @@ class GpuWatch:
         *,
         interval: float,
         gatekeeper: GpuGatekeeper | None = None,
+        cuda: CudaGuard | None = None,
     ) -> None:
         """Watch with ``sampler``; ``owners`` gives the current container → job map.
 
-        ``gatekeeper`` (admission and health) is fed the same frame: one NVML pass for both.
+        ``gatekeeper`` (admission and health) is fed the same frame: one NVML pass for both;
+        so is ``cuda`` (the driver each frame reports, against the groups' images).
         """
         self.sampler = sampler
         self.accountant = accountant
@@ -42,6 +45,7 @@ class GpuWatch:
         self.interval = interval
         self.latest: GpuFrame | None = None
         self.gatekeeper = gatekeeper
+        self.cuda = cuda
         self._absent: dict[JobKey, int] = {}
 
     async def run(self) -> None:
@@ -64,6 +68,8 @@ class GpuWatch:
         self.accountant.observe(frame, owners)
         if self.gatekeeper is not None:
             self.gatekeeper.observe(frame, owners)
+        if self.cuda is not None:
+            await self.cuda.observe(frame.host)
         live = set(owners.values())
         for key in self.accountant.jobs():
             if key in live:

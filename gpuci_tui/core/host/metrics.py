@@ -47,8 +47,11 @@ QUEUE_WAIT_BUCKETS = (1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 """Seconds: with idle agents a job waits about one server poll; more means no free agent."""
 REPLENISH_BUCKETS = (0.5, 1, 2, 5, 10, 15, 20, 30, 60, 120, 300, 600)
 """Seconds: a hot standby takes over in about a second, a fresh agent in 10–20 s."""
-GATE_REASONS = ("foreign_process", "xid", "ecc", "row_remap", "slowdown", "lost", "driver")
-"""The ``reason`` label of held slots: a process not ours, or a `gpu_health.Fault`."""
+GATE_REASONS = (
+    "foreign_process", "xid", "ecc", "row_remap", "slowdown", "lost", "driver", "cuda_incompatible"
+)  # fmt: skip
+"""The ``reason`` label of held slots: a process not ours, a `gpu_health.Fault`, or an
+image the driver cannot run."""
 GPU_HEALTH = {"ok": 0.0, "held": 1.0, "quarantined": 2.0}
 
 GPU_MEMORY_BUCKETS = tuple(gib * 1024 * MIB for gib in (0.5, 1, 2, 4, 8, 12, 16, 24, 32, 48, 80))

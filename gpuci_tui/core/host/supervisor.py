@@ -292,6 +292,11 @@ class Supervisor:
         """Hand an observation to the loop (call on the loop; e.g. a shared pool's read)."""
         self._inbox.put_nowait(obs)
 
+    def observe(self, obs: Observation) -> None:
+        """Fold ``obs`` in now (on the loop, or before `run`): the next plan sees it."""
+        self._observe(obs)
+        self._kick()
+
     def _kick(self) -> None:
         """Wake the loop (call on the loop)."""
         self._inbox.put_nowait(None)

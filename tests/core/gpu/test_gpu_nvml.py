@@ -172,6 +172,47 @@ def test_cuda_version_falls_back_to_v1_then_none(make_sampler, state: NvmlState)
     assert host.cuda_driver_version is None
 
 
+def test_a_driver_changed_under_the_sampler_is_seen_at_the_next_sample(
+    make_sampler, state: NvmlState
+) -> None:
+    """An upgrade or a rollback under a running daemon: the CUDA check of the images follows it."""
+    sampler = make_sampler()
+    assert sampler.sample().host.driver_version == "580.82.07"
+    older = DEFAULT_STATE.replace("580.82.07", "535.104.05").replace("13000", "12020")
+    state.write(older)
+    host = sampler.sample().host
+    assert (host.driver_version, host.cuda_driver_version) == ("535.104.05", (12, 2))
+    assert sampler.host_info() == host
+    # A failed re-read keeps what was read last, rather than forgetting the driver.
+    state.write(
+        older + "fail nvmlSystemGetDriverVersion 999\nfail nvmlSystemGetCudaDriverVersion_v2 999\n"
+        "fail nvmlSystemGetCudaDriverVersion 999\n"
+    )
+    host = sampler.sample().host
+    assert (host.driver_version, host.cuda_driver_version) == ("535.104.05", (12, 2))
+    # A new version whose CUDA cannot be read: none, rather than the old driver's.
+    state.write(
+        older.replace("535.104.05", "550.54.15")
+        + "fail nvmlSystemGetCudaDriverVersion_v2 999\nfail nvmlSystemGetCudaDriverVersion 999\n"
+    )
+    host = sampler.sample().host
+    assert (host.driver_version, host.cuda_driver_version) == ("550.54.15", None)
+
+
+def test_nvml_is_started_again_after_the_driver_went_away(make_sampler, state: NvmlState) -> None:
+    """A driver unloaded and reloaded (an upgrade without reboot) kills the NVML session: the
+    sampler starts NVML again after its retry interval and reads the new driver."""
+    sampler = make_sampler(retry_interval=0.0)
+    assert sampler.sample().host.driver_version == "580.82.07"
+    # Reloaded: the old session answers nothing any more, a new one reads the new driver.
+    state.write(DEFAULT_STATE.replace("580.82.07", "580.95.05") + "reload 1\n")
+    gone = sampler.sample().host
+    assert not gone.available and "could not count the GPUs" in gone.reason
+    host = sampler.sample().host
+    assert host.available and host.driver_version == "580.95.05"
+    assert len(sampler.sample().gpus) == 2
+
+
 def test_lost_gpu_is_listed_and_marked(make_sampler, state: NvmlState) -> None:
     sampler = make_sampler()
     assert not is_lost(sampler.sample().gpus[1])
