@@ -16,11 +16,11 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
 
+from gpuci_tui.core.command_types import Drain, Stop
 from gpuci_tui.core.config.loader import Config
 from gpuci_tui.core.engine.preview import preview
 from gpuci_tui.core.fleet.link import Fleet
 from gpuci_tui.core.host.handle import SupervisorHandle
-from gpuci_tui.core.models import Drain, Stop
 from gpuci_tui.screens.confirm import ConfirmScreen, QuitChoice, QuitScreen
 from gpuci_tui.screens.dashboard import DashboardScreen
 from gpuci_tui.screens.dashboard_actions import DASHBOARD_BINDINGS, PALETTE_TITLES

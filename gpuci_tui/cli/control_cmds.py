@@ -8,23 +8,21 @@ import json
 import sys
 from pathlib import Path
 
-from gpuci_tui.core.config.file import is_ascii_number
-from gpuci_tui.core.config.observe import parse_listen
-from gpuci_tui.core.config.paths import history_db_path
-from gpuci_tui.core.host.control import ControlClient, ControlError, SocketHandle
-from gpuci_tui.core.models import (
+from gpuci_tui.core.command_types import (
     Command,
     Drain,
     Pause,
     Restart,
     Resume,
     Scale,
-    SlotSnapshot,
-    SlotState,
     Stop,
-    SupervisorEvent,
     Unpause,
 )
+from gpuci_tui.core.config.file import is_ascii_number
+from gpuci_tui.core.config.observe import parse_listen
+from gpuci_tui.core.config.paths import history_db_path
+from gpuci_tui.core.host.control import ControlClient, ControlError, SocketHandle
+from gpuci_tui.core.models import SlotSnapshot, SlotState, SupervisorEvent
 from gpuci_tui.core.store.file import damage_notice
 from gpuci_tui.core.wire import to_dict
 

@@ -12,9 +12,9 @@ import argparse
 import sys
 from typing import Any
 
+from gpuci_tui.core.command_types import GpuClear
 from gpuci_tui.core.engine.preview import gpu_clear_words
 from gpuci_tui.core.host.control import ControlClient, ControlError
-from gpuci_tui.core.models import GpuClear
 
 from . import exitcodes
 from .common import CliExit, fail, load, socket_for

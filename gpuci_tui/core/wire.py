@@ -15,7 +15,8 @@ import typing
 from enum import StrEnum
 from typing import Any, TypeVar, Union, get_args, get_origin
 
-from gpuci_tui.core.models import COMMAND_TYPES, Command, SupervisorSnapshot
+from gpuci_tui.core.command_types import COMMAND_TYPES, Command
+from gpuci_tui.core.models import SupervisorSnapshot
 
 _COMMAND_NAMES = {cls: name for name, cls in COMMAND_TYPES.items()}
 

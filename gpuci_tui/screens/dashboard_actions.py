@@ -15,9 +15,7 @@ from typing import TYPE_CHECKING
 from textual.binding import Binding
 from textual.notifications import SeverityLevel
 
-from gpuci_tui.core.engine.gpu_health import gpu_clear_refusal, nothing_to_clear
-from gpuci_tui.core.engine.preview import CommandPreview, gpu_clear_words, preview, resumable
-from gpuci_tui.core.models import (
+from gpuci_tui.core.command_types import (
     Command,
     Drain,
     GpuClear,
@@ -25,11 +23,11 @@ from gpuci_tui.core.models import (
     Restart,
     Resume,
     Scale,
-    SlotSnapshot,
-    SlotState,
-    SupervisorSnapshot,
     Unpause,
 )
+from gpuci_tui.core.engine.gpu_health import gpu_clear_refusal, nothing_to_clear
+from gpuci_tui.core.engine.preview import CommandPreview, gpu_clear_words, preview, resumable
+from gpuci_tui.core.models import SlotSnapshot, SlotState, SupervisorSnapshot
 from gpuci_tui.screens.confirm import ConfirmScreen
 from gpuci_tui.screens.help import HelpScreen, KeyHelp
 from gpuci_tui.screens.history import HistoryScreen

@@ -28,11 +28,12 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import DataTable, Footer
 
+from gpuci_tui.core.command_types import Command, CommandResult, Drain, Restart, Resume
 from gpuci_tui.core.engine.preview import CommandPreview
 from gpuci_tui.core.fleet.labels import short_label
 from gpuci_tui.core.fleet.link import FleetMember, HostLink, HostStatus, LinkState, RemoteGpus
 from gpuci_tui.core.fleet.rows import HostRow, fleet_rows, fleet_totals
-from gpuci_tui.core.models import Command, CommandResult, Drain, Restart, Resume, SupervisorEvent
+from gpuci_tui.core.models import SupervisorEvent
 from gpuci_tui.screens.confirm import ConfirmScreen
 from gpuci_tui.screens.fleet_host import HostDashboardScreen, say_retry
 from gpuci_tui.screens.fleet_prompts import effects_phrase, fleet_prompt, host_prompt

@@ -9,8 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from gpuci_tui.core.command_types import Command, CommandResult
 from gpuci_tui.core.host.control_server import ControlServer
-from gpuci_tui.core.models import Command, CommandResult, SupervisorEvent, SupervisorSnapshot
+from gpuci_tui.core.models import SupervisorEvent, SupervisorSnapshot
 
 
 class StubSupervisor:

@@ -23,6 +23,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from gpuci_tui.core.command_types import Command
 from gpuci_tui.core.engine.commands import apply_command
 from gpuci_tui.core.engine.gpu_admission import FOREIGN_PROCESS, GateKind, GateReading
 from gpuci_tui.core.engine.lifecycle import EngineState, Lane, PoolView, lane_name, new_slot
@@ -50,7 +51,6 @@ from gpuci_tui.core.engine.steps import (
     Stopped,
 )
 from gpuci_tui.core.engine.transitions import apply
-from gpuci_tui.core.models import Command
 from gpuci_tui.core.protocols import Agent, JobRequest
 
 RULES = SupervisorConfig(backoff_base=1.0, backoff_max=4.0, park_after=50)
@@ -335,7 +335,7 @@ class World:
             self.queue.append(next(self._jobs))
 
     def _operator(self, until: float) -> None:
-        from gpuci_tui.core.models import Drain, Restart, Resume, Scale
+        from gpuci_tui.core.command_types import Drain, Restart, Resume, Scale
 
         t = 30.0
         while (t := t + self.rng.uniform(20.0, 80.0)) < until - 60:

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from gpuci_tui.core.command_types import GpuClear
 from gpuci_tui.core.host.gpu_gates import GpuGatekeeper
 from gpuci_tui.core.host.supervisor import Supervisor
-from gpuci_tui.core.models import GpuClear, SlotState
+from gpuci_tui.core.models import SlotState
 from gpuci_tui.core.protocols import (
     GpuFrame,
     GpuHealthReading,

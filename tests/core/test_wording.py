@@ -17,9 +17,9 @@ def test_plural(count: int, word: str, many: str | None, said: str) -> None:
 
 
 def test_scaling_to_one_slot_says_one_slot() -> None:
+    from gpuci_tui.core.command_types import Scale
     from gpuci_tui.core.engine.commands import apply_command, restore_intent
     from gpuci_tui.core.engine.lifecycle import EngineState
-    from gpuci_tui.core.models import Scale
 
     state = restore_intent(EngineState(prefix="gpu", desired=2), {"count": 2})
     _, result = apply_command(state, Scale(1))

@@ -11,20 +11,14 @@ from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
 
+from gpuci_tui.core.command_types import Command, CommandResult
 from gpuci_tui.core.config.fleet_host import parse_target
 from gpuci_tui.core.engine.preview import CommandPreview
 from gpuci_tui.core.fleet.link import Fleet, FleetMember
 from gpuci_tui.core.host.control import ControlError
 from gpuci_tui.core.host.handle import Update
 from gpuci_tui.core.host.reconnect import Backoff
-from gpuci_tui.core.models import (
-    Command,
-    CommandResult,
-    HealthSnapshot,
-    HealthState,
-    PoolSummary,
-    SupervisorSnapshot,
-)
+from gpuci_tui.core.models import HealthSnapshot, HealthState, PoolSummary, SupervisorSnapshot
 from gpuci_tui.services import Services
 from tests.ui.fakes import FakeHandle, make_services
 from tests.ui.scenarios import NOW, busy_slot, idle_slot, loaded_snapshot

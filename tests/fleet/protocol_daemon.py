@@ -13,8 +13,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from gpuci_tui.core.command_types import CommandResult
 from gpuci_tui.core.engine.preview import preview
-from gpuci_tui.core.models import PROTOCOL_VERSION, CommandResult, SupervisorSnapshot
+from gpuci_tui.core.models import PROTOCOL_VERSION, SupervisorSnapshot
 from gpuci_tui.core.wire import command_from_dict, to_dict
 
 

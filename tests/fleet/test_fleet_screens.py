@@ -8,9 +8,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from gpuci_tui.app import make_app
+from gpuci_tui.core.command_types import Drain, Restart, Resume
 from gpuci_tui.core.fleet.link import LinkState
 from gpuci_tui.core.host.control import ControlError
-from gpuci_tui.core.models import Drain, Restart, Resume, SupervisorEvent
+from gpuci_tui.core.models import SupervisorEvent
 from gpuci_tui.screens.confirm import ConfirmScreen, QuitChoice
 from gpuci_tui.screens.dashboard import DashboardScreen
 from gpuci_tui.screens.fleet import FleetScreen

@@ -20,12 +20,12 @@ from typing import Any
 import psutil
 import pytest
 
+from gpuci_tui.core.command_types import Drain, Resume
 from gpuci_tui.core.config.fleet_host import parse_target
 from gpuci_tui.core.fleet.link import FleetMember, HostLink, HostStatus, LinkState
 from gpuci_tui.core.fleet.ssh_command import SshSettings
 from gpuci_tui.core.fleet.ssh_handle import SshHandle
 from gpuci_tui.core.host.reconnect import Backoff
-from gpuci_tui.core.models import Drain, Resume
 from tests.fleet.sshlab import GPUCI, ssh_lab
 
 pytestmark = pytest.mark.docker

@@ -15,6 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from gpuci_tui.core.command_types import Drain, Resume
 from gpuci_tui.core.config.fleet_host import parse_target, validate_host_entry
 from gpuci_tui.core.config.loader import save_config
 from gpuci_tui.core.config.paths import socket_path
@@ -28,7 +29,7 @@ from gpuci_tui.core.fleet.ssh_command import (
 )
 from gpuci_tui.core.fleet.ssh_handle import SshHandle
 from gpuci_tui.core.host.control import ControlError
-from gpuci_tui.core.models import Drain, Resume, SupervisorSnapshot
+from gpuci_tui.core.models import SupervisorSnapshot
 from tests.fleet.fakes import healthy_snapshot
 from tests.fleet.protocol_daemon import ProtocolDaemon
 from tests.ui.scenarios import sample_config

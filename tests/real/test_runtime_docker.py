@@ -361,10 +361,13 @@ def test_image_metadata(
     image = f"{repository}:{run_label}"
     try:
         assert runtime.image_present(image)
-        env = runtime.image_env(image)
+        config = runtime.image_config(image)
+        assert config is not None and config.image_id.startswith("sha256:")
+        env = config.env
         assert (env["NVIDIA_REQUIRE_CUDA"], env["CUDA_VERSION"]) == ("cuda>=12.4", "12.4.1")
-        assert runtime.image_labels(image) == {"gpuci.cuda": "12.4"}
+        assert config.labels == {"gpuci.cuda": "12.4"}
     finally:
         docker_client.images.remove(image, force=True)
-    assert runtime.image_env(image) == {}
-    assert runtime.image_labels(busybox_image) == {}
+    assert runtime.image_config(image) is None
+    busybox = runtime.image_config(busybox_image)
+    assert busybox is not None and busybox.labels == {}

@@ -15,11 +15,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from gpuci_tui.core.command_types import Command, CommandResult
 from gpuci_tui.core.config.loader import Config
 from gpuci_tui.core.engine.preview import CommandPreview, preview
 from gpuci_tui.core.errors import GpuciError
 from gpuci_tui.core.host.handle import Update
-from gpuci_tui.core.models import Command, CommandResult, SupervisorSnapshot
+from gpuci_tui.core.models import SupervisorSnapshot
 from gpuci_tui.core.protocols import (
     ContainerEvent,
     ContainerInfo,

@@ -10,8 +10,7 @@ from textual.pilot import Pilot
 from textual.widgets import Static
 
 from gpuci_tui.app import GpuciApp, make_app
-from gpuci_tui.core.errors import GpuciError
-from gpuci_tui.core.models import (
+from gpuci_tui.core.command_types import (
     Command,
     CommandResult,
     Drain,
@@ -19,9 +18,10 @@ from gpuci_tui.core.models import (
     Restart,
     Resume,
     Scale,
-    SlotState,
     Unpause,
 )
+from gpuci_tui.core.errors import GpuciError
+from gpuci_tui.core.models import SlotState
 from gpuci_tui.screens.confirm import ConfirmScreen
 from gpuci_tui.screens.dashboard import DashboardScreen
 from gpuci_tui.screens.help import HelpScreen

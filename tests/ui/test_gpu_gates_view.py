@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from gpuci_tui.app import make_app
-from gpuci_tui.core.models import GpuClear, GpuGateSnapshot, SlotState
+from gpuci_tui.core.command_types import GpuClear
+from gpuci_tui.core.models import GpuGateSnapshot, SlotState
 from gpuci_tui.screens.confirm import ConfirmScreen
 from gpuci_tui.widgets.gpu_panel import GpuCard
 from tests.ui.fakes import FakeHandle, make_services

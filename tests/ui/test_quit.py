@@ -8,8 +8,8 @@ import pytest
 from textual.widgets import Button
 
 from gpuci_tui.app import make_app
+from gpuci_tui.core.command_types import CommandResult, Drain, Stop
 from gpuci_tui.core.errors import GpuciError
-from gpuci_tui.core.models import CommandResult, Drain, Stop
 from gpuci_tui.screens.confirm import QuitChoice, QuitScreen
 from gpuci_tui.screens.dashboard import DashboardScreen
 from tests.ui.fakes import FakeHandle, make_services

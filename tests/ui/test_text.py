@@ -6,18 +6,9 @@ from dataclasses import replace
 
 import pytest
 
+from gpuci_tui.core.command_types import Drain, Restart, Scale, Stop
 from gpuci_tui.core.engine.preview import preview
-from gpuci_tui.core.models import (
-    AgentSnapshot,
-    Drain,
-    ExitInfo,
-    JobInfo,
-    Restart,
-    Scale,
-    SlotSnapshot,
-    SlotState,
-    Stop,
-)
+from gpuci_tui.core.models import AgentSnapshot, ExitInfo, JobInfo, SlotSnapshot, SlotState
 from gpuci_tui.screens.prompts import (
     drain_all_prompt,
     drain_prompt,

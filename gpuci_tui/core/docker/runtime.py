@@ -38,6 +38,7 @@ from gpuci_tui.core.docker.errors import (
 )
 from gpuci_tui.core.docker.events import EVENT_ACTIONS, follow_events
 from gpuci_tui.core.docker.files import remove_file
+from gpuci_tui.core.docker.image_reader import ImageReader
 from gpuci_tui.core.docker.images import repo_digest_for
 from gpuci_tui.core.docker.leftovers import discard, reclaim_half_made
 from gpuci_tui.core.docker.mapping import (
@@ -46,7 +47,7 @@ from gpuci_tui.core.docker.mapping import (
     info_from_summary,
     token_archive,
 )
-from gpuci_tui.core.errors import ContainerStartError, GpuciError, RuntimeUnavailableError
+from gpuci_tui.core.errors import ContainerStartError, RuntimeUnavailableError
 from gpuci_tui.core.protocols import ContainerEvent, ContainerInfo, ContainerSpec, ImageConfig
 from gpuci_tui.core.secrets.redaction import redact
 
@@ -89,9 +90,7 @@ class DockerRuntime:
         # Container id -> last inspected details, reused while the state is the
         # same (a running container's start time, an exited one's exit code/OOM).
         self._details: OrderedDict[str, ContainerInfo] = OrderedDict()
-        # Image id -> its RepoDigests: an image's digests never change under its id, so
-        # each image is inspected once, not once per container or listing.
-        self._repo_digests: OrderedDict[str, tuple[str, ...]] = OrderedDict()
+        self._images = ImageReader(self._conn)
 
     @property
     def disk(self) -> EngineDisk:
@@ -138,78 +137,11 @@ class DockerRuntime:
 
     def image_present(self, image: str) -> bool:
         """Whether ``image`` is present locally (an inspect; never pulls)."""
-        return self._inspect_image(image) is not None
-
-    def _inspect_image(self, image: str) -> dict[str, Any] | None:
-        with self._conn.api() as api:
-            try:
-                data: dict[str, Any] = api.inspect_image(image)
-            except docker.errors.NotFound:
-                return None
-            except docker.errors.APIError as exc:
-                if exc.status_code == 400:
-                    raise ContainerStartError(
-                        f"Image name {image!r} is not valid: {api_explanation(exc)}"
-                    ) from exc
-                raise ContainerOperationError(
-                    f"Docker could not look up image {image}: {api_explanation(exc)}"
-                ) from exc
-        return data
-
-    def _keep_image(self, data: Mapping[str, Any]) -> str:
-        """Remember an inspected image's RepoDigests by its id; returns the id."""
-        image_id = str(data.get("Id") or "")
-        if image_id:
-            digests = tuple(str(d) for d in data.get("RepoDigests") or ())
-            with self._lock:
-                self._repo_digests[image_id] = digests
-                self._repo_digests.move_to_end(image_id)
-                while len(self._repo_digests) > _DETAIL_CACHE_SIZE:
-                    self._repo_digests.popitem(last=False)
-        return image_id
-
-    def _with_repo_digest(self, info: ContainerInfo) -> ContainerInfo:
-        """``info`` with the repo digest of its image for its reference (one inspect per image)."""
-        if not info.image_id or info.repo_digest:
-            return info
-        with self._lock:
-            digests = self._repo_digests.get(info.image_id)
-        if digests is None:
-            try:
-                data = self._inspect_image(info.image_id)
-            except GpuciError:
-                return info  # the digest is a detail: the listing stands without it
-            if data is None:
-                return info
-            self._keep_image(data)
-            digests = tuple(str(d) for d in data.get("RepoDigests") or ())
-        return replace(info, repo_digest=repo_digest_for(info.image, digests))
-
-    def image_labels(self, image: str) -> dict[str, str]:
-        """The image's labels ({} when the image is not present)."""
-        data = self._inspect_image(image) or {}
-        labels = (data.get("Config") or {}).get("Labels") or {}
-        return {str(k): str(v) for k, v in labels.items()}
-
-    def image_env(self, image: str) -> dict[str, str]:
-        """The image's environment, e.g. ``NVIDIA_REQUIRE_CUDA`` ({} when not present)."""
-        data = self._inspect_image(image) or {}
-        env: Iterable[str] = (data.get("Config") or {}).get("Env") or []
-        result: dict[str, str] = {}
-        for item in env:
-            key, _, value = str(item).partition("=")
-            result[key] = value
-        return result
+        return self._images.inspect(image) is not None
 
     def image_config(self, image: str) -> ImageConfig | None:
         """The image's id, environment and labels in one inspect (None when not present)."""
-        data = self._inspect_image(image)
-        if data is None:
-            return None
-        config = data.get("Config") or {}
-        env = dict(str(item).partition("=")[::2] for item in config.get("Env") or [])
-        labels = {str(k): str(v) for k, v in (config.get("Labels") or {}).items()}
-        return ImageConfig(str(data.get("Id", "")), env, labels)
+        return self._images.config(image)
 
     def start(self, spec: ContainerSpec, token: str) -> ContainerInfo:
         """Create the container, copy the token file into it, start it.
@@ -231,10 +163,10 @@ class DockerRuntime:
         except ValueError as exc:
             raise ContainerStartError(f"Cannot start {spec.name}: {exc}") from exc
         # The presence check reads the image anyway: its id and digests come with it.
-        image_data = self._inspect_image(spec.image)
+        image_data = self._images.inspect(spec.image)
         if image_data is None:
             raise image_missing(spec.image)
-        image_id = self._keep_image(image_data)
+        image_id = self._images.keep(image_data)
         repo_digest = repo_digest_for(spec.image, image_data.get("RepoDigests") or ())
         with self._conn.api() as api:
             try:
@@ -323,7 +255,7 @@ class DockerRuntime:
         result: list[ContainerInfo] = []
         for item in items:
             summary = info_from_summary(item)
-            result.append(self._with_repo_digest(self._with_details(summary)))
+            result.append(self._images.with_repo_digest(self._with_details(summary)))
         return result
 
     def _with_details(self, summary: ContainerInfo) -> ContainerInfo:

@@ -12,11 +12,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from gpuci_tui.core.engine.gpu_health import NO_GPU_WATCH
-from gpuci_tui.core.engine.lifecycle import EngineState, Intent, SlotRecord, new_slot
-from gpuci_tui.core.engine.snapshots import primary
-from gpuci_tui.core.models import (
-    MAX_SLOTS,
+from gpuci_tui.core.command_types import (
     Command,
     CommandResult,
     Drain,
@@ -28,6 +24,10 @@ from gpuci_tui.core.models import (
     Stop,
     Unpause,
 )
+from gpuci_tui.core.engine.gpu_health import NO_GPU_WATCH
+from gpuci_tui.core.engine.lifecycle import EngineState, Intent, SlotRecord, new_slot
+from gpuci_tui.core.engine.snapshots import primary
+from gpuci_tui.core.models import MAX_SLOTS
 from gpuci_tui.core.wording import plural
 
 

@@ -11,23 +11,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpuci_tui.core.engine.commands import refusal
-from gpuci_tui.core.engine.gpu_health import gpu_clear_refusal, names_gpu, nothing_to_clear
-from gpuci_tui.core.models import (
+from gpuci_tui.core.command_types import (
     Command,
     Drain,
     GpuClear,
-    JobInfo,
     Pause,
     Restart,
     Resume,
     Scale,
-    SlotSnapshot,
-    SlotState,
     Stop,
-    SupervisorSnapshot,
     Unpause,
 )
+from gpuci_tui.core.engine.commands import refusal
+from gpuci_tui.core.engine.gpu_health import gpu_clear_refusal, names_gpu, nothing_to_clear
+from gpuci_tui.core.models import JobInfo, SlotSnapshot, SlotState, SupervisorSnapshot
 
 #: States in which a slot runs no container.
 NO_CONTAINER = frozenset({SlotState.EMPTY, SlotState.DRAINED, SlotState.BACKOFF, SlotState.PARKED})

@@ -21,6 +21,7 @@ import json
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+from gpuci_tui.core.command_types import Command, CommandResult
 from gpuci_tui.core.config.fleet_host import FleetHost
 from gpuci_tui.core.engine.preview import CommandPreview
 from gpuci_tui.core.fleet.ssh_command import (
@@ -42,7 +43,7 @@ from gpuci_tui.core.host.control import (
     update_of,
 )
 from gpuci_tui.core.host.handle import Update
-from gpuci_tui.core.models import PROTOCOL_VERSION, Command, CommandResult, SupervisorSnapshot
+from gpuci_tui.core.models import PROTOCOL_VERSION, SupervisorSnapshot
 
 STDERR_KEEP = 4096
 """Bytes of a channel's stderr kept for the error message."""

@@ -34,10 +34,11 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+from gpuci_tui.core.command_types import Command, CommandResult
 from gpuci_tui.core.engine.preview import CommandPreview
 from gpuci_tui.core.errors import GpuciError
 from gpuci_tui.core.host.handle import Update
-from gpuci_tui.core.models import Command, CommandResult, SupervisorEvent, SupervisorSnapshot
+from gpuci_tui.core.models import SupervisorEvent, SupervisorSnapshot
 from gpuci_tui.core.wire import from_dict, snapshot_from_dict, to_dict
 
 log = logging.getLogger("gpuci_tui.control")

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
+from gpuci_tui.core.command_types import CommandResult
 from gpuci_tui.core.docker.cgroups import PROC_ROOT
 from gpuci_tui.core.engine.gpu_admission import FOREIGN_PROCESS, GpuAdmission, verdict
 from gpuci_tui.core.engine.gpu_health import (
@@ -37,7 +38,7 @@ from gpuci_tui.core.engine.gpu_health import (
 )
 from gpuci_tui.core.files import atomic_write
 from gpuci_tui.core.gpu.accounting import JobKey, owner_of
-from gpuci_tui.core.models import CommandResult, GpuGateSnapshot
+from gpuci_tui.core.models import GpuGateSnapshot
 from gpuci_tui.core.protocols import GpuFrame, GpuProcess
 
 log = logging.getLogger("gpuci_tui.gpu")

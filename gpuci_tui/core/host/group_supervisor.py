@@ -17,6 +17,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from gpuci_tui.core.command_types import (
+    Command,
+    CommandResult,
+    Drain,
+    GpuClear,
+    Pause,
+    Restart,
+    Resume,
+    Scale,
+    Stop,
+    Unpause,
+)
 from gpuci_tui.core.config.loader import Config, agent_groups, daemon_instance, for_group
 from gpuci_tui.core.docker.agentspec import LABEL_GROUP
 from gpuci_tui.core.engine.disk_gc import pull_refusal
@@ -27,22 +39,12 @@ from gpuci_tui.core.host.pool_observer import PoolObserver
 from gpuci_tui.core.host.reporter import Broadcaster, GroupTap, Update
 from gpuci_tui.core.host.supervisor import IntentStore, Supervisor, clear_gpu
 from gpuci_tui.core.models import (
-    Command,
-    CommandResult,
     DiskSnapshot,
-    Drain,
-    GpuClear,
     GroupSummary,
     HealthSnapshot,
     HealthState,
-    Pause,
     PoolSummary,
-    Restart,
-    Resume,
-    Scale,
-    Stop,
     SupervisorSnapshot,
-    Unpause,
 )
 from gpuci_tui.core.protocols import AgentPoolApi, ContainerRuntime, TokenSource
 

@@ -12,8 +12,9 @@ import asyncio
 from collections.abc import AsyncIterator, Iterable
 from typing import TYPE_CHECKING, Protocol
 
+from gpuci_tui.core.command_types import Command, CommandResult
 from gpuci_tui.core.engine.preview import CommandPreview
-from gpuci_tui.core.models import Command, CommandResult, SupervisorEvent, SupervisorSnapshot
+from gpuci_tui.core.models import SupervisorEvent, SupervisorSnapshot
 
 if TYPE_CHECKING:
     from gpuci_tui.core.host.gpu_gates import GpuGatekeeper

@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
+from gpuci_tui.core.command_types import Command, CommandResult, GpuClear, Stop
 from gpuci_tui.core.config.loader import Config
 from gpuci_tui.core.docker.agentspec import instance_id, instance_labels, slot_gpus
 from gpuci_tui.core.engine.commands import apply_command, intent_data, restore_intent
@@ -44,7 +45,7 @@ from gpuci_tui.core.host.container_observer import ContainerObserver
 from gpuci_tui.core.host.executor import Executor
 from gpuci_tui.core.host.pool_observer import PoolObserver
 from gpuci_tui.core.host.reporter import Broadcaster, Reporter, Update
-from gpuci_tui.core.models import Command, CommandResult, GpuClear, Stop, SupervisorSnapshot
+from gpuci_tui.core.models import SupervisorSnapshot
 from gpuci_tui.core.protocols import AgentPoolApi, ContainerRuntime, TokenSource
 
 if TYPE_CHECKING:

@@ -248,7 +248,8 @@ def test_start_sequence_never_pulls_and_keeps_the_token_in_the_archive() -> None
     assert TOKEN not in repr(create)
     assert TOKEN.encode() in api.calls[2][1][2]
     assert (info.id, info.status, info.name) == ("f" * 64, "running", "gpu-agent-1")
-    assert runtime.image_env("x")["NVIDIA_REQUIRE_CUDA"] == "cuda>=12.4"
+    config = runtime.image_config("x")
+    assert config is not None and config.env["NVIDIA_REQUIRE_CUDA"] == "cuda>=12.4"
 
 
 def test_failed_start_removes_the_created_container() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from gpuci_tui.core.command_types import GpuClear
 from gpuci_tui.core.engine.commands import apply_command
 from gpuci_tui.core.engine.gpu_health import (
     NO_GPU_WATCH,
@@ -16,7 +17,7 @@ from gpuci_tui.core.engine.lifecycle import EngineState
 from gpuci_tui.core.engine.preview import preview
 from gpuci_tui.core.host.gpu_gates import GpuGatekeeper
 from gpuci_tui.core.host.supervisor import clear_gpu
-from gpuci_tui.core.models import GpuClear, GpuGateSnapshot, SupervisorSnapshot
+from gpuci_tui.core.models import GpuGateSnapshot, SupervisorSnapshot
 
 GPUS = [(0, "GPU-aa"), (1, "GPU-bb")]
 

@@ -4,19 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from gpuci_tui.core.command_types import Drain, Pause, Restart, Resume, Scale, Stop
 from gpuci_tui.core.engine.preview import CommandPreview, Effect, preview, resumable
-from gpuci_tui.core.models import (
-    Drain,
-    JobInfo,
-    Pause,
-    Restart,
-    Resume,
-    Scale,
-    SlotSnapshot,
-    SlotState,
-    Stop,
-    SupervisorSnapshot,
-)
+from gpuci_tui.core.models import JobInfo, SlotSnapshot, SlotState, SupervisorSnapshot
 from gpuci_tui.core.wire import from_dict, to_dict
 
 JOB = JobInfo(request_id=7, pipeline="train", run="1")

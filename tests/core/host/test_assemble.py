@@ -10,13 +10,14 @@ from typing import Any
 import pytest
 
 from gpuci_tui.cli import console_cmd, run_cmd
+from gpuci_tui.core.command_types import Scale, Stop
 from gpuci_tui.core.config.loader import daemon_instance, instance_id, load_config
 from gpuci_tui.core.config.paths import history_db_path
 from gpuci_tui.core.docker.agentspec import LABEL_GROUP
 from gpuci_tui.core.host.assemble import assemble
 from gpuci_tui.core.host.daemon import DaemonPaths
 from gpuci_tui.core.host.group_supervisor import GroupSupervisor
-from gpuci_tui.core.models import Scale, SlotState, Stop
+from gpuci_tui.core.models import SlotState
 from gpuci_tui.core.store.history import JobHistory, JobQuery
 from gpuci_tui.sim.api import SimPoolApi
 from gpuci_tui.sim.org import SimOrg

@@ -13,6 +13,7 @@ import pytest
 
 from gpuci_tui.cli.common import CliExit
 from gpuci_tui.cli.control_cmds import build_commands, parse_slot
+from gpuci_tui.core.command_types import Drain, Restart, Scale
 from gpuci_tui.core.config.loader import (
     ConfigError,
     agent_groups,
@@ -25,7 +26,7 @@ from gpuci_tui.core.config.loader import (
 from gpuci_tui.core.docker.agentspec import LABEL_GROUP, build_spec, slot_gpus
 from gpuci_tui.core.gpu.check import check_host_gpus
 from gpuci_tui.core.host.group_supervisor import GroupSupervisor
-from gpuci_tui.core.models import Drain, Restart, Scale, SlotState
+from gpuci_tui.core.models import SlotState
 from gpuci_tui.core.protocols import GpuFrame, GpuHostInfo, GpuProcess, GpuSample
 from gpuci_tui.sim.api import SimPoolApi
 from gpuci_tui.sim.org import SimOrg

@@ -7,8 +7,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from gpuci_tui.core.command_types import Drain, Pause, Restart, Resume, Scale, Unpause
 from gpuci_tui.core.host.supervisor import Supervisor
-from gpuci_tui.core.models import Drain, Pause, Restart, Resume, Scale, SlotState, Unpause
+from gpuci_tui.core.models import SlotState
 from tests.core.supervisor_env import BROKEN, Env, wait_until
 
 
@@ -244,7 +245,7 @@ async def test_unknown_slot_is_refused(running: tuple[Env, Supervisor]) -> None:
 
 
 async def test_stop_leaves_agents_but_stop_drain_waits_for_jobs(env: Env) -> None:
-    from gpuci_tui.core.models import Stop
+    from gpuci_tui.core.command_types import Stop
 
     sup = env.supervisor()
     task = asyncio.create_task(sup.run())
