@@ -17,6 +17,7 @@ __all__ = [
     "Drain",
     "GpuClear",
     "Pause",
+    "Reload",
     "Restart",
     "Resume",
     "Scale",
@@ -91,7 +92,26 @@ class GpuClear:
     """NVML index, UUID, or ``all``."""
 
 
-Command = Drain | Resume | Restart | Scale | Pause | Unpause | Stop | GpuClear
+@dataclass(frozen=True)
+class Reload:
+    """Re-read the configuration file and apply what can change without a restart.
+
+    Lanes whose container no longer matches the new agent spec are replaced
+    (standby first, then idle active lanes, busy ones after their job); never a
+    killed job. With ``canary`` N slots take the change first and the rest follow
+    after ``canary_jobs`` successful jobs there; a canary that crash-loops or parks
+    rolls the change back.
+    """
+
+    dry_run: bool = False
+    """Only say what would change (the answer's message), change nothing."""
+    canary: int = 0
+    """Slots (per group) that take a new agent spec first; 0: every slot at once."""
+    canary_jobs: int | None = None
+    """Successful jobs on the canary slots before the rest follow (None: the default)."""
+
+
+Command = Drain | Resume | Restart | Scale | Pause | Unpause | Stop | GpuClear | Reload
 
 COMMAND_TYPES: dict[str, type[Any]] = {
     "drain": Drain,
@@ -102,6 +122,7 @@ COMMAND_TYPES: dict[str, type[Any]] = {
     "unpause": Unpause,
     "stop": Stop,
     "gpu_clear": GpuClear,
+    "reload": Reload,
 }
 
 

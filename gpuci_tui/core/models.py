@@ -294,6 +294,34 @@ class GroupSummary:
 
 
 @dataclass(frozen=True)
+class RolloutSnapshot:
+    """A change of agent spec (image, volumes, env, memory limit) going through a group's slots."""
+
+    group: str
+    """The agent group ("" for the only one)."""
+    image_from: str
+    """The image the slots ran before the change (the configured reference)."""
+    image_to: str
+    """The image they change to (the same as ``image_from`` when only other fields changed)."""
+    state: str
+    """``canary`` (only the canary slots change), ``rolling`` (every slot changes),
+    ``done``, or ``rolled_back`` (back to ``image_from``; see ``reason``)."""
+    slots_total: int
+    slots_new: int
+    """Slots whose every lane runs the new spec."""
+    busy_old: int = 0
+    """Slots still running a job on the old spec (they change after it)."""
+    canary_slots: tuple[int, ...] = ()
+    successes: int = 0
+    """Successful jobs on the new spec so far (counted on canary slots)."""
+    needed: int = 0
+    """Successful canary jobs before the rest follow (0: no canary)."""
+    reason: str | None = None
+    """Why the change was rolled back."""
+    started_at: float | None = None
+
+
+@dataclass(frozen=True)
 class SupervisorSnapshot:
     """Everything a console or `status` needs to render the supervisor."""
 
@@ -333,6 +361,8 @@ class SupervisorSnapshot:
     means "not known" rather than "not measured" (the console shows "—")."""
     gpu_gates: tuple[GpuGateSnapshot, ...] = ()
     """Every GPU's admission and health state (empty when the daemon watches no GPU)."""
+    rollouts: tuple[RolloutSnapshot, ...] = ()
+    """Agent-spec changes in progress or just finished (one per group at most)."""
 
     def slot(self, number: int, group: str = "") -> SlotSnapshot | None:
         """Return the snapshot of slot ``number`` (of ``group``) or None."""

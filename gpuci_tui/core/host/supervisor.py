@@ -238,6 +238,29 @@ class Supervisor:
         """What ``command`` would do now, slot by slot (nothing is changed)."""
         return preview(self.snapshot(), command)
 
+    def reconfigure(
+        self, config: Config, *, canary: int = 0, canary_jobs: int | None = None
+    ) -> CommandResult:
+        """Apply this group's part of a re-read configuration, without killing a job.
+
+        Contract (the reload's seam; `GroupSupervisor` calls it once per kept group):
+        ``config`` is this group's configuration (as `for_group` makes it). What can
+        change live changes: the agent spec (image, volumes, env, memory limit, ...)
+        rolls out through the slots (standby lanes first, then idle active lanes, busy
+        ones after their job), ``count`` scales, admission applies. ``canary`` slots take
+        a new spec first. The answer says what it did; ``snapshot().rollouts`` shows
+        the roll-out.
+        """
+        raise NotImplementedError("reconfigure: being built (issue 20, item 3)")
+
+    def preview_reconfigure(self, config: Config, *, canary: int = 0) -> tuple[str, ...]:
+        """What `reconfigure` would do with ``config`` now, in words (nothing changes).
+
+        One line per effect, from the engine's rules (e.g. "slots 0-3: standby lanes
+        replaced now, 2 idle active lanes after the hand-over, 1 busy lane after its job").
+        """
+        raise NotImplementedError("preview_reconfigure: being built (issue 20, item 3)")
+
     def subscribe(self) -> asyncio.Queue[Update]:
         """A queue that receives every event and a snapshot after every change."""
         return self.reporter.subscribe()
