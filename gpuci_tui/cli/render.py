@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import time
 
-from gpuci_tui.core.engine.disk_gc import human_bytes
 from gpuci_tui.core.engine.snapshots import daemon_uptime
-from gpuci_tui.core.formatting import ago, duration, exit_label, image_label, job_label
+from gpuci_tui.core.formatting import ago, byte_size, duration, exit_label, image_label, job_label
 from gpuci_tui.core.models import DiskSnapshot, PoolSummary, SupervisorSnapshot
 from gpuci_tui.core.wording import disabled_reasons
 
@@ -80,9 +79,9 @@ def _disk_lines(disk: DiskSnapshot, now: float) -> list[str]:
     """``disk: ok (checked 5s ago): 80.0 GiB free on /var/lib/docker; …`` (when watched)."""
     if disk.checked_at is None:
         return []  # no disk watch (an older daemon, a test double): nothing to say
-    limits = [f"hard floor {human_bytes(disk.hard_floor_bytes)}"]
+    limits = [f"hard floor {byte_size(disk.hard_floor_bytes)}"]
     if disk.min_free_bytes is not None:
-        limits.insert(0, f"min_free {human_bytes(disk.min_free_bytes)}")
+        limits.insert(0, f"min_free {byte_size(disk.min_free_bytes)}")
     text = f"disk: {_health(disk.state, disk.message, disk.checked_at, now)} ({', '.join(limits)})"
     if disk.images_removed:
         text += f"; {disk.images_removed} unused image(s) removed"

@@ -111,11 +111,23 @@ def gib(mib: float | None, decimals: int = 1) -> str:
     return NA if mib is None else f"{mib / 1024:.{decimals}f}"
 
 
+def byte_size(value: float) -> str:
+    """A size with its binary unit: whole numbers below a GiB (``512 MiB``), one decimal from
+    a GiB up (``17.6 GiB``, ``2.0 TiB``). The one size rule: GPU memory, disk space, pulls.
+    """
+    size = float(value)
+    for unit in ("B", "KiB", "MiB"):
+        if abs(round(size)) < 1024:
+            return f"{size:.0f} {unit}"
+        size /= 1024
+    if abs(size) < 1024:
+        return f"{size:.1f} GiB"
+    return f"{size / 1024:.1f} TiB"
+
+
 def memory(mib: float | None) -> str:
-    """A size with its unit: ``512 MiB`` below a GiB, else ``17.6 GiB``; ``-`` when not known."""
-    if mib is None:
-        return "-"
-    return f"{mib:.0f} MiB" if mib < 1024 else f"{mib / 1024:.1f} GiB"
+    """A size given in MiB with its unit (`byte_size`); ``-`` when not known."""
+    return "-" if mib is None else byte_size(mib * 1024 * 1024)
 
 
 def memory_short(mib: float | None) -> str:

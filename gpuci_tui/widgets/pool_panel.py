@@ -8,7 +8,7 @@ from rich.text import Text
 from textual.reactive import var
 from textual.widget import Widget
 
-from gpuci_tui.core.engine.disk_gc import human_bytes
+from gpuci_tui.core.formatting import byte_size
 from gpuci_tui.core.models import HealthState, PoolSummary, SupervisorSnapshot
 from gpuci_tui.core.wording import disabled_reasons
 from gpuci_tui.widgets.format import ago, until
@@ -154,7 +154,7 @@ class PoolPanel(Widget):
         if disk.checked_at is not None and disk.free_bytes is not None:
             # Shown once a disk watch reads it; in colour only when it matters.
             style = _DISK_STYLE.get(disk.state, "bright_black")
-            docker_line.append(f" · disk {human_bytes(disk.free_bytes)} free", style=style)
+            docker_line.append(f" · disk {byte_size(disk.free_bytes)} free", style=style)
             if disk.state == "critical":
                 docker_line.append(": no pull starts", style=style)
         return docker_line

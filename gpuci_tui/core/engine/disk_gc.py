@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from gpuci_tui.core.formatting import byte_size
+
 OK, LOW, CRITICAL, UNKNOWN = "ok", "low", "critical", "unknown"
 
 
@@ -32,8 +34,8 @@ def pull_refusal(state: str, free: int | None, hard_floor: int) -> str | None:
     if state != CRITICAL or free is None:
         return None
     return (
-        f"no pull starts: Docker's data root has {human_bytes(free)} free, below the hard floor "
-        f"of {human_bytes(hard_floor)} ([docker] hard_floor); free space with `docker image "
+        f"no pull starts: Docker's data root has {byte_size(free)} free, below the hard floor "
+        f"of {byte_size(hard_floor)} ([docker] hard_floor); free space with `docker image "
         "prune` or `docker builder prune`"
     )
 
@@ -74,13 +76,3 @@ def removal_order(images: Iterable[Candidate], keep: frozenset[str]) -> list[Can
 def last_used(created: Mapping[str, float], seen_in_use: Mapping[str, float]) -> dict[str, float]:
     """Each image's last use: the later of its creation and the last time it was seen in use."""
     return {i: max(t, seen_in_use.get(i, 0.0)) for i, t in created.items()}
-
-
-def human_bytes(value: int) -> str:
-    """``12.3 GiB``-style text for a byte count."""
-    size = float(value)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(size) < 1024:
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size:.1f} TiB"

@@ -26,12 +26,12 @@ from gpuci_tui.core.engine.disk_gc import (
     LOW,
     Candidate,
     disk_state,
-    human_bytes,
     keep_set,
     last_used,
     pull_refusal,
     removal_order,
 )
+from gpuci_tui.core.formatting import byte_size
 from gpuci_tui.core.models import DiskSnapshot
 from gpuci_tui.core.protocols import DiskUsage, DockerDisk
 
@@ -149,11 +149,11 @@ class DiskWatch:
         if usage.free_bytes is None:
             message = f"free space of {usage.root or 'the data root'} not visible from this host"
         else:
-            message = f"{human_bytes(usage.free_bytes)} free on {usage.root}"
+            message = f"{byte_size(usage.free_bytes)} free on {usage.root}"
             if state == LOW:
-                message += f", below min_free {human_bytes(self.min_free or 0)}"
+                message += f", below min_free {byte_size(self.min_free or 0)}"
             elif state == CRITICAL:
-                message += f", below the hard floor {human_bytes(self.hard_floor)}: no pull starts"
+                message += f", below the hard floor {byte_size(self.hard_floor)}: no pull starts"
         self.reading = replace(
             self.reading,
             state=state,
@@ -176,7 +176,7 @@ class DiskWatch:
             self._note("disk_gc_failed", f"pruning the build cache failed: {exc}")
             freed = 0
         if freed:
-            self._note("cache_pruned", f"pruned dangling build cache: {human_bytes(freed)}")
+            self._note("cache_pruned", f"pruned dangling build cache: {byte_size(freed)}")
             self._set(self.disk.disk_usage())
         if self._enough():
             return
@@ -212,5 +212,5 @@ class DiskWatch:
         self.reading = replace(self.reading, images_removed=self.reading.images_removed + 1)
         self._note(
             "image_removed",
-            f"removed unused image {name} ({human_bytes(image.size)}) to free Docker disk space",
+            f"removed unused image {name} ({byte_size(image.size)}) to free Docker disk space",
         )

@@ -7,12 +7,12 @@ import pytest
 from gpuci_tui.core.engine.disk_gc import (
     Candidate,
     disk_state,
-    human_bytes,
     keep_set,
     last_used,
     pull_refusal,
     removal_order,
 )
+from gpuci_tui.core.formatting import byte_size
 
 GIB = 1024**3
 
@@ -39,7 +39,7 @@ def test_pull_refusal_only_below_the_floor() -> None:
     assert pull_refusal("low", 3 * GIB, GIB) is None
     assert pull_refusal("unknown", None, GIB) is None
     assert pull_refusal("critical", GIB // 2, GIB) == (
-        "no pull starts: Docker's data root has 512.0 MiB free, below the hard floor of "
+        "no pull starts: Docker's data root has 512 MiB free, below the hard floor of "
         "1.0 GiB ([docker] hard_floor); free space with `docker image prune` or "
         "`docker builder prune`"
     )
@@ -75,10 +75,12 @@ def test_last_use_is_the_later_of_creation_and_seen_in_use() -> None:
     [
         (0, "0 B"),
         (1023, "1023 B"),
-        (1024, "1.0 KiB"),
+        (1536 * 1024, "2 MiB"),
+        (1023 * 1024 * 1024, "1023 MiB"),
+        (1024, "1 KiB"),
         (5 * GIB, "5.0 GiB"),
         (2 * 1024**4, "2.0 TiB"),
     ],
 )
-def test_human_bytes(value: int, text: str) -> None:
-    assert human_bytes(value) == text
+def test_byte_size(value: int, text: str) -> None:
+    assert byte_size(value) == text
