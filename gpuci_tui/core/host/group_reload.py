@@ -138,7 +138,7 @@ def _group_lines(sup: GroupSupervisor, diff: ConfigDiff, group: GroupDiff) -> li
         return [f"group {group.name}: removed: {len(slots)} slots drain{after}; no job is killed"]
     if not group.changes:
         return [f"{name}no change"] if name else []
-    return [f"{name}{change.words()}" for change in group.changes]
+    return [change.words() for change in group.changes]  # the key names the group
 
 
 def _other_lines(diff: ConfigDiff) -> list[str]:
