@@ -12,15 +12,15 @@ from typing import Any
 
 import pytest
 
-from gpuci_tui.core.command_types import CommandResult, Reload
+from gpuci_tui.core.command_types import Reload
 from gpuci_tui.core.config.loader import Config, load_config
 from gpuci_tui.core.host.group_supervisor import GroupSupervisor
 from gpuci_tui.core.host.instance import AlreadyRunningError
-from gpuci_tui.core.host.supervisor import Supervisor
 from gpuci_tui.core.models import SlotState
 from gpuci_tui.sim.api import SimPoolApi
 from gpuci_tui.sim.org import SimOrg
 from gpuci_tui.sim.runtime import DEFAULT_IMAGE, SimulatedRuntime
+from tests.core.reload_double import Recorded
 from tests.core.supervisor_env import PAT, StaticTokens, wait_until
 
 TEXT = f"""
@@ -46,30 +46,6 @@ count = 1
 
 WITHOUT_B = TEXT.replace("[groups.b]\ncount = 1\n", "")
 WITH_C = WITHOUT_B + "\n[groups.c]\ncount = 1\n"
-
-
-class Recorded:
-    """Records the kept groups' reconfigure calls (the roll-out itself is not built here)."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.calls: list[tuple[str, Config, int, int | None]] = []
-        self.previews: list[tuple[str, Config, int]] = []
-        recorded = self
-
-        def reconfigure(
-            self: Supervisor, config: Config, *, canary: int = 0, canary_jobs: int | None = None
-        ) -> CommandResult:
-            recorded.calls.append((self.group, config, canary, canary_jobs))
-            return CommandResult(True, f"image {config.agents.image} rolling out")
-
-        def preview_reconfigure(
-            self: Supervisor, config: Config, *, canary: int = 0
-        ) -> tuple[str, ...]:
-            recorded.previews.append((self.group, config, canary))
-            return (f"slot 0: replaced now with {config.agents.image}",)
-
-        monkeypatch.setattr(Supervisor, "reconfigure", reconfigure)
-        monkeypatch.setattr(Supervisor, "preview_reconfigure", preview_reconfigure)
 
 
 @pytest.fixture
