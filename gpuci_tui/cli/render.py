@@ -8,7 +8,7 @@ from gpuci_tui.core.engine.disk_gc import human_bytes
 from gpuci_tui.core.engine.snapshots import daemon_uptime
 from gpuci_tui.core.formatting import ago, duration, exit_label, image_label, job_label
 from gpuci_tui.core.models import DiskSnapshot, PoolSummary, SupervisorSnapshot
-from gpuci_tui.core.wording import disabled_reasons
+from gpuci_tui.core.wording import disabled_reasons, rollout_words
 
 
 def render_status(snap: SupervisorSnapshot, now: float | None = None) -> str:
@@ -30,6 +30,7 @@ def render_status(snap: SupervisorSnapshot, now: float | None = None) -> str:
         *(_pool_line(p, snap, now) for p in (snap.pools or (snap.pool_summary,))),
         *_group_lines(snap),
         *_image_lines(snap),
+        *(f"rollout: {rollout_words(r)}" for r in snap.rollouts),
         "",
     ]
     header = (
