@@ -39,19 +39,25 @@ def disabled_reasons(why: DisabledAgents) -> list[str]:
     ]
 
 
-def rollout_words(rollout: RolloutSnapshot) -> str:
+def rollout_words(rollout: RolloutSnapshot, *, short: bool = False) -> str:
     """A roll-out in one line, the same in ``status``, the console and the events.
 
-    e.g. ``cuda12: image …:v2 on 3/8 slots, 1 busy on v1 (canary: 2/3 jobs)`` or
-    ``rolled back to …:v1: canary slot 0 parked``.
+    e.g. ``cuda12: image …:v2 on 3/8 slots, 1 busy on v1 (canary on slot 0: 2/3 jobs)``
+    or ``image …:v2 rolled back to …:v1: canary slot 0 parked``. ``short`` (a narrow
+    panel): images by their tag only (``…:v2``), without the word "image".
     """
     group = f"{rollout.group}: " if rollout.group else ""
-    change = (
-        f"image {rollout.image_to}" if rollout.image_to != rollout.image_from else "new agent spec"
-    )
+
+    def shown(image: str) -> str:
+        return f"…:{_tag(image)}" if short else image
+
+    if rollout.image_to == rollout.image_from:
+        change = "new spec" if short else "new agent spec"
+    else:
+        change = shown(rollout.image_to) if short else f"image {rollout.image_to}"
     if rollout.state == "rolled_back":
         why = f": {rollout.reason}" if rollout.reason else ""
-        return f"{group}{change} rolled back to {rollout.image_from}{why}"
+        return f"{group}{change} rolled back to {shown(rollout.image_from)}{why}"
     text = f"{group}{change} on {rollout.slots_new}/{rollout.slots_total} slots"
     if rollout.busy_old:
         text += f", {rollout.busy_old} busy on {_tag(rollout.image_from)}"

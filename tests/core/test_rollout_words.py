@@ -41,6 +41,13 @@ def test_rollout_words(rollout: RolloutSnapshot, words: str) -> None:
     assert rollout_words(rollout) == words
 
 
+def test_short_words_name_images_by_tag() -> None:
+    rollout = RolloutSnapshot("", V1, V2, "rolling", 8, 3, busy_old=1)
+    assert rollout_words(rollout, short=True) == "…:v2 on 3/8 slots, 1 busy on v1"
+    back = RolloutSnapshot("g", V1, V2, "rolled_back", 8, 0, reason="canary slot 0 parked")
+    assert rollout_words(back, short=True) == "g: …:v2 rolled back to …:v1: canary slot 0 parked"
+
+
 def test_status_text_and_json_carry_the_rollout() -> None:
     rollout = RolloutSnapshot("", V1, V2, "rolling", 8, 3, busy_old=1, started_at=90.0)
     snap = SupervisorSnapshot(
