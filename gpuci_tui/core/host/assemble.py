@@ -193,7 +193,7 @@ def open_assembly(
             else None,
             gpu_health_store=paths.gpu_health,
             metrics=metrics,
-            claim_group=group_lock(mode) if config.groups else None,
+            claim_group=group_lock(mode, locks) if config.groups else None,
         )
     except BaseException:
         history.close()

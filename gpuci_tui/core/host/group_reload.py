@@ -107,6 +107,11 @@ async def reload(
             )
             ok = ok and result.ok
             lines.append(f"    {result.message}")
+        elif group.status == "added" and group.name in sup.children:
+            # Removed by an earlier reload and still draining: two supervisors of one group never.
+            ok = False
+            lines.append("    not added: it is still draining from the last reload; reload again")
+            applied = _without(applied, group.name)
         elif group.status == "added":
             try:
                 sup.add_group(applied, _group(applied, group.name))

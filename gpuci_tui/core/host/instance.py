@@ -184,18 +184,25 @@ def intent_stores(config: Config, paths: DaemonPaths) -> Callable[[str, Config],
     return lambda name, group: IntentFile(DaemonPaths.for_instance(instance_id(group)).intent)
 
 
-def group_lock(mode: str = "daemon") -> Callable[[Config], Callable[[], None]]:
+def group_lock(
+    mode: str = "daemon", held: InstanceLocks | None = None
+) -> Callable[[Config], Callable[[], None]]:
     """Take the lock of a group a reload adds (its configuration as `for_group` makes it).
 
     The same lock `lock_instance` takes for the groups of the start, so no other
-    supervisor runs the group while this one does; returns its release.
+    supervisor runs the group while this one does; returns its release. A lock
+    among ``held`` (the start's, kept until the daemon stops) is ours already:
+    a group removed and added again is not refused by its own daemon.
 
     Raises:
         AlreadyRunningError: another supervisor holds it.
     """
 
     def claim(group: Config) -> Callable[[], None]:
-        lock = InstanceLock(DaemonPaths.for_instance(instance_id(group)).lock)
+        path = DaemonPaths.for_instance(instance_id(group)).lock
+        if held is not None and any(lock.path == path for lock in held.held):
+            return lambda: None
+        lock = InstanceLock(path)
         lock.acquire(agent_set(group), mode)
         return lock.release
 

@@ -152,10 +152,18 @@ async def test_groups_added_and_removed_while_running(
             return {s.key for s in slots} == keys and all(s.state == SlotState.IDLE for s in slots)
 
         await wait_until(lambda: idle({"a/0", "b/0"}), timeout=20, what="a/0 and b/0 idle")
+        # b removed, then added again before it drained: refused (one supervisor per group).
+        world[2].write_text(WITHOUT_B, encoding="utf-8")
+        assert (await sup.execute(Reload())).ok
+        world[2].write_text(TEXT, encoding="utf-8")
+        again = await sup.execute(Reload())
+        assert not again.ok and "still draining from the last reload" in again.message
+        assert [g.name for g in sup.config.groups] == ["a"]
+        await wait_until(lambda: "b" not in sup.children, timeout=20, what="b drained")
         world[2].write_text(WITH_C + "\n[groups.held]\ncount = 1\n", encoding="utf-8")
         result = await sup.execute(Reload())
         assert not result.ok  # the held group could not be added; the rest is applied
-        assert "group b: removed: 1 slots drain; no job is killed" in result.message
+        assert "group b: removed" not in result.message  # already gone
         assert "group c: added: 1 slots start" in result.message
         assert "not added: another gpuci-tui run (pid 1)" in result.message
         await wait_until(lambda: idle({"a/0", "c/0"}), timeout=20, what="b gone, c/0 idle")

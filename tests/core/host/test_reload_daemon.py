@@ -132,6 +132,10 @@ async def test_reload_dry_run_then_reload_over_the_socket(
     # ... and the other commands with the new file, by the link named after its instance.
     assert await daemon.cli("status") == exitcodes.OK
     assert "c/0" in capsys.readouterr().out
+    # b again: the lock the daemon took for it at start is its own, not another daemon's.
+    daemon.path.write_text(TEXT, encoding="utf-8")
+    assert await daemon.cli("reload") == exitcodes.OK, capsys.readouterr().err
+    await wait_until(lambda: idle(daemon.sup, {"a/0", "b/0"}), timeout=20, what="b back")
 
 
 async def test_a_bad_file_is_refused_and_the_daemon_keeps_running(
