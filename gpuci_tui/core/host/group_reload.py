@@ -24,7 +24,7 @@ import dataclasses
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from gpuci_tui.core.command_types import CommandResult, Reload
 from gpuci_tui.core.config.file import ConfigError
@@ -38,11 +38,37 @@ from gpuci_tui.core.config.loader import (
 from gpuci_tui.core.config.reload_diff import ConfigDiff, GroupDiff, diff_configs
 from gpuci_tui.core.engine.preview import CommandPreview
 from gpuci_tui.core.errors import GpuciError
+from gpuci_tui.core.host.reporter import Broadcaster
+from gpuci_tui.core.host.supervisor import Supervisor
+from gpuci_tui.core.models import SupervisorSnapshot
 
-if TYPE_CHECKING:
-    from gpuci_tui.core.host.group_supervisor import GroupSupervisor
+__all__ = ["GroupSupervisor", "preview_reload", "reload"]
 
-__all__ = ["preview_reload", "reload"]
+
+class GroupSupervisor(Protocol):
+    """What a reload needs of `group_supervisor.GroupSupervisor` (no import cycle)."""
+
+    config: Config
+    implicit: bool
+    children: dict[str, Supervisor]
+    reporter: Broadcaster
+
+    def snapshot(self) -> SupervisorSnapshot:
+        """Every group's slots."""
+        ...
+
+    def add_group(self, config: Config, group: AgentGroup) -> Supervisor:
+        """Build and start a group's supervisor."""
+        ...
+
+    def retire_group(self, name: str) -> None:
+        """Drain a group and forget it once empty."""
+        ...
+
+    def reloaded(self) -> None:
+        """Tell the listeners a reload was applied."""
+        ...
+
 
 log = logging.getLogger("gpuci_tui.reload")
 

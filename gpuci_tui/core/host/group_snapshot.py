@@ -7,9 +7,14 @@ composition of the groups (building, running, reloading them) stays one module.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Protocol
 
+from gpuci_tui.core.config.loader import Config
 from gpuci_tui.core.engine.snapshots import pools_total, shared_pool
+from gpuci_tui.core.host.gpu_gates import GpuGatekeeper
+from gpuci_tui.core.host.pool_observer import PoolObserver
+from gpuci_tui.core.host.supervisor import Supervisor
 from gpuci_tui.core.models import (
     GroupSummary,
     HealthSnapshot,
@@ -17,9 +22,23 @@ from gpuci_tui.core.models import (
     PoolSummary,
     SupervisorSnapshot,
 )
+from gpuci_tui.core.protocols import AgentPoolApi
 
-if TYPE_CHECKING:
-    from gpuci_tui.core.host.group_supervisor import GroupSupervisor
+
+class GroupSupervisor(Protocol):
+    """What the merge reads of `group_supervisor.GroupSupervisor` (no import cycle)."""
+
+    implicit: bool
+    children: dict[str, Supervisor]
+    pools: dict[str, PoolObserver]
+    config: Config
+    clock: Callable[[], float]
+    instance: str
+    mode: str
+    api: AgentPoolApi
+    started_at: float | None
+    gatekeeper: GpuGatekeeper | None
+
 
 #: Worst first: the health shown for several pools is the worst of them.
 _SEVERITY = [
