@@ -6,6 +6,9 @@ share a pool share one `PoolObserver`, so the pool is read once per cycle
 whatever the number of groups; their events go to one `Broadcaster`, tagged
 with the group; the snapshot is the groups' snapshots side by side; commands
 are routed by their ``group`` (``GROUP/SLOT`` on the command line).
+``reload`` (`group_reload`) changes the groups while they run: every group's
+supervisor, from the start or added by a reload, is built by one factory
+(`GroupSupervisor.add_group`); a removed group drains and is forgotten once empty.
 """
 
 from __future__ import annotations
