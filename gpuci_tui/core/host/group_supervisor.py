@@ -242,7 +242,10 @@ class GroupSupervisor:
         release = self._releases.pop(name, None)
         if release is not None:
             release()
-        self.reporter.event("group_removed", f"group {name} drained and removed")
+        if child.state.stop_drain:
+            self.reporter.event("group_removed", f"group {name} drained and removed")
+        else:  # the daemon stopped before the group was empty: its agents stay, as on any stop
+            self.reporter.event("group_removed", f"group {name} removed before it drained")
         self.reporter.changed()
 
     # ------------------------------------------------------------------ running
