@@ -17,6 +17,7 @@ from . import exitcodes
 from .export_cmd import add_export_parser
 from .gpu_cmd import add_gpu_parser
 from .history_cmd import add_history_parser
+from .reload_cmd import add_reload_parser
 
 DESCRIPTION = """\
 Admin console and supervisor for single-job Azure Pipelines GPU agent containers.
@@ -110,6 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("unpause", help="replenish again")
     stop = sub.add_parser("stop", help="stop the daemon; agents stay running unless --drain")
     stop.add_argument("--drain", action="store_true", help="drain every agent first, then stop")
+    add_reload_parser(sub)
 
     demo = sub.add_parser(
         "demo",
@@ -221,6 +223,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from .control_cmds import run_control_command
 
         return run_control_command(args)
+    if command == "reload":
+        from .reload_cmd import run_reload
+
+        return run_reload(args)
     if command == "run":
         from .run_cmd import run_daemon
 

@@ -7,7 +7,7 @@ import time
 from gpuci_tui.core.engine.snapshots import daemon_uptime
 from gpuci_tui.core.formatting import ago, byte_size, duration, exit_label, image_label, job_label
 from gpuci_tui.core.models import DiskSnapshot, PoolSummary, SupervisorSnapshot
-from gpuci_tui.core.wording import disabled_reasons
+from gpuci_tui.core.wording import disabled_reasons, rollout_words
 
 
 def render_status(snap: SupervisorSnapshot, now: float | None = None) -> str:
@@ -29,6 +29,7 @@ def render_status(snap: SupervisorSnapshot, now: float | None = None) -> str:
         *(_pool_line(p, snap, now) for p in (snap.pools or (snap.pool_summary,))),
         *_group_lines(snap),
         *_image_lines(snap),
+        *(f"rollout: {rollout_words(r)}" for r in snap.rollouts),
         "",
     ]
     header = (

@@ -305,6 +305,10 @@ class DashboardScreen(Screen[None]):
         """Clear a quarantined GPU (asks first)."""
         self.commands.gpu_clear()
 
+    def action_reload(self) -> None:
+        """Re-read the configuration file (its dry run is confirmed first)."""
+        self.commands.reload()
+
     def action_logs(self) -> None:
         """Follow the selected agent's container output (allowed in read-only mode)."""
         self.commands.logs()

@@ -20,6 +20,7 @@ from gpuci_tui.core.command_types import (
     Drain,
     GpuClear,
     Pause,
+    Reload,
     Restart,
     Resume,
     Scale,
@@ -36,6 +37,7 @@ from gpuci_tui.screens.prompts import (
     Prompt,
     drain_all_prompt,
     drain_prompt,
+    reload_prompt,
     restart_all_prompt,
     restart_prompt,
     scale_down_prompt,
@@ -74,6 +76,8 @@ DASHBOARD_BINDINGS = [
             tooltip="Pause/resume replenishing: running agents stay, exited ones are not replaced"),
     Binding("g", "gpu_clear", "GPU clear", id="gpu_clear", show=False,
             tooltip="Clear a quarantined GPU (Xid, ECC, row remap) so its agents take jobs again"),
+    Binding("ctrl+r", "reload", "Reload", id="reload", show=False,
+            tooltip="Re-read the configuration file: see what would change, then apply it live"),
     Binding("question_mark", "help", "Help", id="help",
             tooltip="Keys and what the agent states mean"),
 ]  # fmt: skip
@@ -91,6 +95,7 @@ PALETTE_TITLES = {
     "history": "History of finished jobs (GPU memory and duration trends)",
     "pause": "Pause / resume replenishing",
     "gpu_clear": "Clear a quarantined GPU (asks first)",
+    "reload": "Reload the configuration file (shows what would change first)",
     "help": "Help: keys and agent states",
 }
 
@@ -287,6 +292,31 @@ class DashboardCommands:
             return
         gpu = str(quarantined[0].index) if len(quarantined) == 1 else "all"
         self._confirm(GpuClear(gpu), lambda answer: gpu_clear_prompt(answer, gpu))
+
+    def reload(self) -> None:
+        """Re-read the configuration: the supervisor's dry run first, then confirm and apply."""
+        if self._refused("reloading the configuration") or self._connected() is None:
+            return
+        self.screen.run_worker(self._ask_reload(), group="commands", exit_on_error=False)
+
+    async def _ask_reload(self) -> None:
+        handle = self.screen.handle
+        if handle is None:
+            return
+        try:
+            # Only the supervisor can read its file again: no local guess to fall back on.
+            answer = await handle.preview(Reload())
+        except Exception as exc:  # noqa: BLE001 - any failure is reported, the console goes on
+            self._say(
+                f"The supervisor could not say what a reload would change: {exc}",
+                title="Reload",
+                severity="error",
+            )
+            return
+        if not answer.ok:
+            self._say(answer.message, title="Reload: nothing changed", severity="error")
+            return
+        self._confirm_then_send(reload_prompt(answer), Reload())
 
     # ------------------------------------------------------------------ views
 

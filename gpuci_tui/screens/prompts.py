@@ -187,3 +187,13 @@ def quit_body(
         "replaces them until gpuci-tui runs again (run it as a daemon to keep agents "
         "replenished without the console)."
     )
+
+
+def reload_prompt(preview: CommandPreview) -> Prompt:
+    """Confirm a reload: the supervisor's dry run of the file as it is now, in its words."""
+    lines = preview.message.splitlines()
+    # The first line names the file ("reload /etc/gpuci-tui/config.toml:"): it is the title's.
+    body = "\n".join(line.strip() for line in lines[1:]) or preview.message
+    if "the configuration file has no change" in preview.message:
+        return Prompt("Reload the configuration?", body, "Reload anyway")
+    return Prompt("Reload the configuration?", f"{body}\nNo job is killed.", "Reload")

@@ -10,7 +10,7 @@ from textual.widget import Widget
 
 from gpuci_tui.core.formatting import byte_size
 from gpuci_tui.core.models import HealthState, PoolSummary, SupervisorSnapshot
-from gpuci_tui.core.wording import disabled_reasons
+from gpuci_tui.core.wording import disabled_reasons, rollout_words
 from gpuci_tui.widgets.format import ago, until
 
 _HEALTH_STYLE = {
@@ -19,6 +19,7 @@ _HEALTH_STYLE = {
     HealthState.RATE_LIMITED: "yellow",
 }
 _DISK_STYLE = {"low": "yellow", "critical": "bold red"}
+_ROLLOUT_STYLE = {"rolled_back": "bold red", "done": "green", "canary": "yellow"}
 
 
 class PoolPanel(Widget):
@@ -64,6 +65,12 @@ class PoolPanel(Widget):
         now = self._clock()
         lines = self._pool_lines(snap) if len(snap.pools) > 1 else self._one_pool(snap, now)
         lines.append(self._docker_line(snap, now))
+        # A roll-out (`reload`) is shown while it goes on, and its end: done or rolled back.
+        # Short (images by tag) and wrapped, not cut: the panel is narrow, the reason matters.
+        lines.extend(
+            Text(rollout_words(r, short=True), style=_ROLLOUT_STYLE.get(r.state, "cyan"))
+            for r in snap.rollouts
+        )
         azure = snap.azure
         if azure.state not in (HealthState.OK, HealthState.UNKNOWN) and azure.message:
             lines.append(Text(f"azure: {azure.message}", style="red"))

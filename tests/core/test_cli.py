@@ -23,6 +23,7 @@ COMMANDS = [
     "pause",
     "unpause",
     "stop",
+    "reload",
     "demo",
     "token",
     "check-config",

@@ -284,9 +284,9 @@ def validate_standby(value: object) -> bool:
 
 
 def validate_supervisor(field: str, value: object) -> float | int:
-    """Check one ``[supervisor]`` value: ``park_after`` ≥ 1, the others positive seconds."""
+    """Check one ``[supervisor]`` value: ``park_after``, ``canary_jobs`` ≥ 1, the others positive seconds."""
     key = f"supervisor.{field}"
-    if field == "park_after":
+    if field in ("park_after", "canary_jobs"):
         return _whole(value, key, 1)
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
         raise ConfigError(f"must be a positive number of seconds, got {show(value)}", key=key)

@@ -25,3 +25,6 @@ class SupervisorConfig:
     """A container that lived this long (or took a job) did not fail early."""
     stop_timeout: float = 30.0
     """Seconds between SIGTERM and SIGKILL when stopping an idle agent."""
+    canary_jobs: int = 3
+    """``reload --canary N``: successful jobs on the canary slots before every slot follows
+    (the default when the command gives no ``--canary-jobs``)."""

@@ -30,14 +30,14 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from gpuci_tui.core.config.loader import Config, agent_groups, for_group, instance_id
+from gpuci_tui.core.config.loader import Config, agent_groups, instance_id
 from gpuci_tui.core.gpu.accounting import JobAccountant, container_owners
 from gpuci_tui.core.host.cuda_guard import CudaGuard, inspector
 from gpuci_tui.core.host.disk_watch import DiskWatch
 from gpuci_tui.core.host.gpu_gates import GpuGatekeeper
 from gpuci_tui.core.host.gpu_watch import GpuWatch
 from gpuci_tui.core.host.group_supervisor import GroupSupervisor
-from gpuci_tui.core.host.instance import DaemonPaths, intent_stores, lock_instance
+from gpuci_tui.core.host.instance import DaemonPaths, group_lock, intent_stores, lock_instance
 from gpuci_tui.core.host.job_recorder import JobRecorder
 from gpuci_tui.core.host.metrics import Metrics, follow
 from gpuci_tui.core.host.pool_observer import PoolObserver
@@ -193,6 +193,7 @@ def open_assembly(
             else None,
             gpu_health_store=paths.gpu_health,
             metrics=metrics,
+            claim_group=group_lock(mode, locks) if config.groups else None,
         )
     except BaseException:
         history.close()
@@ -210,7 +211,7 @@ def assemble(
     tokens: TokenSource,
     history: JobHistory,
     mode: str,
-    intent_store: Callable[[str], IntentStore | None] | None = None,
+    intent_store: Callable[[str, Config], IntentStore | None] | None = None,
     gpu: GpuSampler | None = None,
     sample_interval: float | None = None,
     extra_labels: Mapping[str, str] | None = None,
@@ -218,6 +219,7 @@ def assemble(
     agent_dir_root: str | None = None,
     gpu_health_store: Path | None = None,
     metrics: bool = False,
+    claim_group: Callable[[Config], Callable[[], None]] | None = None,
 ) -> Assembly:
     """Build the supervisor of ``config`` and its parts (no lock: see `open_assembly`).
 
@@ -237,9 +239,9 @@ def assemble(
         gpu_health_store: where latched GPU faults are kept across restarts (None: not kept).
         metrics: feed Prometheus metrics with every history row, snapshot, event, GPU
             frame and Azure DevOps request (`Assembly.metrics`).
+        claim_group: takes the lock of a group a reload adds (None: no locks).
     """
     groups = agent_groups(config)
-    by_group = {g.name: for_group(config, g) for g in groups}
     # The implicit group has no name on the outside (metrics, snapshots): "".
     implicit = len(groups) == 1 and groups[0].implicit
     interval = config.gpu.sample_interval if sample_interval is None else sample_interval
@@ -282,12 +284,12 @@ def assemble(
     on_record = exported.job_recorded if exported is not None else None
     recorders: dict[str, JobRecorder] = {}
 
-    def recorder_for(name: str, pool: PoolObserver) -> JobRecorder:
+    def recorder_for(name: str, pool: PoolObserver, group: Config) -> JobRecorder:
         label = "" if implicit else name
         recorder = JobRecorder(
             history,
             api,
-            instance_id(by_group[name]),
+            instance_id(group),
             pool_id=lambda: pool.pool_id,
             accountant=accountant,
             on_record=partial(on_record, label) if on_record is not None else None,
@@ -304,7 +306,10 @@ def assemble(
             min_free=config.docker.min_free_bytes,
             hard_floor=config.docker.hard_floor_bytes,
             interval=config.docker.check_interval,
-            configured=lambda: [g.agents.image for g in groups],
+            # The groups as they run now (a reload changes images, adds and removes groups).
+            configured=lambda: [
+                g.agents.image for g in agent_groups(supervisor.config if supervisor else config)
+            ],
             report=lambda kind, message: reporter.event(kind, message),
         )
     supervisor = GroupSupervisor(
@@ -323,7 +328,11 @@ def assemble(
         reporter=reporter,
         gatekeeper=gatekeeper,
         disk=(lambda: disk_watch.reading) if disk_watch is not None else None,
+        claim_group=claim_group,
     )
+    if cuda is not None:
+        # A reload may change the groups' images: check them against the driver again.
+        supervisor.on_reload(cuda.check_soon)
     return Assembly(
         supervisor,
         recorders,

@@ -4,7 +4,8 @@ One daemon per agent set (organisation + pool + name prefix): an exclusive
 ``flock`` on a lock file in the state directory makes a second ``run`` for the
 same set refuse at once with a clear message. SIGINT/SIGTERM stop the
 supervisor and leave the agent containers running (``gpuci-tui stop --drain``
-drains first). With ``[metrics] listen`` set, Prometheus metrics are served
+drains first). SIGHUP is ``gpuci-tui reload`` (systemd's ``ExecReload=kill -HUP
+$MAINPID``): the file is read again and what can change live does. With ``[metrics] listen`` set, Prometheus metrics are served
 there for the daemon's lifetime (`metrics`, `metrics_server`).
 """
 
@@ -16,9 +17,11 @@ import logging
 import signal
 from collections.abc import Callable
 
+from gpuci_tui.core.command_types import Reload
 from gpuci_tui.core.config.loader import Config
 from gpuci_tui.core.host.assemble import open_assembly
 from gpuci_tui.core.host.control_server import ControlServer
+from gpuci_tui.core.host.group_supervisor import GroupSupervisor
 from gpuci_tui.core.host.handle import Supervised
 from gpuci_tui.core.host.instance import (
     AlreadyRunningError,
@@ -29,6 +32,7 @@ from gpuci_tui.core.host.instance import (
 )
 from gpuci_tui.core.host.memory import trim_now_and_then
 from gpuci_tui.core.host.metrics_server import MetricsServer
+from gpuci_tui.core.host.socket_links import SocketLinks
 from gpuci_tui.core.host.token_sweeper import TokenFileRemover, TokenSweeper
 from gpuci_tui.core.protocols import AgentPoolApi, ContainerRuntime, GpuSampler, TokenSource
 
@@ -88,6 +92,10 @@ async def serve(
             exporter.start()  # before anything runs: a taken port fails the start
         server = ControlServer(supervisor, paths.socket, logs_tail=runtime.logs_tail)
         await server.start()
+        # The CLI finds the daemon from the file: after an edit and a reload, too.
+        links = SocketLinks(paths.socket)
+        links.at_start(config)
+        supervisor.on_reload(lambda: links.follow(supervisor.config))
         if isinstance(runtime, TokenFileRemover):
             # Whatever the image does, no job can read the PAT once its agent is online.
             sweep_task = asyncio.get_running_loop().create_task(
@@ -98,6 +106,14 @@ async def serve(
             # Default: leave the agents running, so a restart of the daemon
             # (or of the whole host's service manager) never kills a job.
             loop.add_signal_handler(sig, supervisor.request_stop, False)
+        reloads: set[asyncio.Task[None]] = set()
+
+        def hangup() -> None:
+            task = loop.create_task(_reload(supervisor))
+            reloads.add(task)  # held until done: the loop keeps only a weak reference
+            task.add_done_callback(reloads.discard)
+
+        loop.add_signal_handler(signal.SIGHUP, hangup)
         log.info("supervising %s; control socket %s", agent_set(config), paths.socket)
         parts.start()
         if ready is not None:
@@ -105,9 +121,10 @@ async def serve(
         try:
             await parts.stopped()
         finally:
-            for sig in (signal.SIGINT, signal.SIGTERM):
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
                 with contextlib.suppress(Exception):
                     loop.remove_signal_handler(sig)
+            links.close()
             await server.close()
             if sweep_task is not None:
                 sweep_task.cancel()
@@ -123,3 +140,14 @@ async def serve(
         if exporter is not None:
             exporter.close()
     return 0
+
+
+async def _reload(supervisor: GroupSupervisor) -> None:
+    """SIGHUP: the same reload as ``gpuci-tui reload`` (its answer goes to the log and events)."""
+    supervisor.reporter.event("reload", f"SIGHUP: reading {supervisor.config.path} again")
+    try:
+        result = await supervisor.execute(Reload())
+    except Exception:  # a signal has no one to answer: the log says it, the daemon goes on
+        log.exception("reload on SIGHUP failed")
+        return
+    (log.info if result.ok else log.warning)("reload on SIGHUP: %s", result.message)

@@ -6,15 +6,18 @@ share a pool share one `PoolObserver`, so the pool is read once per cycle
 whatever the number of groups; their events go to one `Broadcaster`, tagged
 with the group; the snapshot is the groups' snapshots side by side; commands
 are routed by their ``group`` (``GROUP/SLOT`` on the command line).
+``reload`` (`group_reload`) changes the groups while they run: every group's
+supervisor, from the start or added by a reload, is built by one factory
+(`GroupSupervisor.add_group`); a removed group drains and is forgotten once empty.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from gpuci_tui.core.command_types import (
@@ -23,27 +26,31 @@ from gpuci_tui.core.command_types import (
     Drain,
     GpuClear,
     Pause,
+    Reload,
     Restart,
     Resume,
     Scale,
     Stop,
     Unpause,
 )
-from gpuci_tui.core.config.loader import Config, agent_groups, daemon_instance, for_group
+from gpuci_tui.core.config.loader import (
+    AgentGroup,
+    Config,
+    agent_groups,
+    daemon_instance,
+    for_group,
+)
 from gpuci_tui.core.docker.agentspec import LABEL_GROUP
 from gpuci_tui.core.engine.disk_gc import pull_refusal
 from gpuci_tui.core.engine.preview import CommandPreview, preview
-from gpuci_tui.core.engine.snapshots import pools_total, shared_pool
 from gpuci_tui.core.engine.steps import JobEnded
+from gpuci_tui.core.host.group_reload import preview_reload, reload
+from gpuci_tui.core.host.group_snapshot import merged_snapshot
 from gpuci_tui.core.host.pool_observer import PoolObserver
 from gpuci_tui.core.host.reporter import Broadcaster, GroupTap, Update
 from gpuci_tui.core.host.supervisor import IntentStore, Supervisor, clear_gpu
 from gpuci_tui.core.models import (
     DiskSnapshot,
-    GroupSummary,
-    HealthSnapshot,
-    HealthState,
-    PoolSummary,
     SupervisorSnapshot,
 )
 from gpuci_tui.core.protocols import AgentPoolApi, ContainerRuntime, TokenSource
@@ -52,21 +59,6 @@ if TYPE_CHECKING:
     from gpuci_tui.core.gpu.accounting import JobKey
     from gpuci_tui.core.host.gpu_gates import GpuGatekeeper
     from gpuci_tui.core.protocols import JobGpuNow
-
-#: Worst first: the health shown for several pools is the worst of them.
-_SEVERITY = [
-    HealthState.AUTH_FAILED,
-    HealthState.UNREACHABLE,
-    HealthState.ERROR,
-    HealthState.RATE_LIMITED,
-    HealthState.UNKNOWN,
-    HealthState.OK,
-]
-
-
-def worst(healths: list[HealthSnapshot]) -> HealthSnapshot:
-    """The least healthy of several."""
-    return min(healths, key=lambda h: _SEVERITY.index(h.state), default=HealthSnapshot())
 
 
 class GroupSupervisor:
@@ -83,16 +75,18 @@ class GroupSupervisor:
         mode: str = "in-process",
         extra_labels: Mapping[str, str] | None = None,
         command: tuple[str, ...] | None = None,
-        intent_store: Callable[[str], IntentStore | None] | None = None,
-        on_job_finished: Callable[[str, PoolObserver], Callable[[JobEnded], None] | None]
+        intent_store: Callable[[str, Config], IntentStore | None] | None = None,
+        on_job_finished: Callable[[str, PoolObserver, Config], Callable[[JobEnded], None] | None]
         | None = None,
         agent_dir_root: str | None = None,
         gpu_use: Callable[[JobKey], JobGpuNow | None] | None = None,
         reporter: Broadcaster | None = None,
         gatekeeper: GpuGatekeeper | None = None,
         disk: Callable[[], DiskSnapshot] | None = None,
+        claim_group: Callable[[Config], Callable[[], None]] | None = None,
     ) -> None:
-        """One supervisor per group; ``intent_store``/``on_job_finished`` are per group name.
+        """One supervisor per group; ``intent_store``/``on_job_finished`` are per group
+        (its name and its configuration, as `for_group` makes it).
 
         ``on_job_finished`` also gets the group's pool observer, so a job recorder
         is built with the pool it reads from (its id, its backoff).
@@ -104,6 +98,7 @@ class GroupSupervisor:
         when something built before the supervisors reports there too (the gatekeeper).
         ``gatekeeper``: the host's GPU admission and health watch, shared by every group.
         ``disk``: the latest reading of Docker's free space (None: no disk watch).
+        ``claim_group``: takes the lock of a group a reload adds (see `add_group`).
         """
         self.config = config
         self.api = api
@@ -120,38 +115,138 @@ class GroupSupervisor:
         self.started_at: float | None = None
         groups = agent_groups(config)
         self.implicit = len(groups) == 1 and groups[0].implicit
+        self.claim_group = claim_group
+        """Takes a group's lock when a reload adds it (returns its release); None: no locks."""
+        self.retiring: set[str] = set()
+        """Groups a reload removed: they drain, and are forgotten once empty."""
+        self._releases: dict[str, Callable[[], None]] = {}
+        self._readers: dict[str, asyncio.Task[None]] = {}
+        self._runs: dict[str, asyncio.Task[None]] = {}
+        self._grown = asyncio.Event()
+        self._running = False
+        self._reload_listeners: list[Callable[[], None]] = []
+        # One factory for the groups of the start and those a reload adds.
+        self._build: Callable[[Config, AgentGroup, PoolObserver], Supervisor] = partial(
+            self._new_child,
+            runtime=runtime,
+            tokens=tokens,
+            extra_labels=extra_labels,
+            command=command,
+            intent_store=intent_store,
+            on_job_finished=on_job_finished,
+            agent_dir_root=agent_dir_root,
+            gpu_use=gpu_use,
+        )
         for group in groups:
-            pool = self.pools.get(group.pool)
-            if pool is None:
-                pool = PoolObserver(
-                    api,
-                    group.pool,
-                    clock=clock,
-                    interval=config.supervisor.poll_interval,
-                    report=self.reporter.event,
-                )
-                self.pools[group.pool] = pool
-            self.children[group.name] = Supervisor(
-                for_group(config, group),
-                api=api,
-                runtime=runtime,
-                tokens=tokens,
-                clock=clock,
-                mode=mode,
-                extra_labels=dict(extra_labels or {})
-                if self.implicit
-                else {**(extra_labels or {}), LABEL_GROUP: group.name},
-                command=command,
-                intent_store=intent_store(group.name) if intent_store else None,
-                on_job_finished=on_job_finished(group.name, pool) if on_job_finished else None,
-                agent_dir_root=agent_dir_root,
-                reporter=GroupTap(self.reporter, "" if self.implicit else group.name),
-                pool=pool,
-                group="" if self.implicit else group.name,
-                gpu_use=gpu_use,
-                gatekeeper=gatekeeper,
-                pull_refusal=self._pull_refusal if disk is not None else None,
+            self.add_group(config, group)
+
+    def _new_child(
+        self,
+        config: Config,
+        group: AgentGroup,
+        pool: PoolObserver,
+        *,
+        runtime: ContainerRuntime,
+        tokens: TokenSource,
+        extra_labels: Mapping[str, str] | None,
+        command: tuple[str, ...] | None,
+        intent_store: Callable[[str, Config], IntentStore | None] | None,
+        on_job_finished: Callable[[str, PoolObserver, Config], Callable[[JobEnded], None] | None]
+        | None,
+        agent_dir_root: str | None,
+        gpu_use: Callable[[JobKey], JobGpuNow | None] | None,
+    ) -> Supervisor:
+        own = for_group(config, group)
+        return Supervisor(
+            own,
+            api=self.api,
+            runtime=runtime,
+            tokens=tokens,
+            clock=self.clock,
+            mode=self.mode,
+            extra_labels=dict(extra_labels or {})
+            if self.implicit
+            else {**(extra_labels or {}), LABEL_GROUP: group.name},
+            command=command,
+            intent_store=intent_store(group.name, own) if intent_store else None,
+            on_job_finished=on_job_finished(group.name, pool, own) if on_job_finished else None,
+            agent_dir_root=agent_dir_root,
+            reporter=GroupTap(self.reporter, "" if self.implicit else group.name),
+            pool=pool,
+            group="" if self.implicit else group.name,
+            gpu_use=gpu_use,
+            gatekeeper=self.gatekeeper,
+            pull_refusal=self._pull_refusal if self.disk is not None else None,
+        )
+
+    def add_group(self, config: Config, group: AgentGroup) -> Supervisor:
+        """Build the supervisor of ``group`` of ``config`` (and its pool's reader if new).
+
+        While running (a reload added the group), it starts at once. Raises what
+        `claim_group` raises (`AlreadyRunningError`) when it cannot take the group's lock.
+        """
+        if self._running and self.claim_group is not None:
+            self._releases[group.name] = self.claim_group(for_group(config, group))
+        pool = self.pools.get(group.pool)
+        if pool is None:
+            pool = PoolObserver(
+                self.api,
+                group.pool,
+                clock=self.clock,
+                interval=config.supervisor.poll_interval,
+                report=self.reporter.event,
             )
+            self.pools[group.pool] = pool
+        child = self._build(config, group, pool)
+        self.children[group.name] = child
+        if self._running:
+            self._start(group.name, child)
+        return child
+
+    def retire_group(self, name: str) -> None:
+        """Drain the group ``name`` (no job is killed) and forget it once empty."""
+        child = self.children.get(name)
+        if child is None or name in self.retiring:
+            return
+        self.retiring.add(name)
+        # Stop(drain) is not saved as intent: the group comes back as it was if re-added.
+        child.request_stop(drain=True)
+
+    def on_reload(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` after every applied reload (e.g. the CUDA check of the new images)."""
+        self._reload_listeners.append(listener)
+
+    def reloaded(self) -> None:
+        """Tell the listeners a reload was applied (`group_reload` calls it)."""
+        for listener in self._reload_listeners:
+            listener()
+
+    def _start(self, name: str, child: Supervisor) -> None:
+        """Run ``child`` (and its pool's reader when the pool has none yet)."""
+        pool = child.config.azure.pool
+        if pool not in self._readers:
+            self._readers[pool] = asyncio.ensure_future(self.pools[pool].run(self._fan_out(pool)))
+        self._runs[name] = asyncio.ensure_future(child.run())
+        self._grown.set()
+
+    def _forget(self, name: str) -> None:
+        """A retired group is empty and stopped: drop it, its pool's reader if unused, its lock."""
+        child = self.children.pop(name)
+        self.retiring.discard(name)
+        pool = child.config.azure.pool
+        if not any(c.config.azure.pool == pool for c in self.children.values()):
+            reader = self._readers.pop(pool, None)
+            if reader is not None:
+                reader.cancel()
+            self.pools.pop(pool, None)
+        release = self._releases.pop(name, None)
+        if release is not None:
+            release()
+        if child.state.stop_drain:
+            self.reporter.event("group_removed", f"group {name} drained and removed")
+        else:  # the daemon stopped before the group was empty: its agents stay, as on any stop
+            self.reporter.event("group_removed", f"group {name} removed before it drained")
+        self.reporter.changed()
 
     # ------------------------------------------------------------------ running
 
@@ -161,26 +256,44 @@ class GroupSupervisor:
         return self.reporter.events
 
     async def run(self) -> None:
-        """Run every group (and read each pool) until they all stop."""
+        """Run every group (and read each pool) until they all stop.
+
+        Groups a reload adds join while it runs; a retired group's end is not the end.
+        """
         self.started_at = self.clock()
-        readers = [
-            asyncio.ensure_future(pool.run(self._fan_out(name)))
-            for name, pool in self.pools.items()
-        ]
+        self._running = True
+        for name, child in self.children.items():
+            self._start(name, child)
         try:
-            await asyncio.gather(*(child.run() for child in self.children.values()))
+            while self._runs:
+                grown = asyncio.ensure_future(self._grown.wait())
+                done, _ = await asyncio.wait(
+                    {grown, *self._runs.values()}, return_when=asyncio.FIRST_COMPLETED
+                )
+                grown.cancel()
+                self._grown.clear()
+                for name, task in list(self._runs.items()):
+                    if task in done:
+                        del self._runs[name]
+                        task.result()  # what made a group fail ends the whole (as before)
+                        if name in self.retiring:
+                            self._forget(name)
         finally:
+            self._running = False
+            readers = list(self._readers.values())
             for reader in readers:
                 reader.cancel()
-            await asyncio.wait(readers, timeout=5.0)
+            if readers:
+                await asyncio.wait(readers, timeout=5.0)
+            self._readers.clear()
             self.reporter.publish_now()
 
     def _fan_out(self, pool: str) -> Callable[[Any], None]:
-        members = [c for c in self.children.values() if c.config.azure.pool == pool]
-
         def deliver(obs: Any) -> None:
-            for child in members:
-                child.deliver(obs)
+            # The members at each read: a reload adds and removes groups.
+            for child in list(self.children.values()):
+                if child.config.azure.pool == pool:
+                    child.deliver(obs)
 
         return deliver
 
@@ -201,7 +314,7 @@ class GroupSupervisor:
 
     def snapshot(self) -> SupervisorSnapshot:
         """Every group's slots side by side, the pools, the worst health, the disk."""
-        snap = self._groups_snapshot()
+        snap = merged_snapshot(self)
         return snap if self.disk is None else replace(snap, disk=self.disk())
 
     def _pull_refusal(self) -> str | None:
@@ -211,50 +324,6 @@ class GroupSupervisor:
             None
             if disk is None
             else pull_refusal(disk.state, disk.free_bytes, disk.hard_floor_bytes)
-        )
-
-    def _groups_snapshot(self) -> SupervisorSnapshot:
-        if self.implicit:
-            # One implicit group: the lone supervisor's own snapshot, unchanged.
-            return next(iter(self.children.values())).snapshot()
-        snaps = {name: child.snapshot() for name, child in self.children.items()}
-        first = next(iter(snaps.values()))
-        by_pool: dict[str, list[PoolSummary]] = {}
-        for snap in snaps.values():
-            by_pool.setdefault(snap.pool, []).append(snap.pool_summary)
-        summaries = [shared_pool(group) for group in by_pool.values()]
-        total = pools_total(summaries)
-        return SupervisorSnapshot(
-            taken_at=self.clock(),
-            org_url=self.config.azure.url,
-            pool=total.name,
-            instance=self.instance,
-            desired_count=sum(s.desired_count for s in snaps.values()),
-            paused=all(s.paused for s in snaps.values()),
-            stopping=any(s.stopping for s in snaps.values()),
-            mode=self.mode,
-            pid=os.getpid(),
-            slots=tuple(slot for snap in snaps.values() for slot in snap.slots),
-            pool_summary=total,
-            azure=worst([p.health for p in self.pools.values()]),
-            docker=worst([s.docker for s in snaps.values()]),
-            azure_requests=self.api.request_count,
-            started_at=self.started_at,
-            standby=any(s.standby for s in snaps.values()),
-            groups=tuple(
-                GroupSummary(
-                    name=name,
-                    pool=child.config.azure.pool,
-                    name_prefix=child.config.agents.name_prefix,
-                    desired_count=snaps[name].desired_count,
-                    standby=child.config.agents.standby,
-                )
-                for name, child in self.children.items()
-            ),
-            pools=tuple(summaries),
-            protocol=first.protocol,
-            gpu_accounting=any(s.gpu_accounting for s in snaps.values()),
-            gpu_gates=() if self.gatekeeper is None else self.gatekeeper.gates,
         )
 
     # ------------------------------------------------------------------ commands
@@ -285,6 +354,8 @@ class GroupSupervisor:
             result = clear_gpu(self.gatekeeper, command)
             self.reporter.event("command", f"gpu_clear: {result.message}")
             return result
+        if isinstance(command, Reload):  # the whole configuration, every group at once
+            return await reload(self, command)
         targets, problem = self._route(command)
         if problem is not None:
             return CommandResult(False, problem)
@@ -302,6 +373,8 @@ class GroupSupervisor:
         name = type(command).__name__.lower()
         if isinstance(command, GpuClear):
             return preview(self.snapshot(), command)
+        if isinstance(command, Reload):
+            return preview_reload(self, command)
         targets, problem = self._route(command)
         if problem is not None:
             return CommandPreview(name, False, problem)

@@ -26,6 +26,7 @@ __all__ = [
     "agent_set",
     "InstanceLock",
     "InstanceLocks",
+    "group_lock",
     "intent_stores",
     "lock_instance",
 ]
@@ -174,9 +175,35 @@ def lock_instance(config: Config, paths: DaemonPaths, mode: str = "daemon") -> I
     return taken
 
 
-def intent_stores(config: Config, paths: DaemonPaths) -> Callable[[str], IntentFile]:
-    """Each group's saved intent: ``paths.intent`` without groups, else the group's own file."""
+def intent_stores(config: Config, paths: DaemonPaths) -> Callable[[str, Config], IntentFile]:
+    """Each group's saved intent (by name and its own configuration): ``paths.intent``
+    without groups, else the group's own file (also for a group a reload adds).
+    """
     if not config.groups:
-        return lambda name: IntentFile(paths.intent)
-    by_group = {g.name: for_group(config, g) for g in agent_groups(config)}
-    return lambda name: IntentFile(DaemonPaths.for_instance(instance_id(by_group[name])).intent)
+        return lambda name, group: IntentFile(paths.intent)
+    return lambda name, group: IntentFile(DaemonPaths.for_instance(instance_id(group)).intent)
+
+
+def group_lock(
+    mode: str = "daemon", held: InstanceLocks | None = None
+) -> Callable[[Config], Callable[[], None]]:
+    """Take the lock of a group a reload adds (its configuration as `for_group` makes it).
+
+    The same lock `lock_instance` takes for the groups of the start, so no other
+    supervisor runs the group while this one does; returns its release. A lock
+    among ``held`` (the start's, kept until the daemon stops) is ours already:
+    a group removed and added again is not refused by its own daemon.
+
+    Raises:
+        AlreadyRunningError: another supervisor holds it.
+    """
+
+    def claim(group: Config) -> Callable[[], None]:
+        path = DaemonPaths.for_instance(instance_id(group)).lock
+        if held is not None and any(lock.path == path for lock in held.held):
+            return lambda: None
+        lock = InstanceLock(path)
+        lock.acquire(agent_set(group), mode)
+        return lock.release
+
+    return claim

@@ -302,7 +302,18 @@ class StateCollector(Collector):
             "id of the image its agent runs (empty while no container runs or it is not known).",
             labels=["group", "slot", "image", "image_id"],
         )  # fmt: skip
+        rollout = GaugeMetricFamily(
+            "gpuci_rollout_slots_new", "Slots on the new agent spec of a group's roll-out "
+            "(`gpuci-tui reload`); absent when none is going on.", labels=["group"],
+        )  # fmt: skip
+        rollout_state = GaugeMetricFamily(
+            "gpuci_rollout_state", "A group's roll-out: 1 for its state (canary, rolling, done, "
+            "rolled_back).", labels=["group", "state"],
+        )  # fmt: skip
         if snap is not None:
+            for change in snap.rollouts:
+                rollout.add_metric([group_label(change.group)], change.slots_new)
+                rollout_state.add_metric([group_label(change.group), change.state], 1.0)
             for one in snap.slots:  # one series per slot: a new image replaces the old series
                 labels = [group_label(one.group), str(one.slot), one.image, one.image_id]
                 image.add_metric(labels, 1.0)
@@ -326,7 +337,7 @@ class StateCollector(Collector):
             if gpu.memory_total_mib is not None:
                 total.add_metric(index, gpu.memory_total_mib * MIB)
         yield from (slots, desired, agents, parked, queued, docker, free, azure, limited, paused)
-        yield from (util, used, total, health, held, image)
+        yield from (util, used, total, health, held, image, rollout, rollout_state)
 
 
 def _add_gates(

@@ -21,6 +21,7 @@ from gpuci_tui.core.models import (
     HealthState,
     JobInfo,
     PoolSummary,
+    RolloutSnapshot,
     SlotSnapshot,
     SlotState,
     SupervisorEvent,
@@ -347,3 +348,13 @@ def test_docker_free_space_and_images_removed() -> None:
     metrics.observe_event(SupervisorEvent(at=2.0, kind="image_kept", message="kept"))
     assert value(metrics, "gpuci_docker_free_bytes") == 12345
     assert value(metrics, "gpuci_docker_images_removed_total") == 1
+
+
+def test_a_rollout_is_a_gauge_per_group_of_slots_on_the_new_spec() -> None:
+    metrics = Metrics()
+    metrics.observe_snapshot(snapshot([slot(0, SlotState.IDLE)]))
+    assert value(metrics, "gpuci_rollout_slots_new", group="default") is None  # none going on
+    rollout = RolloutSnapshot("train", "a:v1", "a:v2", "canary", 8, 3, busy_old=1)
+    metrics.observe_snapshot(snapshot([slot(0, SlotState.IDLE)], rollouts=(rollout,)))
+    assert value(metrics, "gpuci_rollout_slots_new", group="train") == 3
+    assert value(metrics, "gpuci_rollout_state", group="train", state="canary") == 1

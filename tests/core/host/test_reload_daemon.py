@@ -1,0 +1,159 @@
+"""``gpuci-tui reload`` and SIGHUP against a daemon (`serve`) on its control socket.
+
+The roll-out inside a group (`Supervisor.reconfigure`) is a recording test double
+(`tests.core.reload_double`): here the command's path, the answer's words, the
+groups added and removed, and a bad file that changes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from gpuci_tui.cli import exitcodes
+from gpuci_tui.cli.main import main
+from gpuci_tui.core.config.loader import daemon_instance, load_config
+from gpuci_tui.core.host.control_server import ControlServer
+from gpuci_tui.core.host.daemon import DaemonPaths, serve
+from gpuci_tui.core.host.group_supervisor import GroupSupervisor
+from gpuci_tui.core.host.handle import Supervised
+from gpuci_tui.core.models import SlotState
+from gpuci_tui.sim.api import SimPoolApi
+from gpuci_tui.sim.org import SimOrg
+from gpuci_tui.sim.runtime import DEFAULT_IMAGE, SimulatedRuntime
+from tests.core.reload_double import Recorded
+from tests.core.supervisor_env import PAT, StaticTokens, wait_until
+
+TEXT = f"""
+[azure]
+url = "http://127.0.0.1:9/reload"
+pool = "gpu"
+
+[agents]
+image = "{DEFAULT_IMAGE}"
+name_prefix = "rl"
+gpus = "none"
+standby = false
+
+[supervisor]
+poll_interval = 0.5
+
+[groups.a]
+count = 1
+
+[groups.b]
+count = 1
+"""
+NEW = (
+    TEXT.replace("[groups.a]\ncount = 1", '[groups.a]\ncount = 1\nimage = "repo/agent:v2"')
+    .replace("[groups.b]\ncount = 1\n", "[groups.c]\ncount = 1\n")
+    .replace("[supervisor]", '[metrics]\nlisten = "127.0.0.1:9464"\n\n[supervisor]')
+)
+
+
+class Daemon:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.supervisor: GroupSupervisor | None = None
+
+    @property
+    def sup(self) -> GroupSupervisor:
+        assert self.supervisor is not None
+        return self.supervisor
+
+    async def cli(self, *argv: str) -> int:
+        # The CLI blocks on the socket: off the loop that serves it.
+        return await asyncio.to_thread(main, ["--config", str(self.path), *argv])
+
+
+@pytest.fixture
+async def daemon(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Daemon]:
+    Recorded(monkeypatch)
+    org = SimOrg(heartbeat_timeout=3.0)
+    org.add_pat(PAT)
+    org.add_pool("gpu")
+    path = tmp_path / "config.toml"
+    path.write_text(TEXT, encoding="utf-8")
+    config = load_config(path)
+    running = Daemon(path)
+
+    def ready(sup: Supervised, server: ControlServer) -> None:
+        assert isinstance(sup, GroupSupervisor)
+        running.supervisor = sup
+
+    task = asyncio.create_task(
+        serve(
+            config,
+            api=SimPoolApi(org, PAT),
+            runtime=SimulatedRuntime(org, destroy_delay=0.05),
+            tokens=StaticTokens(),
+            paths=DaemonPaths.for_instance(daemon_instance(config)),
+            ready=ready,
+        )
+    )
+    try:
+        await wait_until(lambda: running.supervisor is not None or task.done(), what="serving")
+        await wait_until(lambda: idle(running.sup, {"a/0", "b/0"}), timeout=20, what="idle")
+        yield running
+    finally:
+        if running.supervisor is not None:
+            running.supervisor.request_stop()
+        await asyncio.wait_for(task, 15)
+
+
+def idle(sup: GroupSupervisor, keys: set[str]) -> bool:
+    slots = sup.snapshot().slots
+    return {s.key for s in slots} == keys and all(s.state == SlotState.IDLE for s in slots)
+
+
+async def test_reload_dry_run_then_reload_over_the_socket(
+    daemon: Daemon, capsys: pytest.CaptureFixture[str]
+) -> None:
+    daemon.path.write_text(NEW, encoding="utf-8")
+    assert await daemon.cli("reload", "--dry-run", "--canary", "1") == exitcodes.OK
+    out = capsys.readouterr().out
+    assert 'groups.a.image: "gpuci-sim/agent:1" -> "repo/agent:v2"' in out
+    assert "    slot 0: replaced now with repo/agent:v2" in out  # the group's own preview
+    assert "group b: removed: 1 slots drain; no job is killed" in out
+    assert "group c: added: 1 slots start" in out
+    assert "metrics.listen" in out and "a restart is needed (the metrics endpoint" in out
+    assert set(daemon.sup.children) == {"a", "b"}  # a dry run changes nothing
+
+    # The file now names another instance (groups changed): the CLI finds the daemon
+    # by the link named after the file.
+    assert await daemon.cli("reload") == exitcodes.OK
+    assert "reloaded" in capsys.readouterr().out
+    await wait_until(lambda: idle(daemon.sup, {"a/0", "c/0"}), timeout=20, what="b out, c in")
+    # ... and the other commands with the new file, by the link named after its instance.
+    assert await daemon.cli("status") == exitcodes.OK
+    assert "c/0" in capsys.readouterr().out
+    # b again: the lock the daemon took for it at start is its own, not another daemon's.
+    daemon.path.write_text(TEXT, encoding="utf-8")
+    assert await daemon.cli("reload") == exitcodes.OK, capsys.readouterr().err
+    await wait_until(lambda: idle(daemon.sup, {"a/0", "b/0"}), timeout=20, what="b back")
+
+
+async def test_a_bad_file_is_refused_and_the_daemon_keeps_running(
+    daemon: Daemon, capsys: pytest.CaptureFixture[str]
+) -> None:
+    daemon.path.write_text(TEXT.replace("count = 1", "count = 0", 1), encoding="utf-8")
+    assert await daemon.cli("reload") == exitcodes.CONFIG
+    err = capsys.readouterr().err
+    assert "groups.a.count" in err
+    assert "nothing was reloaded: the daemon runs as it did" in err
+    assert set(daemon.sup.children) == {"a", "b"}
+    assert await daemon.cli("reload", "--canary", "-1") == exitcodes.USAGE
+
+
+async def test_sighup_reloads(daemon: Daemon) -> None:
+    daemon.path.write_text(NEW, encoding="utf-8")
+    os.kill(os.getpid(), signal.SIGHUP)  # the daemon's loop is this test's loop
+    await wait_until(lambda: set(daemon.sup.children) >= {"c"}, what="reloaded on SIGHUP")
+    messages = [e.message for e in daemon.sup.events if e.kind == "reload"]
+    assert messages[0] == f"SIGHUP: reading {daemon.path} again"
+    assert messages[1].startswith("reload: added c; removed b")

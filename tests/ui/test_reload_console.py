@@ -1,0 +1,95 @@
+"""The console's reload: the supervisor's dry run is confirmed first; the roll-out is shown."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpuci_tui.app import make_app
+from gpuci_tui.core.command_types import Command, Reload
+from gpuci_tui.core.engine.preview import CommandPreview
+from gpuci_tui.core.models import RolloutSnapshot
+from gpuci_tui.screens.confirm import ConfirmScreen
+from gpuci_tui.screens.dashboard import DashboardScreen
+from tests.ui.fakes import FakeHandle, make_services
+from tests.ui.helpers import notes, ready, screen_text, wait_for
+from tests.ui.scenarios import loaded_snapshot
+
+DRY_RUN = (
+    "reload /etc/gpuci-tui/config.toml:\n"
+    '  agents.image: "reg/agent:v1" -> "reg/agent:v2": the slots change image one by one '
+    "(standby first, busy ones after their job)\n"
+    "    slots 0-5: 2 idle lanes replaced now, 3 busy after their job"
+)
+
+
+class ReloadHandle(FakeHandle):
+    """Answers a reload's preview as a daemon does (the dry run in words)."""
+
+    def __init__(self, answer: CommandPreview, **kw: Any) -> None:
+        super().__init__(loaded_snapshot(), **kw)
+        self.answer = answer
+
+    async def preview(self, command: Command) -> CommandPreview:
+        if isinstance(command, Reload):
+            return self.answer
+        return await super().preview(command)
+
+
+async def test_reload_shows_the_dry_run_then_sends_on_yes() -> None:
+    handle = ReloadHandle(CommandPreview("reload", True, DRY_RUN))
+    app = make_app(make_services(handle=handle))
+    async with app.run_test(size=(110, 32)) as pilot:
+        await ready(pilot)
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the dry run")
+        assert isinstance(app.screen, ConfirmScreen)
+        prompt = app.screen.prompt
+        assert prompt.title == "Reload the configuration?"
+        assert prompt.body.splitlines() == [
+            'agents.image: "reg/agent:v1" -> "reg/agent:v2": the slots change image one by one '
+            "(standby first, busy ones after their job)",
+            "slots 0-5: 2 idle lanes replaced now, 3 busy after their job",
+            "No job is killed.",
+        ]
+        assert handle.sent == []
+        await pilot.press("y")
+        await wait_for(pilot, lambda: handle.sent == [Reload()], what="Reload() sent")
+
+
+async def test_a_file_with_problems_is_said_and_nothing_is_sent() -> None:
+    problem = "reload: the file has problems, nothing changed:\nconfig.toml: agents.count: ..."
+    handle = ReloadHandle(CommandPreview("reload", False, problem))
+    app = make_app(make_services(handle=handle))
+    async with app.run_test(size=(110, 32)) as pilot:
+        await ready(pilot)
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: problem in notes(app), what="the problem")
+        assert isinstance(app.screen, DashboardScreen) and handle.sent == []
+
+
+async def test_read_only_refuses_reload() -> None:
+    handle = ReloadHandle(CommandPreview("reload", True, DRY_RUN))
+    app = make_app(make_services(handle=handle, readonly=True))
+    async with app.run_test(size=(110, 32)) as pilot:
+        await ready(pilot)
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: any("read-only" in n for n in notes(app)), what="refusal")
+        assert handle.sent == []
+
+
+async def test_the_rollout_shows_in_the_pool_panel() -> None:
+    rollout = RolloutSnapshot("", "reg/agent:v1", "reg/agent:v2", "rolling", 8, 3, busy_old=1)
+    back = RolloutSnapshot(
+        "cuda13", "reg/agent:v1", "reg/agent:v3", "rolled_back", 2, 0,
+        reason="canary slot 0 parked",
+    )  # fmt: skip
+    handle = FakeHandle(loaded_snapshot(rollouts=(rollout, back)))
+    app = make_app(make_services(handle=handle))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        await wait_for(
+            pilot,
+            lambda: "…:v2 on 3/8 slots, 1 busy on v1" in screen_text(app),
+            what="the roll-out line",
+        )
+        assert "cuda13: …:v3 rolled back to …:v1:" in screen_text(app)  # the reason wraps
