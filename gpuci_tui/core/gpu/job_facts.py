@@ -5,7 +5,8 @@ events and the temperature; NVIDIA says to export them to a durable store,
 and the job history is ours. These facts cost no extra NVML call worth
 counting: the clocks-event reasons, the temperature and the uncorrected ECC
 counter are already read in every sample (`health_reader`); only the
-corrected ECC counter is new, 0.003 ms a call on an H100 (shared/gpu-h100).
+corrected ECC counter is new, 0.003 ms a call on an H100 (shared/gpu-h100),
+and read only for a GPU that runs a process.
 The energy counter (~3.4 ms a call) stays with `accounting`, which reads it
 only while a job's process runs. Xids during the job come from the engine
 (`LaneRecord.xids`), not from here.
