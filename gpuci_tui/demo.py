@@ -313,6 +313,13 @@ def seed_history(history: JobHistory, instance: str, now: float, seed: int = 7) 
         ended = now - (SEEDED_RUNS - n) * 240.0
         failed = rng.random() < 0.08
         duration = seconds * rng.uniform(0.85, 1.15)
+        # The GPU facts draw from their own generator: the rest of the seeded history stays.
+        gpu = random.Random(seed * 10_000 + n)
+        hot = gpu.random() < 0.15  # now and then a job that heats its GPU into slowing down
+        throttle: tuple[tuple[str, float], ...] = (
+            ("sw_power_cap", duration * gpu.uniform(0, 0.3)),
+        )
+        throttle += (("sw_thermal", duration * gpu.uniform(0.02, 0.1)),) if hot else ()
         history.add(
             JobRecord(
                 instance=instance, slot=n % 4, agent=f"{DEMO_PREFIX}-{n % 4}",
@@ -324,5 +331,7 @@ def seed_history(history: JobHistory, instance: str, now: float, seed: int = 7) 
                 peak_gpu_memory_mib=memory_gib * rng.uniform(0.95, 1.05) * 1024,
                 mean_util_pct=rng.uniform(55, 95), peak_util_pct=rng.uniform(90, 100),
                 image=DEFAULT_IMAGE, image_id=sim_image_id(DEFAULT_IMAGE),
+                energy_j=duration * gpu.uniform(250, 650), throttle_s=throttle, ecc_corrected=0,
+                ecc_uncorrected=0, peak_temp_c=gpu.uniform(84, 89) if hot else gpu.uniform(55, 75),
             )
         )  # fmt: skip

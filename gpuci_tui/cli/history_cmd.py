@@ -10,7 +10,12 @@ exit_code, oom, failed, reason, gpus (list of indexes), gpu_samples,
 peak_gpu_memory_mib, mean_util_pct, peak_util_pct, energy_j, energy_note, xid (list of the
 critical Xids the job's GPU raised while it ran), image (the reference the job's container was
 created from), image_id (``sha256:…`` of the image it ran) and repo_digest (``REPO@sha256:…``),
-each null when not recorded.
+throttle_s (an object: seconds per clocks-event reason, e.g. {"sw_thermal": 12.0}; {} when
+read and never throttled), ecc_corrected and ecc_uncorrected (ECC errors during the job) and
+peak_temp_c, each null when not recorded.
+
+``--gpu`` adds a GPU FACTS column to the table: energy, throttle seconds by reason, ECC
+errors, Xids and the peak temperature in one line ("412 kJ · thermal 12 s · Xid 79 · 83 °C").
 """
 
 from __future__ import annotations
@@ -52,6 +57,11 @@ def add_history_parser(sub: Any) -> None:
         "peak GPU memory, mean GPU utilisation, result).",
     )
     parser.add_argument("--json", action="store_true", help="print a JSON list of objects")
+    parser.add_argument(
+        "--gpu",
+        action="store_true",
+        help="add a GPU FACTS column: energy, throttle seconds, ECC errors, Xids, peak temperature",
+    )
     parser.add_argument("--pipeline", metavar="NAME", help="only jobs of this pipeline")
     parser.add_argument("--since", metavar="WHEN", help=f"only jobs that ended since {SINCE_FORMS}")
     parser.add_argument("--slot", metavar="N", help="only jobs of this slot")
@@ -127,15 +137,15 @@ def run_history(args: argparse.Namespace, now: float | None = None) -> int:
     elif not rows:
         print("no jobs match")
     else:
-        print(render_history(rows))
+        print(render_history(rows, gpu_facts=getattr(args, "gpu", False)))
     return exitcodes.OK
 
 
-def render_history(rows: list[JobRecord]) -> str:
-    """The plain aligned table, one line per `JobRecord`."""
+def render_history(rows: list[JobRecord], *, gpu_facts: bool = False) -> str:
+    """The plain aligned table, one line per `JobRecord` (``gpu_facts``: with GPU FACTS last)."""
     from gpuci_tui.core.formatting import duration
 
-    table = [HEADER]
+    table: list[tuple[str, ...]] = [(*HEADER, "GPU FACTS") if gpu_facts else HEADER]
     for r in rows:
         table.append(
             (
@@ -149,9 +159,10 @@ def render_history(rows: list[JobRecord]) -> str:
                 memory(r.peak_gpu_memory_mib),
                 "-" if r.mean_util_pct is None else f"{r.mean_util_pct:.0f}%",
                 job_result(r),
+                *((r.gpu_facts or "-",) if gpu_facts else ()),
             )
         )
-    widths = [max(len(row[i]) for row in table) for i in range(len(HEADER) - 1)]
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]) - 1)]
     lines = []
     for row in table:
         cells = [cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])]
@@ -194,4 +205,8 @@ def _json(r: JobRecord) -> dict[str, Any]:
         "image": r.image,
         "image_id": r.image_id,
         "repo_digest": r.repo_digest,
+        "throttle_s": dict(r.throttle_s) if r.throttle_s is not None else None,
+        "ecc_corrected": r.ecc_corrected,
+        "ecc_uncorrected": r.ecc_uncorrected,
+        "peak_temp_c": r.peak_temp_c,
     }

@@ -389,3 +389,6 @@ class SupervisorEvent:
     group: str = ""
     agent: str = ""
     """The agent the event is about (empty: the slot or the host as a whole)."""
+    seconds: float | None = None
+    """A duration it measures: an ``agent_online``'s start-up, a ``job_assigned``'s gap since
+    the slot's previous job (None: none; `engine.timings`)."""

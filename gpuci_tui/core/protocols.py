@@ -346,6 +346,8 @@ class GpuHealthReading:
     slowdown_reasons: tuple[str, ...] = ()
     """Active hardware slowdown reasons from the clocks-event reasons, by name:
     "hw_slowdown", "hw_thermal", "hw_power_brake", "sw_thermal"."""
+    clocks_event_mask: int | None = None  # the raw reasons: per-job throttle seconds (job_facts)
+    ecc_corrected_volatile: int | None = None  # corrected ECC errors since the driver loaded
 
 
 @dataclass(frozen=True)

@@ -74,6 +74,9 @@ COLUMNS: tuple[HistoryColumn, ...] = (
     HistoryColumn("gpus", "GPU", 3, max_width=12, priority=20),
     # The image id the job ran on, as `docker images` prints it; the first to collapse.
     HistoryColumn("image", "Image", 5, max_width=12, priority=10, sort_key=lambda r: r.image_id),
+    # Energy, throttling, ECC/Xid, peak temperature ("412 kJ · thermal 12 s · 83 °C"): a
+    # post-mortem's detail, so it yields its room before any other column.
+    HistoryColumn("facts", "GPU facts", 9, max_width=48, priority=5, sort_key=lambda r: r.energy_j),
 )
 SORTABLE = tuple(c.key for c in COLUMNS if c.sort_key is not None)
 
@@ -112,6 +115,7 @@ def row_cells(r: JobRecord) -> dict[str, Text]:
         "slot": Text(str(r.slot), justify="right"),
         "gpus": Text(",".join(str(i) for i in r.gpus) or "-"),
         "image": Text(short_id(r.image_id) if r.image_id else "-", style="bright_black"),
+        "facts": Text(r.gpu_facts or "-", style="red" if r.xid or r.ecc_uncorrected else ""),
     }
 
 

@@ -74,3 +74,21 @@ def test_the_readme_documents_every_metric() -> None:
     }
     assert sorted(wanted ^ documented) == []
     assert "examples/grafana-dashboard.json" in readme
+
+
+def test_startup_gap_and_queue_wait_have_p50_and_p95_panels() -> None:
+    dashboard = json.loads(DASHBOARD.read_text())
+    for family in (
+        "gpuci_slot_startup_seconds",
+        "gpuci_slot_job_gap_seconds",
+        "gpuci_job_queue_wait_seconds",
+    ):
+        panel = next(p for p in dashboard["panels"] if family in json.dumps(p["targets"]))
+        quantiles = sorted(
+            re.findall(r"histogram_quantile\((0\.\d+),", t["expr"])[0] for t in panel["targets"]
+        )
+        assert quantiles == ["0.5", "0.95"], panel["title"]
+        assert all(f"{family}_bucket" in t["expr"] for t in panel["targets"])
+        assert panel["fieldConfig"]["defaults"]["unit"] == "s"
+    ids = [p["id"] for p in dashboard["panels"]]
+    assert len(ids) == len(set(ids))

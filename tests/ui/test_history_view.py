@@ -208,3 +208,11 @@ def test_the_image_cell_is_the_short_id_the_job_ran_on_or_a_dash() -> None:
     assert row_cells(job(1, "lint"))["image"].plain == "3f2a1b9c0d4e"
     assert row_cells(job(10, "lint"))["image"].plain == "8c41d07e2b95"
     assert row_cells(job(1, "lint", image=None, image_id=None))["image"].plain == "-"
+
+
+def test_the_gpu_facts_cell_is_one_compact_line_red_when_the_gpu_failed() -> None:
+    hot = job(1, "train", energy_j=412_000.0, throttle_s=(("sw_thermal", 12.0),), xid=(79,))
+    cell = row_cells(hot)["facts"]
+    assert cell.plain == "412 kJ · thermal 12 s · Xid 79"
+    assert str(cell.style) == "red"
+    assert row_cells(job(1, "lint", energy_j=None))["facts"].plain == "-"

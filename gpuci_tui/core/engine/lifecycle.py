@@ -209,6 +209,8 @@ class SlotRecord:
     message: str = ""
     jobs_done: int = 0
     gate: Gate = field(default_factory=Gate)
+    job_gap_from: float | None = None
+    """When the slot's last job ended, until its next job is assigned (`timings`)."""
 
     def lane(self, lane: Lane) -> LaneRecord:
         """The record of ``lane``."""

@@ -334,6 +334,8 @@ class Note:
     slot: int | None = None
     agent: str = ""
     """The agent (lane) the event is about; a slot's lanes take turns being its agent."""
+    seconds: float | None = None
+    """A duration the note measures, for the metrics (`timings`)."""
 
     @property
     def job_started(self) -> bool:

@@ -47,6 +47,7 @@ from gpuci_tui.core.engine.steps import (
     Stopped,
     image_used,
 )
+from gpuci_tui.core.engine.timings import gap_start
 from gpuci_tui.core.engine.transitions_gpu import cuda_checked, gpu_observed
 from gpuci_tui.core.engine.transitions_server import (
     agent_checked,
@@ -304,6 +305,7 @@ def _died(state: EngineState, slot: SlotRecord, obs: Died, rules: SupervisorConf
         last_exit=info,
         jobs_done=slot.jobs_done + (1 if lane.took_job else 0),
         restart_ids=slot.restart_ids - {obs.container_id},
+        job_gap_from=gap_start(slot, lane, lane.took_job or info.took_job, obs.at),
     )
     slot = (
         count_failure(slot, f"failed ({info.reason})", info.reason, obs.at, rules)

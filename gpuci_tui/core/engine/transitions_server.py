@@ -16,6 +16,7 @@ from dataclasses import replace
 
 from gpuci_tui.core.engine.lifecycle import EngineState, LanePhase, LaneRecord, Op, SlotRecord
 from gpuci_tui.core.engine.steps import AgentChecked, AgentWritten, Note, PoolRead, ServerFailed
+from gpuci_tui.core.engine.timings import startup_note, with_gap
 from gpuci_tui.core.models import JobInfo
 from gpuci_tui.core.protocols import Agent, JobRequest
 
@@ -86,9 +87,12 @@ def pool_read(state: EngineState, obs: PoolRead) -> tuple[EngineState, tuple[Not
     for slot in state.slots:
         for lane in slot.lanes:
             learned = learn(lane, view.agent(lane.name), view.began_at)
-            if (note := _job_note(lane, learned, slot.number)) is not None:
-                notes.append(note)
+            if (online := startup_note(lane, learned, slot.number, view.began_at)) is not None:
+                notes.append(online)
             slot = slot.with_lane(learned)
+            if (note := _job_note(lane, learned, slot.number)) is not None:
+                note, slot = with_gap(note, slot, view.began_at)
+                notes.append(note)
         slots.append(slot)
     # A successful read means the organisation answers: writes may go ahead.
     new = replace(state, slots=tuple(slots), pool=view, server_retry_at=0.0)
@@ -125,10 +129,14 @@ def agent_checked(state: EngineState, obs: AgentChecked) -> tuple[EngineState, t
         return state, ()
     before = slot.lane(obs.lane)
     lane = learn(replace(before, op=None), obs.agent, obs.began_at)
-    notes: tuple[Note, ...] = ()
+    notes: list[Note] = []
+    if (online := startup_note(before, lane, slot.number, obs.began_at)) is not None:
+        notes.append(online)
+    slot = slot.with_lane(lane)
     if (note := _job_note(before, lane, slot.number)) is not None:
-        notes = (note,)
-    return state.with_slot(slot.with_lane(lane)), notes
+        note, slot = with_gap(note, slot, obs.began_at)
+        notes.append(note)
+    return state.with_slot(slot), tuple(notes)
 
 
 def server_failed(state: EngineState, obs: ServerFailed) -> EngineState:

@@ -24,6 +24,7 @@ Rules, chosen so that a number shown is never someone else's:
   sample in which the job held each GPU, summed over its GPUs, and only when
   no other process (another job's included) was on any of them in that
   window; otherwise it is None and `JobGpuStats.energy_note` says why.
+- Throttle seconds, ECC errors and peak temperature: `job_facts`.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpuci_tui.core.docker.cgroups import PROC_ROOT, container_id_of_pid
+from gpuci_tui.core.gpu.job_facts import FactsWindow, JobFacts, combine
 from gpuci_tui.core.models import SupervisorSnapshot
 from gpuci_tui.core.protocols import GpuFrame, GpuProcess, GpuSample, JobGpuNow
 
@@ -86,6 +88,8 @@ class JobGpuStats:
     """Empty when ``energy_j`` was measured, else why it is None (an ``ENERGY_*`` text)."""
     shared: bool = False
     """Another process used one of the job's GPUs while the job held it."""
+    facts: JobFacts = JobFacts()
+    """Throttle seconds, ECC errors and peak temperature during the job."""
 
 
 @dataclass
@@ -101,6 +105,7 @@ class _GpuWindow:
     energy_missing: bool = False
     other_since: float | None = None
     """Time of the first frame, from ``first_at`` on, with another process on this GPU."""
+    facts: FactsWindow = field(default_factory=FactsWindow)
 
 
 @dataclass
@@ -228,9 +233,11 @@ class JobAccountant:
             # the job's window on it is open (it may have left meanwhile).
             for job in self._jobs.values():
                 window = job.gpus.get(gkey)
-                if window is None or window.other_since is not None:
+                if window is None:
                     continue
-                if any(k != job.key for k in by_job):
+                # At most two intervals per frame: a stalled sampler is not minutes of throttle.
+                window.facts.fold(gpu, now, max(2 * self._min_interval, 1.0))
+                if window.other_since is None and any(k != job.key for k in by_job):
                     window.other_since = now
         now_figures: dict[JobKey, JobGpuNow] = {}
         for key in seen:
@@ -320,6 +327,7 @@ def _stats(job: _Job) -> JobGpuStats:
         energy_j=energy,
         energy_note=note,
         shared=shared,
+        facts=combine(w.facts for w in windows),
     )
 
 

@@ -1,7 +1,8 @@
 """What NVML says about a GPU's health: counters per sample, Xid events from a thread.
 
 `read_health` reads, for one GPU handle, the facts `GpuHealthReading` carries:
-uncorrectable ECC counts, remapped rows and the clocks-event (throttle) reasons.
+ECC counts, remapped rows and the clocks-event (throttle) reasons (also kept raw,
+for the per-job throttle seconds of `job_facts`).
 Each call that the board does not support (retired pages on Hopper, ECC on a
 consumer card) leaves its field None; all of them together cost well under a
 millisecond on a real H100 (0.003-0.25 ms a call, shared/gpu-h100).
@@ -66,28 +67,42 @@ def slowdown_names(mask: int) -> tuple[str, ...]:
     return tuple(name for name, bit in SLOWDOWN_BITS if mask & bit)
 
 
-def read_health(handle: Any, call: DeviceCall, xids: Sequence[XidEvent] = ()) -> GpuHealthReading:
-    """One GPU's health counters; a lost GPU is reported by the caller, not here."""
+def read_health(
+    handle: Any, call: DeviceCall, xids: Sequence[XidEvent] = (), *, busy: bool = True
+) -> GpuHealthReading:
+    """One GPU's health counters; a lost GPU is reported by the caller, not here.
+
+    ``busy``: a process runs on the GPU; only then is the corrected ECC counter read
+    (only a job's facts use it, as only they use the energy counter).
+    """
     unc = pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED
     volatile, _ = call(pynvml.nvmlDeviceGetTotalEccErrors, handle, unc, pynvml.NVML_VOLATILE_ECC)
     aggregate, _ = call(pynvml.nvmlDeviceGetTotalEccErrors, handle, unc, pynvml.NVML_AGGREGATE_ECC)
+    corrected = None
+    if busy:  # corrected errors only matter per job (a count rising during one job)
+        corr = pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED
+        vol = pynvml.NVML_VOLATILE_ECC
+        corrected, _ = call(pynvml.nvmlDeviceGetTotalEccErrors, handle, corr, vol)
     rows, _ = call(pynvml.nvmlDeviceGetRemappedRows, handle)
+    mask = _clocks_event_mask(handle, call)
     return GpuHealthReading(
         xid_events=tuple(xids),
         ecc_uncorrected_volatile=int(volatile) if volatile is not None else None,
         ecc_uncorrected_aggregate=int(aggregate) if aggregate is not None else None,
         remapped_rows_pending=bool(rows[2]) if rows is not None else None,
         remapped_rows_failed=bool(rows[3]) if rows is not None else None,
-        slowdown_reasons=_slowdown(handle, call),
+        slowdown_reasons=slowdown_names(mask) if mask is not None else (),
+        clocks_event_mask=mask,
+        ecc_corrected_volatile=int(corrected) if corrected is not None else None,
     )
 
 
-def _slowdown(handle: Any, call: DeviceCall) -> tuple[str, ...]:
+def _clocks_event_mask(handle: Any, call: DeviceCall) -> int | None:
     # "Throttle" was renamed "clocks event" in CUDA 12.2 drivers; older ones lack the new name.
     mask, missing = call(pynvml.nvmlDeviceGetCurrentClocksEventReasons, handle)
     if missing:
         mask, _ = call(pynvml.nvmlDeviceGetCurrentClocksThrottleReasons, handle)
-    return slowdown_names(int(mask)) if mask is not None else ()
+    return int(mask) if mask is not None else None
 
 
 class XidWatch:

@@ -310,7 +310,7 @@ class NvmlSampler:
             )
             utils = self._util.read(handle, uuid_s or str(index), self._device_or_missing)
             xids = self._xids.drain(index) if self._xids is not None else ()
-            health = read_health(handle, self._device_or_missing, xids)
+            health = read_health(handle, self._device_or_missing, xids, busy=bool(procs))
             return GpuSample(
                 index=index,
                 name=name_s,

@@ -7,10 +7,11 @@ Two kinds of figures, fed two ways:
   `StateCollector` from the latest published `SupervisorSnapshot` and the latest
   GPU frame, so a gauge can never drift from what ``gpuci-tui status`` shows.
 * **Happenings** (jobs by result, job duration, queue wait, per-job peak GPU
-  memory, replenish latency, container starts and start failures, Azure DevOps
-  requests by outcome) are counters and histograms fed by supervisor events
-  (`follow`), by the job recorder's finished rows (`Metrics.job_recorded`) and by
-  the Azure DevOps transport (`Metrics.azure_response`).
+  memory, replenish latency, slot start-up, next-job gap, container starts and start
+  failures, Azure DevOps requests by outcome) are counters and histograms fed by
+  supervisor events (`follow`; the start-up and the gap are measured by the engine and
+  carried by the event's ``seconds``), by the job recorder's finished rows
+  (`Metrics.job_recorded`) and by the Azure DevOps transport (`Metrics.azure_response`).
 
 Label values come from small fixed sets (slot states, health states, results,
 outcomes) or from the configuration (group names, GPU indexes): never request
@@ -29,6 +30,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from gpuci_tui.core.config.model import DEFAULT_GROUP
+from gpuci_tui.core.engine.timings import GAP_NOTE, STARTUP_NOTE
 from gpuci_tui.core.host.handle import Supervised
 from gpuci_tui.core.models import HealthState, SlotState, SupervisorEvent, SupervisorSnapshot
 from gpuci_tui.core.protocols import GpuFrame
@@ -47,6 +49,12 @@ QUEUE_WAIT_BUCKETS = (1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 """Seconds: with idle agents a job waits about one server poll; more means no free agent."""
 REPLENISH_BUCKETS = (0.5, 1, 2, 5, 10, 15, 20, 30, 60, 120, 300, 600)
 """Seconds: a hot standby takes over in about a second, a fresh agent in 10–20 s."""
+STARTUP_BUCKETS = (1, 2, 5, 10, 15, 20, 30, 45, 60, 120, 300, 600)
+"""Seconds from container start to agent online: the real agent takes ~9 s; a minute or
+more means a slow image, a slow registration or an organisation that throttles."""
+JOB_GAP_BUCKETS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 1800, 3600, 14400)
+"""Seconds from a job's end to the slot's next job: with a queue, one poll (a standby) or a
+start-up (none); the long buckets are a slot waiting for work (read beside the queue)."""
 GATE_REASONS = (
     "foreign_process", "xid", "ecc", "row_remap", "slowdown", "lost", "driver", "cuda_incompatible"
 )  # fmt: skip
@@ -133,6 +141,15 @@ class Metrics:
             "gpuci_replenish_seconds", "From a slot's agent container exiting to the slot "
             "having an agent again (idle, or already running the next job).", ["group"], buckets=REPLENISH_BUCKETS, registry=r,
         )  # fmt: skip
+        self.startup = Histogram(
+            "gpuci_slot_startup_seconds", "From an agent container's start to its agent "
+            "online in the pool.", ["group"], buckets=STARTUP_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.job_gap = Histogram(
+            "gpuci_slot_job_gap_seconds", "From a job's end on a slot to the slot's next job "
+            "assigned (includes time with no job queued).", ["group"], buckets=JOB_GAP_BUCKETS,
+            registry=r,
+        )  # fmt: skip
         self.starts = Counter(
             "gpuci_container_starts", "Agent containers started.", ["group"], registry=r
         )
@@ -160,6 +177,8 @@ class Metrics:
                 self.jobs.labels(group, result)
             for family in (self.job_duration, self.queue_wait, self.gpu_peak, self.replenish):
                 family.labels(group)
+            self.startup.labels(group)
+            self.job_gap.labels(group)
             self.starts.labels(group)
             self.start_failures.labels(group)
 
@@ -186,8 +205,15 @@ class Metrics:
                 del self._lost_at[key]  # not replenished on purpose: no latency to measure
 
     def observe_event(self, event: SupervisorEvent) -> None:
-        """Count container starts and failures; note when a slot lost its agent."""
+        """Count container starts and failures; note when a slot lost its agent; record the
+        start-ups and next-job gaps the engine measured.
+        """
         group = group_label(event.group)
+        if event.seconds is not None:
+            if event.kind == STARTUP_NOTE:
+                self.startup.labels(group).observe(event.seconds)
+            elif event.kind == GAP_NOTE:
+                self.job_gap.labels(group).observe(event.seconds)
         if event.kind == "container_started":
             self.starts.labels(group).inc()
         elif event.kind == "start_failed":

@@ -15,6 +15,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Protocol
 
+from gpuci_tui.core.engine.steps import Note
 from gpuci_tui.core.models import SupervisorEvent, SupervisorSnapshot
 
 log = logging.getLogger("gpuci_tui.supervisor")
@@ -34,8 +35,18 @@ class Reporter(Protocol):
         """Where snapshots come from."""
         ...
 
-    def event(self, kind: str, message: str, slot: int | None = None, *, agent: str = "") -> None:
-        """Record and publish an event (``agent``: the agent it is about, if one)."""
+    def event(
+        self,
+        kind: str,
+        message: str,
+        slot: int | None = None,
+        *,
+        agent: str = "",
+        seconds: float | None = None,
+    ) -> None:
+        """Record and publish an event (``agent``: the agent it is about, if one;
+        ``seconds``: a duration it measures, for the metrics).
+        """
         ...
 
     def changed(self) -> None:
@@ -53,6 +64,11 @@ class Reporter(Protocol):
     def unsubscribe(self, queue: asyncio.Queue[Update]) -> None:
         """Stop feeding ``queue``."""
         ...
+
+
+def report_note(reporter: Reporter, note: Note) -> None:
+    """Report an engine note as an event, with the duration it measures (if any)."""
+    reporter.event(note.kind, note.message, note.slot, agent=note.agent, seconds=note.seconds)
 
 
 class Broadcaster:
@@ -88,10 +104,17 @@ class Broadcaster:
         group: str = "",
         *,
         agent: str = "",
+        seconds: float | None = None,
     ) -> None:
         """Record, log and broadcast an event (``agent``: the agent it is about)."""
         item = SupervisorEvent(
-            at=self.clock(), kind=kind, message=message, slot=slot, group=group, agent=agent
+            at=self.clock(),
+            kind=kind,
+            message=message,
+            slot=slot,
+            group=group,
+            agent=agent,
+            seconds=seconds,
         )
         self.events.append(item)
         log.info("%s", message)
@@ -139,9 +162,17 @@ class GroupTap:
     def bind(self, snapshot: Callable[[], SupervisorSnapshot]) -> None:
         """Ignored: the parent publishes its own merged snapshot."""
 
-    def event(self, kind: str, message: str, slot: int | None = None, *, agent: str = "") -> None:
+    def event(
+        self,
+        kind: str,
+        message: str,
+        slot: int | None = None,
+        *,
+        agent: str = "",
+        seconds: float | None = None,
+    ) -> None:
         """Report an event of this group."""
-        self.parent.event(kind, message, slot, self.group, agent=agent)
+        self.parent.event(kind, message, slot, self.group, agent=agent, seconds=seconds)
 
     def changed(self) -> None:
         """The group changed: the parent publishes."""

@@ -44,7 +44,7 @@ from gpuci_tui.core.gpu.accounting import key_of
 from gpuci_tui.core.host.container_observer import ContainerObserver
 from gpuci_tui.core.host.executor import Executor
 from gpuci_tui.core.host.pool_observer import PoolObserver
-from gpuci_tui.core.host.reporter import Broadcaster, Reporter, Update
+from gpuci_tui.core.host.reporter import Broadcaster, Reporter, Update, report_note
 from gpuci_tui.core.models import SupervisorSnapshot
 from gpuci_tui.core.protocols import AgentPoolApi, ContainerRuntime, TokenSource
 
@@ -334,7 +334,7 @@ class Supervisor:
                 # not at the next periodic read of the job requests (up to 30 s).
                 self.pool.jobs_changed()
             if isinstance(output, Note):
-                self.reporter.event(output.kind, output.message, output.slot, agent=output.agent)
+                report_note(self.reporter, output)
             elif self._on_job_finished is not None:
                 try:
                     self._on_job_finished(output)

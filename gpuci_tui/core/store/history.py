@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from gpuci_tui.core.config.file import is_ascii_number
 from gpuci_tui.core.errors import GpuciError
 from gpuci_tui.core.files import atomic_write
+from gpuci_tui.core.gpu.job_facts import summary, throttle_from_json, throttle_to_json
 from gpuci_tui.core.secrets.redaction import redact
 from gpuci_tui.core.store import schema
 from gpuci_tui.core.store.file import (
@@ -87,6 +88,12 @@ class JobRecord:
     """The id of the image the job ran on (``sha256:…``; None: not known)."""
     repo_digest: str | None = None
     """That image's registry digest (``REPO@sha256:…``; None: none or not known)."""
+    throttle_s: tuple[tuple[str, float], ...] | None = None
+    """Seconds per clocks-event (throttle) reason during the job (`gpu.job_facts`)."""
+    ecc_corrected: int | None = None
+    ecc_uncorrected: int | None = None
+    """ECC errors the job's GPUs counted while it ran."""
+    peak_temp_c: float | None = None
     id: int | None = None
     """The row id, set on records read back from the history."""
 
@@ -108,7 +115,17 @@ class JobRecord:
             peak_util_pct=stats.peak_util_pct,
             energy_j=stats.energy_j,
             energy_note=stats.energy_note,
+            throttle_s=stats.facts.throttle_s,
+            ecc_corrected=stats.facts.ecc_corrected,
+            ecc_uncorrected=stats.facts.ecc_uncorrected,
+            peak_temp_c=stats.facts.peak_temp_c,
         )
+
+    @property
+    def gpu_facts(self) -> str:
+        """The job's GPU facts in one compact line ("412 kJ · thermal 12 s · Xid 79 · 83 °C")."""
+        ecc = (self.ecc_corrected, self.ecc_uncorrected)
+        return summary(self.energy_j, self.throttle_s, ecc, self.xid, self.peak_temp_c)
 
 
 @dataclass(frozen=True)
@@ -354,6 +371,8 @@ def _to_sql(name: str, value: Any) -> Any:
         return ",".join(str(i) for i in value) if value else None
     if name == "oom":
         return int(value)
+    if name == "throttle_s":
+        return throttle_to_json(value)
     if isinstance(value, str):
         return redact(value)  # names and results come from the server and images: never a PAT
     return value
@@ -369,6 +388,7 @@ def _record(row: Sequence[Any]) -> JobRecord:
     values["reason"] = values["reason"] or ""
     values["gpu_samples"] = int(values["gpu_samples"] or 0)
     values["energy_note"] = values["energy_note"] or ""
+    values["throttle_s"] = throttle_from_json(values["throttle_s"])
     return JobRecord(**values)
 
 

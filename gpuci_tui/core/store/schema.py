@@ -22,7 +22,7 @@ import os
 import sqlite3
 from pathlib import Path
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 BUSY_TIMEOUT_S = 5.0
 
 _V1_TABLE = """
@@ -72,7 +72,18 @@ V4_COLUMNS: tuple[tuple[str, str], ...] = (
 """Added by version 4: the image the job ran on (reference, image id, repo digest);
 NULL in older rows: not recorded then."""
 
-COLUMNS = V1_COLUMNS + tuple(name for name, _ in (*V2_COLUMNS, *V3_COLUMNS, *V4_COLUMNS))
+V5_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("throttle_s", "TEXT"),
+    ("ecc_corrected", "INTEGER"),
+    ("ecc_uncorrected", "INTEGER"),
+    ("peak_temp_c", "REAL"),
+)
+"""Added by version 5: what the job's GPUs went through (`gpu.job_facts`): seconds per
+throttle reason (a JSON object), ECC errors during the job and the peak temperature;
+NULL: not known (older rows, or the board does not say), never 0."""
+
+_ADDED = (V2_COLUMNS, V3_COLUMNS, V4_COLUMNS, V5_COLUMNS)
+COLUMNS = V1_COLUMNS + tuple(name for added in _ADDED for name, _ in added)
 
 _V2_INDEXES = (
     # "the last N jobs", "since 2d" and retention by age all walk ended_at.
@@ -176,6 +187,9 @@ def migrate(db: sqlite3.Connection) -> int:
                 if name not in have:
                     db.execute(f"ALTER TABLE jobs ADD COLUMN {name} {decl}")
             version = 4
+        if version == 4:
+            _add_columns(db, V5_COLUMNS)
+            version = 5
         if version != found:
             db.execute(f"PRAGMA user_version = {version}")
         db.execute("COMMIT")
@@ -183,6 +197,13 @@ def migrate(db: sqlite3.Connection) -> int:
         db.execute("ROLLBACK")
         raise
     return found
+
+
+def _add_columns(db: sqlite3.Connection, columns: tuple[tuple[str, str], ...]) -> None:
+    have = table_columns(db)
+    for name, decl in columns:
+        if name not in have:  # robust against a hand-repaired file
+            db.execute(f"ALTER TABLE jobs ADD COLUMN {name} {decl}")
 
 
 def table_columns(db: sqlite3.Connection) -> set[str]:
