@@ -23,6 +23,7 @@ from gpuci_tui.core.command_types import (
     Drain,
     GpuClear,
     Pause,
+    Prune,
     Restart,
     Resume,
     Scale,
@@ -30,13 +31,14 @@ from gpuci_tui.core.command_types import (
     Unpause,
 )
 from gpuci_tui.core.config.loader import Config, agent_groups, daemon_instance, for_group
-from gpuci_tui.core.docker.agentspec import LABEL_GROUP
+from gpuci_tui.core.docker.agentspec import LABEL_GROUP, host_marker
 from gpuci_tui.core.engine.disk_gc import pull_refusal
 from gpuci_tui.core.engine.preview import CommandPreview, preview
 from gpuci_tui.core.engine.snapshots import pools_total, shared_pool
 from gpuci_tui.core.engine.steps import JobEnded
 from gpuci_tui.core.host.pool_observer import PoolObserver
 from gpuci_tui.core.host.reporter import Broadcaster, GroupTap, Update
+from gpuci_tui.core.host.stale_watch import StaleWatch, current_lane_names, own_instances
 from gpuci_tui.core.host.supervisor import IntentStore, Supervisor, clear_gpu
 from gpuci_tui.core.models import (
     DiskSnapshot,
@@ -152,6 +154,28 @@ class GroupSupervisor:
                 gatekeeper=gatekeeper,
                 pull_refusal=self._pull_refusal if disk is not None else None,
             )
+        self.stale = {name: self._stale_watch(name, pool) for name, pool in self.pools.items()}
+        """Each pool's stale registrations (`host.stale_watch`)."""
+
+    def _stale_watch(self, pool_name: str, pool: PoolObserver) -> StaleWatch:
+        members = [c for c in self.children.values() if c.config.azure.pool == pool_name]
+
+        def current() -> frozenset[str]:
+            # Slots still held beyond ``count`` (draining after a scale-down) count too.
+            held = [slot.number for child in members for slot in child.state.slots]
+            return current_lane_names(self.config, pool_name, held)
+
+        return StaleWatch(
+            self.api,
+            pool,
+            instances=own_instances(self.config, pool_name),
+            host=host_marker(),
+            current_names=current,
+            clock=self.clock,
+            report=self.reporter.event,
+            remove_after=self.config.azure.remove_offline_after,
+            changed=self.reporter.changed,
+        )
 
     # ------------------------------------------------------------------ running
 
@@ -202,6 +226,9 @@ class GroupSupervisor:
     def snapshot(self) -> SupervisorSnapshot:
         """Every group's slots side by side, the pools, the worst health, the disk."""
         snap = self._groups_snapshot()
+        stale = tuple(s for watch in self.stale.values() for s in watch.stale)
+        if stale:
+            snap = replace(snap, stale=stale)
         return snap if self.disk is None else replace(snap, disk=self.disk())
 
     def _pull_refusal(self) -> str | None:
@@ -285,6 +312,8 @@ class GroupSupervisor:
             result = clear_gpu(self.gatekeeper, command)
             self.reporter.event("command", f"gpu_clear: {result.message}")
             return result
+        if isinstance(command, Prune):
+            return await self._prune(command)
         targets, problem = self._route(command)
         if problem is not None:
             return CommandResult(False, problem)
@@ -296,6 +325,20 @@ class GroupSupervisor:
             for child, result in zip(targets, results, strict=True)
         )
         return CommandResult(all(r.ok for r in results), message)
+
+    async def _prune(self, command: Prune) -> CommandResult:
+        """Each pool's stale registrations, listed (dry run) or removed."""
+        results = [await watch.prune(command) for watch in self.stale.values()]
+        result = results[0]
+        if len(results) > 1:
+            message = "\n".join(
+                f"pool {n}: {r.message}" for n, r in zip(self.stale, results, strict=True)
+            )
+            ids = tuple(i for r in results for i in r.affected)
+            result = CommandResult(all(r.ok for r in results), message, ids)
+        if not command.dry_run:
+            self.reporter.event("command", f"prune: {result.message}")
+        return result
 
     def preview(self, command: Command) -> CommandPreview:
         """What ``command`` would do, over the groups it is for."""
