@@ -86,11 +86,7 @@ class AgentPoolApi(Protocol):
         ...
 
     def list_agents(self, pool_id: int, *, include_capabilities: bool = False) -> list[Agent]:
-        """All agents of the pool, with their assigned request (one call).
-
-        ``include_capabilities`` also reads their system capabilities (a larger
-        answer: asked for only by the stale-registration check).
-        """
+        """All agents of the pool, with their assigned request (one call); capabilities if asked."""
         ...
 
     def get_agent(
