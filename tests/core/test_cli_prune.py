@@ -177,3 +177,17 @@ def test_help(capsys: pytest.CaptureFixture[str]) -> None:
     assert exc.value.code == 0
     out = capsys.readouterr().out
     assert "--dry-run" in out and "--yes" in out
+
+
+def test_status_counts_the_stale_registrations() -> None:
+    from dataclasses import replace
+
+    from gpuci_tui.cli.render import render_status
+    from gpuci_tui.core.registrations import StaleRegistration
+    from tests.ui.scenarios import loaded_snapshot
+
+    snap = loaded_snapshot()
+    assert "stale" not in render_status(snap)
+    stale = StaleRegistration(7, "old-0", "offline", None, "an earlier name prefix")
+    text = render_status(replace(snap, stale=(stale,)))
+    assert "stale registrations: 1 (gpuci-tui agents prune --dry-run lists them)" in text
