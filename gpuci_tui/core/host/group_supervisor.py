@@ -196,6 +196,8 @@ class GroupSupervisor:
         finally:
             for reader in readers:
                 reader.cancel()
+            for watch in self.stale.values():
+                watch.close()
             await asyncio.wait(readers, timeout=5.0)
             self.reporter.publish_now()
 

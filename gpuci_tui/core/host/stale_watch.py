@@ -236,6 +236,11 @@ class StaleWatch:
         self._auto: asyncio.Task[None] | None = None
         observer.on_capabilities = self._on_read
 
+    def close(self) -> None:
+        """Cancel an automatic removal in progress (the daemon stops; the next run checks again)."""
+        if self._auto is not None:
+            self._auto.cancel()
+
     def _on_read(self, agents: tuple[Agent, ...], began: float) -> None:
         self.owner = ownership(self.instances, self.host, agents, probe=self.probe)
         self.stale = stale_registrations(agents, self.owner, self.current_names(), self.clock())
