@@ -21,9 +21,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
-import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 
 from gpuci_tui.core.command_types import CommandResult, Prune
 from gpuci_tui.core.config.loader import Config, agent_groups, for_group, instance_id
@@ -43,8 +43,6 @@ from gpuci_tui.core.host.pool_observer import PoolObserver
 from gpuci_tui.core.protocols import Agent, AgentPoolApi
 from gpuci_tui.core.registrations import StaleRegistration
 from gpuci_tui.core.wording import plural
-
-log = logging.getLogger("gpuci_tui.supervisor.stale")
 
 #: How long a dry run or prune waits for the observer's read with capabilities.
 SCAN_TIMEOUT = 30.0
@@ -187,6 +185,11 @@ def summary(done: Removal) -> str:
 # --------------------------------------------------------------------------- the daemon's side
 
 
+def _collect(into: list[tuple[str, str, str]], kind: str, message: str, agent: str = "") -> None:
+    """A `Report` that keeps the events for the loop to report (see `StaleWatch._remove`)."""
+    into.append((kind, message, agent))
+
+
 class StaleWatch:
     """The stale registrations of one pool, as the daemon sees them (and removes them)."""
 
@@ -264,15 +267,27 @@ class StaleWatch:
         pool_id = self.observer.pool_id
         if pool_id is None:
             return Removal(error="the pool has not been read yet")
-        done = await asyncio.to_thread(
-            remove_stale,
-            self.api,
-            pool_id,
-            tuple(chosen),
-            self.owner,
-            self.current_names(),
-            self.report,
-        )
+        done = Removal()
+        for stale in tuple(chosen):
+            # One agent per thread call, its events reported here on the loop: the
+            # reporter is not for other threads, and each removal shows as it happens.
+            emitted: list[tuple[str, str, str]] = []
+            step = await asyncio.to_thread(
+                remove_stale,
+                self.api,
+                pool_id,
+                (stale,),
+                self.owner,
+                self.current_names(),
+                partial(_collect, emitted),
+            )
+            for kind, message, agent in emitted:
+                self.report(kind, message, agent=agent)
+            done.removed += step.removed
+            done.kept += step.kept
+            if step.failure is not None:
+                done.error, done.failure = step.error, step.failure
+                break
         gone = {s.agent_id for s in done.removed}
         self.stale = tuple(s for s in self.stale if s.agent_id not in gone)
         if done.failure is not None:
