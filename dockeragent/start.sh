@@ -10,6 +10,8 @@
 #   AZP_TOKEN_FILE   file holding the PAT (default: /run/azp/token); read once,
 #                    deleted before anything else runs
 #   AZP_WORK         work directory (default: _work, inside the agent directory)
+#   GPUCI_INSTANCE, GPUCI_HOST  the marker of the registering gpuci-tui instance and
+#                    host; left in the environment so the agent reports them
 # Knobs:
 #   AZP_AGENT_SOURCE        where the image has the agent (default: /azp/agent)
 #   AZP_AGENT_DIR           where to run it (default: AZP_AGENT_SOURCE); another
@@ -120,6 +122,9 @@ test_skip_privdrop=${AZP_TEST_SKIP_PRIVDROP:-}
 legacy_token=${AZP_TOKEN:-}
 
 # None of these may reach the agent's capabilities or a job's environment.
+# GPUCI_INSTANCE and GPUCI_HOST are deliberately not in the list: they are the
+# marker the agent reports as capabilities, by which gpuci-tui tells its own
+# stale registrations from other hosts' (gpuci_tui/core/engine/stale.py).
 ignore="AZP_URL,AZP_POOL,AZP_AGENT_NAME,AZP_TOKEN,AZP_TOKEN_FILE,AZP_WORK,AZP_AGENT_DIR"
 ignore+=",AZP_AGENT_SOURCE,AZP_AGENT_USER,AZP_DOCKER_SOCKET,AZP_RUN_AS_ROOT"
 ignore+=",AZP_SKIP_VERSION_CHECK,AZP_TEST_SKIP_PRIVDROP"

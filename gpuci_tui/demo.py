@@ -34,11 +34,14 @@ if TYPE_CHECKING:
     from gpuci_tui.core.store.history import JobHistory
     from gpuci_tui.services import Services
     from gpuci_tui.sim.jobs import JobFeeder
+    from gpuci_tui.sim.leftovers import Backdate
     from gpuci_tui.sim.org import SimOrg
     from gpuci_tui.sim.server import SimServer
 
 DEMO_POOL = "gpu-demo"
 DEMO_PREFIX = "demo-gpu"
+OLD_PREFIX = "demo-old"
+"""The name prefix this demo host had "before": its offline leftovers are stale."""
 SEEDED_RUNS = 60
 """Past jobs written to the demo's history at start, so the history view has trends at once."""
 
@@ -203,13 +206,15 @@ def build_demo(
     from gpuci_tui.core.azure.client import AzureDevOpsClient
     from gpuci_tui.sim.gpu_synthetic import SyntheticSampler
     from gpuci_tui.sim.jobs import JobFeeder
+    from gpuci_tui.sim.leftovers import Backdate
     from gpuci_tui.sim.org import SimOrg
     from gpuci_tui.sim.records import REALISTIC_STARTUP, AgentStartup
     from gpuci_tui.sim.server import SimServer
 
     token = secrets.token_urlsafe(39)
     pace = AgentStartup(*startup) if startup is not None else REALISTIC_STARTUP
-    org = SimOrg("demo-org", startup=pace)
+    backdate = Backdate()  # turned back only while `_seed_leftovers` registers the past
+    org = SimOrg("demo-org", startup=pace, clock=backdate)
     org.add_pat(token)
     pool_id = org.add_pool(DEMO_POOL)
     server = SimServer(org)
@@ -247,6 +252,7 @@ def build_demo(
         ),
         supervisor=SupervisorConfig(poll_interval=2.0, backoff_base=1.0, backoff_max=10.0),
     )
+    _seed_leftovers(org, backdate, config, token)
     api = AzureDevOpsClient(server.org_url, token)
     feeder = JobFeeder(
         org,
@@ -289,6 +295,21 @@ def build_demo(
         supervisor_holder=holder,
     )
     return env
+
+
+def _seed_leftovers(org: SimOrg, backdate: Backdate, config: Config, token: str) -> None:
+    """Offline registrations of an earlier prefix of this host and of another host (see `sim.leftovers`)."""
+    from dataclasses import replace
+
+    from gpuci_tui.core.config.loader import instance_id
+    from gpuci_tui.core.docker.agentspec import host_marker
+    from gpuci_tui.sim.leftovers import seed_leftovers
+
+    old = replace(config, agents=replace(config.agents, name_prefix=OLD_PREFIX))
+    seed_leftovers(
+        org, backdate, DEMO_POOL, token,
+        old_prefix=OLD_PREFIX, old_instance=instance_id(old), host=host_marker(),
+    )  # fmt: skip
 
 
 def seed_history(history: JobHistory, instance: str, now: float, seed: int = 7) -> None:

@@ -47,8 +47,11 @@ def test_sim_never_imports_textual() -> None:
 #: (tier 0 of tests/test_core_structure.py).
 ENGINE_MAY_LOAD = ("gpuci_tui.core.engine",) + tuple(
     f"gpuci_tui.core.{name}"
-    for name in ("models", "command_types", "protocols", "errors", "wording", "formatting", "wire")
-)
+    for name in (
+        "models", "command_types", "protocols", "errors", "wording", "formatting", "wire",
+        "registrations",
+    )
+)  # fmt: skip
 #: Libraries that talk to the outside world, or parse files: importing the engine loads none.
 #: (os, pathlib and the like are loaded by the interpreter itself; the source check in
 #: tests/test_core_structure.py holds the engine's own imports to account for them.)

@@ -14,6 +14,7 @@ from gpuci_tui import __version__
 from gpuci_tui.core.models import MAX_SLOTS
 
 from . import exitcodes
+from .agents_cmd import add_agents_parser
 from .export_cmd import add_export_parser
 from .gpu_cmd import add_gpu_parser
 from .history_cmd import add_history_parser
@@ -165,6 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_export_parser(sub)
     add_history_parser(sub)
     add_gpu_parser(sub)
+    add_agents_parser(sub)
     return parser
 
 
@@ -259,6 +261,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from .bridge_cmd import run_bridge
 
         return run_bridge(args)
+    if command == "agents":
+        from .agents_cmd import run_agents
+
+        return run_agents(args)
     from .fleet_cmd import fleet_requested, run_fleet_console
 
     if fleet_requested(args):

@@ -27,6 +27,13 @@ def render_status(snap: SupervisorSnapshot, now: float | None = None) -> str:
         *_disk_lines(snap.disk, now),
         *_gpu_lines(snap),
         *(_pool_line(p, snap, now) for p in (snap.pools or (snap.pool_summary,))),
+        *(
+            [
+                f"stale registrations: {len(snap.stale)} (gpuci-tui agents prune --dry-run lists them)"
+            ]
+            if snap.stale
+            else []
+        ),
         *_group_lines(snap),
         *_image_lines(snap),
         *(f"rollout: {rollout_words(r)}" for r in snap.rollouts),

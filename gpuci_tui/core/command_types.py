@@ -17,6 +17,7 @@ __all__ = [
     "Drain",
     "GpuClear",
     "Pause",
+    "Prune",
     "Reload",
     "Restart",
     "Resume",
@@ -111,7 +112,21 @@ class Reload:
     """Successful jobs on the canary slots before the rest follow (None: the default)."""
 
 
-Command = Drain | Resume | Restart | Scale | Pause | Unpause | Stop | GpuClear | Reload
+@dataclass(frozen=True)
+class Prune:
+    """Remove the pool's stale registrations: ours, offline, idle, and backing no lane.
+
+    The rule is `core.engine.stale`; each agent is read again right before its
+    DELETE and kept if it is no longer stale (online, busy, taken by a lane).
+    """
+
+    dry_run: bool = False
+    """Only list them (the answer's message, their ids in ``affected``)."""
+    agent_ids: tuple[int, ...] | None = None
+    """Only these (what an operator confirmed after a dry run); None: every stale one."""
+
+
+Command = Drain | Resume | Restart | Scale | Pause | Unpause | Stop | GpuClear | Reload | Prune
 
 COMMAND_TYPES: dict[str, type[Any]] = {
     "drain": Drain,
@@ -123,6 +138,7 @@ COMMAND_TYPES: dict[str, type[Any]] = {
     "stop": Stop,
     "gpu_clear": GpuClear,
     "reload": Reload,
+    "prune": Prune,
 }
 
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from gpuci_tui.core.registrations import StaleRegistration
+
 #: Bumped when a field changes meaning; additions do not bump it.
 PROTOCOL_VERSION = 1
 
@@ -363,6 +365,8 @@ class SupervisorSnapshot:
     """Every GPU's admission and health state (empty when the daemon watches no GPU)."""
     rollouts: tuple[RolloutSnapshot, ...] = ()
     """Agent-spec changes in progress or just finished (one per group at most)."""
+    stale: tuple[StaleRegistration, ...] = ()
+    """The pool's stale registrations at the last read with capabilities (`engine.stale`)."""
 
     def slot(self, number: int, group: str = "") -> SlotSnapshot | None:
         """Return the snapshot of slot ``number`` (of ``group``) or None."""

@@ -85,11 +85,13 @@ class AgentPoolApi(Protocol):
         """Find the pool by exact name; raise AzureNotFoundError on 0 or >1 matches."""
         ...
 
-    def list_agents(self, pool_id: int) -> list[Agent]:
-        """All agents of the pool, with their assigned request (one call)."""
+    def list_agents(self, pool_id: int, *, include_capabilities: bool = False) -> list[Agent]:
+        """All agents of the pool, with their assigned request (one call); capabilities if asked."""
         ...
 
-    def get_agent(self, pool_id: int, agent_id: int) -> Agent | None:
+    def get_agent(
+        self, pool_id: int, agent_id: int, *, include_capabilities: bool = False
+    ) -> Agent | None:
         """One agent with its assigned request, None when it does not exist."""
         ...
 

@@ -317,6 +317,10 @@ class DashboardScreen(Screen[None]):
         """Open the history of finished jobs (allowed in read-only mode)."""
         self.commands.history()
 
+    def action_stale(self) -> None:
+        """Open the stale registrations view."""
+        self.commands.stale()
+
     def action_help(self) -> None:
         """Show the keys as bound now and the state legend."""
         self.commands.help()

@@ -42,6 +42,7 @@ from gpuci_tui.screens.prompts import (
     restart_prompt,
     scale_down_prompt,
 )
+from gpuci_tui.screens.stale import StaleScreen
 
 
 def gpu_clear_prompt(answer: CommandPreview, gpu: str) -> Prompt:
@@ -78,6 +79,8 @@ DASHBOARD_BINDINGS = [
             tooltip="Clear a quarantined GPU (Xid, ECC, row remap) so its agents take jobs again"),
     Binding("ctrl+r", "reload", "Reload", id="reload", show=False,
             tooltip="Re-read the configuration file: see what would change, then apply it live"),
+    Binding("x", "stale", "Stale", id="stale", show=False,
+            tooltip="The pool's stale registrations of this host, and pruning them (asks first)"),
     Binding("question_mark", "help", "Help", id="help",
             tooltip="Keys and what the agent states mean"),
 ]  # fmt: skip
@@ -96,6 +99,7 @@ PALETTE_TITLES = {
     "pause": "Pause / resume replenishing",
     "gpu_clear": "Clear a quarantined GPU (asks first)",
     "reload": "Reload the configuration file (shows what would change first)",
+    "stale": "Stale registrations: list and prune (asks first)",
     "help": "Help: keys and agent states",
 }
 
@@ -353,6 +357,13 @@ class DashboardCommands:
     def history(self) -> None:
         """Open the history of finished jobs (read-only, so allowed in read-only mode)."""
         self.screen.app.push_screen(HistoryScreen(self.screen.services))
+
+    def stale(self) -> None:
+        """Open the stale registrations (pruning refuses in read-only mode)."""
+        snapshot = self.screen.snapshot
+        stale = () if snapshot is None else snapshot.stale
+        readonly = self.screen.services.readonly
+        self.screen.app.push_screen(StaleScreen(self.screen.handle, stale, readonly=readonly))
 
     def help(self) -> None:
         """Show the keys as bound now (keymap applied) and the state legend."""

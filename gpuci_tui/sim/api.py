@@ -122,12 +122,14 @@ class SimPoolApi:
         p = pools[0]
         return Pool(p.id, p.name, self.org.pool_size(p.id), False, p.pool_type)
 
-    def list_agents(self, pool_id: int) -> list[Agent]:
-        """All agents of the pool with their assigned requests."""
+    def list_agents(self, pool_id: int, *, include_capabilities: bool = False) -> list[Agent]:
+        """All agents of the pool with their assigned requests (capabilities always come)."""
         agents = self._call("GET", AGENTS, READ_SCOPE, lambda: self.org.agents(pool_id))
         return [self._agent(a) for a in agents]
 
-    def get_agent(self, pool_id: int, agent_id: int) -> Agent | None:
+    def get_agent(
+        self, pool_id: int, agent_id: int, *, include_capabilities: bool = False
+    ) -> Agent | None:
         """One agent, None when it does not exist (a missing pool raises)."""
         try:
             record = self._call(

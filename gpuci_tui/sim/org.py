@@ -219,7 +219,13 @@ class SimOrg(AgentSideMixin):
             return agent.copy()
 
     def delete_agent(self, pool_id: int, agent_id: int) -> None:
-        """Delete a registration; its running job is abandoned and its session ends."""
+        """Delete a registration; its running job is abandoned and its session ends.
+
+        The service does not refuse a busy agent as far as is known (a maintainer,
+        microsoft/azure-pipelines-agent#2887: the docs warn against deleting agents
+        that "maybe even are still running jobs"), so neither does this: a prune reads
+        each agent again right before its DELETE and keeps a busy one.
+        """
         with self._cond:
             agent = self._agent(pool_id, agent_id)
             self._abandon_current(agent, "the agent was deleted while running the job")

@@ -33,6 +33,7 @@ _KIND_STYLES = {
     "image_removed": "yellow",
     "cuda_incompatible": "bold red",
     "cuda_compatible": "green",
+    "registration_removed": "yellow",
 }
 
 

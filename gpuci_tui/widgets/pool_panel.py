@@ -109,6 +109,9 @@ class PoolPanel(Widget):
                 ("  disabled ", "bright_black"),
                 # Disabled by this host on purpose is no news: only the others get colour.
                 (str(pool.disabled), "magenta" if pool.disabled_why.others else ""),
+                # Ours, offline and backing no lane (x lists them); only shown when some are.
+                ("  stale " if snap.stale else "", "bright_black"),
+                (str(len(snap.stale)) if snap.stale else "", "yellow"),
                 no_wrap=True,
             ),
             *self._disabled_line(pool),

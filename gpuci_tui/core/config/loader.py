@@ -96,6 +96,7 @@ _VOLUME_KEYS = tuple(f.name for f in dataclasses.fields(VolumeConfig))
 _FIELDS: dict[str, Callable[[object], object]] = {
     "azure.url": validate_org_url,
     "azure.pool": rules.validate_pool,
+    "azure.remove_offline_after": rules.validate_remove_offline_after,
     "agents.count": validate_count,
     "agents.image": rules.validate_image,
     "agents.name_prefix": validate_name_prefix,

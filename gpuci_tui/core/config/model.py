@@ -42,6 +42,9 @@ class AzureConfig:
     """Organisation URL, e.g. ``https://dev.azure.com/ORG``."""
     pool: str
     """Agent pool name."""
+    remove_offline_after: float | None = None
+    """Seconds after which the daemon removes a stale registration by itself (None: never;
+    the file says e.g. ``"7d"``). See `core.engine.stale` for what counts as stale."""
 
 
 @dataclass(frozen=True)

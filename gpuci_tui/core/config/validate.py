@@ -171,6 +171,43 @@ def validate_pool(value: object) -> str:
     return name
 
 
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw]?)")
+_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+#: Shorter than this would remove a registration between the checks that see it go offline.
+REMOVE_OFFLINE_MIN = 60.0
+
+
+def validate_remove_offline_after(value: object) -> float | None:
+    """``[azure] remove_offline_after``: a duration ("7d", "12h", "90m", or seconds), ≥ 1 minute.
+
+    None (a `Config` checked again, with the setting off) stays None.
+
+    Raises:
+        ConfigError: with key ``azure.remove_offline_after``.
+    """
+    key = "azure.remove_offline_after"
+    if value is None:
+        return None
+    example = 'e.g. "7d" (units s, m, h, d, w)'
+    if isinstance(value, bool):
+        raise ConfigError(f"must be a duration, {example}; got {show(value)}", key=key)
+    if isinstance(value, int | float):
+        seconds = float(value)
+    else:
+        text = as_text(value, key).strip().lower()
+        match = _DURATION.fullmatch(text)
+        if match is None:
+            raise ConfigError(f"must be a duration, {example}; got {show(value)}", key=key)
+        seconds = float(match.group(1)) * _UNITS[match.group(2)]
+    if not seconds >= REMOVE_OFFLINE_MIN or seconds == float("inf"):
+        raise ConfigError(
+            f"must be at least 1 minute (stale registrations are checked every 10 minutes), "
+            f"{example}; got {show(value)}",
+            key=key,
+        )
+    return seconds
+
+
 # --------------------------------------------------------------------------- [agents]
 
 

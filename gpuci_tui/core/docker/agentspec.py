@@ -6,10 +6,12 @@ their keys are a stable contract; see `LABEL_*`.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterable, Mapping
 
 from gpuci_tui.core.config.loader import Config, config_hash, instance_id
 from gpuci_tui.core.engine.lifecycle import Lane, lane_name
+from gpuci_tui.core.engine.stale import MARKER_HOST, MARKER_INSTANCE
 from gpuci_tui.core.engine.steps import ListedContainer
 from gpuci_tui.core.protocols import ContainerInfo, ContainerSpec, VolumeMount
 
@@ -45,6 +47,11 @@ def instance_labels(config: Config, extra: Mapping[str, str] | None = None) -> d
     labels = {LABEL_PROJECT: PROJECT, LABEL_INSTANCE: instance_id(config)}
     labels.update(extra or {})
     return labels
+
+
+def host_marker() -> str:
+    """This host's name as the ``GPUCI_HOST`` marker carries it (see `engine.stale`)."""
+    return socket.gethostname()
 
 
 def slot_gpus(config: Config, slot: int) -> str | tuple[str, ...]:
@@ -100,6 +107,10 @@ def build_spec(
         "AZP_TOKEN_FILE": TOKEN_PATH,
         "AZP_WORK": "_work",
         "GPUCI_SLOT": str(slot),
+        # The marker (reported by the agent as system capabilities): which registrations
+        # are this host's and this instance's when the pool is cleaned of stale ones.
+        MARKER_INSTANCE: instance_id(config),
+        MARKER_HOST: host_marker(),
     }
     volumes = tuple(VolumeMount(v.host, v.container, v.env) for v in agents.volumes)
     for volume in volumes:

@@ -18,6 +18,7 @@ from gpuci_tui.core.command_types import (
     Drain,
     GpuClear,
     Pause,
+    Prune,
     Restart,
     Resume,
     Scale,
@@ -78,6 +79,9 @@ def apply_command(state: EngineState, command: Command) -> tuple[EngineState, Co
     if isinstance(command, GpuClear):
         # Not an intent: the daemon's GPU watch holds the faults (see `gpu_gates`).
         return state, CommandResult(False, NO_GPU_WATCH)
+    if isinstance(command, Prune):
+        # Not an intent: the daemon's stale watch removes registrations (`host.stale_watch`).
+        return state, CommandResult(False, "prune is carried out by the daemon, not a group")
     raise AssertionError(f"unhandled command {command!r}")
 
 

@@ -16,6 +16,7 @@ from gpuci_tui.core.command_types import (
     Drain,
     GpuClear,
     Pause,
+    Prune,
     Restart,
     Resume,
     Scale,
@@ -153,8 +154,8 @@ def preview(snapshot: SupervisorSnapshot, command: Command) -> CommandPreview:
     if isinstance(command, Stop):
         rule = _stop if command.drain else _left_running
         return CommandPreview(name, True, effects=tuple(rule(slot) for slot in slots))
-    if isinstance(command, Pause | Unpause):
-        return CommandPreview(name, True)
+    if isinstance(command, Pause | Unpause | Prune):
+        return CommandPreview(name, True)  # a prune's preview is its dry run (it reads the pool)
     if isinstance(command, GpuClear):
         return preview_gpu_clear(snapshot, command.gpu)
     raise AssertionError(f"unhandled command {command!r}")

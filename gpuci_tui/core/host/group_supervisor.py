@@ -26,6 +26,7 @@ from gpuci_tui.core.command_types import (
     Drain,
     GpuClear,
     Pause,
+    Prune,
     Reload,
     Restart,
     Resume,
@@ -40,7 +41,7 @@ from gpuci_tui.core.config.loader import (
     daemon_instance,
     for_group,
 )
-from gpuci_tui.core.docker.agentspec import LABEL_GROUP
+from gpuci_tui.core.docker.agentspec import LABEL_GROUP, host_marker
 from gpuci_tui.core.engine.disk_gc import pull_refusal
 from gpuci_tui.core.engine.preview import CommandPreview, preview
 from gpuci_tui.core.engine.steps import JobEnded
@@ -48,6 +49,7 @@ from gpuci_tui.core.host.group_reload import preview_reload, reload
 from gpuci_tui.core.host.group_snapshot import merged_snapshot
 from gpuci_tui.core.host.pool_observer import PoolObserver
 from gpuci_tui.core.host.reporter import Broadcaster, GroupTap, Update
+from gpuci_tui.core.host.stale_watch import StaleWatch, current_lane_names, own_instances
 from gpuci_tui.core.host.supervisor import IntentStore, Supervisor, clear_gpu
 from gpuci_tui.core.models import (
     DiskSnapshot,
@@ -111,6 +113,8 @@ class GroupSupervisor:
         """The host's GPU admission and health watch (``gpu clear``, the GPUs' states)."""
         self.disk = disk
         self.pools: dict[str, PoolObserver] = {}
+        self.stale: dict[str, StaleWatch] = {}
+        """Each pool's stale registrations (`host.stale_watch`)."""
         self.children: dict[str, Supervisor] = {}
         self.started_at: float | None = None
         groups = agent_groups(config)
@@ -197,6 +201,7 @@ class GroupSupervisor:
                 report=self.reporter.event,
             )
             self.pools[group.pool] = pool
+            self.stale[group.pool] = self._stale_watch(group.pool, pool)
         child = self._build(config, group, pool)
         self.children[group.name] = child
         if self._running:
@@ -239,6 +244,9 @@ class GroupSupervisor:
             if reader is not None:
                 reader.cancel()
             self.pools.pop(pool, None)
+            watch = self.stale.pop(pool, None)
+            if watch is not None:
+                watch.close()
         release = self._releases.pop(name, None)
         if release is not None:
             release()
@@ -247,6 +255,26 @@ class GroupSupervisor:
         else:  # the daemon stopped before the group was empty: its agents stay, as on any stop
             self.reporter.event("group_removed", f"group {name} removed before it drained")
         self.reporter.changed()
+
+    def _stale_watch(self, pool_name: str, pool: PoolObserver) -> StaleWatch:
+        def current() -> frozenset[str]:
+            # The pool's groups at each read (a reload adds and removes them); slots still
+            # held beyond ``count`` (draining after a scale-down) count too.
+            members = [c for c in self.children.values() if c.config.azure.pool == pool_name]
+            held = [slot.number for child in members for slot in child.state.slots]
+            return current_lane_names(self.config, pool_name, held)
+
+        return StaleWatch(
+            self.api,
+            pool,
+            instances=own_instances(self.config, pool_name),
+            host=host_marker(),
+            current_names=current,
+            clock=self.clock,
+            report=self.reporter.event,
+            remove_after=self.config.azure.remove_offline_after,
+            changed=self.reporter.changed,
+        )
 
     # ------------------------------------------------------------------ running
 
@@ -283,6 +311,8 @@ class GroupSupervisor:
             readers = list(self._readers.values())
             for reader in readers:
                 reader.cancel()
+            for watch in self.stale.values():
+                watch.close()
             if readers:
                 await asyncio.wait(readers, timeout=5.0)
             self._readers.clear()
@@ -315,6 +345,9 @@ class GroupSupervisor:
     def snapshot(self) -> SupervisorSnapshot:
         """Every group's slots side by side, the pools, the worst health, the disk."""
         snap = merged_snapshot(self)
+        stale = tuple(s for watch in self.stale.values() for s in watch.stale)
+        if stale:
+            snap = replace(snap, stale=stale)
         return snap if self.disk is None else replace(snap, disk=self.disk())
 
     def _pull_refusal(self) -> str | None:
@@ -356,6 +389,8 @@ class GroupSupervisor:
             return result
         if isinstance(command, Reload):  # the whole configuration, every group at once
             return await reload(self, command)
+        if isinstance(command, Prune):
+            return await self._prune(command)
         targets, problem = self._route(command)
         if problem is not None:
             return CommandResult(False, problem)
@@ -367,6 +402,20 @@ class GroupSupervisor:
             for child, result in zip(targets, results, strict=True)
         )
         return CommandResult(all(r.ok for r in results), message)
+
+    async def _prune(self, command: Prune) -> CommandResult:
+        """Each pool's stale registrations, listed (dry run) or removed."""
+        results = [await watch.prune(command) for watch in self.stale.values()]
+        result = results[0]
+        if len(results) > 1:
+            message = "\n".join(
+                f"pool {n}: {r.message}" for n, r in zip(self.stale, results, strict=True)
+            )
+            ids = tuple(i for r in results for i in r.affected)
+            result = CommandResult(all(r.ok for r in results), message, ids)
+        if not command.dry_run:
+            self.reporter.event("command", f"prune: {result.message}")
+        return result
 
     def preview(self, command: Command) -> CommandPreview:
         """What ``command`` would do, over the groups it is for."""

@@ -30,7 +30,7 @@ from gpuci_tui.core.errors import (
     AzureUnreachableError,
 )
 from gpuci_tui.core.models import HealthSnapshot, HealthState
-from gpuci_tui.core.protocols import AgentPoolApi, JobRequest
+from gpuci_tui.core.protocols import Agent, AgentPoolApi, JobRequest
 
 log = logging.getLogger("gpuci_tui.supervisor.azure")
 
@@ -42,6 +42,9 @@ JOBREQUESTS_INTERVAL = 30.0
 #: after its last read (a burst of job ends costs one read, not one per job).
 JOBREQUESTS_MIN_GAP = 2.0
 MAX_ERROR_BACKOFF = 60.0
+#: While someone listens (`on_capabilities`), one cycle this often reads the agents with
+#: their capabilities (the stale-registration check): the answer is larger, so not every cycle.
+CAPABILITIES_INTERVAL = 600.0
 #: While the organisation fails, how often a write or history read waiting for the
 #: observer's probe looks again (a look sends nothing).
 PROBE_WAIT = 1.0
@@ -84,6 +87,9 @@ class PoolObserver:
         self._jobs_read_at: float | None = None
         self._queued = 0
         self._running = 0
+        self.on_capabilities: Callable[[tuple[Agent, ...], float], None] | None = None
+        """Called with the agents (and the read's start) after each read with capabilities."""
+        self._next_capabilities = 0.0
 
     # ------------------------------------------------------------------ steering
 
@@ -103,6 +109,11 @@ class PoolObserver:
         if self._jobs_read_at is not None:
             due = self._jobs_read_at + JOBREQUESTS_MIN_GAP
             self._next_jobrequests = min(self._next_jobrequests, due)
+        self._wake.set()
+
+    def want_capabilities(self) -> None:
+        """Read the agents with their capabilities now (a dry run or prune asked for them)."""
+        self._next_capabilities = 0.0
         self._wake.set()
 
     def set_fast(self, fast: bool, client: object = None) -> None:
@@ -161,7 +172,14 @@ class PoolObserver:
                 pool = await asyncio.to_thread(self.api.resolve_pool, self.pool_name)
                 self.pool_id = pool.id
             began = self.clock()
-            agents = await asyncio.to_thread(self.api.list_agents, self.pool_id)
+            full = self.on_capabilities is not None and began >= self._next_capabilities
+            if full:
+                # The same one call, with capabilities: the stale check costs no extra read.
+                agents = await asyncio.to_thread(
+                    self.api.list_agents, self.pool_id, include_capabilities=True
+                )
+            else:
+                agents = await asyncio.to_thread(self.api.list_agents, self.pool_id)
             if began >= self._next_jobrequests:
                 requests = await asyncio.to_thread(self.api.list_job_requests, self.pool_id)
                 self._count_requests(requests)
@@ -181,6 +199,9 @@ class PoolObserver:
             jobs_read_at=self._jobs_read_at,
         )
         deliver(PoolRead(view))
+        if full and self.on_capabilities is not None:
+            self._next_capabilities = began + CAPABILITIES_INTERVAL
+            self.on_capabilities(view.agents, began)
         delay = FAST_INTERVAL if self.fast else self.interval
         # A queue read asked for by a job change and held back by the gap comes on time.
         return max(0.0, min(delay, self._next_jobrequests - self.clock()))

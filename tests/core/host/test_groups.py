@@ -232,9 +232,9 @@ async def test_one_daemon_runs_every_group_reading_each_pool_once_per_cycle(
     calls: collections.Counter[int] = collections.Counter()
     list_agents = api.list_agents
 
-    def counted(pool_id: int) -> Any:
+    def counted(pool_id: int, **kwargs: Any) -> Any:
         calls[pool_id] += 1
-        return list_agents(pool_id)
+        return list_agents(pool_id, **kwargs)
 
     api.list_agents = counted  # type: ignore[method-assign]
     sup = GroupSupervisor(config, api=api, runtime=runtime, tokens=StaticTokens())
