@@ -51,6 +51,7 @@ from gpuci_tui.core.protocols import AgentPoolApi, ContainerRuntime, TokenSource
 if TYPE_CHECKING:
     from gpuci_tui.core.gpu.accounting import JobKey
     from gpuci_tui.core.host.gpu_gates import GpuGatekeeper
+    from gpuci_tui.core.host.image_puller import ImagePuller
     from gpuci_tui.core.protocols import JobGpuNow
 
 #: Worst first: the health shown for several pools is the worst of them.
@@ -91,6 +92,7 @@ class GroupSupervisor:
         reporter: Broadcaster | None = None,
         gatekeeper: GpuGatekeeper | None = None,
         disk: Callable[[], DiskSnapshot] | None = None,
+        puller: ImagePuller | None = None,
     ) -> None:
         """One supervisor per group; ``intent_store``/``on_job_finished`` are per group name.
 
@@ -104,6 +106,8 @@ class GroupSupervisor:
         when something built before the supervisors reports there too (the gatekeeper).
         ``gatekeeper``: the host's GPU admission and health watch, shared by every group.
         ``disk``: the latest reading of Docker's free space (None: no disk watch).
+        ``puller``: the host's image puller, one for every group (None: never pulls); a
+        running pull's progress is the reason of the slots waiting for it.
         """
         self.config = config
         self.api = api
@@ -115,6 +119,7 @@ class GroupSupervisor:
         self.gatekeeper = gatekeeper
         """The host's GPU admission and health watch (``gpu clear``, the GPUs' states)."""
         self.disk = disk
+        self.puller = puller
         self.pools: dict[str, PoolObserver] = {}
         self.children: dict[str, Supervisor] = {}
         self.started_at: float | None = None
@@ -151,6 +156,7 @@ class GroupSupervisor:
                 gpu_use=gpu_use,
                 gatekeeper=gatekeeper,
                 pull_refusal=self._pull_refusal if disk is not None else None,
+                puller=puller,
             )
 
     # ------------------------------------------------------------------ running
@@ -202,6 +208,7 @@ class GroupSupervisor:
     def snapshot(self) -> SupervisorSnapshot:
         """Every group's slots side by side, the pools, the worst health, the disk."""
         snap = self._groups_snapshot()
+        snap = snap if self.puller is None else self.puller.overlay(snap)
         return snap if self.disk is None else replace(snap, disk=self.disk())
 
     def _pull_refusal(self) -> str | None:
