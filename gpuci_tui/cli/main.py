@@ -17,6 +17,7 @@ from . import exitcodes
 from .export_cmd import add_export_parser
 from .gpu_cmd import add_gpu_parser
 from .history_cmd import add_history_parser
+from .image_cmd import add_image_parser
 
 DESCRIPTION = """\
 Admin console and supervisor for single-job Azure Pipelines GPU agent containers.
@@ -163,6 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_export_parser(sub)
     add_history_parser(sub)
     add_gpu_parser(sub)
+    add_image_parser(sub)
     return parser
 
 
@@ -249,6 +251,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from .gpu_cmd import run_gpu
 
         return run_gpu(args)
+    if command == "image":
+        from .image_cmd import run_image
+
+        return run_image(args)
     if command == "bridge":
         from .bridge_cmd import run_bridge
 
