@@ -305,6 +305,10 @@ class DashboardScreen(Screen[None]):
         """Clear a quarantined GPU (asks first)."""
         self.commands.gpu_clear()
 
+    def action_image_pull(self) -> None:
+        """Pull the selected agent's image now, with progress."""
+        self.commands.image_pull()
+
     def action_logs(self) -> None:
         """Follow the selected agent's container output (allowed in read-only mode)."""
         self.commands.logs()

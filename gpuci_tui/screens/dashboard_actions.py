@@ -31,6 +31,7 @@ from gpuci_tui.core.models import SlotSnapshot, SlotState, SupervisorSnapshot
 from gpuci_tui.screens.confirm import ConfirmScreen
 from gpuci_tui.screens.help import HelpScreen, KeyHelp
 from gpuci_tui.screens.history import HistoryScreen
+from gpuci_tui.screens.image_pull import ConsolePull
 from gpuci_tui.screens.logs import LogScreen
 from gpuci_tui.screens.prompts import (
     Prompt,
@@ -74,6 +75,8 @@ DASHBOARD_BINDINGS = [
             tooltip="Pause/resume replenishing: running agents stay, exited ones are not replaced"),
     Binding("g", "gpu_clear", "GPU clear", id="gpu_clear", show=False,
             tooltip="Clear a quarantined GPU (Xid, ECC, row remap) so its agents take jobs again"),
+    Binding("i", "image_pull", "Pull image", id="image_pull", show=False,
+            tooltip="Pull the selected agent's image now, with progress (Docker's credentials)"),
     Binding("question_mark", "help", "Help", id="help",
             tooltip="Keys and what the agent states mean"),
 ]  # fmt: skip
@@ -91,6 +94,7 @@ PALETTE_TITLES = {
     "history": "History of finished jobs (GPU memory and duration trends)",
     "pause": "Pause / resume replenishing",
     "gpu_clear": "Clear a quarantined GPU (asks first)",
+    "image_pull": "Pull the selected agent's image now",
     "help": "Help: keys and agent states",
 }
 
@@ -107,6 +111,7 @@ class DashboardCommands:
         self.screen = screen
         self.pending_desired: int | None = None
         """The count last asked for, so ``+ + +`` adds three before the next snapshot."""
+        self.pulls = ConsolePull(screen)
 
     def snapshot_changed(
         self, old: SupervisorSnapshot | None, new: SupervisorSnapshot | None
@@ -287,6 +292,14 @@ class DashboardCommands:
             return
         gpu = str(quarantined[0].index) if len(quarantined) == 1 else "all"
         self._confirm(GpuClear(gpu), lambda answer: gpu_clear_prompt(answer, gpu))
+
+    def image_pull(self) -> None:
+        """Pull the selected agent's image now (Docker directly; progress as notifications)."""
+        if self._refused("pulling an image") or (slot := self._selected()) is None:
+            return
+        problem = self.pulls.start(slot)
+        if problem is not None:
+            self._say(problem, severity="warning")
 
     # ------------------------------------------------------------------ views
 

@@ -31,6 +31,9 @@ _KIND_STYLES = {
     "gpu_cleared": "green",
     "disk": "yellow",
     "image_removed": "yellow",
+    "pull_started": "cyan",
+    "pull_done": "green",
+    "image_wait": "yellow",
     "cuda_incompatible": "bold red",
     "cuda_compatible": "green",
 }
