@@ -82,12 +82,16 @@ class EngineRegistry:
         with self._conn.api() as api:
             api.reload_config()
             try:
-                for line in api.pull(image, stream=True, decode=True):
-                    if on_line is not None:
-                        on_line(line)
-                    if "error" in line or "errorDetail" in line:
-                        detail = line.get("errorDetail") or {}
-                        raise PullError(str(detail.get("message") or line.get("error") or ""))
+                stream = api.pull(image, stream=True, decode=True)
+                try:
+                    for line in stream:
+                        if on_line is not None:
+                            on_line(line)
+                        if "error" in line or "errorDetail" in line:
+                            detail = line.get("errorDetail") or {}
+                            raise PullError(str(detail.get("message") or line.get("error") or ""))
+                finally:
+                    stream.close()  # left early: the connection goes, Docker cancels the pull
             except docker.errors.APIError as exc:
                 raise pull_failure(image, api_explanation(exc), status=exc.status_code) from exc
             except PullError as exc:

@@ -116,6 +116,8 @@ class Assembly:
         """Stop the supervisor (agents stay running), write the history rows still in
         flight, and release the history and the instance locks; idempotent.
         """
+        if self.puller is not None:
+            self.puller.close()  # a pull in its thread would hold up the exit
         try:
             task = self._supervising
             if task is not None:

@@ -36,7 +36,7 @@ from gpuci_tui.core.config.model import AgentsConfig
 from gpuci_tui.core.docker.pull_progress import PullProgress, PullTracker, decimal_bytes, duration
 from gpuci_tui.core.engine.lifecycle import Lane
 from gpuci_tui.core.engine.steps import StartFailed
-from gpuci_tui.core.errors import GpuciError, RuntimeUnavailableError
+from gpuci_tui.core.errors import GpuciError, ImagePullError, RuntimeUnavailableError
 from gpuci_tui.core.models import SupervisorSnapshot
 
 __all__ = ["FAILURE_MEMORY", "ImagePuller", "ImageRegistry"]
@@ -105,6 +105,7 @@ class ImagePuller:
         self._present: dict[str, float] = {}
         self._failed: dict[str, tuple[float, str]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._closing = threading.Event()
         self.pulls: dict[str, int] = {}
         """Pulls ended, by result (``ok``, ``failed``, ``refused``): the metrics read it."""
 
@@ -231,6 +232,8 @@ class ImagePuller:
             ImagePullError: the pull failed (the message says why and what to do).
             RuntimeUnavailableError: the engine cannot be reached.
         """
+        if self._closing.is_set():
+            raise ImagePullError(f"pull of {image} not started: gpuci-tui is stopping")
         began = self.clock()
         tracker = PullTracker(image, began)
         last = PullProgress(image)
@@ -239,6 +242,10 @@ class ImagePuller:
 
         def on_line(line: Mapping[str, Any]) -> None:
             nonlocal last, published
+            if self._closing.is_set():
+                # Ends the worker thread at the next line: a shutdown must not wait
+                # for a 10 GB pull (the loop's executor is joined at exit).
+                raise ImagePullError(f"pull of {image} stopped: gpuci-tui is stopping")
             last = tracker.feed(line, self.clock())  # an error line raises PullError
             with self._lock:
                 self._progress[image] = last
@@ -263,6 +270,10 @@ class ImagePuller:
         digest = f" ({last.digest})" if last.digest else ""
         self._event("pull_done", f"pulled {image}{digest} in {duration(took)}{size}")
         return replace(last, finished=True)
+
+    def close(self) -> None:
+        """Stop the running pulls at their next progress line; start no new one."""
+        self._closing.set()
 
     def in_flight(self) -> dict[str, PullProgress]:
         """The pulls running now, by image."""

@@ -229,3 +229,24 @@ def test_an_engine_failure_is_left_to_the_start(policy: str) -> None:
     registry.pull_error = RuntimeUnavailableError("Docker engine not running")
     rig = Rig(registry)
     assert rig.ensure(policy) is None  # runtime.start reports it, kind "engine"
+
+
+def test_close_ends_a_running_pull_at_its_next_line() -> None:
+    registry = FakeRegistry(local=None)
+
+    def endless(image: str, on_line: Callable[[Mapping[str, Any]], None] | None = None) -> None:
+        assert on_line is not None
+        for current in range(10**6):  # a line every 5 ms, as a long download sends them
+            detail = {"current": current, "total": 10**6}
+            on_line({"status": "Downloading", "id": "l1", "progressDetail": detail})
+            time.sleep(0.005)
+
+    registry.pull = endless  # type: ignore[method-assign]
+    rig = Rig(registry)
+    with ThreadPoolExecutor(1) as pool:
+        answer = pool.submit(rig.ensure)
+        wait_for_pull(rig)
+        rig.puller.close()
+        assert answer.result(5) == f"pull of {IMAGE} stopped: gpuci-tui is stopping"
+    with pytest.raises(ImagePullError, match="not started: gpuci-tui is stopping"):
+        rig.puller.pull(IMAGE)
