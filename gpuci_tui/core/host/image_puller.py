@@ -18,7 +18,7 @@ counted towards parking (`engine.transitions_pull`). A failure is remembered for
 `FAILURE_MEMORY` seconds so that the slots of a pool retrying one after another
 do not each hit the registry. Below the disk's hard floor no pull starts.
 
-The pulling runs in a worker thread; events and snapshot updates go to the loop
+The pulling runs in the puller's own threads; events and snapshot updates go to the loop
 with ``call_soon_threadsafe`` (the reporter is not thread-safe).
 """
 
@@ -29,6 +29,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, Protocol, runtime_checkable
 
@@ -106,20 +107,36 @@ class ImagePuller:
         self._failed: dict[str, tuple[float, str]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closing = threading.Event()
+        # Its own threads: a pull takes minutes, the loop's default executor must stay free.
+        self._threads = ThreadPoolExecutor(max_workers=4, thread_name_prefix="gpuci-pull")
+        self._waits: dict[str, asyncio.Future[str | None]] = {}
         self.pulls: dict[str, int] = {}
         """Pulls ended, by result (``ok``, ``failed``, ``refused``): the metrics read it."""
 
     # ------------------------------------------------------------------ the start's hook
 
     async def before_start(self, agents: AgentsConfig, slot: int, lane: Lane) -> StartFailed | None:
-        """Apply ``agents.pull`` to ``agents.image``; a `StartFailed` when the lane must wait."""
-        if agents.pull == "never":
+        """Apply ``agents.pull`` to ``agents.image``; a `StartFailed` when the lane must wait.
+
+        The lanes that need one image share one call of `ensure` in the puller's own
+        threads and wait for it on the loop: sixteen lanes waiting for a 10 GB pull
+        must not hold the loop's default executor (every Docker and Azure call) for minutes.
+        """
+        image, policy, interval = agents.image, agents.pull, agents.pull_check_interval
+        if policy == "never" or self._fresh(image, policy, interval, self.clock()):
             return None
-        self._loop = asyncio.get_running_loop()
-        problem = await asyncio.to_thread(
-            self.ensure, agents.image, agents.pull, agents.pull_check_interval
-        )
+        loop = self._loop = asyncio.get_running_loop()
+        shared = self._waits.get(image)
+        if shared is None:
+            shared = loop.run_in_executor(self._threads, self.ensure, image, policy, interval)
+            self._waits[image] = shared
+            shared.add_done_callback(lambda done: self._forget_wait(image, done))
+        problem = await asyncio.shield(shared)
         return None if problem is None else StartFailed(slot, lane, "pull", problem, self.clock())
+
+    def _forget_wait(self, image: str, done: asyncio.Future[str | None]) -> None:
+        if self._waits.get(image) is done:
+            del self._waits[image]
 
     def ensure(self, image: str, policy: str, interval: float) -> str | None:
         """Make ``image`` ready under ``policy`` (blocking); why a start must wait, or None.
@@ -274,6 +291,7 @@ class ImagePuller:
     def close(self) -> None:
         """Stop the running pulls at their next progress line; start no new one."""
         self._closing.set()
+        self._threads.shutdown(wait=False, cancel_futures=True)
 
     def in_flight(self) -> dict[str, PullProgress]:
         """The pulls running now, by image."""

@@ -18,6 +18,7 @@ from gpuci_tui.core.engine.steps import StartFailed
 from gpuci_tui.core.errors import ImagePullError, RuntimeUnavailableError
 from gpuci_tui.core.host.image_puller import FAILURE_MEMORY, PRESENT_MEMORY, ImagePuller
 from gpuci_tui.core.models import SlotSnapshot, SlotState, SupervisorSnapshot
+from tests.core.supervisor_env import wait_until
 
 IMAGE = "127.0.0.1:5000/agent:v2"
 OLD, NEW = "sha256:" + "1" * 64, "sha256:" + "2" * 64
@@ -250,3 +251,20 @@ def test_close_ends_a_running_pull_at_its_next_line() -> None:
         assert answer.result(5) == f"pull of {IMAGE} stopped: gpuci-tui is stopping"
     with pytest.raises(ImagePullError, match="not started: gpuci-tui is stopping"):
         rig.puller.pull(IMAGE)
+
+
+async def test_lanes_waiting_for_a_pull_leave_the_loop_s_threads_free() -> None:
+    loop = asyncio.get_running_loop()
+    loop.set_default_executor(ThreadPoolExecutor(2))  # small, as on a 2-core host
+    rig = Rig(FakeRegistry(local=None))
+    rig.registry.gate.clear()
+    agents = AgentsConfig(count=8, image=IMAGE, name_prefix="h")
+    lanes = [asyncio.ensure_future(rig.puller.before_start(agents, n, Lane.A)) for n in range(8)]
+    try:
+        await wait_until(lambda: bool(rig.puller.in_flight()), 10, "the pull")
+        # Eight lanes wait for the pull, and every other blocking call still runs.
+        assert await asyncio.wait_for(asyncio.to_thread(lambda: "free"), 5) == "free"
+    finally:
+        rig.registry.gate.set()
+    assert await asyncio.gather(*lanes) == [None] * 8
+    assert rig.registry.calls == ["local", "pull"]
