@@ -58,7 +58,7 @@ RECONNECT_BACKOFF = Backoff(base=0.5, cap=RECONNECT_MAX, jitter=0.0)
 
 
 #: Footer keys hidden first on a narrow screen (they stay bound and in the help).
-FOOTER_DROP_ORDER = ("pause", "scale_down", "scale_up", "history", "logs")
+FOOTER_DROP_ORDER = ("image_pull", "pause", "scale_down", "scale_up", "history", "logs")
 
 
 class DashboardScreen(Screen[None]):

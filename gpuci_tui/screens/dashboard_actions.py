@@ -75,7 +75,7 @@ DASHBOARD_BINDINGS = [
             tooltip="Pause/resume replenishing: running agents stay, exited ones are not replaced"),
     Binding("g", "gpu_clear", "GPU clear", id="gpu_clear", show=False,
             tooltip="Clear a quarantined GPU (Xid, ECC, row remap) so its agents take jobs again"),
-    Binding("i", "image_pull", "Pull image", id="image_pull", show=False,
+    Binding("i", "image_pull", "Pull image", id="image_pull",
             tooltip="Pull the selected agent's image now, with progress (Docker's credentials)"),
     Binding("question_mark", "help", "Help", id="help",
             tooltip="Keys and what the agent states mean"),

@@ -51,7 +51,10 @@ class ConsolePull:
         """Start pulling ``slot``'s image; why not (None: started)."""
         registry = getattr(self.screen.services.runtime, "registry", None)
         if not isinstance(registry, ImageRegistry):
-            return "Pulling is not available: this console has no Docker engine to pull with."
+            return (
+                "Pulling is not available here: this console has no Docker engine of the "
+                "agents' host (on that host: gpuci-tui image pull)."
+            )
         image = image_of(self.screen, slot)
         if not image:
             return f"No image is configured for {slot.name}."

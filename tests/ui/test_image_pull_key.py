@@ -83,7 +83,7 @@ async def test_read_only_and_no_engine_refuse(handle: FakeHandle) -> None:
         await wait_for(
             pilot,
             lambda: (
-                "Pulling is not available: this console has no Docker engine to pull with."
-                in notes(app)
+                "Pulling is not available here: this console has no Docker engine of the "
+                "agents' host (on that host: gpuci-tui image pull)." in notes(app)
             ),
         )
