@@ -125,6 +125,9 @@ class ImagePuller:
         image, policy, interval = agents.image, agents.pull, agents.pull_check_interval
         if policy == "never" or self._fresh(image, policy, interval, self.clock()):
             return None
+        if self._closing.is_set():  # the daemon is stopping: its threads are gone
+            stopping = f"pull of {image} not started: gpuci-tui is stopping"
+            return StartFailed(slot, lane, "pull", stopping, self.clock())
         loop = self._loop = asyncio.get_running_loop()
         shared = self._waits.get(image)
         if shared is None:

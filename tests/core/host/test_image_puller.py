@@ -268,3 +268,12 @@ async def test_lanes_waiting_for_a_pull_leave_the_loop_s_threads_free() -> None:
         rig.registry.gate.set()
     assert await asyncio.gather(*lanes) == [None] * 8
     assert rig.registry.calls == ["local", "pull"]
+
+
+async def test_after_close_a_start_is_held_without_a_thread() -> None:
+    rig = Rig(FakeRegistry(local=None))
+    rig.puller.close()
+    agents = AgentsConfig(count=1, image=IMAGE, name_prefix="h")
+    held = await rig.puller.before_start(agents, 0, Lane.A)
+    assert held is not None and held.reason == f"pull of {IMAGE} not started: gpuci-tui is stopping"
+    assert rig.registry.calls == []
