@@ -24,6 +24,8 @@ from tests.drills.private_engine import PrivateEngine, host_engine_pid
 from tests.real.registry import ThrottledProxy, loopback_registry, publish, unique_repo
 from tests.real.rig import wait_for
 
+pytestmark = pytest.mark.docker
+
 MB = 1_000_000
 
 

@@ -25,6 +25,8 @@ from tests.real.registry import (
     unique_repo,
 )
 
+pytestmark = pytest.mark.docker
+
 MB = 1_000_000
 
 

@@ -28,6 +28,8 @@ from tests.real.registry import (
     unique_repo,
 )
 
+pytestmark = pytest.mark.docker
+
 MB = 1_000_000
 USER, PASSWORD = "ci", "s3cret-pull"
 
