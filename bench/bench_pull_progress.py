@@ -36,7 +36,13 @@ from gpuci_tui.core.docker.pull_progress import PullProgress
 from gpuci_tui.core.docker.runtime import DockerRuntime
 from gpuci_tui.core.host.image_puller import ImagePuller
 from tests.conftest import FIXTURE_IMAGE
-from tests.real.registry import loopback_registry, publish, remove_local, unique_repo
+from tests.real.registry import (
+    loopback_registry,
+    publish,
+    remove_local,
+    remove_repo,
+    unique_repo,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "results" / "pull_progress.json"
@@ -117,7 +123,7 @@ def main() -> None:
             for kind in ("without", "with"):
                 remove_local(client, ref)
                 results[kind].append(one_pull(runtime, ref, progress=kind == "with"))
-        remove_local(client, ref)
+        remove_repo(client, ref)
     summary = {
         kind: {
             key: statistics.median(run[key] for run in runs)

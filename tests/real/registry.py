@@ -197,6 +197,18 @@ def remove_local(client: Any, ref: str) -> None:
         client.images.remove(ref, force=True)
 
 
+def remove_repo(client: Any, ref: str) -> None:
+    """Remove every local image of ``ref``'s repository only: tagged, or left with only its
+    digest when the tag moved to a newer pull (an image some other name holds stays)."""
+    from gpuci_tui.core.docker.images import repository
+
+    repo = repository(ref)
+    for image in client.images.list(all=True):
+        names = [*(image.attrs.get("RepoTags") or ()), *(image.attrs.get("RepoDigests") or ())]
+        if names and all(repository(name) == repo for name in names):
+            remove_local(client, image.id)
+
+
 def unique_repo(prefix: str = "gpuci-pull") -> str:
     """A repository name no other test uses."""
     return f"{prefix}/{uuid.uuid4().hex[:10]}"

@@ -64,7 +64,7 @@ def test_the_daemon_pulls_a_missing_image_then_starts_its_agents(
             assert f"pulled {ref} (sha256:" in rig.daemon_log()
             assert {c.attrs["Image"] for c in rig.containers()} == {ref}
     finally:
-        remove_local(docker_client, ref)
+        remove_local(docker_client, ref)  # untag only: the image is the emulator's
 
 
 def test_an_image_the_registry_lacks_keeps_the_slot_waiting_not_parked(

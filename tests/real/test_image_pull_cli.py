@@ -21,7 +21,7 @@ from tests.real.registry import (
     free_port,
     loopback_registry,
     publish,
-    remove_local,
+    remove_repo,
     unique_repo,
 )
 
@@ -96,7 +96,7 @@ def test_image_pull_pulls_each_group_s_image_with_plain_progress(
             "manifest unknown: manifest unknown"
         )
     finally:
-        remove_local(docker_client, ref)
+        remove_repo(docker_client, ref)
 
 
 def test_image_pull_usage_and_unreachable(tmp_path: Path) -> None:

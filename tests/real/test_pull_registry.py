@@ -24,7 +24,7 @@ from tests.real.registry import (
     docker_config,
     loopback_registry,
     publish,
-    remove_local,
+    remove_repo,
     unique_repo,
 )
 
@@ -88,7 +88,7 @@ def test_a_pull_reports_growing_bytes_and_the_final_digest(
         assert [k for k, _ in events.items] == ["pull_started", "pull_done"]
         assert digest in events.items[1][1]
     finally:
-        remove_local(docker_client, ref)
+        remove_repo(docker_client, ref)
 
 
 def test_a_new_digest_behind_the_same_tag(
@@ -115,7 +115,7 @@ def test_a_new_digest_behind_the_same_tag(
         assert local_digests(runtime, ref) == (f"{repo}@{second}",), '"always" picks it up'
         assert puller.pulls == {"ok": 2}
     finally:
-        remove_local(docker_client, ref)
+        remove_repo(docker_client, ref)
 
 
 def test_docker_s_own_credentials_are_used_and_wrong_ones_named(
@@ -144,7 +144,7 @@ def test_docker_s_own_credentials_are_used_and_wrong_ones_named(
         ImagePuller(runtime.registry).pull(ref)
         assert local_digests(runtime, ref)
     finally:
-        remove_local(docker_client, ref)
+        remove_repo(docker_client, ref)
 
 
 def test_not_found_says_so_and_the_lane_waits(
