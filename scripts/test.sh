@@ -16,7 +16,8 @@ need_apt=()
 for pair in docker:docker.io dockerd:docker.io busybox:busybox-static tmux:tmux gcc:gcc \
             gnome-keyring-daemon:gnome-keyring dbus-run-session:dbus secret-tool:libsecret-tools \
             rsvg-convert:librsvg2-bin curl:curl jq:jq setpriv:util-linux \
-            ssh:openssh-client ssh-keygen:openssh-client sshd:openssh-server; do
+            ssh:openssh-client ssh-keygen:openssh-client sshd:openssh-server \
+            docker-registry:docker-registry htpasswd:apache2-utils; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || need_apt+=("${pair#*:}")
 done
 # Static busybox is what the emulator image is built from; the dynamic one would not run in it.

@@ -18,6 +18,7 @@ from .agents_cmd import add_agents_parser
 from .export_cmd import add_export_parser
 from .gpu_cmd import add_gpu_parser
 from .history_cmd import add_history_parser
+from .image_cmd import add_image_parser
 from .reload_cmd import add_reload_parser
 
 DESCRIPTION = """\
@@ -167,6 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_history_parser(sub)
     add_gpu_parser(sub)
     add_agents_parser(sub)
+    add_image_parser(sub)
     return parser
 
 
@@ -257,6 +259,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from .gpu_cmd import run_gpu
 
         return run_gpu(args)
+    if command == "image":
+        from .image_cmd import run_image
+
+        return run_image(args)
     if command == "bridge":
         from .bridge_cmd import run_bridge
 

@@ -59,3 +59,17 @@ class ContainerStartError(GpuciError):
 
 class ContainerNameConflictError(ContainerStartError):
     """The slot's container name is still taken (the old container is being removed)."""
+
+
+class ImagePullError(GpuciError):
+    """An image could not be pulled, or its registry could not be asked for its digest.
+
+    ``kind`` says whose problem it is: ``auth`` (credentials), ``not_found`` (no such
+    image or tag), ``unreachable`` (the registry did not answer), ``disk`` (Docker's
+    disk is full or below the hard floor) or ``other``.
+    """
+
+    def __init__(self, message: str, kind: str = "other") -> None:
+        """A pull failure with its operator message and kind."""
+        super().__init__(message)
+        self.kind = kind

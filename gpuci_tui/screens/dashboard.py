@@ -58,7 +58,7 @@ RECONNECT_BACKOFF = Backoff(base=0.5, cap=RECONNECT_MAX, jitter=0.0)
 
 
 #: Footer keys hidden first on a narrow screen (they stay bound and in the help).
-FOOTER_DROP_ORDER = ("pause", "scale_down", "scale_up", "history", "logs")
+FOOTER_DROP_ORDER = ("image_pull", "pause", "scale_down", "scale_up", "history", "logs")
 
 
 class DashboardScreen(Screen[None]):
@@ -308,6 +308,10 @@ class DashboardScreen(Screen[None]):
     def action_reload(self) -> None:
         """Re-read the configuration file (its dry run is confirmed first)."""
         self.commands.reload()
+
+    def action_image_pull(self) -> None:
+        """Pull the selected agent's image now, with progress."""
+        self.commands.image_pull()
 
     def action_logs(self) -> None:
         """Follow the selected agent's container output (allowed in read-only mode)."""

@@ -32,6 +32,7 @@ from gpuci_tui.core.models import SlotSnapshot, SlotState, SupervisorSnapshot
 from gpuci_tui.screens.confirm import ConfirmScreen
 from gpuci_tui.screens.help import HelpScreen, KeyHelp
 from gpuci_tui.screens.history import HistoryScreen
+from gpuci_tui.screens.image_pull import ConsolePull
 from gpuci_tui.screens.logs import LogScreen
 from gpuci_tui.screens.prompts import (
     Prompt,
@@ -81,6 +82,8 @@ DASHBOARD_BINDINGS = [
             tooltip="Re-read the configuration file: see what would change, then apply it live"),
     Binding("x", "stale", "Stale", id="stale", show=False,
             tooltip="The pool's stale registrations of this host, and pruning them (asks first)"),
+    Binding("i", "image_pull", "Pull image", id="image_pull",
+            tooltip="Pull the selected agent's image now, with progress (Docker's credentials)"),
     Binding("question_mark", "help", "Help", id="help",
             tooltip="Keys and what the agent states mean"),
 ]  # fmt: skip
@@ -100,6 +103,7 @@ PALETTE_TITLES = {
     "gpu_clear": "Clear a quarantined GPU (asks first)",
     "reload": "Reload the configuration file (shows what would change first)",
     "stale": "Stale registrations: list and prune (asks first)",
+    "image_pull": "Pull the selected agent's image now",
     "help": "Help: keys and agent states",
 }
 
@@ -116,6 +120,7 @@ class DashboardCommands:
         self.screen = screen
         self.pending_desired: int | None = None
         """The count last asked for, so ``+ + +`` adds three before the next snapshot."""
+        self.pulls = ConsolePull(screen)
 
     def snapshot_changed(
         self, old: SupervisorSnapshot | None, new: SupervisorSnapshot | None
@@ -321,6 +326,14 @@ class DashboardCommands:
             self._say(answer.message, title="Reload: nothing changed", severity="error")
             return
         self._confirm_then_send(reload_prompt(answer), Reload())
+
+    def image_pull(self) -> None:
+        """Pull the selected agent's image now (Docker directly; progress as notifications)."""
+        if self._refused("pulling an image") or (slot := self._selected()) is None:
+            return
+        problem = self.pulls.start(slot)
+        if problem is not None:
+            self._say(problem, severity="warning")
 
     # ------------------------------------------------------------------ views
 

@@ -60,6 +60,8 @@ class HostDashboardScreen(DashboardScreen):
         screen's own stream.
         """
         super().__init__(services)
+        # A pull from here would use this machine's Docker, not the host's: not offered.
+        hide_from_footer(self, ("image_pull",))
         if services.readonly:
             hide_from_footer(self)
         self.link = link

@@ -50,6 +50,7 @@ from gpuci_tui.core.config.observe import (
     validate_history,
     validate_metrics,
 )
+from gpuci_tui.core.config.pull import validate_pull, validate_pull_check_interval
 from gpuci_tui.core.config.validate import (
     GPU_POLICIES,
     NETWORK_MODES,
@@ -108,6 +109,8 @@ _FIELDS: dict[str, Callable[[object], object]] = {
     "agents.standby": rules.validate_standby,
     "agents.gpu_admission": parse_admission,
     "agents.gpu_hold_down": validate_hold_down,
+    "agents.pull": validate_pull,
+    "agents.pull_check_interval": validate_pull_check_interval,
     **{
         f"supervisor.{name}": partial(rules.validate_supervisor, name)
         for name in _TABLES["supervisor"]

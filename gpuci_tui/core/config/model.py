@@ -77,6 +77,11 @@ class AgentsConfig:
     gpu_hold_down: float = 10.0
     """Seconds a GPU that flaps (busy again soon after its slot was released) must stay
     free before the slot takes jobs again; a GPU that frees up once is released at once."""
+    pull: str = "missing"
+    """When to pull ``image``: ``never``, ``missing`` (not on the host) or ``always`` (the
+    registry has a newer digest for the tag); GitLab Runner's ``pull_policy``."""
+    pull_check_interval: float = 300.0
+    """Seconds between two registry checks of one image with ``pull = "always"``."""
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,7 @@ from gpuci_tui.core.docker.mapping import (
     info_from_summary,
     token_archive,
 )
+from gpuci_tui.core.docker.registry import EngineRegistry
 from gpuci_tui.core.errors import ContainerStartError, RuntimeUnavailableError
 from gpuci_tui.core.protocols import ContainerEvent, ContainerInfo, ContainerSpec, ImageConfig
 from gpuci_tui.core.secrets.redaction import redact
@@ -91,11 +92,17 @@ class DockerRuntime:
         # same (a running container's start time, an exited one's exit code/OOM).
         self._details: OrderedDict[str, ContainerInfo] = OrderedDict()
         self._images = ImageReader(self._conn)
+        self._registry = EngineRegistry(self._conn, self._images)
 
     @property
     def disk(self) -> EngineDisk:
         """The engine's data root and images (`DockerDisk`), on this runtime's connection."""
         return self._disk
+
+    @property
+    def registry(self) -> EngineRegistry:
+        """Pulls and registry digests (`ImageRegistry`), on this runtime's connection."""
+        return self._registry
 
     @property
     def api_call_count(self) -> int:

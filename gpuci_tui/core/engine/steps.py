@@ -77,7 +77,9 @@ class StartFailed:
 
     ``conflict``: the name is still taken (retry soon); ``engine``: Docker is
     unreachable (all starts pause); ``token``: the PAT could not be read (all
-    starts pause); ``start``: the slot's own problem (counts towards parking).
+    starts pause); ``pull``: the image is absent and could not be pulled (the lane
+    waits and retries; not counted); ``start``: the slot's own problem (counts
+    towards parking).
     """
 
     slot: int

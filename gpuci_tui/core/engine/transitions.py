@@ -49,6 +49,7 @@ from gpuci_tui.core.engine.steps import (
 )
 from gpuci_tui.core.engine.timings import gap_start
 from gpuci_tui.core.engine.transitions_gpu import cuda_checked, gpu_observed
+from gpuci_tui.core.engine.transitions_pull import pull_failed
 from gpuci_tui.core.engine.transitions_server import (
     agent_checked,
     agent_written,
@@ -219,6 +220,8 @@ def _start_failed(
         return Step(
             new, (Note("docker_error", f"{lane.name}: {obs.reason}", slot.number, agent=lane.name),)
         )
+    if obs.kind == "pull":
+        return Step(*pull_failed(state, slot, lane, obs))
     if obs.kind == "token":
         slot = replace(slot, message=f"cannot start: {obs.reason}")
         new = replace(state.with_slot(slot), start_retry_at=obs.at + TOKEN_RETRY)

@@ -37,6 +37,7 @@ from gpuci_tui.core.host.disk_watch import DiskWatch
 from gpuci_tui.core.host.gpu_gates import GpuGatekeeper
 from gpuci_tui.core.host.gpu_watch import GpuWatch
 from gpuci_tui.core.host.group_supervisor import GroupSupervisor
+from gpuci_tui.core.host.image_puller import ImagePuller, ImageRegistry
 from gpuci_tui.core.host.instance import DaemonPaths, group_lock, intent_stores, lock_instance
 from gpuci_tui.core.host.job_recorder import JobRecorder
 from gpuci_tui.core.host.metrics import Metrics, follow
@@ -76,6 +77,8 @@ class Assembly:
     """The CUDA check of the groups' images against the driver (None without a sampler)."""
     sampler: GpuSampler | None = None
     """The GPU sampler (the CUDA check at start reads the driver through it)."""
+    puller: ImagePuller | None = None
+    """The host's image puller (None: the runtime cannot pull)."""
     _supervising: asyncio.Task[None] | None = field(default=None, init=False, repr=False)
     _helpers: list[asyncio.Task[None]] = field(default_factory=list, init=False, repr=False)
 
@@ -113,6 +116,8 @@ class Assembly:
         """Stop the supervisor (agents stay running), write the history rows still in
         flight, and release the history and the instance locks; idempotent.
         """
+        if self.puller is not None:
+            self.puller.close()  # a pull in its thread would hold up the exit
         try:
             task = self._supervising
             if task is not None:
@@ -312,6 +317,16 @@ def assemble(
             ],
             report=lambda kind, message: reporter.event(kind, message),
         )
+    registry = getattr(runtime, "registry", None)
+    puller = None
+    if isinstance(registry, ImageRegistry):
+        # One puller for the host: one pull per image whatever the number of groups.
+        puller = ImagePuller(
+            registry,
+            report=lambda kind, message: reporter.event(kind, message),
+            refusal=disk_watch.may_pull if disk_watch is not None else lambda: None,
+            changed=reporter.changed,
+        )
     supervisor = GroupSupervisor(
         config,
         api=api,
@@ -329,6 +344,7 @@ def assemble(
         gatekeeper=gatekeeper,
         disk=(lambda: disk_watch.reading) if disk_watch is not None else None,
         claim_group=claim_group,
+        puller=puller,
     )
     if cuda is not None:
         # A reload may change the groups' images: check them against the driver again.
@@ -342,6 +358,7 @@ def assemble(
         disk_watch=disk_watch,
         cuda=cuda,
         sampler=gpu,
+        puller=puller,
     )
 
 

@@ -40,6 +40,7 @@ from gpuci_tui.core.errors import (
     GpuciError,
     RuntimeUnavailableError,
 )
+from gpuci_tui.core.host.image_puller import ImagePuller
 from gpuci_tui.core.host.pool_observer import PoolObserver
 from gpuci_tui.core.protocols import AgentPoolApi, ContainerRuntime, TokenSource
 from gpuci_tui.core.secrets.redaction import redact_lines
@@ -61,11 +62,13 @@ class Executor:
         command: tuple[str, ...] | None = None,
         agent_dir_root: str | None = None,
         pull_refusal: Callable[[], str | None] | None = None,
+        puller: ImagePuller | None = None,
     ) -> None:
         """Bind the outside systems the actions need.
 
         ``pull_refusal`` says why no pull may start now (the disk watch's hard floor):
-        a start that fails for a missing image says so too.
+        a start that fails for a missing image says so too. ``puller`` applies the
+        group's pull policy before each start (None: never pulls).
         """
         self.config = config
         self.api = api
@@ -77,6 +80,7 @@ class Executor:
         self.command = command
         self.agent_dir_root = agent_dir_root
         self.pull_refusal = pull_refusal
+        self.puller = puller
 
     async def run(self, action: Action) -> Observation | None:
         """Carry out ``action``."""
@@ -123,6 +127,8 @@ class Executor:
         for host, _target, _mode in spec.extra_mounts:
             if root and host.startswith(root):
                 await asyncio.to_thread(os.makedirs, host, 0o755, True)
+        if self.puller and (held := await self.puller.before_start(self.config.agents, slot, lane)):
+            return held  # the image is absent and could not be pulled: the lane waits
         try:
             info = await asyncio.to_thread(self.runtime.start, spec, token)
         except ContainerNameConflictError as exc:

@@ -60,6 +60,7 @@ from gpuci_tui.core.protocols import AgentPoolApi, ContainerRuntime, TokenSource
 if TYPE_CHECKING:
     from gpuci_tui.core.gpu.accounting import JobKey
     from gpuci_tui.core.host.gpu_gates import GpuGatekeeper
+    from gpuci_tui.core.host.image_puller import ImagePuller
     from gpuci_tui.core.protocols import JobGpuNow
 
 
@@ -86,6 +87,7 @@ class GroupSupervisor:
         gatekeeper: GpuGatekeeper | None = None,
         disk: Callable[[], DiskSnapshot] | None = None,
         claim_group: Callable[[Config], Callable[[], None]] | None = None,
+        puller: ImagePuller | None = None,
     ) -> None:
         """One supervisor per group; ``intent_store``/``on_job_finished`` are per group
         (its name and its configuration, as `for_group` makes it).
@@ -101,6 +103,8 @@ class GroupSupervisor:
         ``gatekeeper``: the host's GPU admission and health watch, shared by every group.
         ``disk``: the latest reading of Docker's free space (None: no disk watch).
         ``claim_group``: takes the lock of a group a reload adds (see `add_group`).
+        ``puller``: the host's image puller, one for every group (None: never pulls); a
+        running pull's progress is the reason of the slots waiting for it.
         """
         self.config = config
         self.api = api
@@ -112,6 +116,7 @@ class GroupSupervisor:
         self.gatekeeper = gatekeeper
         """The host's GPU admission and health watch (``gpu clear``, the GPUs' states)."""
         self.disk = disk
+        self.puller = puller
         self.pools: dict[str, PoolObserver] = {}
         self.stale: dict[str, StaleWatch] = {}
         """Each pool's stale registrations (`host.stale_watch`)."""
@@ -181,6 +186,7 @@ class GroupSupervisor:
             gpu_use=gpu_use,
             gatekeeper=self.gatekeeper,
             pull_refusal=self._pull_refusal if self.disk is not None else None,
+            puller=self.puller,
         )
 
     def add_group(self, config: Config, group: AgentGroup) -> Supervisor:
@@ -348,6 +354,7 @@ class GroupSupervisor:
         stale = tuple(s for watch in self.stale.values() for s in watch.stale)
         if stale:
             snap = replace(snap, stale=stale)
+        snap = snap if self.puller is None else self.puller.overlay(snap)
         return snap if self.disk is None else replace(snap, disk=self.disk())
 
     def _pull_refusal(self) -> str | None:

@@ -72,6 +72,10 @@ AZURE_OUTCOMES = (
 """Every value `azure_outcome` gives."""
 
 
+#: The image puller's events that end a pull, and their result label.
+_PULL_RESULTS = {"pull_done": "ok", "pull_failed": "failed"}
+
+
 def group_label(group: str) -> str:
     """The ``group`` label of a slot or event (``default`` in an ``[agents]``-only config)."""
     return group or DEFAULT_GROUP
@@ -165,6 +169,12 @@ class Metrics:
             "gpuci_docker_images_removed", "Unused images removed to keep [docker] min_free "
             "free on Docker's data root.", registry=r,
         )  # fmt: skip
+        self.pulls = Counter(
+            "gpuci_image_pulls", "Image pulls ended, by result (ok, failed).", ["result"],
+            registry=r,
+        )  # fmt: skip
+        for result in _PULL_RESULTS.values():
+            self.pulls.labels(result)
         self.registry.register(StateCollector(self))
         self._zero(group_label(g) for g in groups)
 
@@ -220,6 +230,8 @@ class Metrics:
             self.start_failures.labels(group).inc()
         elif event.kind == "image_removed":
             self.images_removed.inc()
+        elif event.kind in _PULL_RESULTS:
+            self.pulls.labels(_PULL_RESULTS[event.kind]).inc()
         elif event.kind == "container_exited" and event.slot is not None:
             self._lost_at.setdefault((event.group, event.slot), event.at)
         elif event.kind == "slot_removed" and event.slot is not None:

@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from gpuci_tui.core.engine.gpu_health import HealthBook
     from gpuci_tui.core.gpu.accounting import JobKey
     from gpuci_tui.core.host.gpu_gates import GpuGatekeeper, Ours
+    from gpuci_tui.core.host.image_puller import ImagePuller
     from gpuci_tui.core.protocols import GpuFrame, JobGpuNow
 
 log = logging.getLogger("gpuci_tui.supervisor")
@@ -97,6 +98,7 @@ class Supervisor:
         gpu_use: Callable[[JobKey], JobGpuNow | None] | None = None,
         gatekeeper: GpuGatekeeper | None = None,
         pull_refusal: Callable[[], str | None] | None = None,
+        puller: ImagePuller | None = None,
     ) -> None:
         """Create a supervisor (nothing starts until `run`).
 
@@ -122,6 +124,7 @@ class Supervisor:
             gatekeeper: the host's GPU admission and health watch (``gpu clear``, the
                 GPUs' states), which feeds this supervisor; None when GPUs are not sampled.
             pull_refusal: why no pull may start now (Docker's disk below its hard floor).
+            puller: the host's image puller, shared by every group (None: never pulls).
         """
         self.config = config
         self.api = api
@@ -161,6 +164,7 @@ class Supervisor:
             command=command,
             agent_dir_root=agent_dir_root,
             pull_refusal=pull_refusal,
+            puller=puller,
         )
         self._intent = intent_store
         self._on_job_finished = on_job_finished
