@@ -39,7 +39,9 @@ log "virtualenv $VENV"
 log "Docker engine"
 if ! docker info >/dev/null 2>&1; then
   # No default bridge: test containers use host networking and reach only 127.0.0.1.
-  $SUDO sh -c 'nohup dockerd --bridge=none --iptables=false --ip-masq=false >/tmp/gpuci-dockerd.log 2>&1 &'
+  # setsid: the engine outlives this script's process group (a runner or a terminal that
+  # kills the group at the end, or at a timeout, would otherwise take the engine with it).
+  $SUDO setsid sh -c 'nohup dockerd --bridge=none --iptables=false --ip-masq=false >/tmp/gpuci-dockerd.log 2>&1 &' </dev/null
   for _ in $(seq 120); do docker info >/dev/null 2>&1 && break; sleep 0.5; done
   docker info >/dev/null 2>&1 || { echo "dockerd did not start; see /tmp/gpuci-dockerd.log" >&2; tail -20 /tmp/gpuci-dockerd.log >&2; exit 1; }
 fi
