@@ -14,10 +14,18 @@ GFD labels writes the same words for its pipelines:
 - ``gpu.count``: GPUs of the slot.
 - ``gpu.family``: architecture family from the compute capability (``hopper``).
 - ``gpu.compute.major`` / ``gpu.compute.minor``: compute capability (9 / 0).
-- ``cuda.driver.major`` / ``.minor`` / ``.rev``: the NVIDIA *driver* version
-  split at its dots (580 / 159 / 04: GFD keeps the text, leading zero included).
-- ``cuda.runtime.major`` / ``.minor``: the highest CUDA version the driver
-  supports (13 / 0), which GFD calls the runtime version.
+- ``cuda.driver-version.full`` / ``.major`` / ``.minor`` / ``.revision``: the
+  NVIDIA *driver* version and its parts (580.159.04 / 580 / 159 / 04: GFD keeps
+  the text, leading zero included); GFD's older names ``cuda.driver.major`` /
+  ``.minor`` / ``.rev`` too, which it still writes.
+- ``cuda.runtime-version.full`` / ``.major`` / ``.minor``: the highest CUDA
+  version the driver supports (13.0 / 13 / 0), which GFD calls the runtime
+  version; and the older ``cuda.runtime.major`` / ``.minor``.
+
+The ``.full`` values are the ones to compare with ``-gtVersion``: the service
+parses versions as .NET's ``System.Version``, which needs at least
+``major.minor``; a bare ``13`` does not parse, and two unparsed versions
+compare equal, so ``cuda.runtime.major -gtVersion 12`` is met by any value.
 - ``mig.capable``: ``true`` / ``false``.
 - ``gpuci.host``: the host's name (GFD has none: a node name is Kubernetes'),
   so a pipeline can pin a machine of a mixed fleet.
@@ -47,12 +55,20 @@ DRIVER_MINOR = "cuda.driver.minor"
 DRIVER_REV = "cuda.driver.rev"
 RUNTIME_MAJOR = "cuda.runtime.major"
 RUNTIME_MINOR = "cuda.runtime.minor"
+DRIVER_FULL = "cuda.driver-version.full"
+DRIVER_V_MAJOR = "cuda.driver-version.major"
+DRIVER_V_MINOR = "cuda.driver-version.minor"
+DRIVER_V_REVISION = "cuda.driver-version.revision"
+RUNTIME_FULL = "cuda.runtime-version.full"
+RUNTIME_V_MAJOR = "cuda.runtime-version.major"
+RUNTIME_V_MINOR = "cuda.runtime-version.minor"
 MIG_CAPABLE = "mig.capable"
 HOST = "gpuci.host"
 
 NAMES = (
     PRODUCT, MEMORY, COUNT, FAMILY, COMPUTE_MAJOR, COMPUTE_MINOR, DRIVER_MAJOR, DRIVER_MINOR,
-    DRIVER_REV, RUNTIME_MAJOR, RUNTIME_MINOR, MIG_CAPABLE, HOST,
+    DRIVER_REV, RUNTIME_MAJOR, RUNTIME_MINOR, DRIVER_FULL, DRIVER_V_MAJOR, DRIVER_V_MINOR,
+    DRIVER_V_REVISION, RUNTIME_FULL, RUNTIME_V_MAJOR, RUNTIME_V_MINOR, MIG_CAPABLE, HOST,
 )  # fmt: skip
 """Every capability this module may advertise (an agent's env must not ignore them)."""
 
@@ -166,12 +182,16 @@ def _driver(facts: HostGpuFacts) -> Mapping[str, str]:
     parts = (facts.driver_version or "").strip().split(".")
     # GFD accepts X.Y or X.Y.Z and refuses anything else; so do we (nothing said).
     if 2 <= len(parts) <= 3 and all(p.isdigit() for p in parts):
-        out[DRIVER_MAJOR], out[DRIVER_MINOR] = parts[0], parts[1]
+        out[DRIVER_FULL] = ".".join(parts)
+        out[DRIVER_MAJOR] = out[DRIVER_V_MAJOR] = parts[0]
+        out[DRIVER_MINOR] = out[DRIVER_V_MINOR] = parts[1]
         if len(parts) == 3:
-            out[DRIVER_REV] = parts[2]
+            out[DRIVER_REV] = out[DRIVER_V_REVISION] = parts[2]
     if facts.cuda_driver_version is not None:
-        major, minor = facts.cuda_driver_version
-        out[RUNTIME_MAJOR], out[RUNTIME_MINOR] = str(major), str(minor)
+        major, minor = (str(part) for part in facts.cuda_driver_version)
+        out[RUNTIME_FULL] = f"{major}.{minor}"
+        out[RUNTIME_MAJOR] = out[RUNTIME_V_MAJOR] = major
+        out[RUNTIME_MINOR] = out[RUNTIME_V_MINOR] = minor
     return out
 
 

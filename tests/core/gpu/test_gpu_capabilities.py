@@ -37,6 +37,13 @@ H100_CAPS = {
     "cuda.driver.rev": "04",
     "cuda.runtime.major": "13",
     "cuda.runtime.minor": "0",
+    "cuda.driver-version.full": "580.159.04",
+    "cuda.driver-version.major": "580",
+    "cuda.driver-version.minor": "159",
+    "cuda.driver-version.revision": "04",
+    "cuda.runtime-version.full": "13.0",
+    "cuda.runtime-version.major": "13",
+    "cuda.runtime-version.minor": "0",
     "mig.capable": "true",
 }
 
