@@ -28,6 +28,7 @@ def render_status(snap: SupervisorSnapshot, now: float | None = None) -> str:
         *_disk_lines(snap.disk, now),
         *_gpu_lines(snap),
         *(_pool_line(p, snap, now) for p in (snap.pools or (snap.pool_summary,))),
+        *(f"  waiting: {why}" for p in (snap.pools or (snap.pool_summary,)) for why in p.waiting),
         *_group_lines(snap),
         *_image_lines(snap),
         "",

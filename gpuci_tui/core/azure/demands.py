@@ -27,6 +27,8 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from gpuci_tui.core.protocols import JobRequest
+
 EXISTS = "exists"
 EQUALS = "equals"
 GT_VERSION = "gtVersion"
@@ -152,6 +154,46 @@ def waiting_reason(demands: Iterable[str]) -> str:
     return "no agent with " + ", ".join(shown)
 
 
+def waiting_for_agents(requests: Iterable[JobRequest]) -> tuple[str, ...]:
+    """Why queued jobs wait: one line per reason, ``no agent with … (2 jobs)``.
+
+    A queued job waits for want of an agent when the service matched none to
+    its demands (``matchedAgents`` empty). Without ``matchedAgents`` in the
+    answer nothing is said: its absence is no evidence.
+    """
+    counts: dict[str, int] = {}
+    for r in requests:
+        queued = r.assign_time is None and r.result is None
+        if queued and r.matched_agents is not None and not r.matched_agents:
+            reason = waiting_reason(r.demands)
+            counts[reason] = counts.get(reason, 0) + 1
+    return tuple(f"{why} ({n} job{'s' if n > 1 else ''})" for why, n in counts.items())
+
+
+def wire_demands(value: object) -> tuple[str, ...]:
+    """Demands are strings on the wire; the swagger's ``{name, value}`` form is read too."""
+    if not isinstance(value, list):
+        return ()
+    out = []
+    for item in value:
+        if isinstance(item, str):
+            out.append(item)
+        elif (d := _mapping(item)) is not None and isinstance(d.get("name"), str):
+            out.append(f"{d['name']} -equals {d['value']}" if d.get("value") else str(d["name"]))
+    return tuple(out)
+
+
+def wire_matched(value: object) -> tuple[str, ...] | None:
+    """The names in ``matchedAgents``; None when the field is absent."""
+    if not isinstance(value, list):
+        return None
+    return tuple(str(m["name"]) for m in map(_mapping, value) if m and "name" in m)
+
+
+def _mapping(value: object) -> Mapping[str, object] | None:
+    return value if isinstance(value, dict) else None
+
+
 __all__ = [
     "Demand",
     "is_agent_version",
@@ -161,5 +203,8 @@ __all__ = [
     "parse_version",
     "satisfied",
     "unmet",
+    "waiting_for_agents",
     "waiting_reason",
+    "wire_demands",
+    "wire_matched",
 ]

@@ -34,6 +34,7 @@ from gpuci_tui.core.config.loader import Config, agent_groups, for_group, instan
 from gpuci_tui.core.gpu.accounting import JobAccountant, container_owners
 from gpuci_tui.core.host.cuda_guard import CudaGuard, inspector
 from gpuci_tui.core.host.disk_watch import DiskWatch
+from gpuci_tui.core.host.gpu_caps import SlotCapabilities, facts_reader
 from gpuci_tui.core.host.gpu_gates import GpuGatekeeper
 from gpuci_tui.core.host.gpu_watch import GpuWatch
 from gpuci_tui.core.host.group_supervisor import GroupSupervisor
@@ -324,6 +325,11 @@ def assemble(
         gatekeeper=gatekeeper,
         disk=(lambda: disk_watch.reading) if disk_watch is not None else None,
     )
+    if gpu is not None:
+        # Every agent advertises its slot's GPUs (read once, at the first start).
+        capabilities = SlotCapabilities(facts_reader(gpu))
+        for child in supervisor.children.values():
+            child.executor.capabilities = capabilities
     return Assembly(
         supervisor,
         recorders,

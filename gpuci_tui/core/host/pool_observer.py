@@ -19,6 +19,7 @@ import contextlib
 import logging
 from collections.abc import Callable
 
+from gpuci_tui.core.azure.demands import waiting_for_agents
 from gpuci_tui.core.engine.lifecycle import PoolView
 from gpuci_tui.core.engine.steps import Observation, PoolRead
 from gpuci_tui.core.errors import (
@@ -83,6 +84,7 @@ class PoolObserver:
         self._next_jobrequests = 0.0
         self._jobs_read_at: float | None = None
         self._queued = 0
+        self._waiting: tuple[str, ...] = ()
         self._running = 0
 
     # ------------------------------------------------------------------ steering
@@ -179,6 +181,7 @@ class PoolObserver:
             queued_jobs=self._queued,
             running_jobs=self._running,
             jobs_read_at=self._jobs_read_at,
+            waiting=self._waiting,
         )
         deliver(PoolRead(view))
         delay = FAST_INTERVAL if self.fast else self.interval
@@ -213,5 +216,6 @@ class PoolObserver:
         return delay
 
     def _count_requests(self, requests: list[JobRequest]) -> None:
+        self._waiting = waiting_for_agents(requests)
         self._queued = sum(1 for r in requests if r.assign_time is None and r.result is None)
         self._running = sum(1 for r in requests if r.assign_time is not None and r.result is None)
