@@ -99,3 +99,27 @@ def test_the_cli_takes_capabilities(tmp_path: Path) -> None:
     )
     bad = export(config, "-o", str(tmp_path / "x"), "--gpu-capability", "oops")
     assert bad == exitcodes.CONFIG
+
+
+def test_keda_counts_queued_h100_jobs_of_the_simulated_pool_and_not_the_a100_one(
+    render: Render,
+) -> None:
+    """The sim's job requests, counted with KEDA's rules against the exported trigger."""
+    from gpuci_tui.core.export.k8s_demands import keda_queue_length
+    from gpuci_tui.sim.api import SimPoolApi
+    from gpuci_tui.sim.org import SimOrg
+
+    org = SimOrg()
+    org.add_pat("pat-0123456789")
+    pool = org.add_pool("gpu")
+    org.queue_job(pool, demands=("gpu.product -equals nvidia-h100-80gb-hbm3",))  # case ignored
+    org.queue_job(pool, demands=("gpu.product -equals NVIDIA-A100-80GB-PCIe",))
+    org.queue_job(pool, demands=("gpu.family -equals hopper", "Agent.Version -gtVersion 3.0"))
+    org.queue_job(pool, demands=("cuda.runtime-version.full -gtVersion 12.4",))  # KEDA cannot
+    org.queue_job(pool)  # no demands: any agent's
+    requests = SimPoolApi(org, "pat-0123456789").list_job_requests(pool)
+    demands = _trigger(render(capabilities=HOST_CAPS))["demands"]
+    assert keda_queue_length(requests, demands) == 3
+    assert keda_queue_length(requests, demands, case_insensitive=False) == 2
+    assert keda_queue_length(requests, demands, require_all=True) == 0
+    assert keda_queue_length(requests, "") == 5  # no demands: every pending job

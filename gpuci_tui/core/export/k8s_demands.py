@@ -24,7 +24,7 @@ two parties:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from gpuci_tui.core.gpu.capabilities import (
     COMPUTE_MAJOR,
@@ -35,6 +35,7 @@ from gpuci_tui.core.gpu.capabilities import (
     MIG_CAPABLE,
     PRODUCT,
 )
+from gpuci_tui.core.protocols import JobRequest
 
 BOARD_FACTS = (PRODUCT, MEMORY, FAMILY, COMPUTE_MAJOR, COMPUTE_MINOR, MIG_CAPABLE)
 """Capabilities that hold on every node with the same ``gpu.product``."""
@@ -59,10 +60,52 @@ def trigger_demands(capabilities: Mapping[str, str]) -> str:
     return ",".join(f"{name} -equals {value}" for name, value in capabilities.items())
 
 
+def keda_queue_length(
+    requests: Iterable[JobRequest],
+    demands: str,
+    *,
+    require_all: bool = False,
+    case_insensitive: bool = True,
+) -> int:
+    """How many of ``requests`` KEDA's azure-pipelines scaler counts for a trigger's ``demands``.
+
+    KEDA 2.20's rules: a request counts while it has neither a result nor a
+    ``receiveTime``; demands starting with ``Agent.Version`` are dropped from
+    both sides; the job's demands must all be among the trigger's (with
+    ``require_all``, the two sets must be equal); strings compare exactly, or
+    ignoring case. Lets the tests (and a doubtful operator) check that the
+    exported trigger starts pods for exactly the jobs those pods meet.
+    """
+
+    def norm(items: Iterable[str]) -> list[str]:
+        kept = [d.strip() for d in items if d.strip() and not d.strip().startswith("Agent.Version")]
+        return [d.casefold() for d in kept] if case_insensitive else kept
+
+    offered = norm(demands.split(",")) if demands else []
+    count = 0
+    for request in requests:
+        if request.result is not None or request.receive_time is not None:
+            continue
+        wanted = norm(request.demands)
+        if not offered:
+            count += 1
+            continue
+        matched = sum(1 for d in wanted if d in offered)
+        if matched == len(wanted) and (not require_all or len(wanted) == len(offered)):
+            count += 1
+    return count
+
+
 def node_selector(capabilities: Mapping[str, str]) -> dict[str, str]:
     """Pin the pods to nodes whose GPU feature discovery label names the advertised board."""
     product = capabilities.get(PRODUCT)
     return {PRODUCT_LABEL: product} if product else {}
 
 
-__all__ = ["BOARD_FACTS", "node_selector", "pod_capabilities", "trigger_demands"]
+__all__ = [
+    "BOARD_FACTS",
+    "keda_queue_length",
+    "node_selector",
+    "pod_capabilities",
+    "trigger_demands",
+]
