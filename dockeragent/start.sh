@@ -119,7 +119,8 @@ skip_version_check=${AZP_SKIP_VERSION_CHECK:-}
 test_skip_privdrop=${AZP_TEST_SKIP_PRIVDROP:-}
 legacy_token=${AZP_TOKEN:-}
 
-# None of these may reach the agent's capabilities or a job's environment.
+# None of these may reach the agent's capabilities or a job's environment. The slot's GPU
+# facts (gpu.product, cuda.*: names bash passes on, sh would drop) must, so never list them.
 ignore="AZP_URL,AZP_POOL,AZP_AGENT_NAME,AZP_TOKEN,AZP_TOKEN_FILE,AZP_WORK,AZP_AGENT_DIR"
 ignore+=",AZP_AGENT_SOURCE,AZP_AGENT_USER,AZP_DOCKER_SOCKET,AZP_RUN_AS_ROOT"
 ignore+=",AZP_SKIP_VERSION_CHECK,AZP_TEST_SKIP_PRIVDROP"
