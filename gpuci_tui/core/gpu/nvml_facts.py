@@ -1,7 +1,7 @@
 """Read each GPU's fixed facts through NVML once, for the agents' capabilities.
 
-Only cheap calls (name, UUID, memory, compute capability, MIG mode: 0.003-0.19
-ms each on an H100, see ../shared/gpu-h100) and only once per supervisor start:
+Only cheap calls (name, UUID, memory, compute capability, MIG mode: 0.007-0.42
+ms each, measured on an H100 and an H200) and only once per supervisor start:
 these facts do not change while the host runs, so the sampler's per-second
 frame does not carry them. NVML is started by the sampler (`host_info`), which
 keeps it initialised; NVML itself is thread-safe.

@@ -141,6 +141,22 @@ def test_facts_read_from_nvml_give_the_h100_table(make_sampler, nvml_state: Nvml
 
 
 @pytest.mark.nvml
+def test_what_a_real_h200_answered_gives_its_table(make_sampler, nvml_state: NvmlState) -> None:
+    """The NVML answers of a lent H200 (driver 580.159.04): name, 150754820096 bytes, 9.0, MIG 0 0."""
+    nvml_state.write(
+        "driver 580.159.04\ncuda 13000\ncuda_v2 13000\n"
+        "gpu NVIDIA_H200 GPU-31752293-c3e8-fdaf-b4f2-6bf1c39ebd6f 0 0 0 143771 30 80000 700000 0\n"
+        "compute 0 9 0\nmig 0 0 0\n"
+    )
+    facts = read_nvml_facts(make_sampler())
+    caps = slot_capabilities(facts, facts.gpus)
+    assert caps["gpu.product"] == "NVIDIA-H200"
+    assert caps["gpu.memory"] == "143771"  # nvidia-smi: 143771 MiB
+    assert (caps["gpu.family"], caps["mig.capable"]) == ("hopper", "true")
+    assert caps["cuda.driver-version.full"] == "580.159.04"
+
+
+@pytest.mark.nvml
 def test_a_failing_nvml_call_leaves_its_fact_out(make_sampler, nvml_state: NvmlState) -> None:
     nvml_state.write(
         "driver 580.159.04\ncuda 13000\ncuda_v2 13000\n"
