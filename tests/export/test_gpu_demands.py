@@ -11,7 +11,10 @@ import yaml
 from gpuci_tui.cli import exitcodes
 from gpuci_tui.cli.main import main
 from gpuci_tui.core.azure.demands import meets
+from gpuci_tui.core.export.k8s_demands import keda_queue_length
 from gpuci_tui.core.gpu.capabilities import GpuFacts, HostGpuFacts, slot_capabilities
+from gpuci_tui.sim.api import SimPoolApi
+from gpuci_tui.sim.org import SimOrg
 
 from .conftest import AGENTS, Render
 
@@ -105,10 +108,6 @@ def test_keda_counts_queued_h100_jobs_of_the_simulated_pool_and_not_the_a100_one
     render: Render,
 ) -> None:
     """The sim's job requests, counted with KEDA's rules against the exported trigger."""
-    from gpuci_tui.core.export.k8s_demands import keda_queue_length
-    from gpuci_tui.sim.api import SimPoolApi
-    from gpuci_tui.sim.org import SimOrg
-
     org = SimOrg()
     org.add_pat("pat-0123456789")
     pool = org.add_pool("gpu")

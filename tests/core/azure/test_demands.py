@@ -10,8 +10,11 @@ from gpuci_tui.core.azure.demands import (
     parse_demand,
     parse_version,
     unmet,
+    waiting_for_agents,
     waiting_reason,
 )
+from gpuci_tui.core.azure.parse import parse_job_request
+from gpuci_tui.core.protocols import JobRequest
 
 H100 = {
     "Agent.Version": "4.264.2",
@@ -104,3 +107,40 @@ def test_the_reason_names_the_demands_but_not_the_agent_version() -> None:
         "no agent with cuda.runtime-version.full >= 13.1"
     )
     assert waiting_reason(["Agent.Version -gtVersion 9.0"]) == "no agent in the pool can take it"
+
+
+def test_job_requests_carry_demands_and_matched_agents_from_the_wire() -> None:
+    queued = parse_job_request(
+        {
+            "requestId": 890663,
+            "queueTime": "2022-09-28T11:20:22.4633333Z",
+            "demands": ["cuda", "Agent.Version -gtVersion 2.182.1"],
+            "matchesAllAgentsInPool": False,
+            "matchedAgents": [{"id": 1755, "name": "gpu-placeholder", "status": "offline"}],
+        }
+    )
+    assert queued.demands == ("cuda", "Agent.Version -gtVersion 2.182.1")
+    assert queued.matched_agents == ("gpu-placeholder",)
+    # With $top the service leaves matchedAgents out: unknown, not "none".
+    assert parse_job_request({"requestId": 1}).matched_agents is None
+    # The swagger's {name, value} form is read too.
+    swagger = parse_job_request(
+        {"requestId": 2, "demands": [{"name": "gpu.family", "value": "hopper"}, {"name": "cuda"}]}
+    )
+    assert swagger.demands == ("gpu.family -equals hopper", "cuda")
+
+
+def test_only_queued_jobs_the_service_matched_to_no_agent_are_reported() -> None:
+    a100 = ("gpu.product -equals NVIDIA-A100-80GB-PCIe",)
+    requests = [
+        JobRequest(1, demands=a100, matched_agents=()),
+        JobRequest(2, demands=a100, matched_agents=()),
+        JobRequest(3, demands=("cuda",), matched_agents=()),
+        JobRequest(4, demands=a100, matched_agents=("gpu-1",)),  # an agent will take it
+        JobRequest(5, demands=a100, matched_agents=None),  # not said: no evidence
+        JobRequest(6, demands=a100, assign_time="2026-11-26T10:00:00Z", matched_agents=()),
+    ]
+    assert waiting_for_agents(requests) == (
+        "no agent with gpu.product = NVIDIA-A100-80GB-PCIe (2 jobs)",
+        "no agent with cuda (1 job)",
+    )
