@@ -53,7 +53,7 @@ from gpuci_tui.core.config.loader import DEFAULT_GROUP as CONFIG_DEFAULT_GROUP
 from gpuci_tui.core.config.loader import AgentsConfig, AzureConfig
 from gpuci_tui.core.docker.agentspec import TOKEN_PATH
 from gpuci_tui.core.errors import GpuciError
-from gpuci_tui.core.export.k8s_demands import node_selector, pod_capabilities, trigger_demands
+from gpuci_tui.core.export.k8s_demands import node_selector, pod_capabilities, trigger_metadata
 from gpuci_tui.core.export.k8s_notes import MIN_KEDA_VERSION, notes
 from gpuci_tui.core.export.k8s_yaml import Node, dump_documents
 
@@ -347,12 +347,7 @@ def _documents(
         },
     }
     metadata = dict(zip(TRIGGER_METADATA_KEYS, (azure.pool, "AZP_URL", "1", "true"), strict=True))
-    if caps := pod_capabilities(options.capabilities, gpus):
-        metadata.update(
-            demands=trigger_demands(caps),
-            requireAllDemands="false",
-            caseInsensitiveDemandsProcessing="true",
-        )
+    metadata.update(trigger_metadata(pod_capabilities(options.capabilities, gpus)))
     scaled_job: Node = {
         "apiVersion": KEDA_API,
         "kind": "ScaledJob",

@@ -60,6 +60,19 @@ def trigger_demands(capabilities: Mapping[str, str]) -> str:
     return ",".join(f"{name} -equals {value}" for name, value in capabilities.items())
 
 
+def trigger_metadata(capabilities: Mapping[str, str]) -> dict[str, str]:
+    """The trigger's demand keys for pods advertising ``capabilities`` (none without any)."""
+    if not capabilities:
+        return {}
+    return {
+        "demands": trigger_demands(capabilities),
+        # A job naming only some of the pods' facts (the product alone) is theirs too.
+        "requireAllDemands": "false",
+        # The service compares -equals ignoring case; KEDA must not be stricter.
+        "caseInsensitiveDemandsProcessing": "true",
+    }
+
+
 def keda_queue_length(
     requests: Iterable[JobRequest],
     demands: str,
@@ -108,4 +121,5 @@ __all__ = [
     "node_selector",
     "pod_capabilities",
     "trigger_demands",
+    "trigger_metadata",
 ]
