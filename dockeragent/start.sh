@@ -124,7 +124,9 @@ legacy_token=${AZP_TOKEN:-}
 # None of these may reach the agent's capabilities or a job's environment.
 # GPUCI_INSTANCE and GPUCI_HOST are deliberately not in the list: they are the
 # marker the agent reports as capabilities, by which gpuci-tui tells its own
-# stale registrations from other hosts' (gpuci_tui/core/engine/stale.py).
+# stale registrations from other hosts' (gpuci_tui/core/engine/stale.py). The slot's
+# GPU facts (gpu.product, cuda.*: names bash passes on, sh would drop) must reach
+# them too, so never list them.
 ignore="AZP_URL,AZP_POOL,AZP_AGENT_NAME,AZP_TOKEN,AZP_TOKEN_FILE,AZP_WORK,AZP_AGENT_DIR"
 ignore+=",AZP_AGENT_SOURCE,AZP_AGENT_USER,AZP_DOCKER_SOCKET,AZP_RUN_AS_ROOT"
 ignore+=",AZP_SKIP_VERSION_CHECK,AZP_TEST_SKIP_PRIVDROP"

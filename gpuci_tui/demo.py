@@ -177,6 +177,11 @@ DEMO_JOB_SECONDS = (8.0, 40.0)
 """How long a demo job runs, drawn uniformly."""
 DEMO_LOAD = 0.8
 """Offered load as a share of what the agents can take: busy, with a short queue at times."""
+ROUTED_DEMANDS = (
+    "gpu.product -equals NVIDIA-H100-80GB-HBM3",
+    "gpu.product -equals NVIDIA-A100-80GB-PCIe",
+)
+"""Two jobs the demo queues at start: one its (H100) agents meet, one that waits for an A100."""
 
 
 def demo_job_rate(agents: int) -> float:
@@ -264,6 +269,10 @@ def build_demo(
         max_queued=2 * agents,
     )
     feeder.start()
+    # GPU routing: the agents advertise their synthetic H100 (gpu.product and the rest), so
+    # a job demanding one runs and a job demanding an A100 waits, its reason in the pool panel.
+    for demand in ROUTED_DEMANDS:
+        org.queue_job(pool_id, "cuda-kernels - PR", duration=DEMO_JOB_SECONDS[0], demands=(demand,))
     holder: list[GroupSupervisor] = []
 
     def slot_snapshot(index: int) -> SlotSnapshot | None:
@@ -280,7 +289,9 @@ def build_demo(
         return slot.container_id, slot.name
 
     # With gpus = "per-agent", slot i owns GPU i: busy agents make their GPU work.
-    gpu = SyntheticSampler(gpus=max(1, min(agents, 8)), seed=seed, busy=busy, owner=owner)
+    gpu = SyntheticSampler(
+        gpus=max(1, min(agents, 8)), seed=seed, busy=busy, owner=owner, model="h100"
+    )
     env = DemoEnvironment(
         config=config,
         org=org,

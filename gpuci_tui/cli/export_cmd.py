@@ -88,6 +88,21 @@ def add_export_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "PersistentVolumeClaim instead of hostPath (repeatable)",
     )
     k8s.add_argument(
+        "--host-gpus",
+        action="store_true",
+        help="advertise this host's GPU (read through NVML) as the pods' gpu.* capabilities, "
+        "pin the pods to nodes labelled with that nvidia.com/gpu.product and let KEDA count "
+        "jobs demanding it",
+    )
+    k8s.add_argument(
+        "--gpu-capability",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a GPU capability the pods advertise, e.g. gpu.product=NVIDIA-H100-80GB-HBM3 "
+        "(repeatable; with --host-gpus it overrides what NVML says)",
+    )
+    k8s.add_argument(
         "--force",
         action="store_true",
         help="replace a non-empty output directory (only one holding just files)",
@@ -121,6 +136,7 @@ def run_export(args: argparse.Namespace) -> int:
             secret_name=args.secret_name,
             gpus_per_agent=args.gpus_per_agent,
             dataset_pvcs=_dataset_pvcs(args.dataset_pvc),
+            capabilities=_capabilities(args.host_gpus, args.gpu_capability),
         )
         files = render_manifests(azure, agents, args.group, options)
         target = Path(args.output)
@@ -154,6 +170,34 @@ def run_export(args: argparse.Namespace) -> int:
     print(f"  kubectl apply -f {target}/")
     print(f"  then read {target / (args.group + '-NOTES.md')}")
     return exitcodes.OK
+
+
+def _capabilities(host: bool, values: list[str]) -> dict[str, str]:
+    """The pods' GPU capabilities: this host's first GPU's (``--host-gpus``), then the options."""
+    caps: dict[str, str] = {}
+    if host:
+        from gpuci_tui.core.gpu.capabilities import slot_capabilities
+        from gpuci_tui.core.gpu.nvml_facts import read_nvml_facts
+        from gpuci_tui.core.gpu.nvml_sampler import NvmlSampler
+
+        sampler = NvmlSampler()
+        try:
+            facts = read_nvml_facts(sampler)
+        finally:
+            sampler.close()
+        if not facts.gpus:
+            raise CliExit(exitcodes.CONFIG, "--host-gpus: NVML sees no GPU on this host")
+        caps = slot_capabilities(facts, facts.gpus[:1])
+    for value in values:
+        name, sep, text = value.partition("=")
+        if not sep or not name.strip() or not text.strip():
+            raise CliExit(
+                exitcodes.CONFIG,
+                f'--gpu-capability "{value}" must be NAME=VALUE, '
+                "e.g. gpu.product=NVIDIA-H100-80GB-HBM3",
+            )
+        caps[name.strip()] = text.strip()
+    return caps
 
 
 def _dataset_pvcs(values: list[str]) -> dict[str, str]:

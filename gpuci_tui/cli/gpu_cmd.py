@@ -18,11 +18,14 @@ from gpuci_tui.core.host.control import ControlClient, ControlError
 
 from . import exitcodes
 from .common import CliExit, fail, load, socket_for
+from .gpu_caps_cmd import add_caps_parser, run_caps
 
 
 def add_gpu_parser(sub: Any) -> None:
     """The ``gpu`` command and its ``clear`` action."""
-    gpu = sub.add_parser("gpu", help="GPU admission and health: clear a quarantined GPU")
+    gpu = sub.add_parser(
+        "gpu", help="clear a quarantined GPU; show the GPU capabilities agents advertise"
+    )
     actions = gpu.add_subparsers(dest="gpu_action", metavar="ACTION", required=True)
     clear = actions.add_parser(
         "clear",
@@ -30,10 +33,13 @@ def add_gpu_parser(sub: Any) -> None:
     )
     clear.add_argument("gpu", metavar="GPU", help="NVML index (0), UUID (GPU-…), or all")
     clear.add_argument("--yes", action="store_true", help="do not ask for a confirmation")
+    add_caps_parser(actions)
 
 
 def run_gpu(args: argparse.Namespace) -> int:
     """``gpu clear``: preview, confirm, send."""
+    if args.gpu_action == "capabilities":
+        return run_caps(args)
     command = GpuClear(args.gpu)
     try:
         config = load(args)

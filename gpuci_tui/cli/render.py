@@ -34,6 +34,7 @@ def render_status(snap: SupervisorSnapshot, now: float | None = None) -> str:
             if snap.stale
             else []
         ),
+        *(f"  waiting: {why}" for p in (snap.pools or (snap.pool_summary,)) for why in p.waiting),
         *_group_lines(snap),
         *_image_lines(snap),
         *(f"rollout: {rollout_words(r)}" for r in snap.rollouts),

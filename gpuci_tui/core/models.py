@@ -282,6 +282,8 @@ class PoolSummary:
     """When ``queued_jobs`` was read: the job requests are read less often, and again
     soon after a job starts or ends here. ``running_jobs`` is as fresh as the
     supervisor knows: its own agents' jobs from the engine, the others' from ``read_at``."""
+    waiting: tuple[str, ...] = ()
+    """Queued jobs no agent of the pool can take, by reason (``no agent with gpu.product = …``)."""
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,8 @@ class JobRequest:
     """The run's name (``owner.name``), e.g. ``20260928.2``."""
     reserved_agent_id: int | None = None
     reserved_agent_name: str | None = None
+    demands: tuple[str, ...] = ()
+    matched_agents: tuple[str, ...] | None = None  # None: not in the answer (with $top)
 
 
 @dataclass(frozen=True)

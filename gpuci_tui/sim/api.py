@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from gpuci_tui.core.errors import (
@@ -168,7 +168,13 @@ class SimPoolApi:
             READ_SCOPE,
             lambda: self.org.job_requests(pool_id, completed_request_count=0),
         )
-        return [job_request(j) for j in jobs]
+        # As the service: a queued request names the agents that meet its demands.
+        return [
+            job_request(j, [a.name for a in self.org.matched_agents(j)])
+            if j.state == "queued"
+            else job_request(j)
+            for j in jobs
+        ]
 
     def last_job(self, pool_id: int, agent_id: int) -> JobRequest | None:
         """The agent's most recent finished request (``agentId=…&completedRequestCount=1``)."""
@@ -198,8 +204,8 @@ class SimPoolApi:
         )
 
 
-def job_request(j: JobRecord) -> JobRequest:
-    """A job record as the protocol's `JobRequest`."""
+def job_request(j: JobRecord, matched: Sequence[str] | None = None) -> JobRequest:
+    """A job record as the protocol's `JobRequest` (``matched``: its matchedAgents' names)."""
 
     def ts(value: float | None) -> str | None:
         return None if value is None else wire_time(value)
@@ -217,6 +223,8 @@ def job_request(j: JobRecord) -> JobRequest:
         owner_name=j.run_name,
         reserved_agent_id=j.agent_id,
         reserved_agent_name=j.agent_name,
+        demands=j.demands,
+        matched_agents=tuple(matched) if matched is not None else None,
     )
 
 

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpuci_tui.core.gpu.capabilities import GpuFacts, HostGpuFacts
 from gpuci_tui.core.protocols import GpuFrame, GpuHostInfo, GpuProcess, GpuSample, GpuSampler
 from gpuci_tui.core.wire import from_dict, to_dict
 
@@ -30,14 +31,16 @@ class GpuModel:
     """Total memory as NVML reports it (slightly below the marketing size)."""
     power_limit_w: float
     idle_power_w: float
+    compute_capability: tuple[int, int] | None = None
+    mig_capable: bool | None = None
 
 
 MODELS: dict[str, GpuModel] = {
-    "a6000": GpuModel("NVIDIA RTX A6000", 49140.0, 300.0, 22.0),
-    "l40s": GpuModel("NVIDIA L40S", 46068.0, 350.0, 34.0),
-    "l4": GpuModel("NVIDIA L4", 23034.0, 72.0, 16.0),
-    "a100": GpuModel("NVIDIA A100 80GB PCIe", 81920.0, 300.0, 45.0),
-    "h100": GpuModel("NVIDIA H100 80GB HBM3", 81559.0, 700.0, 70.0),
+    "a6000": GpuModel("NVIDIA RTX A6000", 49140.0, 300.0, 22.0, (8, 6), False),
+    "l40s": GpuModel("NVIDIA L40S", 46068.0, 350.0, 34.0, (8, 9), False),
+    "l4": GpuModel("NVIDIA L4", 23034.0, 72.0, 16.0, (8, 9), False),
+    "a100": GpuModel("NVIDIA A100 80GB PCIe", 81920.0, 300.0, 45.0, (8, 0), True),
+    "h100": GpuModel("NVIDIA H100 80GB HBM3", 81559.0, 700.0, 70.0, (9, 0), True),
 }
 """Boards the demo can pretend to have (``SyntheticSampler(model=...)``)."""
 
@@ -126,6 +129,22 @@ class SyntheticSampler:
 
     def close(self) -> None:
         """Nothing to release."""
+
+    def facts(self) -> HostGpuFacts:
+        """The boards' fixed facts, as `nvml_facts` reads them from a real host."""
+        m = self._model
+        gpus = tuple(
+            GpuFacts(
+                index,
+                f"GPU-{self._uuid_suffix(index)}",
+                m.name,
+                int(m.memory_mib),
+                m.compute_capability,
+                m.mig_capable,
+            )
+            for index in range(len(self._states))
+        )
+        return HostGpuFacts(SYNTHETIC_DRIVER, SYNTHETIC_CUDA, gpus)
 
     def _is_busy(self, index: int) -> bool:
         if self._busy is None:

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
+from gpuci_tui.core.azure.demands import is_agent_version, meets
 from gpuci_tui.sim.records import (
     AgentRecord,
     JobRecord,
@@ -374,17 +375,13 @@ class AgentSideMixin:
 
 
 def satisfies(agent: AgentRecord, demands: Iterable[str]) -> bool:
-    """Whether an agent's capabilities meet demand strings (``name`` or ``name -equals value``)."""
-    for demand in demands:
-        name, _, rest = demand.partition(" ")
-        if name.startswith("Agent.Version"):
-            continue  # every simulated agent is new enough
-        if name not in agent.capabilities:
-            return False
-        op, _, value = rest.strip().partition(" ")
-        if op == "-equals" and agent.capabilities[name] != value.strip():
-            return False
-    return True
+    """Whether an agent's capabilities meet demand strings, as the service matches them.
+
+    ``-equals`` ignoring case, ``-gtVersion`` as "at least", exists; see
+    `gpuci_tui.core.azure.demands`.
+    """
+    # Every simulated agent is new enough for the service's own Agent.Version demand.
+    return meets(agent.capabilities, (d for d in demands if not is_agent_version(d)))
 
 
 __all__ = ["AgentSideMixin", "SimError", "satisfies"]

@@ -64,6 +64,10 @@ class PoolPanel(Widget):
             return Text("waiting for the supervisor…", style="bright_black")
         now = self._clock()
         lines = self._pool_lines(snap) if len(snap.pools) > 1 else self._one_pool(snap, now)
+        # Jobs no agent can take say why (their demands), where the operator looks for the
+        # queue. Wrapped, not cut: the demand at the end is the point of the line.
+        pools = snap.pools if len(snap.pools) > 1 else (snap.pool_summary,)
+        lines += [Text(f"waiting: {why}", style="yellow") for pool in pools for why in pool.waiting]
         lines.append(self._docker_line(snap, now))
         # A roll-out (`reload`) is shown while it goes on, and its end: done or rolled back.
         # Short (images by tag) and wrapped, not cut: the panel is narrow, the reason matters.

@@ -44,6 +44,10 @@ VARIANTS: dict[str, tuple[AgentsConfig, dict[str, Any]]] = {
             "secret_name": "azp.pat",
         },
     ),
+    "per-agent+gpu-capabilities": (
+        AGENTS,
+        {"capabilities": {"gpu.product": "NVIDIA-H100-80GB-HBM3", "gpu.memory": "81559"}},
+    ),
     "none+host-network+no-volumes": (
         AgentsConfig(**{**AGENTS.__dict__, "gpus": "none", "network": "host", "volumes": ()}),
         {},

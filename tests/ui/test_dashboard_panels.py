@@ -259,3 +259,19 @@ async def test_pool_panel_grows_when_the_disabled_line_appears() -> None:
             return "2 standby)" in text and "docker ok" in text
 
         await wait_for(pilot, both_shown, what="the disabled line and the docker line")
+
+
+async def test_a_job_no_agent_can_take_says_why_in_the_pool_panel() -> None:
+    reason = "no agent with gpu.product = NVIDIA-A100-80GB-PCIe (1 job)"
+    waiting = replace(loaded_snapshot().pool_summary, waiting=(reason,))
+    handle = FakeHandle(loaded_snapshot(pool_summary=waiting))
+    app = make_app(make_services(handle=handle))
+    async with app.run_test(size=(120, 36)) as pilot:
+        screen = await ready(pilot)
+        # Wrapped in the narrow panel, never cut: the demand is on screen whole.
+        await wait_for(
+            pilot,
+            lambda: "NVIDIA-A100-80GB-PCIe" in screen_text(pilot.app),
+            what="the waiting job's reason",
+        )
+        assert f"waiting: {reason}" in screen.pool_panel.render().plain

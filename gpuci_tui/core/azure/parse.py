@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
 
+from gpuci_tui.core.azure.demands import wire_demands, wire_matched
 from gpuci_tui.core.protocols import Agent, JobRequest, Pool
 
 LOG = logging.getLogger("gpuci_tui.azure")
@@ -180,6 +181,8 @@ def parse_job_request(obj: object) -> JobRequest:
         owner_name=opt_str(owner.get("name")),
         reserved_agent_id=opt_int(reserved.get("id")),
         reserved_agent_name=opt_str(reserved.get("name")),
+        demands=wire_demands(req.get("demands")),
+        matched_agents=wire_matched(req.get("matchedAgents")),
     )
 
 

@@ -80,6 +80,7 @@ def build_spec(
     extra_labels: Mapping[str, str] | None = None,
     command: tuple[str, ...] | None = None,
     agent_dir_root: str | None = None,
+    capabilities: Mapping[str, str] | None = None,
 ) -> ContainerSpec:
     """The container spec of ``slot``. The PAT is not part of it (see `ContainerRuntime.start`).
 
@@ -87,6 +88,9 @@ def build_spec(
     directory is a host directory mounted at the same path: container jobs are
     started by the host's Docker, which mounts the agent's work and externals
     directories into the job container by their (host) paths.
+
+    ``capabilities`` (the slot's GPU facts, `core.host.gpu_caps`) become
+    environment variables, which the agent reports as capabilities.
     """
     agents = config.agents
     name = agent_name(config, slot, lane)
@@ -112,6 +116,8 @@ def build_spec(
         MARKER_INSTANCE: instance_id(config),
         MARKER_HOST: host_marker(),
     }
+    for key, value in (capabilities or {}).items():
+        environment.setdefault(key, value)  # never over the agent's own settings
     volumes = tuple(VolumeMount(v.host, v.container, v.env) for v in agents.volumes)
     for volume in volumes:
         if volume.env:

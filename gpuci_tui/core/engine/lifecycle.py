@@ -282,6 +282,8 @@ class PoolView:
     running_jobs: int = 0
     jobs_read_at: float | None = None
     """When ``queued_jobs`` and ``running_jobs`` were read (job requests are read less often)."""
+    waiting: tuple[str, ...] = ()
+    """Why queued jobs wait when no agent meets their demands (``no agent with …``)."""
 
     def agent(self, name: str) -> Agent | None:
         """The agent registered as ``name``, or None."""

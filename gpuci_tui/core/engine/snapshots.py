@@ -229,6 +229,7 @@ def pool_summary(state: EngineState, pool_name: str) -> PoolSummary:
         disabled_why=disabled_agents(state),
         read_at=view.began_at,
         jobs_read_at=view.jobs_read_at,
+        waiting=view.waiting,
     )
 
 
@@ -361,6 +362,7 @@ def pools_total(pools: list[PoolSummary]) -> PoolSummary:
         disabled_why=why,
         read_at=_oldest(p.read_at for p in pools),
         jobs_read_at=_oldest(p.jobs_read_at for p in pools),
+        waiting=tuple(why for p in pools for why in p.waiting),
     )
 
 

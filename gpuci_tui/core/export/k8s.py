@@ -53,6 +53,7 @@ from gpuci_tui.core.config.loader import DEFAULT_GROUP as CONFIG_DEFAULT_GROUP
 from gpuci_tui.core.config.loader import AgentsConfig, AzureConfig
 from gpuci_tui.core.docker.agentspec import TOKEN_PATH
 from gpuci_tui.core.errors import GpuciError
+from gpuci_tui.core.export.k8s_demands import node_selector, pod_capabilities, trigger_metadata
 from gpuci_tui.core.export.k8s_notes import MIN_KEDA_VERSION, notes
 from gpuci_tui.core.export.k8s_yaml import Node, dump_documents
 
@@ -113,6 +114,8 @@ class ExportOptions:
     """GPUs per agent pod; required when ``agents.gpus = "all"``, refused otherwise."""
     dataset_pvcs: Mapping[str, str] = field(default_factory=dict)
     """Host path of an ``[[agents.volumes]]`` entry → PersistentVolumeClaim to mount instead."""
+    capabilities: Mapping[str, str] = field(default_factory=dict)
+    """The board's GPU capabilities (``gpu.product``…) the pods advertise (see k8s_demands)."""
 
 
 def resource_name(agents: AgentsConfig, group_name: str) -> str:
@@ -234,7 +237,9 @@ def _volumes(agents: AgentsConfig, options: ExportOptions) -> tuple[list[Node], 
     return volumes, mounts
 
 
-def _env(azure: AzureConfig, agents: AgentsConfig, gpus: int) -> list[Node]:
+def _env(
+    azure: AzureConfig, agents: AgentsConfig, gpus: int, caps: Mapping[str, str]
+) -> list[Node]:
     env: list[Node] = [
         {"name": "AZP_URL", "value": azure.url},
         {"name": "AZP_POOL", "value": azure.pool},
@@ -250,6 +255,7 @@ def _env(azure: AzureConfig, agents: AgentsConfig, gpus: int) -> list[Node]:
     )
     if gpus == 0:
         env.append({"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"})
+    env.extend({"name": name, "value": value} for name, value in caps.items())
     return env
 
 
@@ -257,6 +263,7 @@ def _pod_spec(
     azure: AzureConfig, agents: AgentsConfig, options: ExportOptions, gpus: int
 ) -> dict[str, Node]:
     volumes, mounts = _volumes(agents, options)
+    caps = pod_capabilities(options.capabilities, gpus)
     limits: dict[str, Node] = {}
     if gpus:
         limits[GPU_RESOURCE] = str(gpus)
@@ -268,7 +275,7 @@ def _pod_spec(
         # gpuci-tui's start.sh always runs one job; images built on Microsoft's
         # sample start.sh pass their arguments to run.sh, so they do too.
         "args": ["--once"],
-        "env": _env(azure, agents, gpus),
+        "env": _env(azure, agents, gpus, caps),
         "securityContext": {
             "runAsUser": 0,
             "allowPrivilegeEscalation": False,
@@ -307,6 +314,8 @@ def _pod_spec(
         spec["dnsPolicy"] = "ClusterFirstWithHostNet"
     if gpus:
         spec["tolerations"] = [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}]
+    if caps:
+        spec["nodeSelector"] = dict(node_selector(caps))
     return spec
 
 
@@ -338,6 +347,7 @@ def _documents(
         },
     }
     metadata = dict(zip(TRIGGER_METADATA_KEYS, (azure.pool, "AZP_URL", "1", "true"), strict=True))
+    metadata.update(trigger_metadata(pod_capabilities(options.capabilities, gpus)))
     scaled_job: Node = {
         "apiVersion": KEDA_API,
         "kind": "ScaledJob",

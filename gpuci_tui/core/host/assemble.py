@@ -34,6 +34,7 @@ from gpuci_tui.core.config.loader import Config, agent_groups, instance_id
 from gpuci_tui.core.gpu.accounting import JobAccountant, container_owners
 from gpuci_tui.core.host.cuda_guard import CudaGuard, inspector
 from gpuci_tui.core.host.disk_watch import DiskWatch
+from gpuci_tui.core.host.gpu_caps import SlotCapabilities, facts_reader
 from gpuci_tui.core.host.gpu_gates import GpuGatekeeper
 from gpuci_tui.core.host.gpu_watch import GpuWatch
 from gpuci_tui.core.host.group_supervisor import GroupSupervisor
@@ -349,6 +350,10 @@ def assemble(
     if cuda is not None:
         # A reload may change the groups' images: check them against the driver again.
         supervisor.on_reload(cuda.check_soon)
+    if gpu is not None:
+        # Every agent advertises its slot's GPUs (read once, at the first start), also
+        # the agents of a group a reload adds.
+        supervisor.advertise(SlotCapabilities(facts_reader(gpu)))
     return Assembly(
         supervisor,
         recorders,

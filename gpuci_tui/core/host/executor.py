@@ -81,6 +81,8 @@ class Executor:
         self.agent_dir_root = agent_dir_root
         self.pull_refusal = pull_refusal
         self.puller = puller
+        self.capabilities: Callable[[Config, int], Mapping[str, str]] | None = None
+        """The slot's GPU capabilities, given to its agents as environment (set by assembly)."""
 
     async def run(self, action: Action) -> Observation | None:
         """Carry out ``action``."""
@@ -115,6 +117,8 @@ class Executor:
             token = await asyncio.to_thread(self.tokens.get_token, self.config.azure.url)
         except GpuciError as exc:
             return StartFailed(slot, lane, "token", str(exc), self.clock())
+        caps = self.capabilities
+        found = await asyncio.to_thread(caps, self.config, slot) if caps is not None else None
         spec = build_spec(
             self.config,
             slot,
@@ -122,6 +126,7 @@ class Executor:
             extra_labels=self.extra_labels,
             command=self.command,
             agent_dir_root=self.agent_dir_root,
+            capabilities=found,
         )
         root = self.agent_dir_root
         for host, _target, _mode in spec.extra_mounts:

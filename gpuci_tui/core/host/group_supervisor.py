@@ -134,6 +134,7 @@ class GroupSupervisor:
         self._grown = asyncio.Event()
         self._running = False
         self._reload_listeners: list[Callable[[], None]] = []
+        self._capabilities: Callable[[Config, int], Mapping[str, str]] | None = None
         # One factory for the groups of the start and those a reload adds.
         self._build: Callable[[Config, AgentGroup, PoolObserver], Supervisor] = partial(
             self._new_child,
@@ -166,7 +167,7 @@ class GroupSupervisor:
         gpu_use: Callable[[JobKey], JobGpuNow | None] | None,
     ) -> Supervisor:
         own = for_group(config, group)
-        return Supervisor(
+        child = Supervisor(
             own,
             api=self.api,
             runtime=runtime,
@@ -188,6 +189,8 @@ class GroupSupervisor:
             pull_refusal=self._pull_refusal if self.disk is not None else None,
             puller=self.puller,
         )
+        child.executor.capabilities = self._capabilities
+        return child
 
     def add_group(self, config: Config, group: AgentGroup) -> Supervisor:
         """Build the supervisor of ``group`` of ``config`` (and its pool's reader if new).
@@ -222,6 +225,12 @@ class GroupSupervisor:
         self.retiring.add(name)
         # Stop(drain) is not saved as intent: the group comes back as it was if re-added.
         child.request_stop(drain=True)
+
+    def advertise(self, capabilities: Callable[[Config, int], Mapping[str, str]]) -> None:
+        """Give every group's agents their slot's GPU capabilities (now and after a reload)."""
+        self._capabilities = capabilities
+        for child in self.children.values():
+            child.executor.capabilities = capabilities
 
     def on_reload(self, listener: Callable[[], None]) -> None:
         """Call ``listener`` after every applied reload (e.g. the CUDA check of the new images)."""

@@ -19,6 +19,7 @@ import contextlib
 import logging
 from collections.abc import Callable
 
+from gpuci_tui.core.azure.demands import waiting_for_agents
 from gpuci_tui.core.engine.lifecycle import PoolView
 from gpuci_tui.core.engine.steps import Observation, PoolRead
 from gpuci_tui.core.errors import (
@@ -86,6 +87,7 @@ class PoolObserver:
         self._next_jobrequests = 0.0
         self._jobs_read_at: float | None = None
         self._queued = 0
+        self._waiting: tuple[str, ...] = ()
         self._running = 0
         self.on_capabilities: Callable[[tuple[Agent, ...], float], None] | None = None
         """Called with the agents (and the read's start) after each read with capabilities."""
@@ -197,6 +199,7 @@ class PoolObserver:
             queued_jobs=self._queued,
             running_jobs=self._running,
             jobs_read_at=self._jobs_read_at,
+            waiting=self._waiting,
         )
         deliver(PoolRead(view))
         if full and self.on_capabilities is not None:
@@ -234,5 +237,6 @@ class PoolObserver:
         return delay
 
     def _count_requests(self, requests: list[JobRequest]) -> None:
+        self._waiting = waiting_for_agents(requests)
         self._queued = sum(1 for r in requests if r.assign_time is None and r.result is None)
         self._running = sum(1 for r in requests if r.assign_time is not None and r.result is None)

@@ -85,7 +85,11 @@ post() {
 field() { sed -n "s/^$1=//p" "${2:-$RESP}" | head -n 1; }
 
 # ------------------------------------------------------------------ register
-caps=$(env | sed -n -e '/^AZP_TOKEN/d' -e '/^[A-Za-z_][A-Za-z0-9_.]*=/s/^/cap./p')
+# The environment as capabilities (as the real agent reports it). busybox sh, like dash, drops
+# names that are not shell identifiers (gpu.product, cuda.driver-version.full) from what its
+# children see, so those come from this process's own environment block (bash keeps them).
+caps=$({ env; tr '\0' '\n' < /proc/$$/environ 2>/dev/null | grep '^[^=]*[.-][^=]*='; } |
+  sed -n -e '/^AZP_TOKEN/d' -e '/^[A-Za-z_][A-Za-z0-9_.-]*=/s/^/cap./p')
 auth=$(printf ':%s' "$pat" | base64 | tr -d '\n')
 pat=
 log "registering agent $NAME in pool $POOL at $AZP_URL"

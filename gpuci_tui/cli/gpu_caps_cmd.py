@@ -1,0 +1,69 @@
+"""``gpuci-tui gpu capabilities``: what each slot's agents advertise on this host.
+
+Reads the GPUs through NVML (no daemon needed) and prints, per group and slot,
+the capabilities its agents report and a demand a pipeline can use to land
+there; ``--json`` for scripts. See README, "GPU capabilities".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+
+from gpuci_tui.core.config.model import agent_groups, for_group
+from gpuci_tui.core.docker.agentspec import slot_gpus
+from gpuci_tui.core.gpu.capabilities import PRODUCT, select_gpus, slot_capabilities
+
+from . import exitcodes
+from .common import CliExit, fail, load
+
+
+def add_caps_parser(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The ``gpu capabilities`` action."""
+    caps = actions.add_parser(
+        "capabilities",
+        help="print the GPU capabilities each slot's agents advertise (for pipeline demands)",
+    )
+    caps.add_argument("--json", action="store_true", help="one JSON object: group → slot → caps")
+
+
+def run_caps(args: argparse.Namespace) -> int:
+    """Print every slot's capabilities under this host's GPUs."""
+    from gpuci_tui.core.gpu.nvml_facts import read_nvml_facts
+    from gpuci_tui.core.gpu.nvml_sampler import NvmlSampler
+
+    try:
+        config = load(args)
+    except CliExit as exc:
+        return fail(exc)
+    sampler = NvmlSampler()
+    try:
+        facts = read_nvml_facts(sampler)
+        reason = sampler.host_info().reason
+    finally:
+        sampler.close()
+    host = socket.gethostname()
+    found: dict[str, dict[str, dict[str, str]]] = {}
+    for group in agent_groups(config):
+        scoped = for_group(config, group)
+        found[group.name] = {
+            str(slot): slot_capabilities(facts, select_gpus(facts, slot_gpus(scoped, slot)), host)
+            for slot in range(scoped.agents.count)
+        }
+    if args.json:
+        print(json.dumps(found, indent=2, sort_keys=True))
+        return exitcodes.OK
+    if not facts.gpus:
+        print(f"no GPU seen ({reason or 'NVML answered no GPU'}): agents advertise only the host")
+    for name_of_group, slots in found.items():
+        for slot, caps in slots.items():
+            print(f"{name_of_group} slot {slot}:")
+            for name, value in caps.items():
+                print(f"  {name} = {value}")
+            if PRODUCT in caps:
+                print(f"  demand: {PRODUCT} -equals {caps[PRODUCT]}")
+    return exitcodes.OK
+
+
+__all__ = ["add_caps_parser", "run_caps"]
