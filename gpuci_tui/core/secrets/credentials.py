@@ -1,0 +1,181 @@
+"""One credential seam: what the daemon sends to Azure DevOps, and what a container registers with.
+
+Three kinds stand behind the same `Credential` face:
+
+* ``pat``: a personal access token, sent as HTTP Basic with an empty user
+  name (`PatCredential`, today's behaviour, unchanged);
+* ``service-principal`` and ``managed-identity``: a Microsoft Entra access
+  token acquired with msal and sent as ``Bearer`` (`entra.EntraCredential`).
+
+Nothing outside ``core/secrets`` and ``core/azure`` needs to know which kind is
+in use: the transport asks for `Credential.authorization`, the supervisor asks
+for `Credential.get_token` (the value a container's agent registers with),
+the console shows `Credential.describe`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import threading
+from collections.abc import Callable
+from typing import Protocol, runtime_checkable
+
+from gpuci_tui.core.errors import AzureAuthError
+
+TokenProvider = str | Callable[[], str]
+"""A PAT, or a callable returning it (called before every request)."""
+
+PAT_REJECTED = (
+    "The organisation rejected the PAT: it is wrong, expired or revoked. Create a new PAT "
+    "with the Agent Pools (read & manage) scope and store it with `gpuci-tui setup`."
+)
+
+
+@runtime_checkable
+class Credential(Protocol):
+    """How gpuci-tui proves who it is to one organisation.
+
+    Implementations are thread-safe: the transport calls them from worker threads.
+    """
+
+    kind: str
+    """``pat`` | ``service-principal`` | ``managed-identity``."""
+
+    def authorization(self) -> str:
+        """The ``Authorization`` header value for the next request (``Basic …``/``Bearer …``).
+
+        Raises:
+            GpuciError: no credential can be had now (plain words, with the fix).
+        """
+        ...
+
+    @property
+    def expires_at(self) -> float | None:
+        """Epoch seconds when the current token stops working; None: not known / never."""
+        ...
+
+    def refresh(self) -> None:
+        """Forget the current token so that the next `authorization` acquires a new one.
+
+        The secret (client secret, certificate) is read again at that point, so a
+        rotated one is picked up without restarting the daemon.
+        """
+        ...
+
+    def describe(self) -> str:
+        """The identity and its state in a few words (header, ``status``)."""
+        ...
+
+    def get_token(self, org_url: str) -> str:
+        """What an agent container registers with (`protocols.TokenSource` face).
+
+        For a PAT, the PAT; for Entra kinds, a short-lived access token.
+        """
+        ...
+
+    def rejected_message(self) -> str:
+        """What to say when the organisation answers 401/203 (after any retry)."""
+        ...
+
+    def forbidden_message(self, org: str) -> str:
+        """What to say when the identity is valid but may not use the pool (403)."""
+        ...
+
+
+def header_secret(header: str) -> str:
+    """The secret inside an ``Authorization`` value, for redacting it from messages.
+
+    ``Basic`` yields the PAT (its encoding is redacted with it); ``Bearer`` the token.
+    """
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() == "basic":
+        try:
+            decoded = base64.b64decode(value, validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            return value
+        return decoded.partition(":")[2] or value
+    return value
+
+
+def pat_scope_message(org: str) -> str:
+    """What to say when the PAT works but may not touch agent pools."""
+    return (
+        f"The PAT is valid for {org} but may not use agent pools: it lacks the Agent Pools "
+        "(read & manage) scope, or your account is not allowed to manage the pool. Create a PAT "
+        "with that scope and store it with `gpuci-tui setup`."
+    )
+
+
+class PatCredential:
+    """A PAT, sent as HTTP Basic with an empty user name (gpuci-tui's original behaviour).
+
+    Args:
+        token: The PAT, or a callable returning it; called before every request, so
+            a PAT rotated in the token source takes effect as the source allows.
+    """
+
+    kind = "pat"
+
+    def __init__(self, token: TokenProvider) -> None:
+        self._source = token
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return "PatCredential(<redacted>)"
+
+    def token(self) -> str:
+        """The PAT, trimmed and checked.
+
+        Raises:
+            AzureAuthError: There is no PAT, or it cannot be a PAT.
+            GpuciError: The token source failed (passed through; already plain).
+        """
+        source = self._source
+        raw = source() if callable(source) else source
+        token = raw.strip() if isinstance(raw, str) else ""
+        if not token:
+            raise AzureAuthError(
+                "No PAT is available for this organisation. Store one with `gpuci-tui setup`."
+            )
+        if any(ch.isspace() or ord(ch) < 32 for ch in token):
+            raise AzureAuthError(
+                "The stored PAT contains spaces or line breaks, which a PAT never has. "
+                "Store it again with `gpuci-tui setup`."
+            )
+        return token
+
+    def authorization(self) -> str:
+        """``Basic`` with an empty user name and the PAT as password."""
+        return "Basic " + base64.b64encode(f":{self.token()}".encode()).decode("ascii")
+
+    @property
+    def expires_at(self) -> float | None:
+        """Unknown: the service does not tell a PAT's expiry to its holder."""
+        return None
+
+    def refresh(self) -> None:
+        """Nothing to re-acquire: the PAT is read from its source at every request."""
+
+    def describe(self) -> str:
+        """``PAT``."""
+        return "PAT"
+
+    def get_token(self, org_url: str) -> str:
+        """The PAT itself: the agent registers with ``--auth pat``."""
+        return self.token()
+
+    def rejected_message(self) -> str:
+        """See `Credential.rejected_message`."""
+        return PAT_REJECTED
+
+    def forbidden_message(self, org: str) -> str:
+        """See `Credential.forbidden_message`."""
+        return pat_scope_message(org)
+
+
+def as_credential(token: TokenProvider | Credential) -> Credential:
+    """``token`` as a `Credential`: a PAT (or a callable returning one) becomes `PatCredential`."""
+    if isinstance(token, str) or not isinstance(token, Credential):
+        return PatCredential(token)
+    return token
