@@ -42,6 +42,18 @@ class AzureConfig:
     """Organisation URL, e.g. ``https://dev.azure.com/ORG``."""
     pool: str
     """Agent pool name."""
+    auth: str = "pat"
+    """``pat`` | ``service-principal`` | ``managed-identity`` (see `secrets.credentials`)."""
+    tenant_id: str = ""
+    """Microsoft Entra tenant (GUID or domain) of the service principal."""
+    client_id: str = ""
+    """Application (client) id of the service principal, or of a user-assigned
+    managed identity (empty: the system-assigned one)."""
+    authority: str = "https://login.microsoftonline.com"
+    """Entra sign-in host: another for sovereign clouds, the simulator's in tests."""
+    client_certificate: str = ""
+    """PEM file with the service principal's certificate and private key; empty:
+    the principal signs in with a client secret (stored like the PAT)."""
 
 
 @dataclass(frozen=True)
