@@ -7,8 +7,11 @@
 #   AZP_URL          organisation URL, e.g. https://dev.azure.com/ORG (required)
 #   AZP_POOL         agent pool (default: Default)
 #   AZP_AGENT_NAME   agent name (default: the container's host name)
-#   AZP_TOKEN_FILE   file holding the PAT (default: /run/azp/token); read once,
-#                    deleted before anything else runs
+#   AZP_TOKEN_FILE   file holding the PAT, or a Microsoft Entra access token of
+#                    the supervisor's service principal / managed identity (valid
+#                    for about an hour; Azure DevOps takes it where it takes a
+#                    PAT, so it goes to --auth pat too); default /run/azp/token;
+#                    read once, deleted before anything else runs
 #   AZP_WORK         work directory (default: _work, inside the agent directory)
 # Knobs:
 #   AZP_AGENT_SOURCE        where the image has the agent (default: /azp/agent)
@@ -137,14 +140,14 @@ if [[ -n $legacy_token ]]; then
     token=$legacy_token
 else
     [[ -f $token_file && -r $token_file ]] ||
-        fail $EXIT_TOKEN_MISSING "The token file $token_file does not exist or cannot be read: the PAT was not delivered into the container."
+        fail $EXIT_TOKEN_MISSING "The token file $token_file does not exist or cannot be read: the PAT (or access token) was not delivered into the container."
     token=$(<"$token_file")
 fi
 unset legacy_token
 token=${token//[$'\t\r\n ']/}
 # Delete it at once: a job must never find it, even when it runs as root.
 rm -f -- "$token_file" 2>/dev/null || log "WARNING: could not delete $token_file."
-[[ -n $token ]] || fail $EXIT_TOKEN_MISSING "The token file $token_file is empty: the PAT was not delivered into the container."
+[[ -n $token ]] || fail $EXIT_TOKEN_MISSING "The token file $token_file is empty: the PAT (or access token) was not delivered into the container."
 
 # ----------------------------------------------------------------- agent directory
 # Container jobs through the host's Docker socket need the agent's directories
@@ -250,7 +253,10 @@ exit_if_signalled
 # ----------------------------------------------------------------- register
 log "registering agent '$name' in pool '$pool' at $url"
 # The PAT reaches config.sh only through VSTS_AGENT_INPUT_TOKEN, which the agent
-# reads and removes from its environment; it never appears in an argv.
+# reads and removes from its environment; it never appears in an argv. An Entra
+# access token goes the same way: the agent sends it as Basic auth, which Azure
+# DevOps accepts, and once registered the agent authenticates with its own key
+# (.credentials_rsaparams), so the token, useless within the hour, is not kept.
 VSTS_AGENT_INPUT_TOKEN=$token "${as_user[@]}" ./config.sh --unattended --url "$url" \
     --auth pat --pool "$pool" --agent "$name" --work "$work" --replace --acceptTeeEula &
 child=$!
@@ -258,7 +264,7 @@ unset token
 wait_child
 exit_if_signalled
 if ((rc != 0)); then
-    fail $EXIT_CONFIG_FAILED "Agent registration failed (config.sh exit code $rc): check the PAT (Agent Pools read & manage), the pool name and the URL; the agent's message is above."
+    fail $EXIT_CONFIG_FAILED "Agent registration failed (config.sh exit code $rc): check the PAT (Agent Pools read & manage) or that the service principal is an Administrator of the pool, the pool name and the URL; the agent's message is above."
 fi
 
 # ----------------------------------------------------------------- one job
