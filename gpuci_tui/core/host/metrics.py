@@ -275,7 +275,7 @@ class StateCollector(Collector):
             labels=["state"],
         )  # fmt: skip
         limited = GaugeMetricFamily(
-            "gpuci_azure_rate_limited", "1 while Azure DevOps rate-limits this PAT's user."
+            "gpuci_azure_rate_limited", "1 while Azure DevOps rate-limits this identity."
         )
         paused = GaugeMetricFamily(
             "gpuci_paused", "1 while replenishing is paused (`gpuci-tui pause`)."
