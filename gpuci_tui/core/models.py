@@ -210,6 +210,9 @@ class HealthSnapshot:
     """When the system last answered (or, when it fails, when it was last tried)."""
     retry_at: float | None = None
     """When the supervisor will call again after a failure or a rate-limit delay."""
+    identity: str = ""
+    """Who the supervisor signs in as, in a few words (``service principal gpuci-lab ·
+    token valid 52 min``); empty for a PAT and for health other than Azure DevOps'."""
 
 
 @dataclass(frozen=True)

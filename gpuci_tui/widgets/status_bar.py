@@ -32,10 +32,13 @@ def org_label(org_url: str) -> str:
 def azure_health(health: HealthSnapshot, now: float, *, short: bool = False) -> Text:
     """The credential/organisation health as one styled phrase (``short``: for narrow bars)."""
     state = health.state
+    who = health.identity  # empty: a PAT
     if state is HealthState.OK:
-        text = Text("✓ PAT valid", style="green")
+        text = Text(f"✓ {who}" if who else "✓ PAT valid", style="green")
     elif state is HealthState.AUTH_FAILED:
-        text = Text("✗ PAT rejected", style="bold red")
+        text = Text(
+            f"✗ {who.split(' · ')[0]} refused" if who else "✗ PAT rejected", style="bold red"
+        )
     elif state is HealthState.RATE_LIMITED:
         when = f" until {clock_time(health.retry_at)}" if health.retry_at else ""
         text = Text(f"⏳ rate limited{when}", style="yellow")

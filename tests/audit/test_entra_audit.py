@@ -79,6 +79,9 @@ def test_tokens_expire_and_the_secret_rotates_while_jobs_run(sp_rig: Rig) -> Non
     daemon = rig.start_daemon()
     wait_for(rig.all_idle, 60, "two idle agents registered by the principal")
     assert [how for _, how in entra.sign_ins][:1] == ["secret"]
+    # status (and the console's header) name the identity and its token's state.
+    status = rig.cli("status").stdout
+    assert "azure: ok" in status and "— service principal gpuci-lab · token valid" in status
     first = len(entra.sign_ins)
     deadline = time.monotonic() + 25
     jobs = []

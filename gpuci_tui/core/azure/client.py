@@ -131,6 +131,10 @@ class AzureDevOpsClient:
 
     # ------------------------------------------------------------------ figures
 
+    def describe_identity(self) -> str:
+        """Who this client signs in as (``PAT``, ``service principal NAME · token valid N min``)."""
+        return self._http.credential.describe()
+
     @property
     def org_url(self) -> str:
         """The normalised organisation URL."""

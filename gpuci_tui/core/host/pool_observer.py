@@ -190,7 +190,7 @@ class PoolObserver:
     def answered(self) -> None:
         """The organisation answered a call: healthy again."""
         self._error_streak = 0
-        self.health = HealthSnapshot(HealthState.OK, "", self.clock())
+        self.health = HealthSnapshot(HealthState.OK, "", self.clock(), identity=self._identity())
 
     def failed(self, exc: AzureError) -> float:
         """Record a failed call; returns the seconds to wait before calling again."""
@@ -209,8 +209,14 @@ class PoolObserver:
         message = f"{exc} (local slots are still replenished; next try in {delay:.0f} s)"
         if self.health.state != state or self.health.message != message:
             self._report("azure_error", str(exc))
-        self.health = HealthSnapshot(state, message, now, now + delay)
+        self.health = HealthSnapshot(state, message, now, now + delay, self._identity())
         return delay
+
+    def _identity(self) -> str:
+        """The client's credential in words, when it is not a PAT (fakes have none)."""
+        describe = getattr(self.api, "describe_identity", None)
+        text = describe() if callable(describe) else ""
+        return "" if not isinstance(text, str) or text == "PAT" else text
 
     def _count_requests(self, requests: list[JobRequest]) -> None:
         self._queued = sum(1 for r in requests if r.assign_time is None and r.result is None)
