@@ -13,6 +13,11 @@
 #                    PAT, so it goes to --auth pat too); default /run/azp/token;
 #                    read once, deleted before anything else runs
 #   AZP_WORK         work directory (default: _work, inside the agent directory)
+#   AZP_AUTH         pat (default: the token file holds a PAT or an Entra access
+#                    token) | service-principal (it holds the client secret of
+#                    AZP_CLIENT_ID in tenant AZP_TENANT_ID: the agent's own
+#                    --auth SP, agent 3.227.1 or later; for Kubernetes, where no
+#                    supervisor hands out short-lived tokens)
 # Knobs:
 #   AZP_AGENT_SOURCE        where the image has the agent (default: /azp/agent)
 #   AZP_AGENT_DIR           where to run it (default: AZP_AGENT_SOURCE); another
@@ -121,18 +126,28 @@ run_as_root=${AZP_RUN_AS_ROOT:-}
 skip_version_check=${AZP_SKIP_VERSION_CHECK:-}
 test_skip_privdrop=${AZP_TEST_SKIP_PRIVDROP:-}
 legacy_token=${AZP_TOKEN:-}
+auth=${AZP_AUTH:-pat}
+client_id=${AZP_CLIENT_ID:-}
+tenant_id=${AZP_TENANT_ID:-}
 
 # None of these may reach the agent's capabilities or a job's environment.
 ignore="AZP_URL,AZP_POOL,AZP_AGENT_NAME,AZP_TOKEN,AZP_TOKEN_FILE,AZP_WORK,AZP_AGENT_DIR"
 ignore+=",AZP_AGENT_SOURCE,AZP_AGENT_USER,AZP_DOCKER_SOCKET,AZP_RUN_AS_ROOT"
-ignore+=",AZP_SKIP_VERSION_CHECK,AZP_TEST_SKIP_PRIVDROP"
-ignore+=",VSTS_AGENT_INPUT_TOKEN,VSO_AGENT_IGNORE"
+ignore+=",AZP_SKIP_VERSION_CHECK,AZP_TEST_SKIP_PRIVDROP,AZP_AUTH,AZP_CLIENT_ID,AZP_TENANT_ID"
+ignore+=",VSTS_AGENT_INPUT_TOKEN,VSTS_AGENT_INPUT_CLIENTSECRET,VSO_AGENT_IGNORE"
 export VSO_AGENT_IGNORE="${VSO_AGENT_IGNORE:+$VSO_AGENT_IGNORE,}$ignore"
 unset AZP_URL AZP_POOL AZP_AGENT_NAME AZP_TOKEN AZP_TOKEN_FILE AZP_WORK AZP_AGENT_DIR \
     AZP_AGENT_SOURCE AZP_AGENT_USER AZP_DOCKER_SOCKET AZP_RUN_AS_ROOT AZP_SKIP_VERSION_CHECK \
-    AZP_TEST_SKIP_PRIVDROP
+    AZP_TEST_SKIP_PRIVDROP AZP_AUTH AZP_CLIENT_ID AZP_TENANT_ID
 
 [[ -n $url ]] || fail $EXIT_BAD_SETUP "AZP_URL is not set: it must name the organisation, e.g. https://dev.azure.com/ORG."
+case $auth in
+    pat) ;;
+    service-principal)
+        [[ -n $client_id && -n $tenant_id ]] ||
+            fail $EXIT_BAD_SETUP "AZP_AUTH=service-principal needs AZP_CLIENT_ID and AZP_TENANT_ID." ;;
+    *) fail $EXIT_BAD_SETUP "AZP_AUTH=$auth is not one of pat, service-principal." ;;
+esac
 
 # ----------------------------------------------------------------- token
 if [[ -n $legacy_token ]]; then
@@ -247,7 +262,8 @@ check_agent_version() {
         log "agent $baked matches the organisation's current version"
     fi
 }
-[[ $skip_version_check == 1 ]] || check_agent_version
+# A client secret cannot be sent to the REST API: the check needs a PAT or an access token.
+[[ $skip_version_check == 1 || $auth == service-principal ]] || check_agent_version
 exit_if_signalled
 
 # ----------------------------------------------------------------- register
@@ -257,8 +273,15 @@ log "registering agent '$name' in pool '$pool' at $url"
 # access token goes the same way: the agent sends it as Basic auth, which Azure
 # DevOps accepts, and once registered the agent authenticates with its own key
 # (.credentials_rsaparams), so the token, useless within the hour, is not kept.
-VSTS_AGENT_INPUT_TOKEN=$token "${as_user[@]}" ./config.sh --unattended --url "$url" \
-    --auth pat --pool "$pool" --agent "$name" --work "$work" --replace --acceptTeeEula &
+if [[ $auth == service-principal ]]; then
+    # The secret, like the PAT, only through the environment (VSTS_AGENT_INPUT_*).
+    VSTS_AGENT_INPUT_CLIENTSECRET=$token "${as_user[@]}" ./config.sh --unattended --url "$url" \
+        --auth SP --clientid "$client_id" --tenantid "$tenant_id" --pool "$pool" \
+        --agent "$name" --work "$work" --replace --acceptTeeEula &
+else
+    VSTS_AGENT_INPUT_TOKEN=$token "${as_user[@]}" ./config.sh --unattended --url "$url" \
+        --auth pat --pool "$pool" --agent "$name" --work "$work" --replace --acceptTeeEula &
+fi
 child=$!
 unset token
 wait_child

@@ -207,3 +207,31 @@ def test_sigint_while_idle_exits_130(agent: Agent) -> None:
     result = agent.finish(timeout=5)
     assert result.code == agent_exit.INTERRUPTED == 130, result.out
     assert agent.read("run.signals").split() == ["TERM"]
+
+
+# --------------------------------------------------------------------------- service principal
+
+
+def test_a_service_principal_registers_with_its_secret_only_in_the_environment(
+    agent: Agent,
+) -> None:
+    tenant, client = "72f988bf-86f1-41af-91ab-2d7cd011db47", "11111111-2222-4333-8444-555555555555"
+    result = agent.run(AZP_AUTH="service-principal", AZP_CLIENT_ID=client, AZP_TENANT_ID=tenant)
+    assert result.code == agent_exit.JOB_DONE, result.out
+    argv = agent.argv("configure")
+    assert argv[argv.index("--auth") + 1] == "SP"
+    assert argv[argv.index("--clientid") + 1] == client
+    assert argv[argv.index("--tenantid") + 1] == tenant
+    env = agent.environ("configure")
+    assert env["VSTS_AGENT_INPUT_CLIENTSECRET"] == agent.token
+    assert "VSTS_AGENT_INPUT_TOKEN" not in env
+    assert agent.token not in " ".join(argv) and agent.token not in result.out
+    run_env = agent.environ("run")
+    assert "VSTS_AGENT_INPUT_CLIENTSECRET" not in run_env
+    assert not [k for k in run_env if k.startswith("AZP_")]
+
+
+def test_a_service_principal_without_its_ids_is_a_bad_setup(agent: Agent) -> None:
+    result = agent.run(AZP_AUTH="service-principal")
+    assert result.code == agent_exit.BAD_SETUP
+    assert "needs AZP_CLIENT_ID and AZP_TENANT_ID" in result.out
