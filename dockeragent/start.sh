@@ -17,7 +17,10 @@
 #                    token) | service-principal (it holds the client secret of
 #                    AZP_CLIENT_ID in tenant AZP_TENANT_ID: the agent's own
 #                    --auth SP, agent 3.227.1 or later; for Kubernetes, where no
-#                    supervisor hands out short-lived tokens)
+#                    supervisor hands out short-lived tokens) | workload-identity
+#                    (Kubernetes with Azure Workload Identity: no token file;
+#                    the pod's federated token, AZURE_FEDERATED_TOKEN_FILE, is
+#                    exchanged for an Azure DevOps access token; needs curl, jq)
 # Knobs:
 #   AZP_AGENT_SOURCE        where the image has the agent (default: /azp/agent)
 #   AZP_AGENT_DIR           where to run it (default: AZP_AGENT_SOURCE); another
@@ -146,11 +149,42 @@ case $auth in
     service-principal)
         [[ -n $client_id && -n $tenant_id ]] ||
             fail $EXIT_BAD_SETUP "AZP_AUTH=service-principal needs AZP_CLIENT_ID and AZP_TENANT_ID." ;;
-    *) fail $EXIT_BAD_SETUP "AZP_AUTH=$auth is not one of pat, service-principal." ;;
+    workload-identity)
+        [[ -n ${AZURE_FEDERATED_TOKEN_FILE:-} && -n ${AZURE_CLIENT_ID:-} && -n ${AZURE_TENANT_ID:-} ]] ||
+            fail $EXIT_BAD_SETUP "AZP_AUTH=workload-identity needs AZURE_CLIENT_ID, AZURE_TENANT_ID and AZURE_FEDERATED_TOKEN_FILE, which Azure Workload Identity's webhook sets: label the pod azure.workload.identity/use=true and run it under the federated service account." ;;
+    *) fail $EXIT_BAD_SETUP "AZP_AUTH=$auth is not one of pat, service-principal, workload-identity." ;;
 esac
 
 # ----------------------------------------------------------------- token
-if [[ -n $legacy_token ]]; then
+# Workload identity: the pod's federated token, exchanged for an Azure DevOps
+# access token (about an hour), which then registers like a PAT.
+exchange_federated_token() {
+    if ! command -v curl >/dev/null || ! command -v jq >/dev/null; then
+        fail $EXIT_BAD_SETUP "AZP_AUTH=workload-identity needs curl and jq in the image."
+    fi
+    local authority=${AZURE_AUTHORITY_HOST:-https://login.microsoftonline.com/} assertion answer why
+    assertion=$(<"$AZURE_FEDERATED_TOKEN_FILE")
+    # The assertion goes to curl on stdin (a config file), never on its command line.
+    if ! answer=$(printf 'data-urlencode = "client_assertion=%s"\n' "$assertion" |
+        curl --config - --silent --show-error --max-time 20 \
+            --data-urlencode "grant_type=client_credentials" \
+            --data-urlencode "client_id=$AZURE_CLIENT_ID" \
+            --data-urlencode "client_assertion_type=urn:ietf:params:oauth:client-assertion-type:jwt-bearer" \
+            --data-urlencode "scope=499b84ac-1321-427f-aa17-267ca6975798/.default" \
+            "${authority%/}/$AZURE_TENANT_ID/oauth2/v2.0/token" 2>&1); then
+        fail $EXIT_RETRYABLE "Cannot reach Microsoft Entra at ${authority%/} (${answer:-no answer})."
+    fi
+    token=$(jq -r '.access_token // empty' <<<"$answer" 2>/dev/null) || token=""
+    if [[ -z $token ]]; then
+        why=$(jq -r '.error_description // .error // empty' <<<"$answer" 2>/dev/null | head -n 1)
+        fail $EXIT_CONFIG_FAILED "Microsoft Entra refused the workload identity's sign-in: ${why:-no reason given}. Check the federated credential of $AZURE_CLIENT_ID."
+    fi
+}
+
+if [[ $auth == workload-identity ]]; then
+    exchange_federated_token
+    auth=pat  # Azure DevOps takes the access token where it takes a PAT
+elif [[ -n $legacy_token ]]; then
     log "WARNING: the PAT came in the AZP_TOKEN variable, which 'docker inspect' shows to anyone with Docker access; deliver it as a file (AZP_TOKEN_FILE) instead."
     token=$legacy_token
 else

@@ -47,6 +47,9 @@ class SimApp:
     pool_admin: bool = True
     """Administrator of the agent pools (may register and manage agents)."""
     managed_identity: bool = False
+    federated: set[str] = field(default_factory=set)
+    """Federated tokens (Kubernetes service-account tokens) the app accepts as assertions;
+    the simulation trusts them by value instead of checking their issuer's keys."""
 
 
 @dataclass(frozen=True)
@@ -87,7 +90,8 @@ class SimEntra:
         self._lock = threading.Lock()
         self._apps: dict[str, SimApp] = {}
         self.sign_ins: list[tuple[str, str]] = []
-        """(client_id, how) per successful sign-in: ``secret`` | ``certificate`` | ``msi``."""
+        """(client_id, how) per successful sign-in: ``secret`` | ``certificate`` | ``msi`` |
+        ``federated``."""
 
     # ------------------------------------------------------------------ setup
 
@@ -175,6 +179,8 @@ class SimEntra:
                 )
             return 200, self._issue(app, "secret")
         if form.get("client_assertion_type", "").endswith("jwt-bearer"):
+            if form.get("client_assertion", "") in app.federated:
+                return 200, self._issue(app, "federated")
             if not self._assertion_ok(app, form.get("client_assertion", ""), audience):
                 return _aadsts(
                     401,
