@@ -131,9 +131,10 @@ class AzureDevOpsClient:
 
     # ------------------------------------------------------------------ figures
 
-    def describe_identity(self) -> str:
-        """Who this client signs in as (``PAT``, ``service principal NAME · token valid N min``)."""
-        return self._http.credential.describe()
+    @property
+    def credential(self) -> Credential:
+        """What this client signs in with (the header and ``status`` describe it)."""
+        return self._http.credential
 
     @property
     def org_url(self) -> str:

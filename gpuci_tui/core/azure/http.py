@@ -268,7 +268,7 @@ class AzureTransport:
                 except AzureAuthError:
                     # An access token can be refused before its stated expiry (revoked,
                     # clock skew): acquire a new one once, then report the refusal.
-                    if reacquired or self.credential.expires_at is None:
+                    if reacquired or self.credential.kind == "pat":
                         raise
                     LOG.warning("%s %s: token refused; acquiring a new one", method, shown)
                     self.credential.refresh()

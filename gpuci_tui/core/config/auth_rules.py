@@ -84,6 +84,22 @@ def validate_client_certificate(value: object) -> str:
     return path
 
 
+def validate_pat_expires(value: object) -> str:
+    """Check ``azure.pat_expires``: empty or a date ``YYYY-MM-DD``."""
+    import datetime
+
+    text = as_text(value, "azure.pat_expires")
+    if text:
+        try:
+            datetime.date.fromisoformat(text)
+        except ValueError:
+            raise ConfigError(
+                f'{text!r} is not a date: write the PAT\'s expiry as YYYY-MM-DD, e.g. "2027-03-31"',
+                key="azure.pat_expires",
+            ) from None
+    return text
+
+
 def check_auth_table(values: Mapping[str, Any], raw: Mapping[str, Any]) -> list[ConfigError]:
     """What each method needs: a service principal needs its tenant and client ids.
 
@@ -106,6 +122,10 @@ def check_auth_table(values: Mapping[str, Any], raw: Mapping[str, Any]) -> list[
                         key=f"azure.{key}",
                     )
                 )
+    if method != "pat" and values.get("pat_expires"):
+        errors.append(
+            ConfigError('is only used with auth = "pat"; remove it', key="azure.pat_expires")
+        )
     if method != "service-principal" and values.get("client_certificate"):
         errors.append(
             ConfigError(

@@ -102,6 +102,7 @@ _FIELDS: dict[str, Callable[[object], object]] = {
     "azure.client_id": auth_rules.validate_client_id,
     "azure.authority": auth_rules.validate_authority,
     "azure.client_certificate": auth_rules.validate_client_certificate,
+    "azure.pat_expires": auth_rules.validate_pat_expires,
     "agents.count": validate_count,
     "agents.image": rules.validate_image,
     "agents.name_prefix": validate_name_prefix,

@@ -54,6 +54,9 @@ class AzureConfig:
     client_certificate: str = ""
     """PEM file with the service principal's certificate and private key; empty:
     the principal signs in with a client secret (stored like the PAT)."""
+    pat_expires: str = ""
+    """The PAT's expiry date (``YYYY-MM-DD``, as Azure DevOps showed it at creation);
+    warned about `secrets.credentials.PAT_WARN_DAYS` days before. Empty: not known."""
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import binascii
 import threading
+import time
 from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
@@ -30,6 +31,14 @@ PAT_REJECTED = (
     "The organisation rejected the PAT: it is wrong, expired or revoked. Create a new PAT "
     "with the Agent Pools (read & manage) scope and store it with `gpuci-tui setup`."
 )
+PAT_EXPIRED = (
+    "The organisation rejected the PAT: it expired on {date} (or was revoked). Create a new "
+    "PAT with the Agent Pools (read & manage) scope, store it with `gpuci-tui token set` and "
+    "set [azure] pat_expires to its new date; the daemon uses it within a minute."
+)
+PAT_WARN_DAYS = 14
+"""Days before a known PAT expiry from which the header, ``status`` and the log warn."""
+DAY = 86400.0
 
 
 @runtime_checkable
@@ -113,12 +122,22 @@ class PatCredential:
     Args:
         token: The PAT, or a callable returning it; called before every request, so
             a PAT rotated in the token source takes effect as the source allows.
+        expires_on: The PAT's expiry (epoch seconds, ``[azure] pat_expires``); None: unknown.
+        clock: Epoch seconds (tests).
     """
 
     kind = "pat"
 
-    def __init__(self, token: TokenProvider) -> None:
+    def __init__(
+        self,
+        token: TokenProvider,
+        *,
+        expires_on: float | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._source = token
+        self._expires_on = expires_on
+        self._clock = clock
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -151,14 +170,27 @@ class PatCredential:
 
     @property
     def expires_at(self) -> float | None:
-        """Unknown: the service does not tell a PAT's expiry to its holder."""
-        return None
+        """The expiry given in the configuration (the service does not tell its holder)."""
+        return self._expires_on
 
     def refresh(self) -> None:
         """Nothing to re-acquire: the PAT is read from its source at every request."""
 
     def describe(self) -> str:
-        """``PAT``."""
+        """``PAT``, with its expiry when known and near: ``PAT · expires in 5 days (…)``.
+
+        The date shown is the last day the PAT works (its expiry is that day's end).
+        """
+        if self._expires_on is None:
+            return "PAT"
+        left = self._expires_on - self._clock()
+        date = time.strftime("%Y-%m-%d", time.gmtime(self._expires_on - 1))
+        if left <= 0:
+            return f"PAT · expired on {date}: renew it"
+        if left <= PAT_WARN_DAYS * DAY:
+            days = int(left // DAY)
+            when = "today" if days == 0 else f"in {days} day{'s' if days != 1 else ''}"
+            return f"PAT · expires {when} ({date}): renew it"
         return "PAT"
 
     def get_token(self, org_url: str) -> str:
@@ -166,12 +198,23 @@ class PatCredential:
         return self.token()
 
     def rejected_message(self) -> str:
-        """See `Credential.rejected_message`."""
+        """See `Credential.rejected_message`: "expired" when the known expiry has passed."""
+        if self._expires_on is not None and self._clock() >= self._expires_on:
+            date = time.strftime("%Y-%m-%d", time.gmtime(self._expires_on - 1))
+            return PAT_EXPIRED.format(date=date)
         return PAT_REJECTED
 
     def forbidden_message(self, org: str) -> str:
         """See `Credential.forbidden_message`."""
         return pat_scope_message(org)
+
+
+def renewal_due(credential: Credential) -> float | None:
+    """When an operator must have renewed the credential (a PAT's known expiry).
+
+    None for tokens the credential renews itself (Entra) and for an unknown expiry.
+    """
+    return credential.expires_at if credential.kind == "pat" else None
 
 
 def as_credential(token: TokenProvider | Credential) -> Credential:

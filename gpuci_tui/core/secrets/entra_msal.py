@@ -133,4 +133,14 @@ def make_credential(
         return EntraCredential(
             "managed-identity", azure.client_id, managed_identity_acquirer(azure, http_client)
         )
-    return PatCredential(pat)
+    return PatCredential(pat, expires_on=pat_expiry(azure.pat_expires))
+
+
+def pat_expiry(date: str) -> float | None:
+    """``YYYY-MM-DD`` as the epoch second the PAT stops working (its end, UTC); None if empty."""
+    import datetime
+
+    if not date:
+        return None
+    day = datetime.date.fromisoformat(date) + datetime.timedelta(days=1)
+    return datetime.datetime(day.year, day.month, day.day, tzinfo=datetime.UTC).timestamp()

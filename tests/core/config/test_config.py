@@ -114,7 +114,7 @@ def test_unknown_key_without_close_match_lists_the_allowed(tmp_path: Path) -> No
     [line] = problems(tmp_path, with_value("azure", "region", "westeurope"))
     assert line == (
         "azure.region: unknown key; allowed: url, pool, auth, tenant_id, client_id, "
-        "authority, client_certificate"
+        "authority, client_certificate, pat_expires"
     )
 
 

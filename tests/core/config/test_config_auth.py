@@ -78,6 +78,17 @@ def test_a_service_principal_round_trips(tmp_path: Path) -> None:
             ],
         ),
         (
+            {"pat_expires": "31/03/2027"},
+            [
+                "azure.pat_expires: '31/03/2027' is not a date: write the PAT's expiry as "
+                'YYYY-MM-DD, e.g. "2027-03-31"'
+            ],
+        ),
+        (
+            {"auth": "managed-identity", "pat_expires": "2027-03-31"},
+            ['azure.pat_expires: is only used with auth = "pat"; remove it'],
+        ),
+        (
             {"client_certificate": "/etc/gpuci/sp.pem"},
             ['azure.client_certificate: is only used with auth = "service-principal"; remove it'],
         ),
@@ -92,3 +103,10 @@ def test_auth_problems_are_worded(
 def test_a_managed_identity_needs_nothing_else(tmp_path: Path) -> None:
     config = load_config(write(tmp_path / "c.toml", azure(auth="managed-identity")))
     assert (config.azure.auth, config.azure.client_id) == ("managed-identity", "")
+
+
+def test_a_pat_expiry_round_trips(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path / "c.toml", azure(pat_expires="2027-03-31")))
+    assert config.azure.pat_expires == "2027-03-31"
+    save_config(config, tmp_path / "out.toml")
+    assert 'pat_expires = "2027-03-31"' in (tmp_path / "out.toml").read_text()
