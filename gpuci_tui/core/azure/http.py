@@ -269,12 +269,14 @@ class AzureTransport:
                     # An access token can be refused before its stated expiry (revoked,
                     # clock skew): acquire a new one once, then report the refusal.
                     if reacquired or self.credential.kind == "pat":
+                        self.credential.note_rejected(token)
                         raise
                     LOG.warning("%s %s: token refused; acquiring a new one", method, shown)
                     self.credential.refresh()
                     reacquired = True
                     continue
                 if retry_in is None:
+                    self.credential.note_accepted()
                     answer = self._answer(response, method, shown)
                     if confirms_identity:
                         with self._lock:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import threading
 import time
 from collections.abc import Callable
@@ -91,6 +92,27 @@ class Credential(Protocol):
         """What to say when the identity is valid but may not use the pool (403)."""
         ...
 
+    def note_rejected(self, secret: str) -> None:
+        """The organisation refused ``secret`` for good (after any retry).
+
+        Until it accepts a request again (or the PAT is replaced), `get_token`
+        raises instead of handing out what would only fail: agent starts wait
+        instead of failing one after another.
+        """
+        ...
+
+    def note_accepted(self) -> None:
+        """The organisation answered a request: any refusal is over."""
+        ...
+
+
+def fingerprint(secret: str) -> str:
+    """A digest of ``secret``: what is kept to recognise it, instead of a second copy."""
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+WAIT_FOR_NEW = " Agents are not started until the organisation accepts a credential again."
+
 
 def header_secret(header: str) -> str:
     """The secret inside an ``Authorization`` value, for redacting it from messages.
@@ -139,6 +161,8 @@ class PatCredential:
         self._expires_on = expires_on
         self._clock = clock
         self._lock = threading.Lock()
+        self._refused: str | None = None
+        """Fingerprint of the PAT the organisation refused (None: none refused)."""
 
     def __repr__(self) -> str:
         return "PatCredential(<redacted>)"
@@ -194,8 +218,28 @@ class PatCredential:
         return "PAT"
 
     def get_token(self, org_url: str) -> str:
-        """The PAT itself: the agent registers with ``--auth pat``."""
-        return self.token()
+        """The PAT itself: the agent registers with ``--auth pat``.
+
+        Raises:
+            AzureAuthError: the organisation refused this very PAT (a new one is used
+                as soon as it is stored), or there is none.
+        """
+        token = self.token()
+        with self._lock:
+            refused = self._refused == fingerprint(token)
+        if refused:
+            raise AzureAuthError(self.rejected_message() + WAIT_FOR_NEW)
+        return token
+
+    def note_rejected(self, secret: str) -> None:
+        """See `Credential.note_rejected`."""
+        with self._lock:
+            self._refused = fingerprint(secret)
+
+    def note_accepted(self) -> None:
+        """See `Credential.note_accepted`."""
+        with self._lock:
+            self._refused = None
 
     def rejected_message(self) -> str:
         """See `Credential.rejected_message`: "expired" when the known expiry has passed."""

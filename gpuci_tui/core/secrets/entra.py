@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from gpuci_tui.core.errors import AzureAuthError, GpuciError
+from gpuci_tui.core.secrets.credentials import WAIT_FOR_NEW
 
 LOG = logging.getLogger("gpuci_tui.azure")
 
@@ -109,6 +110,8 @@ class EntraCredential:
         self._name = ""
         self._failure: str | None = None
         self._failed_at = 0.0
+        self._refused = False
+        """The organisation refused even a fresh token (not a member)."""
         self.acquisitions = 0
         """Sign-ins performed (tests and metrics count them)."""
 
@@ -142,8 +145,26 @@ class EntraCredential:
         Azure DevOps takes an Entra access token wherever it takes a PAT, so the
         container gets a credential that is useless within the hour instead of
         the service principal's secret.
+
+        Raises:
+            AzureAuthError: Entra refused the sign-in, or the organisation refused
+                the identity and has not accepted it since.
         """
+        with self._lock:
+            refused = self._refused
+        if refused:
+            raise AzureAuthError(self.rejected_message() + WAIT_FOR_NEW)
         return self._valid_token()
+
+    def note_rejected(self, secret: str) -> None:
+        """See `Credential.note_rejected`."""
+        with self._lock:
+            self._refused = True
+
+    def note_accepted(self) -> None:
+        """See `Credential.note_accepted`."""
+        with self._lock:
+            self._refused = False
 
     def refresh(self) -> None:
         """Drop the token: the next call signs in again, reading the secret afresh."""
