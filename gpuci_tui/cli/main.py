@@ -122,6 +122,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--agents", type=int, default=4, help="number of slots (default 4)")
     demo.add_argument(
+        "--auth",
+        choices=("pat", "service-principal"),
+        default="pat",
+        help="sign in with a PAT (default) or as a service principal of the simulated tenant",
+    )
+    demo.add_argument(
         "--jobs-per-minute",
         type=float,
         default=None,
