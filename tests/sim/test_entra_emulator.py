@@ -67,3 +67,26 @@ def test_a_principal_without_the_pool_role_cannot_register(
     logs = c.logs().decode()
     assert "HTTP 403" in logs and "needs Manage permissions" in logs, logs
     assert org.find_agent("sp-2") is None
+
+
+def test_the_python_agent_program_says_403_too(org: SimOrg) -> None:
+    from gpuci_tui.sim.runtime import SimulatedRuntime
+
+    from .test_runtime import LABELS, Recorder, spec
+
+    org.entra.add_app(
+        "gpuci-lab",
+        client_id=CLIENT,
+        secret="Q~emulator-secret-0123456789abcdefgh",
+        pool_admin=False,
+    )
+    runtime = SimulatedRuntime(org, destroy_delay=0.02)
+    rec = Recorder(runtime)
+    try:
+        info = runtime.start(spec(auto_remove=False), access_token(org))
+        rec.wait_for("die")
+        wait_until(lambda: runtime.list_containers(LABELS) != [], what="listed")
+        tail = " ".join(runtime.logs_tail(info.id))
+        assert "HTTP 403" in tail and "needs Manage permissions" in tail, tail
+    finally:
+        rec.close()
