@@ -133,6 +133,11 @@ class SimEntra:
         with self._lock:
             self._apps[client_id.lower()].secrets = {secret: expires}
 
+    def add_certificate(self, client_id: str, pem: str) -> None:
+        """Register another certificate (its public part, PEM) on the application."""
+        with self._lock:
+            self._add_certificate(self._apps[client_id.lower()], pem)
+
     @staticmethod
     def _add_certificate(app: SimApp, pem: str) -> None:
         from cryptography import x509

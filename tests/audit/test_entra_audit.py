@@ -130,3 +130,44 @@ def test_a_principal_that_loses_the_pool_role_is_told_and_does_not_crash_loop(
     rig.org.entra.app(CLIENT).pool_admin = True
     assert rig.cli("resume", "--all").returncode == 0
     wait_for(rig.all_idle, 90, "agents once the role is given back")
+
+
+def test_a_certificates_key_and_passphrase_are_nowhere_but_in_their_files(
+    sp_rig: Rig, tmp_path: Path
+) -> None:
+    from tests.sim.test_entra import _certificate
+
+    rig = sp_rig
+    pem, cert = _certificate(passphrase=b"audit-passphrase-0123")
+    key_file = tmp_path / "sp.pem"
+    key_file.write_text(pem)
+    key_file.chmod(0o600)
+    phrase_file = tmp_path / "passphrase"
+    phrase_file.write_text("audit-passphrase-0123\n")
+    phrase_file.chmod(0o600)
+    app = rig.org.entra.app(CLIENT)
+    app.secrets.clear()  # only the certificate signs in
+    rig.org.entra.add_certificate(CLIENT, cert)
+    azure = dataclasses.replace(rig.config.azure, client_certificate=str(key_file))
+    rig.config = dataclasses.replace(rig.config, azure=azure)
+    save_config(rig.config, rig.config_path)
+    del rig.env["GPUCI_CLIENT_SECRET_FILE"]
+    rig.env["GPUCI_CERT_PASSPHRASE_FILE"] = str(phrase_file)
+
+    daemon = rig.start_daemon()
+    wait_for(rig.all_idle, 60, "two idle agents registered by the principal")
+    run(rig, 2)
+    assert {how for _, how in rig.org.entra.sign_ins} == {"certificate"}
+    key_lines = [line for line in pem.splitlines() if line and not line.startswith("-----")]
+    needles = ["audit-passphrase-0123", *key_lines[:3]]
+    assert any(n in key_file.read_text() for n in needles), "the search finds them where they are"
+    log = rig.daemon_log()
+    for needle in needles:
+        assert needle not in log
+        for proc in process_tree(daemon.pid):
+            assert needle not in " ".join(proc.cmdline())
+            assert needle.encode() not in Path(f"/proc/{proc.pid}/environ").read_bytes()
+        for c in rig.containers():
+            c.reload()
+            assert needle not in json.dumps(c.attrs)
+    assert "PRIVATE KEY" not in log and "eyJ" not in log
