@@ -105,6 +105,8 @@ class EntraCredential:
         self._clock = clock
         self._margin = margin
         self._lock = threading.Lock()
+        """Guards the state below; held only briefly."""
+        self._sign_in_lock = threading.Lock()
         self._token = ""
         self._expires_at: float | None = None
         self._name = ""
@@ -209,6 +211,19 @@ class EntraCredential:
         )
 
     def _valid_token(self) -> str:
+        token = self._current()
+        if token is not None:
+            return token
+        # One sign-in at a time (callers wait for it rather than each signing in), and
+        # outside the state lock: `describe` must answer at once during a slow sign-in.
+        with self._sign_in_lock:
+            token = self._current()
+            if token is not None:
+                return token
+            return self._sign_in()
+
+    def _current(self) -> str | None:
+        """The token when still good for the margin; raises a recent failure; else None."""
         with self._lock:
             now = self._clock()
             if (
@@ -219,32 +234,33 @@ class EntraCredential:
                 return self._token
             if self._failure is not None and now - self._failed_at < FAILURE_BACKOFF:
                 raise AzureAuthError(self._failure)
-            return self._sign_in(now)
+            return None
 
-    def _sign_in(self, now: float) -> str:
-        """One acquisition under the lock (callers wait: one sign-in, not one per thread)."""
+    def _sign_in(self) -> str:
+        """One acquisition (under the sign-in lock)."""
         self.acquisitions += 1
         try:
             result = self._acquire()
         except GpuciError as exc:  # already plain words (no secret stored, bad key file...)
-            return self._fail(now, str(exc))
+            return self._fail(str(exc))
         except Exception as exc:  # noqa: BLE001 - msal and requests raise anything
-            return self._fail(
-                now, f"Cannot sign in {self.who}: {type(exc).__name__}: {str(exc)[:300]}"
-            )
+            return self._fail(f"Cannot sign in {self.who}: {type(exc).__name__}: {str(exc)[:300]}")
         token = result.get("access_token")
         if not isinstance(token, str) or not token:
-            return self._fail(now, describe_aadsts(result, self.who))
+            return self._fail(describe_aadsts(result, self.who))
         expires_in = float(result.get("expires_in") or 3600)
-        self._token, self._expires_at = token, now + expires_in
-        self._failure = None
-        claims = token_claims(token)
-        self._name = str(claims.get("app_displayname") or self._name)
+        name = str(token_claims(token).get("app_displayname") or "")
+        with self._lock:
+            # Expiry counts from now, after the sign-in: never later than Entra's own.
+            self._token, self._expires_at = token, self._clock() + expires_in
+            self._failure = None
+            self._name = name or self._name
         LOG.info("signed in %s; token valid %d min", self.who, int(expires_in // 60))
         return token
 
-    def _fail(self, now: float, message: str) -> str:
-        self._token, self._expires_at = "", None
-        self._failure, self._failed_at = message, now
+    def _fail(self, message: str) -> str:
+        with self._lock:
+            self._token, self._expires_at = "", None
+            self._failure, self._failed_at = message, self._clock()
         LOG.warning("%s", message)
         raise AzureAuthError(message)

@@ -35,6 +35,31 @@ if TYPE_CHECKING:
 
 MI_ENDPOINT_VAR = "AZURE_POD_IDENTITY_AUTHORITY_HOST"
 """msal's override of the Azure VM metadata host (169.254.169.254); tests point it at the sim."""
+SIGN_IN_TIMEOUT = 15.0
+"""Seconds for each request of a sign-in (msal sets none on a session it is given)."""
+
+
+class _Timed:
+    """msal's ``http_client``: a requests session whose calls cannot hang for ever."""
+
+    def __init__(self, session: requests.Session | None) -> None:
+        import requests
+
+        self._session = session or requests.Session()
+
+    def get(self, url: str, **kwargs: Any) -> requests.Response:
+        """GET with `SIGN_IN_TIMEOUT` unless msal gave one."""
+        kwargs.setdefault("timeout", SIGN_IN_TIMEOUT)
+        return self._session.get(url, **kwargs)
+
+    def post(self, url: str, **kwargs: Any) -> requests.Response:
+        """POST with `SIGN_IN_TIMEOUT` unless msal gave one."""
+        kwargs.setdefault("timeout", SIGN_IN_TIMEOUT)
+        return self._session.post(url, **kwargs)
+
+    def close(self) -> None:
+        """Close the session."""
+        self._session.close()
 
 
 def service_principal_acquirer(
@@ -46,7 +71,6 @@ def service_principal_acquirer(
 
     def acquire() -> Mapping[str, Any]:
         import msal
-        import requests
 
         credential: str | dict[str, str]
         if azure.client_certificate:
@@ -68,7 +92,7 @@ def service_principal_acquirer(
                 azure.client_id,
                 client_credential=credential,
                 authority=f"{azure.authority}/{azure.tenant_id}",
-                http_client=http_client or requests.Session(),
+                http_client=_Timed(http_client),
                 instance_discovery=False,
             )
         except ValueError as exc:
@@ -96,7 +120,7 @@ def managed_identity_acquirer(
             if azure.client_id
             else msal.SystemAssignedManagedIdentity()
         )
-        client = msal.ManagedIdentityClient(identity, http_client=http_client or requests.Session())
+        client = msal.ManagedIdentityClient(identity, http_client=_Timed(http_client))
         try:
             result: Mapping[str, Any] = client.acquire_token_for_client(resource=ADO_RESOURCE)
         except requests.RequestException:

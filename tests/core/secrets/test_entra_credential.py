@@ -142,3 +142,27 @@ def test_a_pat_stays_a_pat() -> None:
     assert header_secret(cred.authorization()) == "abcdefghij0123456789"
     assert cred.get_token("u") == "abcdefghij0123456789"
     assert as_credential(cred) is cred
+
+
+def test_describe_answers_while_a_sign_in_hangs_and_callers_share_one_sign_in() -> None:
+    import threading
+
+    release = threading.Event()
+    calls: list[int] = []
+
+    def slow() -> Mapping[str, Any]:
+        calls.append(1)
+        assert release.wait(5)
+        return {"access_token": "eyJ0.eyJ9.sig", "expires_in": 3600}
+
+    cred = EntraCredential("service-principal", "1b2c", slow, clock=Clock())
+    workers = [threading.Thread(target=cred.authorization) for _ in range(3)]
+    for w in workers:
+        w.start()
+    while not calls:
+        threading.Event().wait(0.001)
+    assert cred.describe() == "service principal 1b2c · not signed in yet"  # no wait
+    release.set()
+    for w in workers:
+        w.join(5)
+    assert len(calls) == 1
