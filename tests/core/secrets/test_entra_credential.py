@@ -159,8 +159,12 @@ def test_describe_answers_while_a_sign_in_hangs_and_callers_share_one_sign_in() 
     workers = [threading.Thread(target=cred.authorization) for _ in range(3)]
     for w in workers:
         w.start()
-    while not calls:
-        threading.Event().wait(0.001)
+    started = threading.Event()
+    for _ in range(5000):  # a deadline of about 5 s
+        if calls:
+            break
+        started.wait(0.001)
+    assert calls, "the sign-in started"
     assert cred.describe() == "service principal 1b2c · not signed in yet"  # no wait
     release.set()
     for w in workers:
