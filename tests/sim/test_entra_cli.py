@@ -95,3 +95,24 @@ def test_token_set_stores_the_client_secret_in_the_keyring(
     assert "can be managed" in capsys.readouterr().out
     assert main(["--config", str(config), "token", "delete"]) == exitcodes.OK
     assert "client secret deleted" in capsys.readouterr().out
+
+
+def test_check_config_live_checks_a_pat_too(
+    world: World,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    pat = "simPAT-live-0123456789abcdefghijklmnopqrstuvwxyzABC"
+    world.org.add_pat(pat)
+    config = tmp_path / "config.toml"
+    agents = AgentsConfig(count=1, image="acme/agent:1", name_prefix="h", gpus="none")
+    save_config(
+        Config(azure=AzureConfig(url=world.server.org_url, pool="gpu"), agents=agents), config
+    )
+    monkeypatch.setenv("GPUCI_PAT", pat)
+    assert main(["--config", str(config), "check-config"]) == exitcodes.OK
+    assert "identity" not in capsys.readouterr().out, "offline without --live, as before"
+    assert main(["--config", str(config), "check-config", "--live"]) == exitcodes.OK
+    out = capsys.readouterr().out
+    assert "identity: PAT" in out and "can be managed" in out and pat not in out
