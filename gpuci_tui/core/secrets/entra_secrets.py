@@ -18,6 +18,7 @@ Each value handed out is registered with the redactor first.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import stat
 from collections.abc import Callable
@@ -29,6 +30,7 @@ from gpuci_tui.core.errors import GpuciError
 from gpuci_tui.core.secrets.redaction import register_secret
 from gpuci_tui.core.secrets.token_store import SERVICE, TokenStore
 
+log = logging.getLogger(__name__)
 FILE_MAX = 64 * 1024
 CLIENT_SECRET = "client-secret"
 CERT_PASSPHRASE = "certificate-passphrase"
@@ -84,7 +86,8 @@ class EntraSecretStore(TokenStore):
         file_var, env_var = _ENV[what]
         file_name = self._environ.get(file_var, "").strip()
         if file_name:
-            value = read_private_file(Path(file_name).expanduser(), file_var).strip()
+            value = read_private_file(Path(file_name).expanduser(), file_var, strict=False)
+            value = value.strip()
         elif self._environ.get(env_var, "").strip():
             value = self._environ[env_var].strip()
         else:
@@ -106,12 +109,18 @@ class EntraSecretStore(TokenStore):
         self._call(f"store the {what} in", lambda b: b.set_password(SERVICE, user, clean))
 
 
-def read_private_file(path: Path, what: str) -> str:
-    """A small text file that must be a regular file readable by this user only.
+def read_private_file(path: Path, what: str, *, strict: bool = True) -> str:
+    """A small text file that should be readable by this user only.
+
+    Args:
+        path: The file.
+        what: What names it, for messages (a variable or a config key).
+        strict: Refuse a file open to group or others (a private key); otherwise
+            only warn, as for ``GPUCI_PAT_FILE``.
 
     Raises:
         EntraSecretError: missing, not a regular file, too large, not text, or
-            readable by group or others (a private key must not be).
+            (``strict``) readable by group or others.
     """
     where = f"{what} names {path}, which"
     try:
@@ -125,7 +134,15 @@ def read_private_file(path: Path, what: str) -> str:
         os.close(fd)
     if not stat.S_ISREG(info.st_mode) or len(data) > FILE_MAX:
         raise EntraSecretError(f"{where} is not a small regular file.")
-    if stat.S_IMODE(info.st_mode) & 0o077:
+    if stat.S_IMODE(info.st_mode) & 0o077 and not strict:
+        log.warning(
+            "%s %s is open to group or others (mode %04o); restrict it: chmod 600 %s",
+            what,
+            path,
+            stat.S_IMODE(info.st_mode),
+            path,
+        )
+    elif stat.S_IMODE(info.st_mode) & 0o077:
         raise EntraSecretError(
             f"{where} is open to group or others (mode {stat.S_IMODE(info.st_mode):04o}): "
             f"anyone there could sign in as the service principal. Run: chmod 600 {path}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import jwt
 import pytest
@@ -43,3 +44,16 @@ def test_a_client_secret_handed_out_is_redacted_from_later_logs(
     with caplog.at_level(logging.INFO, logger="test.entra.redaction"):
         logger.info("signing in with %s and %s", secret, TOKEN)
     assert caplog.records[-1].getMessage() == "signing in with *** and ***"
+
+
+def test_a_secret_file_is_read_like_the_pat_file(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    secret = "Q~file-secret-0123456789abcdefghijklmnopq"
+    path = tmp_path / "client-secret"
+    path.write_text(secret + "\n")
+    path.chmod(0o640)
+    store = EntraSecretStore(environ={"GPUCI_CLIENT_SECRET_FILE": str(path)})
+    with caplog.at_level(logging.WARNING):
+        assert store.get_secret("https://dev.azure.com/acme", "client-secret", "c") == secret
+    assert "chmod 600" in caplog.text, "open to the group: warned, as GPUCI_PAT_FILE is"
