@@ -68,6 +68,7 @@ def service_principal_acquirer(
     http_client: requests.Session | None = None,
 ) -> Acquire:
     """One client-credentials sign-in per call, with the secret or certificate read afresh."""
+    timed = _Timed(http_client)  # one session for every sign-in: its connections are reused
 
     def acquire() -> Mapping[str, Any]:
         import msal
@@ -92,7 +93,7 @@ def service_principal_acquirer(
                 azure.client_id,
                 client_credential=credential,
                 authority=f"{azure.authority}/{azure.tenant_id}",
-                http_client=_Timed(http_client),
+                http_client=timed,
                 instance_discovery=False,
             )
         except ValueError as exc:
@@ -110,6 +111,7 @@ def managed_identity_acquirer(
     azure: AzureConfig, http_client: requests.Session | None = None
 ) -> Acquire:
     """One managed-identity sign-in per call (Azure VM metadata endpoint, or Azure Arc's)."""
+    timed = _Timed(http_client)
 
     def acquire() -> Mapping[str, Any]:
         import msal
@@ -120,7 +122,7 @@ def managed_identity_acquirer(
             if azure.client_id
             else msal.SystemAssignedManagedIdentity()
         )
-        client = msal.ManagedIdentityClient(identity, http_client=_Timed(http_client))
+        client = msal.ManagedIdentityClient(identity, http_client=timed)
         try:
             result: Mapping[str, Any] = client.acquire_token_for_client(resource=ADO_RESOURCE)
         except requests.RequestException:
