@@ -4,6 +4,7 @@ only documented parameters) and how the agent pods register."""
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -98,3 +99,44 @@ def test_scaled_job_and_pods_per_method(method: tuple[str, dict[str, Any]]) -> N
         assert [c["name"] for c in pod["initContainers"]] == ["copy-token"]
     if kind == "pat":
         assert "AZP_AUTH" not in env
+
+
+@pytest.mark.parametrize(
+    ("keys", "auth_words", "secret_line"),
+    [
+        (
+            'auth = "service-principal"\ntenant_id = "72f988bf-86f1-41af-91ab-2d7cd011db47"\n'
+            'client_id = "11111111-2222-4333-8444-555555555555"\n',
+            "service principal 11111111-2222-4333-8444-555555555555, Secret gpuci-azp-pat",
+            "--from-file=token=SECRETFILE",
+        ),
+        ('auth = "managed-identity"\n', "Azure Workload Identity, no Secret", None),
+    ],
+)
+def test_the_cli_says_what_each_method_needs(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    keys: str,
+    auth_words: str,
+    secret_line: str | None,
+) -> None:
+    from gpuci_tui.cli import exitcodes
+    from gpuci_tui.cli.main import main
+
+    config = tmp_path / "config.toml"
+    config.write_text(
+        f'[azure]\nurl = "https://dev.azure.com/acme"\npool = "gpu"\n{keys}\n'
+        '[agents]\ncount = 2\nimage = "registry.example/agent:1"\nname_prefix = "gpuhost"\n'
+        'gpus = "per-agent"\n',
+        encoding="utf-8",
+    )
+    out_dir = tmp_path / "k8s"
+    assert main(["--config", str(config), "export", "kubernetes", "-o", str(out_dir)]) == (
+        exitcodes.OK
+    )
+    stdout = capsys.readouterr().out
+    assert auth_words in stdout
+    if secret_line is None:
+        assert "create secret" not in stdout
+    else:
+        assert secret_line in stdout
