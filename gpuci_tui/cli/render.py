@@ -22,7 +22,8 @@ def render_status(snap: SupervisorSnapshot, now: float | None = None) -> str:
     lines = [
         f"gpuci-tui {mode}{' ' + ' '.join(flags) if flags else ''} — {snap.org_url} pool "
         f"'{snap.pool}' — {snap.desired_count} slot(s), {standby}",
-        f"azure: {_health(snap.azure.state, snap.azure.message, snap.azure.checked_at, now)}",
+        f"azure: {_health(snap.azure.state, snap.azure.message, snap.azure.checked_at, now)}"
+        + (f" — {snap.azure.identity}" if snap.azure.identity else ""),
         f"docker: {_health(snap.docker.state, snap.docker.message, snap.docker.checked_at, now)}",
         *_disk_lines(snap.disk, now),
         *_gpu_lines(snap),

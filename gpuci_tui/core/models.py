@@ -212,6 +212,12 @@ class HealthSnapshot:
     """When the system last answered (or, when it fails, when it was last tried)."""
     retry_at: float | None = None
     """When the supervisor will call again after a failure or a rate-limit delay."""
+    identity: str = ""
+    """Who the supervisor signs in as, in a few words (``service principal gpuci-lab ·
+    token valid 52 min``, ``PAT · expires in 5 days (…)``); empty for a PAT with nothing
+    to say and for health other than Azure DevOps'."""
+    pat_expires_at: float | None = None
+    """When the PAT expires (``[azure] pat_expires``); None: not a PAT, or not known."""
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from gpuci_tui.sim.org import SimOrg
 from gpuci_tui.sim.records import (
     JobTicket,
     SimAuthError,
+    SimForbiddenError,
     SimNotFoundError,
     SimSessionError,
 )
@@ -256,6 +257,9 @@ def _main(c: SimContainer, org: SimOrg, timing: AgentTiming) -> int:
         agent_id, key = c.call(
             org.register, pool, name, token, c.hostname, capabilities=caps, open_session=False
         )
+    except SimForbiddenError as exc:  # a service principal without the pool's role
+        c.log(f"error: registration failed: HTTP 403 {exc.message}")
+        return 1
     except SimAuthError:
         c.log(
             f"error: {url} rejected the PAT (401). Check the token and that it has the "

@@ -167,8 +167,11 @@ class SimRequestHandler(BaseHTTPRequestHandler):
             self.close_connection = True  # the client went away (e.g. a killed agent)
 
     def _pat(self) -> str | None:
+        """The PAT or access token the request carries (Basic's password, or Bearer)."""
         auth = self.headers.get("Authorization", "")
         scheme, _, value = auth.partition(" ")
+        if scheme.lower() == "bearer":
+            return value.strip() or None  # an Entra access token (`SimEntra`)
         if scheme.lower() != "basic":
             return None
         try:
@@ -255,7 +258,8 @@ class SimRequestHandler(BaseHTTPRequestHandler):
         try:
             return self.sim.org.authenticate(token, scope)
         except SimScopeError as exc:
-            raise _err(401, exc.message, exc.type_key) from None
+            # 401 for a PAT without the scope, 403 for a principal without the pool role.
+            raise _err(exc.status, exc.message, exc.type_key) from None
         except SimAuthError as exc:
             if self.headers.get("X-TFS-FedAuthRedirect", "").lower() != "suppress":
                 raise _Reply(203, wire.SIGNIN_HTML) from None  # the browser sign-in page
@@ -302,7 +306,7 @@ class SimRequestHandler(BaseHTTPRequestHandler):
             reply = _Reply(200, body or locations.resource_areas(self.sim.org_url))
         else:
             scope = READ_SCOPE if method in ("GET", "HEAD") else MANAGE_SCOPE
-            self._auth(token, scope)
+            self.caller = self._auth(token, scope)
             self._api_version(method)
             try:
                 reply = self._resource(method, route, params)
@@ -325,6 +329,13 @@ class SimRequestHandler(BaseHTTPRequestHandler):
             )
         if route.endswith("/pools"):
             pools = org.pools(self.query.get("poolName"), self.query.get("poolType"))
+            caller = self.caller
+            if (
+                self.query.get("actionFilter") == "manage"
+                and caller.service_principal
+                and MANAGE_SCOPE not in caller.scopes
+            ):
+                pools = []  # only the pools the caller administers
             return _Reply(200, wire.envelope([wire.pool(p, org.pool_size(p.id)) for p in pools]))
         if route.endswith("{poolId}"):
             p = org.get_pool(params["pool"])

@@ -30,6 +30,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 
+from gpuci_tui.sim.entra import SimEntra
 from gpuci_tui.sim.faults import FaultInjector
 from gpuci_tui.sim.metrics import RequestStats
 from gpuci_tui.sim.org_agents import AgentSideMixin, satisfies
@@ -43,6 +44,7 @@ from gpuci_tui.sim.records import (
     RequestLogEntry,
     SimAuthError,
     SimError,
+    SimForbiddenError,
     SimNotFoundError,
     SimScopeError,
 )
@@ -80,6 +82,8 @@ class SimOrg(AgentSideMixin):
         self.clock = clock
         self.instance_id = str(uuid.uuid4())
         self.faults = FaultInjector(clock)
+        self.entra = SimEntra(clock)
+        """The tenant whose access tokens the organisation takes (service principals)."""
         self.stats = RequestStats(clock)
         self._lock = threading.RLock()
         self._cond = threading.Condition(self._lock)
@@ -132,15 +136,35 @@ class SimOrg(AgentSideMixin):
         """
         with self._lock:
             pat = self._pats.get(token or "")
+            if pat is None and token:
+                pat = self._principal_record(token)
             if pat is None or pat.revoked:
                 raise SimAuthError(
                     "TF400813: The user '' is not authorized to access this resource."
                 )
             if scope is not None and scope not in pat.scopes:
+                if pat.service_principal:
+                    # A member without the pool's Administrator role: Azure says 403.
+                    raise SimForbiddenError(
+                        f"Access denied. {pat.user} needs Manage permissions for the agent "
+                        "pool to perform the action. For more information, contact the "
+                        "Azure DevOps Server administrator."
+                    )
                 raise SimScopeError(
                     f"TF400813: The user '{pat.user}' is not authorized to access this resource."
                 )
-            return PatRecord(pat.token, pat.scopes, pat.user, pat.user_id, pat.revoked)
+            return PatRecord(
+                pat.token, pat.scopes, pat.user, pat.user_id, pat.revoked, pat.service_principal
+            )
+
+    def _principal_record(self, token: str) -> PatRecord | None:
+        """An Entra access token as the organisation sees it (None: not one it accepts)."""
+        principal = self.entra.principal(token)
+        if principal is None or not principal.in_org:
+            return None
+        scopes = DEFAULT_SCOPES if principal.pool_admin else (READ_SCOPE,)
+        user_id = str(uuid.uuid5(uuid.NAMESPACE_OID, principal.client_id))
+        return PatRecord(token, frozenset(scopes), principal.name, user_id, service_principal=True)
 
     # ------------------------------------------------------------------ pools and agents
 

@@ -30,7 +30,13 @@ from __future__ import annotations
 import threading
 
 from gpuci_tui.sim.org import SimOrg
-from gpuci_tui.sim.records import SimAuthError, SimError, SimNotFoundError, SimSessionError
+from gpuci_tui.sim.records import (
+    SimAuthError,
+    SimError,
+    SimForbiddenError,
+    SimNotFoundError,
+    SimSessionError,
+)
 
 MAX_POLL_SECONDS = 20.0
 ROUTES = ("register", "session", "poll", "heartbeat", "finish", "offline")
@@ -90,6 +96,8 @@ def handle(
             org.offline(agent_id, session)
             return 200, {"ok": 1}
         return 404, {"error": f"unknown endpoint /_sim/{route}"}
+    except SimForbiddenError as exc:  # a service principal without the pool's role
+        return 403, {"error": exc.message}
     except SimAuthError:
         return 401, {
             "error": "the PAT was rejected (401); check the token and its Agent Pools scope"

@@ -66,6 +66,13 @@ class SimScopeError(SimAuthError):
     """The PAT is valid but lacks the scope the resource needs (Azure also answers 401)."""
 
 
+class SimForbiddenError(SimScopeError):
+    """A service principal in the organisation that is not the pool's Administrator."""
+
+    status = 403
+    type_key = "AccessCheckException"
+
+
 class SimNotFoundError(SimError):
     """A pool, agent or job request does not exist."""
 
@@ -128,6 +135,8 @@ class PatRecord:
     user: str
     user_id: str
     revoked: bool = False
+    service_principal: bool = False
+    """An Entra access token of a service principal or managed identity, not a PAT."""
 
 
 @dataclass

@@ -42,6 +42,7 @@ from gpuci_tui.core.azure.parse import (
 from gpuci_tui.core.azure.validate import check_pat
 from gpuci_tui.core.errors import AzureAuthError, AzureError, AzureNotFoundError
 from gpuci_tui.core.protocols import Agent, JobRequest, PatCheck, Pool
+from gpuci_tui.core.secrets.credentials import Credential
 
 LOG = logging.getLogger("gpuci_tui.azure")
 
@@ -60,7 +61,8 @@ class AzureDevOpsClient:
 
     Args:
         org_url: e.g. ``https://dev.azure.com/contoso`` (``http://`` only for loopback).
-        token: The PAT, or a callable returning it (re-read before every request,
+        token: A `Credential` (service principal, managed identity, PAT), or the PAT,
+            or a callable returning it (re-read before every request,
             so a PAT replaced in the keyring is used at once).
         timeout: Seconds for connecting and for each read, on every call.
         max_retries: Extra attempts after a 5xx, a short 429 or a dropped connection.
@@ -78,7 +80,7 @@ class AzureDevOpsClient:
     def __init__(
         self,
         org_url: str,
-        token: TokenProvider,
+        token: TokenProvider | Credential,
         *,
         timeout: float = 15.0,
         max_retries: int = 4,
@@ -128,6 +130,11 @@ class AzureDevOpsClient:
         self._http.close()
 
     # ------------------------------------------------------------------ figures
+
+    @property
+    def credential(self) -> Credential:
+        """What this client signs in with (the header and ``status`` describe it)."""
+        return self._http.credential
 
     @property
     def org_url(self) -> str:
@@ -386,7 +393,7 @@ class AzureDevOpsClient:
         Args:
             pool_name: The pool to look for, or None to check pool access only.
         """
-        return check_pat(self, pool_name)
+        return check_pat(self, pool_name, self._http.credential.kind)
 
     def can_manage_pool(self, pool: Pool) -> bool:
         """Whether the PAT's user may manage ``pool`` (register, disable, delete agents).

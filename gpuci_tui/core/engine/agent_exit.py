@@ -47,7 +47,7 @@ _DESCRIPTIONS: dict[int, str] = {
     AGENT_ERROR: "agent stopped with an error (see the log tail)",
     RETRYABLE: "agent failed to start (transient); will retry",
     CONFIG_FAILED: "agent registration failed: check the PAT, its scope, the pool and the URL",
-    TOKEN_MISSING: "no PAT in the container (token file missing or empty)",
+    TOKEN_MISSING: "no token in the container (token file missing or empty)",
     AGENT_UPDATING: "agent self-update did not complete; rebuild the image with a newer agent",
     BAD_SETUP: "container set up wrongly (environment, agent directory or user); see the log tail",
     INTERRUPTED: "interrupted (SIGINT)",

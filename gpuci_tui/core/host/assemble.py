@@ -162,7 +162,7 @@ def open_assembly(
         paths: the instance's files (`DaemonPaths.for_instance`, or the demo's own).
         api: Azure DevOps client.
         runtime: container engine.
-        tokens: where the PAT comes from.
+        tokens: what a container registers with (`secrets.credentials.Credential`).
         mode: ``daemon`` or ``in-process``, shown to operators.
         gpu: the GPU sampler; None: no GPU accounting, admission or health.
         sample_interval: seconds between GPU samples (default ``[gpu] sample_interval``).
@@ -233,7 +233,7 @@ def assemble(
         config: the configuration (with or without ``[groups]``).
         api: Azure DevOps client.
         runtime: container engine.
-        tokens: where the PAT comes from.
+        tokens: what a container registers with (`secrets.credentials.Credential`).
         history: where finished jobs are written.
         mode: ``daemon`` or ``in-process``, shown to operators.
         intent_store: each group's saved intent, by group name.

@@ -313,11 +313,15 @@ class StateCollector(Collector):
             labels=["state"],
         )  # fmt: skip
         limited = GaugeMetricFamily(
-            "gpuci_azure_rate_limited", "1 while Azure DevOps rate-limits this PAT's user."
+            "gpuci_azure_rate_limited", "1 while Azure DevOps rate-limits this identity."
         )
         paused = GaugeMetricFamily(
             "gpuci_paused", "1 while replenishing is paused (`gpuci-tui pause`)."
         )
+        pat_expiry = GaugeMetricFamily(
+            "gpuci_pat_expiry_timestamp_seconds", "When the PAT expires ([azure] pat_expires; "
+            "absent when unknown or not a PAT): alert on it minus time() < 14 days.",
+        )  # fmt: skip
         util = GaugeMetricFamily(
             "gpuci_gpu_utilization_ratio", "GPU busy time over the last sample period (0–1).",
             labels=["gpu"],
@@ -366,6 +370,8 @@ class StateCollector(Collector):
                 azure.add_metric([state.value], 1.0 if snap.azure.state is state else 0.0)
             limited.add_metric([], 1.0 if snap.azure.state is HealthState.RATE_LIMITED else 0.0)
             paused.add_metric([], 1.0 if snap.paused else 0.0)
+            if snap.azure.pat_expires_at is not None:
+                pat_expiry.add_metric([], snap.azure.pat_expires_at)
         for gpu in frame.gpus if frame is not None else ():
             index = [str(gpu.index)]
             if gpu.utilization_pct is not None:
@@ -375,7 +381,7 @@ class StateCollector(Collector):
             if gpu.memory_total_mib is not None:
                 total.add_metric(index, gpu.memory_total_mib * MIB)
         yield from (slots, desired, agents, parked, queued, docker, free, azure, limited, paused)
-        yield from (util, used, total, health, held, image, rollout, rollout_state)
+        yield from (util, used, total, health, held, image, rollout, rollout_state, pat_expiry)
 
 
 def _add_gates(

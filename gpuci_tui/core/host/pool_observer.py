@@ -32,6 +32,7 @@ from gpuci_tui.core.errors import (
 )
 from gpuci_tui.core.models import HealthSnapshot, HealthState
 from gpuci_tui.core.protocols import Agent, AgentPoolApi, JobRequest
+from gpuci_tui.core.secrets.credentials import Credential, renewal_due
 
 log = logging.getLogger("gpuci_tui.supervisor.azure")
 
@@ -84,6 +85,7 @@ class PoolObserver:
         self._wake = asyncio.Event()
         self._fast_for: dict[object, bool] = {}
         self._error_streak = 0
+        self._pat_warned = ""
         self._next_jobrequests = 0.0
         self._jobs_read_at: float | None = None
         self._queued = 0
@@ -214,7 +216,8 @@ class PoolObserver:
     def answered(self) -> None:
         """The organisation answered a call: healthy again."""
         self._error_streak = 0
-        self.health = HealthSnapshot(HealthState.OK, "", self.clock())
+        identity, expires = self._identity()
+        self.health = HealthSnapshot(HealthState.OK, "", self.clock(), None, identity, expires)
 
     def failed(self, exc: AzureError) -> float:
         """Record a failed call; returns the seconds to wait before calling again."""
@@ -233,8 +236,24 @@ class PoolObserver:
         message = f"{exc} (local slots are still replenished; next try in {delay:.0f} s)"
         if self.health.state != state or self.health.message != message:
             self._report("azure_error", str(exc))
-        self.health = HealthSnapshot(state, message, now, now + delay)
+        self.health = HealthSnapshot(state, message, now, now + delay, *self._identity())
         return delay
+
+    def _identity(self) -> tuple[str, float | None]:
+        """The client's credential in words (unless a plain PAT) and a PAT's expiry.
+
+        Fakes of the client have neither. A PAT near its expiry is reported once.
+        """
+        credential = getattr(self.api, "credential", None)
+        if not isinstance(credential, Credential):
+            return "", None
+        text = credential.describe()
+        text = "" if text == "PAT" else text
+        expires = renewal_due(credential)
+        if text.startswith("PAT") and text != self._pat_warned:
+            self._pat_warned = text
+            self._report("pat_expiring", text)
+        return text, expires
 
     def _count_requests(self, requests: list[JobRequest]) -> None:
         self._waiting = waiting_for_agents(requests)

@@ -106,7 +106,7 @@ class Supervisor:
             config: the loaded configuration.
             api: Azure DevOps client for the organisation.
             runtime: container engine.
-            tokens: where the PAT comes from (read at every container start).
+            tokens: what a container registers with (asked at every container start).
             clock: wall clock (tests may pass a fake).
             mode: ``in-process`` or ``daemon``, shown to operators.
             extra_labels: more labels for containers (tests, demo).
