@@ -33,6 +33,10 @@ _KIND_STYLES = {
     "image_removed": "yellow",
     "cuda_incompatible": "bold red",
     "cuda_compatible": "green",
+    "agent_updating": "yellow",
+    "agent_version": "yellow",
+    "agent_package": "yellow",
+    "agent_package_refused": "bold red",
 }
 
 

@@ -209,6 +209,8 @@ class SlotRecord:
     message: str = ""
     jobs_done: int = 0
     gate: Gate = field(default_factory=Gate)
+    update_exit_at: float | None = None
+    """When an agent of this slot last left to update itself (exit 12); None after a job."""
 
     def lane(self, lane: Lane) -> LaneRecord:
         """The record of ``lane``."""

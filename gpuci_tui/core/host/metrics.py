@@ -194,7 +194,7 @@ class Metrics:
             self.start_failures.labels(group).inc()
         elif event.kind == "image_removed":
             self.images_removed.inc()
-        elif event.kind == "container_exited" and event.slot is not None:
+        elif event.kind in ("container_exited", "agent_updating") and event.slot is not None:
             self._lost_at.setdefault((event.group, event.slot), event.at)
         elif event.kind == "slot_removed" and event.slot is not None:
             self._lost_at.pop((event.group, event.slot), None)
