@@ -48,6 +48,21 @@ class JobRequest:
     """The run's name (``owner.name``), e.g. ``20260928.2``."""
     reserved_agent_id: int | None = None
     reserved_agent_name: str | None = None
+    demands: tuple[str, ...] = ()
+    """The job's demand strings, e.g. ``Agent.Version -gtVersion 4.270.0``."""
+
+
+@dataclass(frozen=True)
+class AgentPackage:
+    """One agent package the organisation offers (``packages/agent``, §2.9)."""
+
+    version: str
+    """``major.minor.patch``."""
+    platform: str
+    download_url: str
+    filename: str
+    hash_value: str
+    """SHA-256 of the tarball, lower-case hex (empty when the server named none)."""
 
 
 @dataclass(frozen=True)
@@ -107,6 +122,10 @@ class AgentPoolApi(Protocol):
 
     def last_job(self, pool_id: int, agent_id: int) -> JobRequest | None:
         """The most recent finished job request of one agent (None: it ran none)."""
+        ...
+
+    def agent_packages(self, platform: str) -> list[AgentPackage]:
+        """The agent packages offered for ``platform`` (e.g. ``linux-x64``), newest first."""
         ...
 
     @property

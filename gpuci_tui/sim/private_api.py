@@ -12,7 +12,9 @@ register   pool, name, hostname, [version], cap.X=Y    agent_id, session, name
 session    agent_id, session                           ok=1
            (``run.sh`` starts: the agent is online)
 poll       agent_id, session, [timeout] (≤ 20 s)       job=none | job, kind, duration_ms,
-                                                        result, pipeline, run
+                                                        result, pipeline, run |
+                                                        job=none + update=VERSION (the
+                                                        server's AgentRefreshMessage)
 heartbeat  agent_id, session, [request_id]             cancel=0|1
 finish     agent_id, session, request_id, result       ok=1 | ok=0 (the job had ended)
 offline    agent_id, session                           ok=1
@@ -30,7 +32,13 @@ from __future__ import annotations
 import threading
 
 from gpuci_tui.sim.org import SimOrg
-from gpuci_tui.sim.records import SimAuthError, SimError, SimNotFoundError, SimSessionError
+from gpuci_tui.sim.records import (
+    AgentUpdate,
+    SimAuthError,
+    SimError,
+    SimNotFoundError,
+    SimSessionError,
+)
 
 MAX_POLL_SECONDS = 20.0
 ROUTES = ("register", "session", "poll", "heartbeat", "finish", "offline")
@@ -72,6 +80,8 @@ def handle(
             ticket = org.poll(agent_id, session, timeout, cancel=stopping)
             if ticket is None:
                 return 200, {"job": "none"}
+            if isinstance(ticket, AgentUpdate):
+                return 200, {"job": "none", "update": ticket.version}
             return 200, {
                 "job": ticket.request_id,
                 "kind": ticket.kind,

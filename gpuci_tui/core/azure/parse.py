@@ -180,7 +180,13 @@ def parse_job_request(obj: object) -> JobRequest:
         owner_name=opt_str(owner.get("name")),
         reserved_agent_id=opt_int(reserved.get("id")),
         reserved_agent_name=opt_str(reserved.get("name")),
+        demands=_strings(req.get("demands")),
     )
+
+
+def _strings(value: object) -> tuple[str, ...]:
+    """The strings of a JSON list (anything else: none)."""
+    return tuple(v for v in value if isinstance(v, str)) if isinstance(value, list) else ()
 
 
 def parse_agent(obj: object) -> Agent:
