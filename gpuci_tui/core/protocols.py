@@ -147,6 +147,15 @@ class VolumeMount:
 
 
 @dataclass(frozen=True)
+class AgentPackageMount:
+    """A verified agent package on the host, to mount read-only into a new agent container."""
+
+    host: str
+    """The unpacked package directory (the host's agent cache)."""
+    version: str
+
+
+@dataclass(frozen=True)
 class ContainerSpec:
     """Everything needed to start one agent container."""
 

@@ -32,8 +32,9 @@ PLATFORMS = ("linux-x64", "linux-arm", "linux-arm64", "linux-musl-x64", "linux-m
 BAKED_AGENT_VERSION = "4.264.2"
 #: Where start.sh and the emulators look for a newer agent package the daemon mounted.
 PACKAGE_DIR = "/azp/agent-package"
-#: Where the packages are said to live when no sim server serves them (in-process API).
-OFFLINE_BASE = "https://download.agent.dev.azure.com"
+#: Where the packages are said to live when no sim server serves them (in-process API):
+#: a name that never resolves, so a simulation never downloads from the internet.
+OFFLINE_BASE = "https://sim.invalid"
 #: The file of the tarball that names its version (the real agent's is in bin/).
 VERSION_FILE = "bin/Agent.Listener.version"
 

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from gpuci_tui.core.config.loader import Config, config_hash, instance_id
 from gpuci_tui.core.engine.lifecycle import Lane, lane_name
 from gpuci_tui.core.engine.steps import ListedContainer
-from gpuci_tui.core.protocols import ContainerInfo, ContainerSpec, VolumeMount
+from gpuci_tui.core.protocols import AgentPackageMount, ContainerInfo, ContainerSpec, VolumeMount
 
 LABEL_PROJECT = "io.gpuci-tui.project"
 LABEL_INSTANCE = "io.gpuci-tui.instance"
@@ -24,9 +24,13 @@ LABEL_POOL = "io.gpuci-tui.pool"
 LABEL_ORG = "io.gpuci-tui.org"
 LABEL_CONFIG = "io.gpuci-tui.config"
 LABEL_DEMO = "io.gpuci-tui.demo"
+LABEL_AGENT_PACKAGE = "io.gpuci-tui.agent-package"
+"""The cached agent package version mounted into the container (absent: the image's agent)."""
 PROJECT = "gpuci-tui"
 
 TOKEN_PATH = "/run/azp/token"
+#: Where start.sh looks for a newer agent package (read-only; its AZP_AGENT_PACKAGE_DIR default).
+AGENT_PACKAGE_DIR = "/azp/agent-package"
 DOCKER_SOCKET = "/var/run/docker.sock"
 
 __all__ = [
@@ -73,6 +77,7 @@ def build_spec(
     extra_labels: Mapping[str, str] | None = None,
     command: tuple[str, ...] | None = None,
     agent_dir_root: str | None = None,
+    agent_package: AgentPackageMount | None = None,
 ) -> ContainerSpec:
     """The container spec of ``slot``. The PAT is not part of it (see `ContainerRuntime.start`).
 
@@ -80,6 +85,9 @@ def build_spec(
     directory is a host directory mounted at the same path: container jobs are
     started by the host's Docker, which mounts the agent's work and externals
     directories into the job container by their (host) paths.
+
+    ``agent_package``: a verified newer agent package from the host's cache, mounted
+    read-only where start.sh prefers it to the image's agent (issue 20).
     """
     agents = config.agents
     name = agent_name(config, slot, lane)
@@ -102,6 +110,10 @@ def build_spec(
         "GPUCI_SLOT": str(slot),
     }
     volumes = tuple(VolumeMount(v.host, v.container, v.env) for v in agents.volumes)
+    if agent_package is not None:
+        volumes += (VolumeMount(agent_package.host, AGENT_PACKAGE_DIR, "AZP_AGENT_PACKAGE_DIR"),)
+        environment["AZP_AGENT_PACKAGE_VERSION"] = agent_package.version
+        labels[LABEL_AGENT_PACKAGE] = agent_package.version
     for volume in volumes:
         if volume.env:
             environment[volume.env] = volume.container

@@ -40,6 +40,12 @@ def is_newer(candidate: str | None, than: str | None) -> bool:
     return old is None or new > old
 
 
+def newest(versions: Iterable[str | None]) -> str | None:
+    """The newest readable version among ``versions`` (None: none)."""
+    found = [(v, text) for text in versions if (v := parse_version(text)) is not None]
+    return max(found)[1] if found else None
+
+
 def demanded_version(demands: Iterable[str]) -> str | None:
     """The highest ``Agent.Version -gtVersion X`` among a job's demands (None: none).
 
@@ -58,6 +64,7 @@ def version_warnings(
     org_version: str | None,
     baked: Mapping[str, str | None],
     demanded: str | None = None,
+    cached: str | None = None,
 ) -> list[str]:
     """Operator warnings about agent versions; empty when all agree.
 
@@ -65,20 +72,25 @@ def version_warnings(
         org_version: The organisation's current agent (None: not read yet).
         baked: Group name -> the agent version its image bakes (None: unknown).
         demanded: The highest version queued jobs demand (None: no such demand).
+        cached: The verified package new containers of an older image get (None: none).
     """
     out: list[str] = []
     for group, version in sorted(baked.items()):
-        if demanded and parse_version(demanded) and not _at_least(version, demanded):
+        effective = cached if cached and is_newer(cached, version) else version
+        shown = version or "an unknown version"
+        if demanded and parse_version(demanded) and not _at_least(effective, demanded):
             out.append(
-                f"queued jobs demand agent {demanded} but group {group}'s image has "
-                f"{version or 'an unknown version'}: each agent will update itself first"
+                f"queued jobs demand agent {demanded} but group {group}'s image has {shown}: "
+                "each of its agents leaves to update before it can take one"
             )
         elif org_version and is_newer(org_version, version):
-            out.append(
-                f"group {group}'s image has agent {version or '(unknown)'}; the organisation "
-                f"offers {org_version}: rebuild the image (dockeragent/build.sh pin-agent "
-                f"{org_version})"
+            text = (
+                f"group {group}'s image has agent {shown}; the organisation offers "
+                f"{org_version}: rebuild the image (dockeragent/build.sh pin-agent {org_version})"
             )
+            if effective != version:
+                text += f"; meanwhile new agent containers use the cached package {effective}"
+            out.append(text)
     return out
 
 

@@ -31,7 +31,10 @@ from functools import partial
 from pathlib import Path
 
 from gpuci_tui.core.config.loader import Config, agent_groups, for_group, instance_id
+from gpuci_tui.core.engine.agent_versions import newest
 from gpuci_tui.core.gpu.accounting import JobAccountant, container_owners
+from gpuci_tui.core.host.agent_cache import AgentPackageCache
+from gpuci_tui.core.host.agent_updates import AgentUpdates
 from gpuci_tui.core.host.cuda_guard import CudaGuard, inspector
 from gpuci_tui.core.host.disk_watch import DiskWatch
 from gpuci_tui.core.host.gpu_gates import GpuGatekeeper
@@ -76,6 +79,8 @@ class Assembly:
     """The CUDA check of the groups' images against the driver (None without a sampler)."""
     sampler: GpuSampler | None = None
     """The GPU sampler (the CUDA check at start reads the driver through it)."""
+    agent_updates: AgentUpdates | None = None
+    """Agent versions and the host's agent package cache (None: not watched)."""
     _supervising: asyncio.Task[None] | None = field(default=None, init=False, repr=False)
     _helpers: list[asyncio.Task[None]] = field(default_factory=list, init=False, repr=False)
 
@@ -95,9 +100,15 @@ class Assembly:
             self._helpers.append(loop.create_task(self.watch.run()))
         if self.disk_watch is not None:
             self._helpers.append(loop.create_task(self.disk_watch.run()))
+        if self.agent_updates is not None:
+            self._helpers.append(loop.create_task(self.agent_updates.follow(self.supervisor)))
+            self._helpers.append(loop.create_task(self.agent_updates.run()))
         self._supervising = loop.create_task(self._supervise())
 
     async def _supervise(self) -> None:
+        if self.agent_updates is not None:
+            # A package cached by an earlier run is mounted from the first start on.
+            await self.agent_updates.prime()
         if self.cuda is not None and self.sampler is not None:
             # Before the first plan: no container starts on a driver that cannot run it.
             await self.cuda.at_start(self.sampler.host_info)
@@ -193,6 +204,7 @@ def open_assembly(
             else None,
             gpu_health_store=paths.gpu_health,
             metrics=metrics,
+            agent_cache=paths.agent_cache,
         )
     except BaseException:
         history.close()
@@ -218,6 +230,7 @@ def assemble(
     agent_dir_root: str | None = None,
     gpu_health_store: Path | None = None,
     metrics: bool = False,
+    agent_cache: Path | None = None,
 ) -> Assembly:
     """Build the supervisor of ``config`` and its parts (no lock: see `open_assembly`).
 
@@ -237,6 +250,8 @@ def assemble(
         gpu_health_store: where latched GPU faults are kept across restarts (None: not kept).
         metrics: feed Prometheus metrics with every history row, snapshot, event, GPU
             frame and Azure DevOps request (`Assembly.metrics`).
+        agent_cache: the host's agent package cache; None: agent versions are not watched
+            and no package is mounted.
     """
     groups = agent_groups(config)
     by_group = {g.name: for_group(config, g) for g in groups}
@@ -307,6 +322,15 @@ def assemble(
             configured=lambda: [g.agents.image for g in groups],
             report=lambda kind, message: reporter.event(kind, message),
         )
+    updates = None
+    if agent_cache is not None:
+        updates = AgentUpdates(
+            api,
+            AgentPackageCache(agent_cache),
+            lambda: {("" if implicit else g.name): g.agents.image for g in groups},
+            inspect,
+            lambda kind, message: reporter.event(kind, message),
+        )
     supervisor = GroupSupervisor(
         config,
         api=api,
@@ -323,7 +347,11 @@ def assemble(
         reporter=reporter,
         gatekeeper=gatekeeper,
         disk=(lambda: disk_watch.reading) if disk_watch is not None else None,
+        agent_versions=updates,
     )
+    if updates is not None:
+        pools = supervisor.pools.values()
+        updates.demanded = lambda: newest(p.demanded_version for p in pools)
     return Assembly(
         supervisor,
         recorders,
@@ -333,6 +361,7 @@ def assemble(
         disk_watch=disk_watch,
         cuda=cuda,
         sampler=gpu,
+        agent_updates=updates,
     )
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 from gpuci_tui.core.config.loader import Config
 from gpuci_tui.core.docker.agentspec import build_spec
@@ -41,7 +41,12 @@ from gpuci_tui.core.errors import (
     RuntimeUnavailableError,
 )
 from gpuci_tui.core.host.pool_observer import PoolObserver
-from gpuci_tui.core.protocols import AgentPoolApi, ContainerRuntime, TokenSource
+from gpuci_tui.core.protocols import (
+    AgentPackageMount,
+    AgentPoolApi,
+    ContainerRuntime,
+    TokenSource,
+)
 from gpuci_tui.core.secrets.redaction import redact_lines
 
 
@@ -61,8 +66,12 @@ class Executor:
         command: tuple[str, ...] | None = None,
         agent_dir_root: str | None = None,
         pull_refusal: Callable[[], str | None] | None = None,
+        agent_package: Callable[[str], Awaitable[AgentPackageMount | None]] | None = None,
     ) -> None:
         """Bind the outside systems the actions need.
+
+        ``agent_package`` gives a new container of an image the verified newer agent
+        package the host caches (None: the image's agent), see `AgentUpdates.mount_for`.
 
         ``pull_refusal`` says why no pull may start now (the disk watch's hard floor):
         a start that fails for a missing image says so too.
@@ -77,6 +86,7 @@ class Executor:
         self.command = command
         self.agent_dir_root = agent_dir_root
         self.pull_refusal = pull_refusal
+        self.agent_package = agent_package
 
     async def run(self, action: Action) -> Observation | None:
         """Carry out ``action``."""
@@ -111,6 +121,9 @@ class Executor:
             token = await asyncio.to_thread(self.tokens.get_token, self.config.azure.url)
         except GpuciError as exc:
             return StartFailed(slot, lane, "token", str(exc), self.clock())
+        package = None
+        if self.agent_package is not None:
+            package = await self.agent_package(self.config.agents.image)
         spec = build_spec(
             self.config,
             slot,
@@ -118,6 +131,7 @@ class Executor:
             extra_labels=self.extra_labels,
             command=self.command,
             agent_dir_root=self.agent_dir_root,
+            agent_package=package,
         )
         root = self.agent_dir_root
         for host, _target, _mode in spec.extra_mounts:

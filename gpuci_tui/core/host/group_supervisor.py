@@ -35,6 +35,7 @@ from gpuci_tui.core.engine.disk_gc import pull_refusal
 from gpuci_tui.core.engine.preview import CommandPreview, preview
 from gpuci_tui.core.engine.snapshots import pools_total, shared_pool
 from gpuci_tui.core.engine.steps import JobEnded
+from gpuci_tui.core.host.agent_updates import AgentUpdates
 from gpuci_tui.core.host.pool_observer import PoolObserver
 from gpuci_tui.core.host.reporter import Broadcaster, GroupTap, Update
 from gpuci_tui.core.host.supervisor import IntentStore, Supervisor, clear_gpu
@@ -91,6 +92,7 @@ class GroupSupervisor:
         reporter: Broadcaster | None = None,
         gatekeeper: GpuGatekeeper | None = None,
         disk: Callable[[], DiskSnapshot] | None = None,
+        agent_versions: AgentUpdates | None = None,
     ) -> None:
         """One supervisor per group; ``intent_store``/``on_job_finished`` are per group name.
 
@@ -104,6 +106,7 @@ class GroupSupervisor:
         when something built before the supervisors reports there too (the gatekeeper).
         ``gatekeeper``: the host's GPU admission and health watch, shared by every group.
         ``disk``: the latest reading of Docker's free space (None: no disk watch).
+        ``agent_versions``: the agent versions and package cache (None: not watched).
         """
         self.config = config
         self.api = api
@@ -115,6 +118,7 @@ class GroupSupervisor:
         self.gatekeeper = gatekeeper
         """The host's GPU admission and health watch (``gpu clear``, the GPUs' states)."""
         self.disk = disk
+        self.agent_versions = agent_versions
         self.pools: dict[str, PoolObserver] = {}
         self.children: dict[str, Supervisor] = {}
         self.started_at: float | None = None
@@ -151,6 +155,7 @@ class GroupSupervisor:
                 gpu_use=gpu_use,
                 gatekeeper=gatekeeper,
                 pull_refusal=self._pull_refusal if disk is not None else None,
+                agent_package=agent_versions.mount_for_start if agent_versions else None,
             )
 
     # ------------------------------------------------------------------ running
@@ -202,6 +207,8 @@ class GroupSupervisor:
     def snapshot(self) -> SupervisorSnapshot:
         """Every group's slots side by side, the pools, the worst health, the disk."""
         snap = self._groups_snapshot()
+        if self.agent_versions is not None:
+            snap = replace(snap, agent_versions=self.agent_versions.reading)
         return snap if self.disk is None else replace(snap, disk=self.disk())
 
     def _pull_refusal(self) -> str | None:

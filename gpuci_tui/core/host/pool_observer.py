@@ -19,6 +19,7 @@ import contextlib
 import logging
 from collections.abc import Callable
 
+from gpuci_tui.core.engine.agent_versions import demanded_version
 from gpuci_tui.core.engine.lifecycle import PoolView
 from gpuci_tui.core.engine.steps import Observation, PoolRead
 from gpuci_tui.core.errors import (
@@ -84,6 +85,8 @@ class PoolObserver:
         self._jobs_read_at: float | None = None
         self._queued = 0
         self._running = 0
+        self.demanded_version: str | None = None
+        """The highest agent version queued jobs demand (None: none demand one)."""
 
     # ------------------------------------------------------------------ steering
 
@@ -214,4 +217,9 @@ class PoolObserver:
 
     def _count_requests(self, requests: list[JobRequest]) -> None:
         self._queued = sum(1 for r in requests if r.assign_time is None and r.result is None)
+        # What queued jobs demand of the agent (Agent.Version -gtVersion): warned about
+        # before it bites, when it is newer than an image's agent (issue 20).
+        self.demanded_version = demanded_version(
+            d for r in requests if r.assign_time is None for d in r.demands
+        )
         self._running = sum(1 for r in requests if r.assign_time is not None and r.result is None)

@@ -25,7 +25,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from gpuci_tui.core.command_types import Command, CommandResult, GpuClear, Stop
@@ -46,7 +46,7 @@ from gpuci_tui.core.host.executor import Executor
 from gpuci_tui.core.host.pool_observer import PoolObserver
 from gpuci_tui.core.host.reporter import Broadcaster, Reporter, Update
 from gpuci_tui.core.models import SupervisorSnapshot
-from gpuci_tui.core.protocols import AgentPoolApi, ContainerRuntime, TokenSource
+from gpuci_tui.core.protocols import AgentPackageMount, AgentPoolApi, ContainerRuntime, TokenSource
 
 if TYPE_CHECKING:
     from gpuci_tui.core.engine.gpu_health import HealthBook
@@ -97,6 +97,7 @@ class Supervisor:
         gpu_use: Callable[[JobKey], JobGpuNow | None] | None = None,
         gatekeeper: GpuGatekeeper | None = None,
         pull_refusal: Callable[[], str | None] | None = None,
+        agent_package: Callable[[str], Awaitable[AgentPackageMount | None]] | None = None,
     ) -> None:
         """Create a supervisor (nothing starts until `run`).
 
@@ -122,6 +123,7 @@ class Supervisor:
             gatekeeper: the host's GPU admission and health watch (``gpu clear``, the
                 GPUs' states), which feeds this supervisor; None when GPUs are not sampled.
             pull_refusal: why no pull may start now (Docker's disk below its hard floor).
+            agent_package: the cached newer agent package for a new container of an image.
         """
         self.config = config
         self.api = api
@@ -161,6 +163,7 @@ class Supervisor:
             command=command,
             agent_dir_root=agent_dir_root,
             pull_refusal=pull_refusal,
+            agent_package=agent_package,
         )
         self._intent = intent_store
         self._on_job_finished = on_job_finished
