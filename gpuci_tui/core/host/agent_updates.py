@@ -97,6 +97,8 @@ class AgentUpdates:
         self._wake = asyncio.Event()
         self._warned: tuple[str, ...] = ()
         self._exits: asyncio.Queue[Update] | None = None
+        self._left: list[str] = []
+        """Where agents left to update since the last check (said after it)."""
         self._pending: asyncio.Event | None = None
         """Set when the check an update exit asked for is done (None: none asked for)."""
 
@@ -168,21 +170,26 @@ class AgentUpdates:
         self._wake.set()
 
     def left_to_update(self, event: SupervisorEvent) -> None:
-        """An ``agent_updating`` event: say what the next container gets, and check soon."""
-        org, cached = self.reading.org_version, self.reading.cached
+        """An ``agent_updating`` event: check (and fetch) now; said once the check is done."""
         where = f"slot {event.slot}" if event.slot is not None else event.agent or "a slot"
-        if event.group:
-            where += f" of group {event.group}"
+        self._left.append(f"{where} of group {event.group}" if event.group else where)
+        if self._pending is None:
+            self._pending = asyncio.Event()
+        self.nudge()
+
+    def _say_left(self) -> None:
+        """What the agents that left get next, from the reading the check just made."""
+        org, cached = self.reading.org_version, self.reading.cached
         to = f" to {org}" if org else ""
         if cached is not None and (org is None or not is_newer(org, cached)):
             then = f"the next container uses the cached package {cached}"
         else:
-            then = "the package is being fetched for the next container"
-        # Its own kind: this part follows "agent_updating" and must not hear itself.
-        self.report("agent_package", f"agent on {where} left to update{to}; {then}")
-        if self._pending is None:
-            self._pending = asyncio.Event()
-        self.nudge()
+            why = f" ({self.reading.message})" if self.reading.message else ""
+            then = f"no verified package is cached{why}: the next agent updates itself again"
+        for where in self._left:
+            # Its own kind: this part follows "agent_updating" and must not hear itself.
+            self.report("agent_package", f"agent on {where} left to update{to}; {then}")
+        self._left.clear()
 
     async def run(self) -> None:
         """Read at once, then every `interval` or when nudged, until cancelled."""
@@ -190,6 +197,7 @@ class AgentUpdates:
             self._wake.clear()  # before the check: a nudge during it is not lost
             pending, self._pending = self._pending, None
             delay = await self.check()
+            self._say_left()
             if pending is not None:
                 pending.set()
             with contextlib.suppress(TimeoutError):

@@ -1,0 +1,163 @@
+"""AgentUpdates: the organisation's agent version, the images', the cache and the mount."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gpuci_tui.core.engine.agent_versions import AGENT_VERSION_LABEL
+from gpuci_tui.core.host.agent_cache import AgentPackageCache
+from gpuci_tui.core.host.agent_updates import AgentUpdates, agent_platform
+from gpuci_tui.core.models import SupervisorEvent
+from gpuci_tui.core.protocols import ImageConfig
+from gpuci_tui.sim.api import SimPoolApi
+from gpuci_tui.sim.org import SimOrg
+from gpuci_tui.sim.server import SimServer
+
+PAT = "p" * 52
+IMAGE = "gpuci-agent:cuda12.8"
+
+
+@pytest.fixture
+def org() -> SimOrg:
+    org = SimOrg()
+    org.add_pat(PAT)
+    org.add_pool("gpu")
+    return org
+
+
+@pytest.fixture
+def api(org: SimOrg) -> Iterator[SimPoolApi]:
+    with SimServer(org) as server:
+        api = SimPoolApi(org, PAT)
+        api.download_base = server.url  # the tarballs come from the sim server, on loopback
+        yield api
+
+
+def updates(api: SimPoolApi, root: Path, baked: str | None = "4.264.2") -> AgentUpdates:
+    events: list[tuple[str, str]] = []
+
+    def inspect(image: str) -> ImageConfig:
+        return ImageConfig("sha256:x", {}, {AGENT_VERSION_LABEL: baked} if baked else {})
+
+    u = AgentUpdates(
+        api,
+        AgentPackageCache(root),
+        lambda: {"": IMAGE},
+        inspect,
+        lambda kind, message: events.append((kind, message)),
+        platform="linux-x64",
+    )
+    u.events = events  # type: ignore[attr-defined]
+    return u
+
+
+def kinds(u: AgentUpdates) -> list[str]:
+    return [k for k, _ in u.events]  # type: ignore[attr-defined]
+
+
+def test_platform_of_the_host() -> None:
+    assert agent_platform("x86_64") == "linux-x64" and agent_platform("aarch64") == "linux-arm64"
+
+
+def test_matching_versions_fetch_nothing_mount_nothing_and_warn_nothing(
+    api: SimPoolApi, tmp_path: Path
+) -> None:
+    u = updates(api, tmp_path)
+    assert asyncio.run(u.check()) == 3600.0
+    assert u.reading.org_version == "4.264.2" and u.reading.warnings == ()
+    assert [(i.image, i.baked) for i in u.reading.images] == [(IMAGE, "4.264.2")]
+    assert u.mount_for(IMAGE) is None and u.cache.downloads == 0 and kinds(u) == []
+
+
+def test_a_newer_required_agent_is_fetched_once_verified_and_mounted(
+    api: SimPoolApi, org: SimOrg, tmp_path: Path
+) -> None:
+    u = updates(api, tmp_path)
+    org.require_agent_version("4.270.0")
+    asyncio.run(u.check())
+    asyncio.run(u.check())
+    assert u.cache.downloads == 1 and org.packages.downloads == {
+        "vsts-agent-linux-x64-4.270.0.tar.gz": 1
+    }
+    mount = u.mount_for(IMAGE)
+    assert mount is not None and mount.version == "4.270.0"
+    assert Path(mount.host, ".image-agent-version").read_text() == "4.270.0\n"
+    assert u.reading.cached == "4.270.0" and u.reading.org_version == "4.270.0"
+    assert kinds(u) == ["agent_package", "agent_version"]
+    [warning] = u.reading.warnings
+    assert "group 's image has agent 4.264.2; the organisation offers 4.270.0" in warning
+    assert "meanwhile new agent containers use the cached package 4.270.0" in warning
+    # An image that already has the newer agent gets no mount.
+    u._baked[IMAGE] = "4.270.0"
+    assert u.mount_for(IMAGE) is None
+
+
+def test_a_wrong_hash_is_refused_once_with_a_clear_event_and_nothing_mounted(
+    api: SimPoolApi, org: SimOrg, tmp_path: Path
+) -> None:
+    u = updates(api, tmp_path)
+    org.require_agent_version("4.270.0")
+    org.packages.corrupt_hash()
+    asyncio.run(u.check())
+    asyncio.run(u.check())  # the same listed hash is not fetched again
+    refused = [m for k, m in u.events if k == "agent_package_refused"]  # type: ignore[attr-defined]
+    assert len(refused) == 1 and u.cache.downloads == 1
+    assert refused[0].startswith("agent package 4.270.0 refused: its SHA-256 is ")
+    assert "update themselves (slower), or rebuild the image" in refused[0]
+    assert u.mount_for(IMAGE) is None and u.reading.cached is None
+    assert "refused" in u.reading.message
+    # The organisation fixes its list: the new hash is tried, verified and mounted.
+    org.packages.corrupt_hash(False)
+    asyncio.run(u.check())
+    assert u.mount_for(IMAGE) is not None and u.cache.downloads == 2
+
+
+def test_queued_jobs_demanding_a_newer_agent_are_warned_about(
+    api: SimPoolApi, tmp_path: Path
+) -> None:
+    u = updates(api, tmp_path)
+    u.demanded = lambda: "4.266.0"
+    asyncio.run(u.check())
+    assert u.reading.demanded == "4.266.0"
+    assert u.reading.warnings == (
+        "queued jobs demand agent 4.266.0 but group 's image has 4.264.2: each of its agents "
+        "leaves to update before it can take one",
+    )
+
+
+def test_an_update_exit_makes_the_next_start_wait_for_the_package(
+    api: SimPoolApi, org: SimOrg, tmp_path: Path
+) -> None:
+    u = updates(api, tmp_path)
+
+    async def scenario() -> object:
+        runner = asyncio.create_task(u.run())
+        await asyncio.sleep(0)
+        await u.mount_for_start(IMAGE)  # nothing asked: no wait, nothing to mount
+        org.require_agent_version("4.270.0")
+        u.left_to_update(SupervisorEvent(0.0, "agent_updating", "x exited", slot=3))
+        mount = await asyncio.wait_for(u.mount_for_start(IMAGE), 10)
+        runner.cancel()
+        return mount
+
+    mount = asyncio.run(scenario())
+    assert getattr(mount, "version", None) == "4.270.0"
+    said = [m for k, m in u.events if k == "agent_package"]  # type: ignore[attr-defined]
+    assert said[-1] == (
+        "agent on slot 3 left to update to 4.270.0; the next container uses the cached "
+        "package 4.270.0"
+    )
+
+
+def test_a_failed_read_never_stops_anything(tmp_path: Path) -> None:
+    class NoPackages:
+        def agent_packages(self, platform: str) -> list[object]:
+            raise AttributeError("a test double without packages")
+
+    u = updates(NoPackages(), tmp_path)  # type: ignore[arg-type]
+    assert asyncio.run(u.check()) == 60.0
+    assert u.reading.org_version is None and u.mount_for(IMAGE) is None
