@@ -10,10 +10,12 @@ from textual.widgets._toast import Toast
 
 from gpuci_tui.app import make_app
 from gpuci_tui.core.models import (
+    AgentVersionsSnapshot,
     DisabledAgents,
     DiskSnapshot,
     HealthSnapshot,
     HealthState,
+    ImageAgentVersion,
     PoolSummary,
     SupervisorEvent,
 )
@@ -259,3 +261,21 @@ async def test_pool_panel_grows_when_the_disabled_line_appears() -> None:
             return "2 standby)" in text and "docker ok" in text
 
         await wait_for(pilot, both_shown, what="the disabled line and the docker line")
+
+
+async def test_agent_versions_show_in_the_pool_panel_once_read() -> None:
+    versions = AgentVersionsSnapshot(
+        org_version="4.270.0",
+        images=(ImageAgentVersion("", "gpuci-agent:1", "4.264.2"),),
+        cached="4.270.0",
+        warnings=("group 's image has agent 4.264.2; the organisation offers 4.270.0",),
+        checked_at=NOW - 1,
+    )
+    handle = FakeHandle(loaded_snapshot(agent_versions=versions))
+    app = make_app(make_services(handle=handle))
+    async with app.run_test(size=(200, 30)) as pilot:
+        screen = await ready(pilot)
+        text = screen.pool_panel.render().plain
+        assert "agent org 4.270.0 · image 4.264.2 · cached 4.270.0: group 's image has" in text
+        handle.push(loaded_snapshot())  # not watched: nothing said
+        await wait_for(pilot, lambda: "agent org" not in screen.pool_panel.render().plain)

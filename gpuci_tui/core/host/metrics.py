@@ -302,7 +302,18 @@ class StateCollector(Collector):
             "id of the image its agent runs (empty while no container runs or it is not known).",
             labels=["group", "slot", "image", "image_id"],
         )  # fmt: skip
+        agent = GaugeMetricFamily(
+            "gpuci_agent_version_info", "1 per group: the agent its image bakes, the "
+            "organisation's current agent and the verified package cached for new containers "
+            "(empty: not known); gpuci_agent_version_warnings counts what differs.",
+            labels=["group", "image", "image_agent", "org_agent", "cached_agent"],
+        )  # fmt: skip
+        warned = GaugeMetricFamily(
+            "gpuci_agent_version_warnings", "Agent version warnings (an image older than the "
+            "organisation's agent or than queued jobs demand); absent when not watched.",
+        )  # fmt: skip
         if snap is not None:
+            _add_agent_versions(snap, agent, warned)
             for one in snap.slots:  # one series per slot: a new image replaces the old series
                 labels = [group_label(one.group), str(one.slot), one.image, one.image_id]
                 image.add_metric(labels, 1.0)
@@ -326,7 +337,28 @@ class StateCollector(Collector):
             if gpu.memory_total_mib is not None:
                 total.add_metric(index, gpu.memory_total_mib * MIB)
         yield from (slots, desired, agents, parked, queued, docker, free, azure, limited, paused)
-        yield from (util, used, total, health, held, image)
+        yield from (util, used, total, health, held, image, agent, warned)
+
+
+def _add_agent_versions(
+    snap: SupervisorSnapshot, info: GaugeMetricFamily, warned: GaugeMetricFamily
+) -> None:
+    """The agent versions, once the daemon has read them (issue 20)."""
+    versions = snap.agent_versions
+    if versions.checked_at is None:
+        return
+    for image in versions.images:
+        info.add_metric(
+            [
+                group_label(image.group),
+                image.image,
+                image.baked or "",
+                versions.org_version or "",
+                versions.cached or "",
+            ],
+            1.0,
+        )
+    warned.add_metric([], float(len(versions.warnings)))
 
 
 def _add_gates(
