@@ -119,16 +119,18 @@ def left_to_update(slot: SlotRecord, started_at: float | None, at: float) -> Slo
     """An agent of ``slot`` left to update itself (exit 12): never a step towards parking.
 
     The next container starts at once, with the package the daemon caches. Only a
-    container started *after* an earlier update exit of the slot (it should have had
-    that package, so the cache cannot help) waits `UPDATE_RETRY` before the next start.
+    container started *after* the slot's first update exit (since its last job: it
+    should have had that package, so the cache cannot help) waits `UPDATE_RETRY`
+    before the next start.
     """
-    again = slot.update_exit_at is not None and (started_at or 0.0) > slot.update_exit_at
-    if again:
+    # The first update exit of an episode is kept (not the latest): with two lanes per
+    # slot, each lane's exit would otherwise move it past the other's restart.
+    first = slot.update_exit_at
+    if first is not None and (started_at or 0.0) > first:
         return replace(
             slot,
             failures=0,
             backoff_until=at + UPDATE_RETRY,
-            update_exit_at=at,
             message=f"agent left to update again (no newer package to give it); "
             f"next start in {UPDATE_RETRY:.0f} s",
         )
@@ -136,7 +138,7 @@ def left_to_update(slot: SlotRecord, started_at: float | None, at: float) -> Slo
         slot,
         failures=0,
         backoff_until=None,
-        update_exit_at=at,
+        update_exit_at=at if first is None else first,
         message="agent left to update; the next container uses the cached package",
     )
 

@@ -146,6 +146,7 @@ def test_only_a_repeated_update_exit_waits_before_the_next_start() -> None:
     state = observe(state.with_slot(slot.with_lane(cleared)), Started(0, A, CID, 102.0))
     slot = slot0(observe(state, Died(0, A, CID, 12, 103.0)))
     assert slot.backoff_until == 133.0 and slot.failures == 0 and not slot.parked
+    assert slot.update_exit_at == 101.0  # the episode's first exit, not the latest
     # A job done clears the memory: the next update is a new one.
     cleared = replace(slot.lane(A), dying_id=None, phase=LanePhase.EMPTY)
     state = observe(state.with_slot(slot.with_lane(cleared)), Started(0, A, CID, 140.0))
