@@ -18,6 +18,9 @@ poll       agent_id, session, [timeout] (≤ 20 s)       job=none | job, kind, d
 heartbeat  agent_id, session, [request_id]             cancel=0|1
 finish     agent_id, session, request_id, result       ok=1 | ok=0 (the job had ended)
 offline    agent_id, session                           ok=1
+require_   version, [bad_hash=0|1]                     ok=1, current
+agent      (a control for demos and drills, not an agent call: the organisation now requires
+           agent ``version``; ``bad_hash=1`` lists wrong SHA-256s for its packages)
 =========  ==========================================  ===================================
 
 Failures answer ``error=<plain reason>`` with 401 (PAT), 404 (pool), 409
@@ -41,7 +44,7 @@ from gpuci_tui.sim.records import (
 )
 
 MAX_POLL_SECONDS = 20.0
-ROUTES = ("register", "session", "poll", "heartbeat", "finish", "offline")
+ROUTES = ("register", "session", "poll", "heartbeat", "finish", "offline", "require_agent")
 
 
 def parse_lines(body: bytes) -> dict[str, str]:
@@ -64,6 +67,10 @@ def handle(
 ) -> tuple[int, dict[str, object]]:
     """Serve one private request; returns (HTTP status, answer fields)."""
     try:
+        if route == "require_agent":
+            org.require_agent_version(fields.get("version", ""))
+            org.packages.corrupt_hash(fields.get("bad_hash") == "1")
+            return 200, {"ok": 1, "current": org.packages.current}
         if route == "register":
             if stopping.wait(org.startup.register):
                 return 503, {"error": "the organisation is shutting down"}

@@ -76,8 +76,10 @@ def version_warnings(
     """
     out: list[str] = []
     for group, version in sorted(baked.items()):
+        if parse_version(version) is None:
+            continue  # an image without the label (not built by build.sh): nothing to compare
         effective = cached if cached and is_newer(cached, version) else version
-        shown = version or "an unknown version"
+        shown = version
         if demanded and parse_version(demanded) and not _at_least(effective, demanded):
             out.append(
                 f"queued jobs demand agent {demanded} but group {group}'s image has {shown}: "

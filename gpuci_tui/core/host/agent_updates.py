@@ -218,7 +218,8 @@ class AgentUpdates:
             packages, delay = [], RETRY
         newest = packages[0] if packages else None
         org = newest.version if newest else self.reading.org_version
-        if newest is not None and any(is_newer(newest.version, v) for v in baked.values()):
+        # Only for images that name their agent: an unlabelled (third-party) image is left alone.
+        if newest is not None and any(v and is_newer(newest.version, v) for v in baked.values()):
             message, retry = await self._fetch(newest)
             delay = min(delay, retry)
         cached = next(iter(self.cache.versions()), None)
