@@ -48,21 +48,7 @@ class JobRequest:
     """The run's name (``owner.name``), e.g. ``20260928.2``."""
     reserved_agent_id: int | None = None
     reserved_agent_name: str | None = None
-    demands: tuple[str, ...] = ()
-    """The job's demand strings, e.g. ``Agent.Version -gtVersion 4.270.0``."""
-
-
-@dataclass(frozen=True)
-class AgentPackage:
-    """One agent package the organisation offers (``packages/agent``, §2.9)."""
-
-    version: str
-    """``major.minor.patch``."""
-    platform: str
-    download_url: str
-    filename: str
-    hash_value: str
-    """SHA-256 of the tarball, lower-case hex (empty when the server named none)."""
+    demands: tuple[str, ...] = ()  # e.g. "Agent.Version -gtVersion 4.270.0"
 
 
 @dataclass(frozen=True)
@@ -124,10 +110,6 @@ class AgentPoolApi(Protocol):
         """The most recent finished job request of one agent (None: it ran none)."""
         ...
 
-    def agent_packages(self, platform: str) -> list[AgentPackage]:
-        """The agent packages offered for ``platform`` (e.g. ``linux-x64``), newest first."""
-        ...
-
     @property
     def request_count(self) -> int:
         """How many HTTP requests this client has sent."""
@@ -144,15 +126,6 @@ class VolumeMount:
     host: str
     container: str
     env: str | None = None
-
-
-@dataclass(frozen=True)
-class AgentPackageMount:
-    """A verified agent package on the host, to mount read-only into a new agent container."""
-
-    host: str
-    """The unpacked package directory (the host's agent cache)."""
-    version: str
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,8 @@ from gpuci_tui.core.errors import (
     AzureServerError,
     AzureUnreachableError,
 )
-from gpuci_tui.core.protocols import Agent, AgentPackage, JobRequest, Pool
+from gpuci_tui.core.packages import AgentPackage
+from gpuci_tui.core.protocols import Agent, JobRequest, Pool
 from gpuci_tui.sim.agent_packages import OFFLINE_BASE
 from gpuci_tui.sim.org import MANAGE_SCOPE, READ_SCOPE, SimOrg
 from gpuci_tui.sim.records import (

@@ -399,3 +399,16 @@ def test_packages_are_real_tarballs_and_the_required_version_is_a_control(
     assert (
         requests.get(f"{server.url}/_download/agent/9.9.9/x.tar.gz", timeout=5).status_code == 404
     )
+
+
+def test_the_real_client_reads_the_agent_packages(server: SimServer) -> None:
+    from gpuci_tui.core.azure.client import AzureDevOpsClient
+
+    server.org.require_agent_version("4.270.0")
+    with AzureDevOpsClient(server.org_url, PAT) as client:
+        packages = client.agent_packages("linux-x64")
+    assert [p.version for p in packages] == ["4.270.0", "4.264.2", "4.261.0"]
+    newest = packages[0]
+    assert newest.platform == "linux-x64" and newest.filename.endswith("-4.270.0.tar.gz")
+    data = requests.get(newest.download_url, timeout=5).content
+    assert hashlib.sha256(data).hexdigest() == newest.hash_value

@@ -42,7 +42,8 @@ from gpuci_tui.core.azure.parse import (
 )
 from gpuci_tui.core.azure.validate import check_pat
 from gpuci_tui.core.errors import AzureAuthError, AzureError, AzureNotFoundError
-from gpuci_tui.core.protocols import Agent, AgentPackage, JobRequest, PatCheck, Pool
+from gpuci_tui.core.packages import AgentPackage
+from gpuci_tui.core.protocols import Agent, JobRequest, PatCheck, Pool
 
 LOG = logging.getLogger("gpuci_tui.azure")
 

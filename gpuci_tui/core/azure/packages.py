@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpuci_tui.core.azure.parse import MalformedError, as_mapping, opt_int, opt_str
-from gpuci_tui.core.protocols import AgentPackage
+from gpuci_tui.core.packages import AgentPackage
 
 PACKAGES = "_apis/distributedtask/packages/agent"
 

@@ -11,7 +11,8 @@ from collections.abc import Iterable, Mapping
 from gpuci_tui.core.config.loader import Config, config_hash, instance_id
 from gpuci_tui.core.engine.lifecycle import Lane, lane_name
 from gpuci_tui.core.engine.steps import ListedContainer
-from gpuci_tui.core.protocols import AgentPackageMount, ContainerInfo, ContainerSpec, VolumeMount
+from gpuci_tui.core.packages import AgentPackageMount
+from gpuci_tui.core.protocols import ContainerInfo, ContainerSpec, VolumeMount
 
 LABEL_PROJECT = "io.gpuci-tui.project"
 LABEL_INSTANCE = "io.gpuci-tui.instance"

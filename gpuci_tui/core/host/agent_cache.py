@@ -38,7 +38,7 @@ from urllib.parse import urlsplit
 
 from gpuci_tui.core.engine.agent_versions import parse_version
 from gpuci_tui.core.errors import GpuciError
-from gpuci_tui.core.protocols import AgentPackage
+from gpuci_tui.core.packages import AgentPackage
 
 #: The version file start.sh compares (the image's agent directory has one too).
 VERSION_FILE = ".image-agent-version"

@@ -29,7 +29,8 @@ from gpuci_tui.core.host.agent_cache import AgentPackageCache, PackageError, Pac
 from gpuci_tui.core.host.handle import Supervised
 from gpuci_tui.core.host.reporter import Update
 from gpuci_tui.core.models import AgentVersionsSnapshot, ImageAgentVersion, SupervisorEvent
-from gpuci_tui.core.protocols import AgentPackage, AgentPackageMount, AgentPoolApi, ImageConfig
+from gpuci_tui.core.packages import AgentPackage, AgentPackageMount, AgentPackagesApi
+from gpuci_tui.core.protocols import ImageConfig
 
 LOG = logging.getLogger("gpuci_tui.agent_updates")
 
@@ -70,7 +71,7 @@ class AgentUpdates:
 
     def __init__(
         self,
-        api: AgentPoolApi,
+        api: AgentPackagesApi,
         cache: AgentPackageCache,
         images: Callable[[], Mapping[str, str]],
         inspect: Callable[[str], ImageConfig | None] | None,

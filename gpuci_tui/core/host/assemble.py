@@ -46,6 +46,7 @@ from gpuci_tui.core.host.metrics import Metrics, follow
 from gpuci_tui.core.host.pool_observer import PoolObserver
 from gpuci_tui.core.host.reporter import Broadcaster
 from gpuci_tui.core.host.supervisor import IntentStore, Supervisor
+from gpuci_tui.core.packages import AgentPackagesApi
 from gpuci_tui.core.protocols import (
     AgentPoolApi,
     ContainerRuntime,
@@ -250,8 +251,8 @@ def assemble(
         gpu_health_store: where latched GPU faults are kept across restarts (None: not kept).
         metrics: feed Prometheus metrics with every history row, snapshot, event, GPU
             frame and Azure DevOps request (`Assembly.metrics`).
-        agent_cache: the host's agent package cache; None: agent versions are not watched
-            and no package is mounted.
+        agent_cache: the host's agent package cache; None (or an ``api`` that cannot read
+            agent packages): agent versions are not watched and no package is mounted.
     """
     groups = agent_groups(config)
     by_group = {g.name: for_group(config, g) for g in groups}
@@ -323,7 +324,7 @@ def assemble(
             report=lambda kind, message: reporter.event(kind, message),
         )
     updates = None
-    if agent_cache is not None:
+    if agent_cache is not None and isinstance(api, AgentPackagesApi):
         updates = AgentUpdates(
             api,
             AgentPackageCache(agent_cache),

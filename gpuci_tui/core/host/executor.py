@@ -41,12 +41,8 @@ from gpuci_tui.core.errors import (
     RuntimeUnavailableError,
 )
 from gpuci_tui.core.host.pool_observer import PoolObserver
-from gpuci_tui.core.protocols import (
-    AgentPackageMount,
-    AgentPoolApi,
-    ContainerRuntime,
-    TokenSource,
-)
+from gpuci_tui.core.packages import AgentPackageMount
+from gpuci_tui.core.protocols import AgentPoolApi, ContainerRuntime, TokenSource
 from gpuci_tui.core.secrets.redaction import redact_lines
 
 

@@ -46,7 +46,8 @@ from gpuci_tui.core.host.executor import Executor
 from gpuci_tui.core.host.pool_observer import PoolObserver
 from gpuci_tui.core.host.reporter import Broadcaster, Reporter, Update
 from gpuci_tui.core.models import SupervisorSnapshot
-from gpuci_tui.core.protocols import AgentPackageMount, AgentPoolApi, ContainerRuntime, TokenSource
+from gpuci_tui.core.packages import AgentPackageMount
+from gpuci_tui.core.protocols import AgentPoolApi, ContainerRuntime, TokenSource
 
 if TYPE_CHECKING:
     from gpuci_tui.core.engine.gpu_health import HealthBook

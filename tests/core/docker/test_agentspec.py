@@ -19,7 +19,8 @@ from gpuci_tui.core.docker.agentspec import (
 )
 from gpuci_tui.core.engine.lifecycle import Lane
 from gpuci_tui.core.engine.steps import ListedContainer
-from gpuci_tui.core.protocols import AgentPackageMount, ContainerInfo, VolumeMount
+from gpuci_tui.core.packages import AgentPackageMount
+from gpuci_tui.core.protocols import ContainerInfo, VolumeMount
 
 
 def make(**agents: object) -> Config:

@@ -17,7 +17,7 @@ from gpuci_tui.core.host.agent_cache import (
     PackageError,
     PackageRefused,
 )
-from gpuci_tui.core.protocols import AgentPackage
+from gpuci_tui.core.packages import AgentPackage
 from gpuci_tui.sim.agent_packages import VERSION_FILE as SIM_VERSION_FILE
 from gpuci_tui.sim.agent_packages import build_tarball
 
