@@ -115,6 +115,9 @@ def test_a_forced_agent_update_costs_at_most_one_start_per_lane_and_parks_nothin
     # At most one update exit per lane (a slot has two: active and standby).
     exits = update_exits(events)
     assert exits and all(n <= rig.lanes for n in exits.values()), exits
+    text = rig.cli("status").stdout  # what the operator reads
+    assert f"agents: organisation {NEW}; image {rig.config.agents.image} has 4.264.2" in text
+    assert f"cached package {NEW}" in text and "WARNING: group" in text
     log = rig.daemon_log()
     assert f"agent package {NEW} fetched and verified" in log
     assert f"left to update to {NEW}; the next container uses the cached package {NEW}" in log
