@@ -161,3 +161,53 @@ def test_a_failed_read_never_stops_anything(tmp_path: Path) -> None:
     u = updates(NoPackages(), tmp_path)  # type: ignore[arg-type]
     assert asyncio.run(u.check()) == 60.0
     assert u.reading.org_version is None and u.mount_for(IMAGE) is None
+
+
+async def test_in_process_a_forced_update_is_served_with_the_cached_package(
+    api: SimPoolApi, org: SimOrg, tmp_path: Path
+) -> None:
+    """The whole assembly, in process (SimulatedRuntime): no Docker, same rules."""
+    from gpuci_tui.core.config.loader import load_config
+    from gpuci_tui.core.host.assemble import assemble
+    from gpuci_tui.core.models import SlotState
+    from gpuci_tui.core.store.history import JobHistory
+    from gpuci_tui.sim.runtime import DEFAULT_IMAGE, SimulatedRuntime
+    from tests.core.supervisor_env import PAT as TOKEN
+    from tests.core.supervisor_env import StaticTokens, wait_until
+
+    path = tmp_path / "config.toml"
+    path.write_text(
+        f'[azure]\nurl = "http://127.0.0.1:9"\npool = "gpu"\n[agents]\nimage = "{DEFAULT_IMAGE}"\n'
+        'name_prefix = "upd"\ncount = 1\ngpus = "none"\n[supervisor]\npoll_interval = 0.2\n'
+    )
+    org.heartbeat_timeout = 3.0
+    org.add_pat(TOKEN)  # what StaticTokens hands the agents
+    parts = assemble(
+        load_config(path),
+        api=api,
+        runtime=SimulatedRuntime(org, destroy_delay=0.05),
+        tokens=StaticTokens(),
+        history=JobHistory(":memory:"),
+        mode="in-process",
+        agent_cache=tmp_path / "cache",
+    )
+    assert parts.agent_updates is not None
+    parts.start()
+    try:
+        sup = parts.supervisor
+        await wait_until(
+            lambda: [s.state for s in sup.snapshot().slots] == [SlotState.IDLE], 20, "idle"
+        )
+        await wait_until(lambda: sup.snapshot().agent_versions.checked_at is not None, 10)
+        org.require_agent_version("4.270.0")
+        job = org.queue_job(org.pools("gpu")[0].id, duration=0.2)
+        await wait_until(lambda: org.job(job).result is not None, 30, "the job served")
+        assert org.job(job).result == "succeeded"
+        ran_on = org.find_agent(str(org.job(job).agent_name))
+        assert ran_on is not None and ran_on.version == "4.270.0"
+        snap = sup.snapshot()
+        assert snap.agent_versions.cached == "4.270.0"
+        assert not any(s.state == SlotState.PARKED for s in snap.slots)
+        assert org.packages.downloads == {"vsts-agent-linux-x64-4.270.0.tar.gz": 1}
+    finally:
+        await parts.close()
