@@ -28,6 +28,9 @@
 #   AZP_AGENT_DIR           where to run it (default: AZP_AGENT_SOURCE); another
 #                           path (a host directory mounted at the same path, for
 #                           container jobs) gets a copy of the agent
+#   AZP_AGENT_PACKAGE_DIR   a newer agent package the supervisor mounts read-only
+#                           (default: /azp/agent-package); preferred to the
+#                           image's agent when its .image-agent-version is newer
 #   AZP_AGENT_USER          user that runs config.sh/run.sh (default: agent)
 #   AZP_DOCKER_SOCKET       Docker socket whose group the user joins when it is
 #                           mounted (default: /var/run/docker.sock)
@@ -125,6 +128,7 @@ token_file=${AZP_TOKEN_FILE:-/run/azp/token}
 work=${AZP_WORK:-_work}
 agent_source=${AZP_AGENT_SOURCE:-/azp/agent}
 agent_dir=${AZP_AGENT_DIR:-$agent_source}
+package_dir=${AZP_AGENT_PACKAGE_DIR:-/azp/agent-package}
 docker_socket=${AZP_DOCKER_SOCKET:-/var/run/docker.sock}
 agent_user=${AZP_AGENT_USER:-agent}
 run_as_root=${AZP_RUN_AS_ROOT:-}
@@ -144,11 +148,13 @@ tenant_id=${AZP_TENANT_ID:-}
 ignore="AZP_URL,AZP_POOL,AZP_AGENT_NAME,AZP_TOKEN,AZP_TOKEN_FILE,AZP_WORK,AZP_AGENT_DIR"
 ignore+=",AZP_AGENT_SOURCE,AZP_AGENT_USER,AZP_DOCKER_SOCKET,AZP_RUN_AS_ROOT"
 ignore+=",AZP_SKIP_VERSION_CHECK,AZP_TEST_SKIP_PRIVDROP,AZP_AUTH,AZP_CLIENT_ID,AZP_TENANT_ID"
+ignore+=",AZP_AGENT_PACKAGE_DIR,AZP_AGENT_PACKAGE_VERSION"
 ignore+=",VSTS_AGENT_INPUT_TOKEN,VSTS_AGENT_INPUT_CLIENTSECRET,VSO_AGENT_IGNORE"
 export VSO_AGENT_IGNORE="${VSO_AGENT_IGNORE:+$VSO_AGENT_IGNORE,}$ignore"
 unset AZP_URL AZP_POOL AZP_AGENT_NAME AZP_TOKEN AZP_TOKEN_FILE AZP_WORK AZP_AGENT_DIR \
     AZP_AGENT_SOURCE AZP_AGENT_USER AZP_DOCKER_SOCKET AZP_RUN_AS_ROOT AZP_SKIP_VERSION_CHECK \
-    AZP_TEST_SKIP_PRIVDROP AZP_AUTH AZP_CLIENT_ID AZP_TENANT_ID
+    AZP_TEST_SKIP_PRIVDROP AZP_AUTH AZP_CLIENT_ID AZP_TENANT_ID AZP_AGENT_PACKAGE_DIR \
+    AZP_AGENT_PACKAGE_VERSION
 
 [[ -n $url ]] || fail $EXIT_BAD_SETUP "AZP_URL is not set: it must name the organisation, e.g. https://dev.azure.com/ORG."
 case $auth in
@@ -205,7 +211,31 @@ token=${token//[$'\t\r\n ']/}
 rm -f -- "$token_file" 2>/dev/null || log "WARNING: could not delete $token_file."
 [[ -n $token ]] || fail $EXIT_TOKEN_MISSING "The token file $token_file is empty: the PAT (or access token) was not delivered into the container."
 
+# ----------------------------------------------------------------- newer agent package
+# When the organisation requires a newer agent than the image bakes, a --once
+# agent would spend its one run updating itself and leave (exit 12). The
+# supervisor then fetches the required package once, verifies its SHA-256 and
+# mounts it read-only here; it is preferred when it is newer than the baked one,
+# and copied into the agent directory below (the agent writes into its own
+# directory, so it cannot run from the read-only mount).
+version_gt() {
+    [[ $1 =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || return 1
+    [[ $2 =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || return 0 # an unknown baked version is older
+    [[ $1 != "$2" && $(printf '%s\n%s\n' "$1" "$2" | sort -V | tail -n 1) == "$1" ]]
+}
+if [[ -r $package_dir/.image-agent-version && -x $package_dir/config.sh && -x $package_dir/run.sh ]]; then
+    offered=$(<"$package_dir/.image-agent-version")
+    baked=$(cat "$agent_source/.image-agent-version" 2>/dev/null) || baked=""
+    if version_gt "$offered" "$baked"; then
+        log "using agent $offered from the package mounted at $package_dir (the image has ${baked:-an unknown version}); rebuild the image to save this copy"
+        agent_source=$package_dir
+    else
+        log "the agent package at $package_dir ($offered) is not newer than the image's ${baked:-agent}; using the image's"
+    fi
+fi
+
 # ----------------------------------------------------------------- agent directory
+# A newer package (above) is copied into the agent directory the same way.
 # Container jobs through the host's Docker socket need the agent's directories
 # at the same path on the host (the host's daemon mounts them into the job
 # container). Then AZP_AGENT_DIR names such a host-mounted directory: the baked
@@ -217,7 +247,9 @@ if [[ $agent_dir != "$agent_source" ]]; then
     have=$(cat "$agent_dir/.image-agent-version" 2>/dev/null) || have=none
     if [[ $want != "$have" || ! -x $agent_dir/config.sh ]]; then
         log "installing agent $want from $agent_source into $agent_dir"
-        if ! { mkdir -p -- "$agent_dir" && cp -a -- "$agent_source/." "$agent_dir/"; }; then
+        # Another version's binaries must not mix with these (bin/ and externals/ are per version).
+        if ! { mkdir -p -- "$agent_dir" && rm -rf -- "${agent_dir:?}/bin" "${agent_dir:?}/externals" &&
+            cp -a -- "$agent_source/." "$agent_dir/"; }; then
             fail $EXIT_BAD_SETUP "Cannot install the agent into $agent_dir (is it mounted writable?)."
         fi
     fi
@@ -341,7 +373,7 @@ exit_if_signalled
 case $rc in
     0) log "job done"; exit 0 ;;
     2) fail $EXIT_RETRYABLE "The agent failed to start (retryable error); a new container will retry." ;;
-    3 | 4) fail $EXIT_AGENT_UPDATING "The agent exited to update itself and did not come back; rebuild the image with the current agent version." ;;
+    3 | 4) fail $EXIT_AGENT_UPDATING "The agent left to update itself (the organisation requires a newer agent). gpuci-tui starts the next container with the verified package it caches; rebuild the image with the current agent version to save that." ;;
     1) fail $EXIT_AGENT_ERROR "The agent stopped with an error (run.sh exit code 1); see its message above." ;;
     *) fail "$rc" "The agent exited with code $rc." ;;
 esac

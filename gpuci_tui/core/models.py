@@ -242,6 +242,34 @@ class DiskSnapshot:
 
 
 @dataclass(frozen=True)
+class ImageAgentVersion:
+    """The agent version one group's image bakes (its ``io.gpuci.agent-version`` label)."""
+
+    group: str
+    image: str
+    baked: str | None = None
+    """None: the image has no such label (not built by dockeragent/build.sh) or is absent."""
+
+
+@dataclass(frozen=True)
+class AgentVersionsSnapshot:
+    """The organisation's agent version, the images' and the host's package cache."""
+
+    org_version: str | None = None
+    """The newest agent the organisation offers (``packages/agent``); None: not read yet."""
+    images: tuple[ImageAgentVersion, ...] = ()
+    cached: str | None = None
+    """The newest verified package in the host's cache, mounted into new agent containers
+    whose image is older (None: none)."""
+    demanded: str | None = None
+    """The highest ``Agent.Version -gtVersion`` queued jobs demand (None: none)."""
+    warnings: tuple[str, ...] = ()
+    message: str = ""
+    """The last fetch problem (a refused package, a failed download); empty when none."""
+    checked_at: float | None = None
+
+
+@dataclass(frozen=True)
 class DisabledAgents:
     """Why the pool's disabled agents are disabled, one count per reason.
 
@@ -352,6 +380,8 @@ class SupervisorSnapshot:
     docker: HealthSnapshot = field(default_factory=HealthSnapshot)
     disk: DiskSnapshot = field(default_factory=DiskSnapshot)
     """Free space of Docker's data root (the disk watch; unknown without one)."""
+    agent_versions: AgentVersionsSnapshot = field(default_factory=AgentVersionsSnapshot)
+    """Agent versions: the organisation's, each image's, the cached package (issue 20)."""
     azure_requests: int = 0
     """Azure DevOps calls made since start (for the rate budget)."""
     started_at: float | None = None

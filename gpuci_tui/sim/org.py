@@ -30,6 +30,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 
+from gpuci_tui.sim.agent_packages import SimAgentPackages
 from gpuci_tui.sim.entra import SimEntra
 from gpuci_tui.sim.faults import FaultInjector
 from gpuci_tui.sim.metrics import RequestStats
@@ -85,6 +86,7 @@ class SimOrg(AgentSideMixin):
         self.entra = SimEntra(clock)
         """The tenant whose access tokens the organisation takes (service principals)."""
         self.stats = RequestStats(clock)
+        self.packages = SimAgentPackages()
         self._lock = threading.RLock()
         self._cond = threading.Condition(self._lock)
         self._pats: dict[str, PatRecord] = {}
@@ -288,6 +290,9 @@ class SimOrg(AgentSideMixin):
             run_no = self._runs.get((def_id, day), 0) + 1
             self._runs[(def_id, day)] = run_no
             request_id = next(self._job_ids)
+            if self.packages.required:
+                # Tasks with a minimumAgentVersion add this demand (azure-devops-api.md §2.8).
+                demands = (*demands, f"Agent.Version -gtVersion {self.packages.required}")
             self._jobs[request_id] = JobRecord(
                 request_id=request_id,
                 pool_id=pool_id,
@@ -305,6 +310,17 @@ class SimOrg(AgentSideMixin):
             self._dispatch()
             self._cond.notify_all()
             return request_id
+
+    def require_agent_version(self, version: str) -> None:
+        """Offer agent ``version`` and require it from now on (agents older than it update).
+
+        Queued jobs that a required-version agent would take are not lost: an old agent
+        that would get one receives an update order instead, and the job stays queued.
+        """
+        with self._cond:
+            self.packages.require(version)
+            self._dispatch()
+            self._cond.notify_all()
 
     def cancel_job(self, request_id: int) -> None:
         """Cancel a job: a queued one ends ``canceled`` now, a running one at its next heartbeat."""

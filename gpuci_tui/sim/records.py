@@ -181,6 +181,8 @@ class AgentRecord:
     registrations: int = 0
     """How often this name was registered (1 + number of replacements)."""
     assigned_request: int | None = None
+    update_to: str | None = None
+    """An update order the agent has not yet received (see `AgentUpdate`)."""
     last_completed_request: int | None = None
     last_seen: float = 0.0
     active_polls: int = 0
@@ -250,6 +252,16 @@ class JobTicket:
     kind: JobKind
     result: str
     """The result the agent reports when the job runs to its end (kind ``normal``)."""
+
+
+@dataclass(frozen=True)
+class AgentUpdate:
+    """What an out-of-date agent receives instead of a job: update to ``version`` first.
+
+    The real server's AgentRefreshMessage; a ``--once`` agent leaves to update.
+    """
+
+    version: str
 
 
 @dataclass(frozen=True)

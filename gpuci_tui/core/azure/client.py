@@ -28,6 +28,7 @@ import requests
 from gpuci_tui import __version__
 from gpuci_tui.core.azure.errors import AzurePoolAmbiguousError, no_pool_message
 from gpuci_tui.core.azure.http import Answer, AzureTransport, TokenProvider
+from gpuci_tui.core.azure.packages import PACKAGES, newest_first, parse_agent_package
 from gpuci_tui.core.azure.parse import (
     MalformedError,
     RateLimitState,
@@ -41,6 +42,7 @@ from gpuci_tui.core.azure.parse import (
 )
 from gpuci_tui.core.azure.validate import check_pat
 from gpuci_tui.core.errors import AzureAuthError, AzureError, AzureNotFoundError
+from gpuci_tui.core.packages import AgentPackage
 from gpuci_tui.core.protocols import Agent, JobRequest, PatCheck, Pool
 from gpuci_tui.core.secrets.credentials import Credential
 
@@ -380,6 +382,11 @@ class AzureDevOpsClient:
             )
         # completedRequestCount=0 should leave finished ones out; make sure of it.
         return [r for r in found.values() if r.result is None and r.finish_time is None]
+
+    def agent_packages(self, platform: str) -> list[AgentPackage]:
+        """The agent packages the organisation offers for ``platform``, newest first (§2.9)."""
+        answer = self._http.request("GET", PACKAGES, params={"platform": platform})
+        return newest_first(self._items(answer, parse_agent_package, "agent package"))
 
     # ------------------------------------------------------------------ validation
 

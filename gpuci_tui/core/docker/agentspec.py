@@ -13,6 +13,7 @@ from gpuci_tui.core.config.loader import Config, config_hash, instance_id
 from gpuci_tui.core.engine.lifecycle import Lane, lane_name
 from gpuci_tui.core.engine.stale import MARKER_HOST, MARKER_INSTANCE
 from gpuci_tui.core.engine.steps import ListedContainer
+from gpuci_tui.core.packages import AgentPackageMount
 from gpuci_tui.core.protocols import ContainerInfo, ContainerSpec, VolumeMount
 
 LABEL_PROJECT = "io.gpuci-tui.project"
@@ -26,9 +27,13 @@ LABEL_POOL = "io.gpuci-tui.pool"
 LABEL_ORG = "io.gpuci-tui.org"
 LABEL_CONFIG = "io.gpuci-tui.config"
 LABEL_DEMO = "io.gpuci-tui.demo"
+LABEL_AGENT_PACKAGE = "io.gpuci-tui.agent-package"
+"""The cached agent package version mounted into the container (absent: the image's agent)."""
 PROJECT = "gpuci-tui"
 
 TOKEN_PATH = "/run/azp/token"
+#: Where start.sh looks for a newer agent package (read-only; its AZP_AGENT_PACKAGE_DIR default).
+AGENT_PACKAGE_DIR = "/azp/agent-package"
 DOCKER_SOCKET = "/var/run/docker.sock"
 
 __all__ = [
@@ -81,6 +86,7 @@ def build_spec(
     command: tuple[str, ...] | None = None,
     agent_dir_root: str | None = None,
     capabilities: Mapping[str, str] | None = None,
+    agent_package: AgentPackageMount | None = None,
 ) -> ContainerSpec:
     """The container spec of ``slot``. The PAT is not part of it (see `ContainerRuntime.start`).
 
@@ -91,6 +97,8 @@ def build_spec(
 
     ``capabilities`` (the slot's GPU facts, `core.host.gpu_caps`) become
     environment variables, which the agent reports as capabilities.
+    ``agent_package``: a verified newer agent package from the host's cache, mounted
+    read-only where start.sh prefers it to the image's agent (issue 20).
     """
     agents = config.agents
     name = agent_name(config, slot, lane)
@@ -119,6 +127,10 @@ def build_spec(
     for key, value in (capabilities or {}).items():
         environment.setdefault(key, value)  # never over the agent's own settings
     volumes = tuple(VolumeMount(v.host, v.container, v.env) for v in agents.volumes)
+    if agent_package is not None:
+        volumes += (VolumeMount(agent_package.host, AGENT_PACKAGE_DIR, "AZP_AGENT_PACKAGE_DIR"),)
+        environment["AZP_AGENT_PACKAGE_VERSION"] = agent_package.version
+        labels[LABEL_AGENT_PACKAGE] = agent_package.version
     for volume in volumes:
         if volume.env:
             environment[volume.env] = volume.container

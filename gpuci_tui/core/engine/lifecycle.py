@@ -211,6 +211,8 @@ class SlotRecord:
     gate: Gate = field(default_factory=Gate)
     job_gap_from: float | None = None
     """When the slot's last job ended, until its next job is assigned (`timings`)."""
+    update_exit_at: float | None = None
+    """When an agent of this slot last left to update itself (exit 12); None after a job."""
 
     def lane(self, lane: Lane) -> LaneRecord:
         """The record of ``lane``."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 from gpuci_tui.core.config.loader import Config
 from gpuci_tui.core.docker.agentspec import build_spec
@@ -42,6 +42,7 @@ from gpuci_tui.core.errors import (
 )
 from gpuci_tui.core.host.image_puller import ImagePuller
 from gpuci_tui.core.host.pool_observer import PoolObserver
+from gpuci_tui.core.packages import AgentPackageMount
 from gpuci_tui.core.protocols import AgentPoolApi, ContainerRuntime, TokenSource
 from gpuci_tui.core.secrets.redaction import redact_lines
 
@@ -63,8 +64,12 @@ class Executor:
         agent_dir_root: str | None = None,
         pull_refusal: Callable[[], str | None] | None = None,
         puller: ImagePuller | None = None,
+        agent_package: Callable[[str], Awaitable[AgentPackageMount | None]] | None = None,
     ) -> None:
         """Bind the outside systems the actions need.
+
+        ``agent_package`` gives a new container of an image the verified newer agent
+        package the host caches (None: the image's agent), see `AgentUpdates.mount_for`.
 
         ``pull_refusal`` says why no pull may start now (the disk watch's hard floor):
         a start that fails for a missing image says so too. ``puller`` applies the
@@ -83,6 +88,7 @@ class Executor:
         self.puller = puller
         self.capabilities: Callable[[Config, int], Mapping[str, str]] | None = None
         """The slot's GPU capabilities, given to its agents as environment (set by assembly)."""
+        self.agent_package = agent_package
 
     async def run(self, action: Action) -> Observation | None:
         """Carry out ``action``."""
@@ -119,6 +125,9 @@ class Executor:
             return StartFailed(slot, lane, "token", str(exc), self.clock())
         caps = self.capabilities
         found = await asyncio.to_thread(caps, self.config, slot) if caps is not None else None
+        package = None
+        if self.agent_package is not None:
+            package = await self.agent_package(self.config.agents.image)
         spec = build_spec(
             self.config,
             slot,
@@ -127,6 +136,7 @@ class Executor:
             command=self.command,
             agent_dir_root=self.agent_dir_root,
             capabilities=found,
+            agent_package=package,
         )
         root = self.agent_dir_root
         for host, _target, _mode in spec.extra_mounts:

@@ -20,6 +20,7 @@ import logging
 from collections.abc import Callable
 
 from gpuci_tui.core.azure.demands import waiting_for_agents
+from gpuci_tui.core.engine.agent_versions import demanded_version
 from gpuci_tui.core.engine.lifecycle import PoolView
 from gpuci_tui.core.engine.steps import Observation, PoolRead
 from gpuci_tui.core.errors import (
@@ -94,6 +95,8 @@ class PoolObserver:
         self.on_capabilities: Callable[[tuple[Agent, ...], float], None] | None = None
         """Called with the agents (and the read's start) after each read with capabilities."""
         self._next_capabilities = 0.0
+        self.demanded_version: str | None = None
+        """The highest agent version queued jobs demand (None: none demand one)."""
 
     # ------------------------------------------------------------------ steering
 
@@ -258,4 +261,9 @@ class PoolObserver:
     def _count_requests(self, requests: list[JobRequest]) -> None:
         self._waiting = waiting_for_agents(requests)
         self._queued = sum(1 for r in requests if r.assign_time is None and r.result is None)
+        # What queued jobs demand of the agent (Agent.Version -gtVersion): warned about
+        # before it bites, when it is newer than an image's agent (issue 20).
+        self.demanded_version = demanded_version(
+            d for r in requests if r.assign_time is None for d in r.demands
+        )
         self._running = sum(1 for r in requests if r.assign_time is not None and r.result is None)

@@ -25,7 +25,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from gpuci_tui.core.command_types import Command, CommandResult, GpuClear, Stop
@@ -46,6 +46,7 @@ from gpuci_tui.core.host.executor import Executor
 from gpuci_tui.core.host.pool_observer import PoolObserver
 from gpuci_tui.core.host.reporter import Broadcaster, Reporter, Update, report_note
 from gpuci_tui.core.models import SupervisorSnapshot
+from gpuci_tui.core.packages import AgentPackageMount
 from gpuci_tui.core.protocols import AgentPoolApi, ContainerRuntime, TokenSource
 
 if TYPE_CHECKING:
@@ -99,6 +100,7 @@ class Supervisor:
         gatekeeper: GpuGatekeeper | None = None,
         pull_refusal: Callable[[], str | None] | None = None,
         puller: ImagePuller | None = None,
+        agent_package: Callable[[str], Awaitable[AgentPackageMount | None]] | None = None,
     ) -> None:
         """Create a supervisor (nothing starts until `run`).
 
@@ -125,6 +127,7 @@ class Supervisor:
                 GPUs' states), which feeds this supervisor; None when GPUs are not sampled.
             pull_refusal: why no pull may start now (Docker's disk below its hard floor).
             puller: the host's image puller, shared by every group (None: never pulls).
+            agent_package: the cached newer agent package for a new container of an image.
         """
         self.config = config
         self.api = api
@@ -165,6 +168,7 @@ class Supervisor:
             agent_dir_root=agent_dir_root,
             pull_refusal=pull_refusal,
             puller=puller,
+            agent_package=agent_package,
         )
         self._intent = intent_store
         self._on_job_finished = on_job_finished
