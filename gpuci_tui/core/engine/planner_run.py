@@ -114,7 +114,8 @@ class Draft:
 
     def start(self, lane: LaneRecord) -> bool:
         """Plan a container start in ``lane``."""
-        return self.act(lane, StartAgent(self.slot.number, lane.lane))
+        spec = self.state.target_spec(self.slot.number)
+        return self.act(lane, StartAgent(self.slot.number, lane.lane, spec))
 
 
 def absent(lane: LaneRecord) -> bool:

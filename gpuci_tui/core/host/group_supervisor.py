@@ -255,6 +255,7 @@ class GroupSupervisor:
             protocol=first.protocol,
             gpu_accounting=any(s.gpu_accounting for s in snaps.values()),
             gpu_gates=() if self.gatekeeper is None else self.gatekeeper.gates,
+            rollouts=tuple(r for snap in snaps.values() for r in snap.rollouts),
         )
 
     # ------------------------------------------------------------------ commands
