@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from gpuci_tui.core.engine.lifecycle import EngineState, Intent, SlotRecord, gate_of
+from gpuci_tui.core.engine.lifecycle import EngineState, Intent, LanePhase, SlotRecord, gate_of
 from gpuci_tui.core.engine.settings import SupervisorConfig
 from gpuci_tui.core.engine.steps import (
     Appeared,
@@ -349,10 +349,19 @@ def roll_back(
 
 
 def _slot_new(state: EngineState, slot: SlotRecord, rollout: Rollout) -> bool:
-    """No container of the slot runs another spec than the new one."""
-    return all(
-        not lane.live or not lane.spec or lane.spec == rollout.to_spec for lane in slot.lanes
+    """The slot runs the new spec: an agent on it came online, and no container runs another.
+
+    Online, not merely started: a spec that crash-loops starts containers too. A slot
+    that runs nothing on purpose (drained, retiring) is left out of the count.
+    """
+    if slot.intent not in (Intent.RUN, Intent.RESTART):
+        return True
+    others = any(lane.live and lane.spec and lane.spec != rollout.to_spec for lane in slot.lanes)
+    online = any(
+        lane.spec == rollout.to_spec and lane.phase in (LanePhase.READY, LanePhase.BUSY)
+        for lane in slot.lanes
     )
+    return online and not others
 
 
 def counts(state: EngineState, rollout: Rollout) -> tuple[int, int, int]:
