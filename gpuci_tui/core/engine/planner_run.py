@@ -284,7 +284,13 @@ def _fresh_standby_coming(draft: Draft, active: LaneRecord) -> bool:
         return True
     if other.live:
         return not (other.disabled_idle and other.phase is LanePhase.READY)
-    return other.agent_id is not None and draft.can_start(other)
+    if other.agent_id is None:
+        return False
+    # Its replacement starts as soon as it may: its old container's name freed (the dead
+    # one removed, the stop call answered), a backoff or an engine pause over. The active
+    # keeps serving meanwhile, unless nothing will start (paused, stopping, parked).
+    state = draft.state
+    return not (state.paused or state.stopping or draft.slot.parked)
 
 
 def _settle_conflict(draft: Draft, capable: list[LaneRecord], used: tuple[Lane, ...]) -> None:

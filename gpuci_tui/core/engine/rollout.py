@@ -99,10 +99,14 @@ class Rollout:
 
     @property
     def base(self) -> str:
-        """The spec known to work: what a further change rolls back to."""
-        if self.phase in (Phase.CANARY, Phase.ROLLED_BACK):
-            return self.from_spec
-        return self.to_spec
+        """The spec known to work: what a further change rolls back to.
+
+        The new spec once a job succeeded on it (or every slot runs it); until then the
+        old one, so a change made over an unproven one still rolls back to a good spec.
+        """
+        if self.phase is Phase.DONE or (self.phase is Phase.ROLLING and self.successes):
+            return self.to_spec
+        return self.from_spec
 
     def failures_of(self, number: int) -> int:
         """Early failures of slot ``number`` on the new spec."""
@@ -264,8 +268,12 @@ def _follow(
     if rollout.phase is Phase.CANARY and rollout.successes >= rollout.needed:
         rollout = replace(rollout, phase=Phase.ROLLING)
         notes.append(Note("rollout_canary_passed", f"{_words(after, rollout)}: canaries passed"))
-    if rollout.phase is Phase.ROLLING and all(
-        _slot_new(after, slot, rollout) for slot in after.slots
+    running = [s for s in after.slots if s.intent in (Intent.RUN, Intent.RESTART)]
+    # Done once every running slot runs it (and some slot does: a drained pool proves nothing).
+    if (
+        rollout.phase is Phase.ROLLING
+        and running
+        and all(_slot_new(after, slot, rollout) for slot in running)
     ):
         rollout = replace(rollout, phase=Phase.DONE)
         notes.append(Note("rollout_done", f"{rollout.image_to} on every slot: roll-out done"))
