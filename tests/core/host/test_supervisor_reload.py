@@ -129,3 +129,37 @@ async def test_count_changes_and_a_changed_prefix_is_refused(
     refused = supervisor.reconfigure(other)
     assert not refused.ok and "restart of the daemon" in refused.message
     assert supervisor.preview_reconfigure(fewer) == ("nothing to change",)
+
+
+async def test_a_daemon_restarted_on_a_changed_image_replaces_the_adopted_outdated_lanes(
+    reload_env: Env,
+) -> None:
+    first = Supervisor(
+        reload_env.config, api=reload_env.api, runtime=reload_env.runtime, tokens=StaticTokens()
+    )
+    task = asyncio.create_task(first.run())
+    await wait_until(lambda: steady(first), timeout=20, what="steady on v1")
+    job = reload_env.org.queue_job(reload_env.pool_id, duration=2.0)
+    await wait_until(
+        lambda: any(s.state.value == "busy" for s in first.snapshot().slots), timeout=10
+    )
+    first.request_stop()  # agents (and the job) left running
+    await asyncio.wait_for(task, 10)
+    second = Supervisor(
+        with_image(reload_env.config, V2),
+        api=reload_env.api,
+        runtime=reload_env.runtime,
+        tokens=StaticTokens(),
+    )
+    task = asyncio.create_task(second.run())
+    try:
+        await wait_until(
+            lambda: set(images(reload_env).values()) == {V2} and steady(second),
+            timeout=30,
+            what="every adopted lane replaced by one on the new image",
+        )
+        assert reload_env.org.job(job).result == "succeeded"
+        assert reload_env.org.job(job).assign_count == 1
+    finally:
+        second.request_stop()
+        await asyncio.wait_for(task, 10)
