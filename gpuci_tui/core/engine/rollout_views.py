@@ -64,6 +64,13 @@ def preview_lines(before: EngineState, after: EngineState) -> tuple[str, ...]:
     rollout = after.rollout
     if rollout is not None and rollout is not before.rollout:
         lines.extend(_change_lines(after))
+    elif (
+        rollout is not None and rollout.phase is Phase.ROLLED_BACK and after.spec == rollout.to_spec
+    ):
+        lines.append(
+            f"{rollout.image_to} stays rolled back ({rollout.reason}): the slots keep "
+            f"{rollout.image_from}; name another image to try again"
+        )
     elif after.spec != before.spec:
         lines.append(
             "agent spec back to the one every slot runs: slots on the abandoned one go back"

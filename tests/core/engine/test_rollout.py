@@ -332,3 +332,13 @@ def test_preview_says_which_lanes_change_when() -> None:
 def test_slot_ranges() -> None:
     assert slot_ranges([5, 0, 1, 2, 3, 7, 8]) == "0-3, 5, 7-8"
     assert slot_ranges([]) == ""
+
+
+def test_reloading_the_rolled_back_spec_again_says_it_stays_rolled_back() -> None:
+    state = reload(pool(2), canary=1)
+    state, _ = crash(state, 0, CRASH_LOOP)
+    again = reload(state, canary=1)
+    assert again.rollout is state.rollout
+    (line,) = preview_lines(state, again)
+    assert line.startswith("ci:v2 stays rolled back (slot 0 crash-looped")
+    assert line.endswith("the slots keep ci:v1; name another image to try again")
