@@ -16,13 +16,16 @@ roll-out. Measured from the reload:
   hand-over's gap (disable, re-check, stop the old active, enable the new standby);
 * jobs killed or lost (not succeeded, or handed out twice): must be 0.
 
-Usage: python bench/bench_reload.py [--slots 8] [--short-startup]
-Writes bench/results/reload.json and prints the figures.
+Usage: python bench/bench_reload.py [--slots 8] [--short-startup] [--baseline]
+Writes bench/results/reload.json (``--baseline``: the same jobs without the reload, to
+tell the reload's cost from the ``--once`` agents' own; reload_baseline.json) and prints
+the figures.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -119,7 +122,10 @@ def steady(instance: str, slots: int) -> bool:
     )
 
 
-def run(client: Any, image: str, *, slots: int, startup: AgentStartup) -> dict[str, Any]:
+def run(
+    client: Any, image: str, *, slots: int, startup: AgentStartup, reload: bool = True
+) -> dict[str, Any]:
+    """One run; ``reload`` False: the same jobs without a reload (the baseline)."""
     pat = "bench-" + uuid.uuid4().hex * 2
     org = SimOrg("bench-org", heartbeat_timeout=15.0, startup=startup)
     org.add_pat(pat)
@@ -166,9 +172,11 @@ def run(client: Any, image: str, *, slots: int, startup: AgentStartup) -> dict[s
         wait(lambda: len([s for s in snapshot(instance).get("slots", []) if s["state"] == "busy"])
              == 2, 30, "the daemon sees both jobs")  # fmt: skip
         sampler.start()
-        save_config(replace(config, agents=replace(config.agents, image=V2)), config_path)
+        target = V2 if reload else image
         t0, t0_wall = time.monotonic(), time.time()
-        daemon.send_signal(signal.SIGUSR1)
+        if reload:
+            save_config(replace(config, agents=replace(config.agents, image=V2)), config_path)
+            daemon.send_signal(signal.SIGUSR1)
         short_jobs: list[int] = []
         first: dict[tuple[int, str], float] = {}
         idle_lanes = {(n, lane) for n in range(slots) if n not in busy for lane in "ab"}
@@ -177,13 +185,14 @@ def run(client: Any, image: str, *, slots: int, startup: AgentStartup) -> dict[s
         while True:
             now = time.monotonic()
             for key, ref in lanes(client, instance).items():
-                if ref == V2:
+                if ref == target:
                     first.setdefault(key, now - t0)
             if now >= next_job and now - t0 < 25:
                 short_jobs.append(org.queue_job(pool_id, duration=2.0))
                 next_job = now + 1.0
             done = first.keys() >= every_lane and all(org.job(j).result for j in long_jobs)
-            if done and steady(instance, slots) and set(lanes(client, instance).values()) == {V2}:
+            on_target = set(lanes(client, instance).values()) == {target}
+            if done and now - t0 > 25 and steady(instance, slots) and on_target:
                 all_steady = time.monotonic() - t0
                 break
             if now - t0 > 240 or daemon.poll() is not None:
@@ -211,6 +220,8 @@ def run(client: Any, image: str, *, slots: int, startup: AgentStartup) -> dict[s
         "long_jobs_end_after_reload_s": [round((end or 0) - t0_wall, 1) for end in long_ends],
         "busy_slots_on_new_image_s": round(max(first[(n, lane)] for n in busy for lane in "ab"), 2),
         "longest_slot_without_a_serving_agent_s": round(max(sampler.longest.values()), 2),
+        "without_a_serving_agent_per_slot_s": [round(sampler.longest[n], 2) for n in range(slots)],
+        "busy_slots": sorted(busy),
         "jobs_during_rollout": len(jobs),
         "jobs_killed_or_lost": sum(
             1 for j in jobs if j.result != "succeeded" or j.assign_count != 1
@@ -225,18 +236,21 @@ def main() -> None:
     )
     parser.add_argument("--slots", type=int, default=8)
     parser.add_argument("--short-startup", action="store_true", help="agents start in 1.5 s")
+    parser.add_argument("--baseline", action="store_true", help="the same jobs, no reload")
     args = parser.parse_args()
     client = docker.from_env()
     image = build_emulator_image(client)
     client.images.get(image).tag(V2)
     startup = AgentStartup(1.0, 0.5) if args.short_startup else REALISTIC_STARTUP
     try:
-        result = run(client, image, slots=args.slots, startup=startup)
+        result = run(client, image, slots=args.slots, startup=startup, reload=not args.baseline)
     finally:
-        client.images.remove(V2)
+        with contextlib.suppress(docker.errors.APIError):  # a container left by a failed run
+            client.images.remove(V2)
     out = {"machine": machine(), "result": result}
     (ROOT / "bench" / "results").mkdir(exist_ok=True)
-    (ROOT / "bench" / "results" / "reload.json").write_text(json.dumps(out, indent=2) + "\n")
+    name = "reload_baseline.json" if args.baseline else "reload.json"
+    (ROOT / "bench" / "results" / name).write_text(json.dumps(out, indent=2) + "\n")
     print(json.dumps(out, indent=2))
 
 
