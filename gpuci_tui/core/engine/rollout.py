@@ -267,7 +267,9 @@ def _follow(
             return roll_back(after, rollout, _why(failed, rollout))
     if rollout.phase is Phase.CANARY and rollout.successes >= rollout.needed:
         rollout = replace(rollout, phase=Phase.ROLLING)
-        notes.append(Note("rollout_canary_passed", f"{_words(after, rollout)}: canaries passed"))
+        notes.append(
+            Note("rollout_canary_passed", f"{progress_words(after, rollout)}: canaries passed")
+        )
     running = [s for s in after.slots if s.intent in (Intent.RUN, Intent.RESTART)]
     # Done once every running slot runs it (and some slot does: a drained pool proves nothing).
     if (
@@ -276,7 +278,7 @@ def _follow(
         and all(_slot_new(after, slot, rollout) for slot in running)
     ):
         rollout = replace(rollout, phase=Phase.DONE)
-        notes.append(Note("rollout_done", f"{rollout.image_to} on every slot: roll-out done"))
+        notes.append(Note("rollout_done", f"image {rollout.image_to} on every slot: roll-out done"))
     return replace(after, rollout=rollout), notes
 
 
@@ -348,7 +350,8 @@ def roll_back(
             )
             state = state.with_slot(slot)
     note = Note(
-        "rollout_rolled_back", f"{rollout.image_to} rolled back to {rollout.image_from}: {reason}"
+        "rollout_rolled_back",
+        f"image {rollout.image_to} rolled back to {rollout.image_from}: {reason}",
     )
     return state, [note]
 
@@ -383,24 +386,10 @@ def counts(state: EngineState, rollout: Rollout) -> tuple[int, int, int]:
     return len(slots), new, busy_old
 
 
-def _words(state: EngineState, rollout: Rollout) -> str:
+def progress_words(state: EngineState, rollout: Rollout) -> str:
     """The progress in words: image …:v2 on 3/8 slots, 1 busy on …:v1."""
     total, new, busy_old = counts(state, rollout)
-    text = f"{rollout.image_to} on {new}/{total} slots"
+    text = f"image {rollout.image_to} on {new}/{total} slots"
     if busy_old:
         text += f", {busy_old} busy on {rollout.image_from}"
-    return text
-
-
-def describe(state: EngineState) -> str:
-    """The roll-out in one line for events and answers (empty: none)."""
-    rollout = state.rollout
-    if rollout is None:
-        return ""
-    if rollout.phase is Phase.ROLLED_BACK:
-        return f"{rollout.image_to} rolled back to {rollout.image_from}: {rollout.reason}"
-    text = _words(state, rollout)
-    if rollout.phase is Phase.CANARY:
-        slots = ", ".join(map(str, sorted(rollout.canary)))
-        text += f" (canary slots {slots}: {rollout.successes}/{rollout.needed} jobs)"
     return text

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from gpuci_tui.core.engine.lifecycle import EngineState, Intent, LaneRecord, SlotRecord, gate_of
-from gpuci_tui.core.engine.rollout import Phase, counts
+from gpuci_tui.core.engine.rollout import Phase, counts, progress_words
 from gpuci_tui.core.models import RolloutSnapshot
 from gpuci_tui.core.wording import plural
 
@@ -150,3 +150,17 @@ def _kind(lane: LaneRecord) -> str:
     if lane.disabled_idle:
         return "standby"
     return "active"
+
+
+def describe(state: EngineState) -> str:
+    """The roll-out in one line for events and answers (empty: none)."""
+    rollout = state.rollout
+    if rollout is None:
+        return ""
+    if rollout.phase is Phase.ROLLED_BACK:
+        return f"image {rollout.image_to} rolled back to {rollout.image_from}: {rollout.reason}"
+    text = progress_words(state, rollout)
+    if rollout.phase is Phase.CANARY:
+        slots = ", ".join(map(str, sorted(rollout.canary)))
+        text += f" (canary slots {slots}: {rollout.successes}/{rollout.needed} jobs)"
+    return text

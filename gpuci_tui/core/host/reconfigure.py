@@ -18,8 +18,8 @@ from gpuci_tui.core.command_types import CommandResult, Scale
 from gpuci_tui.core.config.loader import Config, config_hash, instance_id
 from gpuci_tui.core.engine.commands import apply_command
 from gpuci_tui.core.engine.lifecycle import EngineState
-from gpuci_tui.core.engine.rollout import Phase, base_spec, begin, describe
-from gpuci_tui.core.engine.rollout_views import preview_lines
+from gpuci_tui.core.engine.rollout import Phase, base_spec, begin
+from gpuci_tui.core.engine.rollout_views import describe, preview_lines
 
 if TYPE_CHECKING:
     from gpuci_tui.core.host.supervisor import Supervisor

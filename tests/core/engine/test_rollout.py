@@ -15,8 +15,13 @@ import pytest
 
 from gpuci_tui.core.docker.agentspec import LABEL_CONFIG, LABEL_LANE, LABEL_SLOT, placed
 from gpuci_tui.core.engine.lifecycle import EngineState, Intent, Lane, SlotRecord, new_slot
-from gpuci_tui.core.engine.rollout import CRASH_LOOP, Phase, advance, begin, describe
-from gpuci_tui.core.engine.rollout_views import preview_lines, rollout_snapshots, slot_ranges
+from gpuci_tui.core.engine.rollout import CRASH_LOOP, Phase, advance, begin
+from gpuci_tui.core.engine.rollout_views import (
+    describe,
+    preview_lines,
+    rollout_snapshots,
+    slot_ranges,
+)
 from gpuci_tui.core.engine.settings import SupervisorConfig
 from gpuci_tui.core.engine.steps import (
     Action,
@@ -313,7 +318,7 @@ def test_snapshot_counts_slots_on_the_new_spec_and_busy_ones_on_the_old() -> Non
     assert (snap.group, snap.state, snap.slots_total, snap.slots_new, snap.busy_old) == (
         "gpu", "rolling", 3, 1, 1,
     )  # fmt: skip
-    assert describe(state) == "ci:v2 on 1/3 slots, 1 busy on ci:v1"
+    assert describe(state) == "image ci:v2 on 1/3 slots, 1 busy on ci:v1"
 
 
 def test_preview_says_which_lanes_change_when() -> None:
