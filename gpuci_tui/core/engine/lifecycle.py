@@ -27,8 +27,8 @@ from gpuci_tui.core.engine.gpu_admission import GateKind
 from gpuci_tui.core.models import ExitInfo, HealthSnapshot, ImageUsed, JobInfo
 from gpuci_tui.core.protocols import Agent
 
-if TYPE_CHECKING:  # rollout imports this module; the state only holds one
-    from gpuci_tui.core.engine.rollout import Rollout
+if TYPE_CHECKING:
+    from gpuci_tui.core.engine.rollout_state import Rollout
 
 
 class Intent(StrEnum):

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from gpuci_tui.core.engine.lifecycle import EngineState, Intent, LaneRecord, SlotRecord, gate_of
-from gpuci_tui.core.engine.rollout import Phase, counts, progress_words
+from gpuci_tui.core.engine.rollout import counts, progress_words
+from gpuci_tui.core.engine.rollout_state import Phase
 from gpuci_tui.core.models import RolloutSnapshot
 from gpuci_tui.core.wording import plural
 

@@ -11,18 +11,32 @@ copy of the state and changes nothing.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from gpuci_tui.core.command_types import CommandResult, Scale
 from gpuci_tui.core.config.loader import Config, config_hash, instance_id
 from gpuci_tui.core.engine.commands import apply_command
 from gpuci_tui.core.engine.lifecycle import EngineState
-from gpuci_tui.core.engine.rollout import Phase, base_spec, begin
+from gpuci_tui.core.engine.rollout import base_spec, begin
+from gpuci_tui.core.engine.rollout_state import Phase
 from gpuci_tui.core.engine.rollout_views import describe, preview_lines
+from gpuci_tui.core.engine.settings import SupervisorConfig
+from gpuci_tui.core.host.executor import Executor
+from gpuci_tui.core.host.reporter import Reporter
 
-if TYPE_CHECKING:
-    from gpuci_tui.core.host.supervisor import Supervisor
+
+class Supervisor(Protocol):
+    """What a reload reads and sets of a `host.supervisor.Supervisor`."""
+
+    config: Config
+    rules: SupervisorConfig
+    state: EngineState
+    executor: Executor
+    reporter: Reporter
+    instance: str
+    clock: Callable[[], float]
 
 
 def refusal(supervisor: Supervisor, config: Config) -> str | None:
@@ -65,7 +79,10 @@ def reconfigured(
 def apply_reload(
     supervisor: Supervisor, config: Config, *, canary: int, canary_jobs: int | None
 ) -> CommandResult:
-    """Take ``config`` now (see `Supervisor.reconfigure`); the answer says what changed."""
+    """Take ``config`` now (see `Supervisor.reconfigure`); the answer says what changed.
+
+    The caller saves the intent (the count may have changed) and wakes the loop.
+    """
     problem = refusal(supervisor, config)
     if problem is not None:
         return CommandResult(False, problem)
@@ -87,9 +104,6 @@ def apply_reload(
     message = "; ".join(lines) if lines else "nothing to change"
     report.event("reload", f"reload: {message}")
     report.changed()
-    # This module is the supervisor's own reload: it saves and wakes it as `execute` does.
-    supervisor._save_intent()
-    supervisor._kick()
     return CommandResult(True, message, tuple(s.number for s in after.slots))
 
 

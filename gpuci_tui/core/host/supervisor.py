@@ -253,7 +253,10 @@ class Supervisor:
         a new spec first. The answer says what it did; ``snapshot().rollouts`` shows
         the roll-out.
         """
-        return apply_reload(self, config, canary=canary, canary_jobs=canary_jobs)
+        result = apply_reload(self, config, canary=canary, canary_jobs=canary_jobs)
+        self._save_intent()
+        self._kick()
+        return result
 
     def preview_reconfigure(self, config: Config, *, canary: int = 0) -> tuple[str, ...]:
         """What `reconfigure` would do with ``config`` now, in words (nothing changes).

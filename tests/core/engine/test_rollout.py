@@ -15,7 +15,8 @@ import pytest
 
 from gpuci_tui.core.docker.agentspec import LABEL_CONFIG, LABEL_LANE, LABEL_SLOT, placed
 from gpuci_tui.core.engine.lifecycle import EngineState, Intent, Lane, SlotRecord, new_slot
-from gpuci_tui.core.engine.rollout import CRASH_LOOP, Phase, advance, begin
+from gpuci_tui.core.engine.rollout import CRASH_LOOP, advance, begin
+from gpuci_tui.core.engine.rollout_state import Phase
 from gpuci_tui.core.engine.rollout_views import (
     describe,
     preview_lines,
