@@ -38,7 +38,7 @@ DOCKER_SOCKET = "/var/run/docker.sock"
 
 __all__ = [
     "build_spec", "config_hash", "instance_id", "instance_labels", "lane_of", "placed", "slot_gpus",
-    "slot_of",
+    "slot_of", "spec_of",
 ]  # fmt: skip
 
 
@@ -174,8 +174,13 @@ def slot_of(labels: Mapping[str, str]) -> int | None:
         return None
 
 
+def spec_of(labels: Mapping[str, str]) -> str:
+    """The agent spec (`config_hash`) a container was made from; empty without the label."""
+    return labels.get(LABEL_CONFIG, "")
+
+
 def placed(containers: Iterable[ContainerInfo]) -> tuple[ListedContainer, ...]:
-    """Each container with the slot and lane its labels name, for the engine's `Listed`.
+    """Each container with the slot, lane and spec its labels name, for the engine's `Listed`.
 
     A container whose labels name no slot is left out (it is not one of a slot's).
     """
@@ -183,5 +188,5 @@ def placed(containers: Iterable[ContainerInfo]) -> tuple[ListedContainer, ...]:
     for info in containers:
         number = slot_of(info.labels)
         if number is not None:
-            found.append(ListedContainer(number, lane_of(info.labels), info))
+            found.append(ListedContainer(number, lane_of(info.labels), info, spec_of(info.labels)))
     return tuple(found)

@@ -11,7 +11,7 @@ import asyncio
 import os
 from collections.abc import Awaitable, Callable, Mapping
 
-from gpuci_tui.core.config.loader import Config
+from gpuci_tui.core.config.loader import Config, config_hash
 from gpuci_tui.core.docker.agentspec import build_spec
 from gpuci_tui.core.engine.lifecycle import Lane
 from gpuci_tui.core.engine.steps import (
@@ -76,6 +76,9 @@ class Executor:
         group's pull policy before each start (None: never pulls).
         """
         self.config = config
+        self.specs: dict[str, Config] = {config_hash(config): config}
+        """Every agent spec this supervisor has been configured with, by fingerprint: a
+        start names the spec it wants (a roll-out's old one too, for its rollback)."""
         self.api = api
         self.runtime = runtime
         self.tokens = tokens
@@ -93,7 +96,7 @@ class Executor:
     async def run(self, action: Action) -> Observation | None:
         """Carry out ``action``."""
         if isinstance(action, StartAgent):
-            return await self._start(action.slot, action.lane)
+            return await self._start(action.slot, action.lane, action.spec)
         if isinstance(action, StopAgent):
             return await self._stop(action)
         if isinstance(action, RemoveContainer):
@@ -118,18 +121,24 @@ class Executor:
             return LogTail(action.slot, action.container_id, tuple(lines))
         raise AssertionError(f"unknown action {action!r}")
 
-    async def _start(self, slot: int, lane: Lane) -> Observation:
+    def configure(self, config: Config) -> None:
+        """Use ``config`` for what follows; keep the specs of the earlier ones for their lanes."""
+        self.config = config
+        self.specs[config_hash(config)] = config
+
+    async def _start(self, slot: int, lane: Lane, wanted: str = "") -> Observation:
         try:
             token = await asyncio.to_thread(self.tokens.get_token, self.config.azure.url)
         except GpuciError as exc:
             return StartFailed(slot, lane, "token", str(exc), self.clock())
+        config = self.specs.get(wanted, self.config)
         caps = self.capabilities
-        found = await asyncio.to_thread(caps, self.config, slot) if caps is not None else None
+        found = await asyncio.to_thread(caps, config, slot) if caps is not None else None
         package = None
         if self.agent_package is not None:
-            package = await self.agent_package(self.config.agents.image)
+            package = await self.agent_package(config.agents.image)
         spec = build_spec(
-            self.config,
+            config,
             slot,
             lane,
             extra_labels=self.extra_labels,
@@ -142,7 +151,7 @@ class Executor:
         for host, _target, _mode in spec.extra_mounts:
             if root and host.startswith(root):
                 await asyncio.to_thread(os.makedirs, host, 0o755, True)
-        if self.puller and (held := await self.puller.before_start(self.config.agents, slot, lane)):
+        if self.puller and (held := await self.puller.before_start(config.agents, slot, lane)):
             return held  # the image is absent and could not be pulled: the lane waits
         try:
             info = await asyncio.to_thread(self.runtime.start, spec, token)
@@ -153,7 +162,8 @@ class Executor:
         except GpuciError as exc:
             reason = await self._no_pull(str(exc), spec.image)
             return StartFailed(slot, lane, "start", reason, self.clock())
-        return Started(slot, lane, info.id, info.started_at or self.clock(), image_used(info))
+        at = info.started_at or self.clock()
+        return Started(slot, lane, info.id, at, image_used(info), config_hash(config))
 
     async def _no_pull(self, message: str, image: str) -> str:
         """``message``, plus why no pull starts when the image is missing and the disk is full."""
