@@ -4,8 +4,8 @@ Pure rules (no I/O): the disk watch (`host.disk_watch`) reads the engine and
 calls these. The keep-set is built from everything that needs an image: every
 container's image (running or not: a stopped container's image cannot be removed
 without force, and its tail may still be read), every configured image of every
-group, and the rollback targets (none yet: a reload will pass the images it may
-go back to).
+group, and the rollback targets (each group's last roll-out's old image: a canary that
+fails goes back to it).
 """
 
 from __future__ import annotations

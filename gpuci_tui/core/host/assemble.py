@@ -334,6 +334,7 @@ def assemble(
                 g.agents.image for g in agent_groups(supervisor.config if supervisor else config)
             ],
             report=lambda kind, message: reporter.event(kind, message),
+            rollback_targets=lambda: rollback_images(supervisor),
         )
     registry = getattr(runtime, "registry", None)
     puller = None
@@ -402,6 +403,15 @@ def assemble(
         puller=puller,
         agent_updates=updates,
     )
+
+
+def rollback_images(supervisor: GroupSupervisor | None) -> list[str]:
+    """The images a roll-back may return to: each group's last roll-out's old image.
+
+    Read from the disk watch's thread: the engine states are frozen and swapped whole.
+    """
+    children = [] if supervisor is None else list(supervisor.children.values())
+    return [c.state.rollout.image_from for c in children if c.state.rollout is not None]
 
 
 def _observe_requests(metrics: Metrics, api: AgentPoolApi) -> None:
