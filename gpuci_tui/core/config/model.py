@@ -64,7 +64,7 @@ class AgentsConfig:
     ``gpus = { per_agent = [...] }``)."""
     gpus_per_slot: int = 1
     """With ``per-agent``: each slot gets this many distinct GPUs, NVLink-joined ones kept
-    together (see `core.gpu.slot_shapes`). ``gpus = "mig"``: one slot per MIG device."""
+    together (see `core.config.slot_shapes`). ``gpus = "mig"``: one slot per MIG device."""
     volumes: tuple[VolumeConfig, ...] = ()
     oom_score_adj: int = 1000
     """Makes the kernel kill the job, not the host's own services, under memory pressure."""

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from gpuci_tui.core.command_types import Command, CommandResult, GpuClear, Stop
 from gpuci_tui.core.config.loader import Config
-from gpuci_tui.core.docker.agentspec import instance_id, instance_labels, slot_gpus
+from gpuci_tui.core.docker.agentspec import instance_id, instance_labels, watched_gpus
 from gpuci_tui.core.engine.commands import apply_command, intent_data, restore_intent
 from gpuci_tui.core.engine.gpu_admission import GateReading, GpuAdmission, slot_reading
 from gpuci_tui.core.engine.gpu_health import NO_GPU_WATCH
@@ -401,7 +401,7 @@ class Supervisor:
         readings = tuple(
             (
                 slot.number,
-                slot_reading(slot_gpus(self.config, slot.number), frame, book, rule, ours, xids),
+                slot_reading(watched_gpus(self.config, slot.number), frame, book, rule, ours, xids),
             )
             for slot in self.state.slots
         )
@@ -428,7 +428,7 @@ class Supervisor:
         return self._gpu_use(key_of(self.instance, slot, agent))
 
     def _gpus(self, slot: int) -> tuple[str, ...]:
-        gpus = slot_gpus(self.config, slot)
+        gpus = watched_gpus(self.config, slot)  # a MIG slot's parent GPU
         return (gpus,) if isinstance(gpus, str) else gpus
 
     def _load_intent(self) -> None:

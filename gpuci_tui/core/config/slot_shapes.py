@@ -1,9 +1,13 @@
 """Slot shapes: which devices each slot gets under ``gpus_per_slot = N`` or ``gpus = "mig"``.
 
-Pure: the host's topology (`HostTopology`, read once from NVML by
-`nvml_topology`) and the configured shape in, each slot's devices out. The
-same hardware always gives the same answer, so a restarted supervisor gives a
-slot the GPUs it had before (nothing is stored).
+The planner is pure: the host's topology (`HostTopology`, read once from NVML
+by `core.gpu.nvml_topology`) and the configured shape in, each slot's devices
+out. The same hardware always gives the same answer, so a restarted supervisor
+gives a slot the GPUs it had before (nothing is stored).
+
+The topology is the host's, not a configuration's: the daemon installs how to
+read it (`use_topology`) and it is read once, the first time a shaped slot asks
+(`shaped_slot`). Configurations without a shape never read it.
 
 ``gpus_per_slot = N`` hands each slot N distinct GPUs. Multi-GPU jobs (NCCL
 tests, tensor-parallel runs) are only fast when their GPUs talk over NVLink, so
@@ -23,8 +27,13 @@ process anywhere on it, holds every slice of that parent.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gpuci_tui.core.config.model import AgentsConfig
 
 #: NVML's topology levels (``nvmlGpuTopologyLevel_t``), nearest first.
 LEVEL_NAMES: Mapping[int, str] = {
@@ -199,7 +208,91 @@ def profile_of(name: str | None) -> str | None:
     return tail.split()[0] if tail else None
 
 
+# --------------------------------------------------------------------------- the host's topology
+
+#: The device id of a slot the hardware has no room for: Docker refuses it and admission
+#: holds the slot (a GPU job must never run without its GPU).
+UNPLACED = "unplaced"
+
+_lock = threading.Lock()
+_reader: Callable[[], HostTopology] | None = None
+_topology: HostTopology | None = None
+
+
+def use_topology(reader: Callable[[], HostTopology] | None) -> None:
+    """Read the host's topology with ``reader`` from now on (None: no GPUs known)."""
+    global _reader, _topology  # noqa: PLW0603 - the host's hardware is one per process
+    with _lock:
+        _reader, _topology = reader, None
+
+
+def host_topology() -> HostTopology:
+    """The host's topology, read once; empty when no reader is installed or it reads no GPU."""
+    global _topology  # noqa: PLW0603 - read once, kept while the hardware is the same
+    with _lock:
+        if _topology is None:
+            topology = _reader() if _reader is not None else HostTopology()
+            if not topology.gpus:
+                return topology  # a driver loaded late: read again next time
+            _topology = topology
+        return _topology
+
+
+def is_shaped(agents: AgentsConfig) -> bool:
+    """Whether the slots' devices depend on the hardware (``gpus_per_slot`` > 1 or MIG)."""
+    return agents.gpus == "mig" or (agents.gpus == "per-agent" and agents.gpus_per_slot > 1)
+
+
+def plan(
+    agents: AgentsConfig, topology: HostTopology, *, strict: bool = True
+) -> tuple[SlotDevices, ...]:
+    """Every slot's devices under ``agents``' shape (`is_shaped` must hold).
+
+    ``strict=False`` plans only the slots that fit: the greedy planner gives the
+    first slots the same devices whatever the count, so a count raised past
+    what fits leaves the existing slots where they are.
+
+    Raises:
+        ShapeError: the shape does not fit ``topology`` (with ``strict=False``: a
+            listed GPU is not this host's, or there is no MIG device).
+    """
+    count = agents.count
+    if agents.gpus == "mig":
+        if not strict and topology.mig:
+            count = min(count, len(topology.mig))
+        return mig_slots(topology, count)
+    if not strict:
+        pool = len(agents.gpu_ids) if agents.gpu_ids else len(topology.gpus)
+        count = min(count, pool // agents.gpus_per_slot)
+    return gpu_slots(topology, count, agents.gpus_per_slot, agents.gpu_ids)
+
+
+def shaped_slot(agents: AgentsConfig, slot: int) -> SlotDevices | None:
+    """The devices of ``slot`` when the shape depends on the hardware, else None.
+
+    A slot the hardware has no room for (the count was raised past what fits,
+    or a GPU is gone) gets `UNPLACED`: its container does not start and its
+    gate is held, rather than run a GPU job without a GPU.
+    """
+    if not is_shaped(agents):
+        return None
+    topology = host_topology()
+    try:
+        slots = plan(agents, topology, strict=False)
+    except ShapeError as exc:
+        return SlotDevices((UNPLACED,), (UNPLACED,), f"unplaced: {exc}")
+    if slot >= len(slots):
+        return SlotDevices((UNPLACED,), (UNPLACED,), "unplaced")
+    return slots[slot]
+
+
 __all__ = [
+    "UNPLACED",
+    "host_topology",
+    "is_shaped",
+    "plan",
+    "shaped_slot",
+    "use_topology",
     "LEVEL_NAMES",
     "HostTopology",
     "MigDevice",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuci_tui.core.gpu.slot_shapes import (
+from gpuci_tui.core.config.slot_shapes import (
     HostTopology,
     MigDevice,
     ShapeError,
