@@ -44,6 +44,7 @@ from gpuci_tui.core.host.job_recorder import JobRecorder
 from gpuci_tui.core.host.metrics import Metrics, follow
 from gpuci_tui.core.host.pool_observer import PoolObserver
 from gpuci_tui.core.host.reporter import Broadcaster
+from gpuci_tui.core.host.slot_layout import prepare_shapes
 from gpuci_tui.core.host.supervisor import IntentStore, Supervisor
 from gpuci_tui.core.protocols import (
     AgentPoolApi,
@@ -246,7 +247,12 @@ def assemble(
         metrics: feed Prometheus metrics with every history row, snapshot, event, GPU
             frame and Azure DevOps request (`Assembly.metrics`).
         claim_group: takes the lock of a group a reload adds (None: no locks).
+
+    Raises:
+        ConfigError: a group's slot shape does not fit the host's GPUs.
     """
+    # Slots shaped by the hardware (gpus_per_slot, MIG): refuse a shape that does not fit.
+    prepare_shapes(config, gpu)
     groups = agent_groups(config)
     # The implicit group has no name on the outside (metrics, snapshots): "".
     implicit = len(groups) == 1 and groups[0].implicit
