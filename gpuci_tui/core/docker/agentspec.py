@@ -34,7 +34,7 @@ DOCKER_SOCKET = "/var/run/docker.sock"
 
 __all__ = [
     "build_spec", "config_hash", "instance_id", "instance_labels", "lane_of", "placed", "slot_gpus",
-    "slot_of", "watched_gpus",
+    "device_label", "slot_of", "watched_gpus", "watched_ids",
 ]  # fmt: skip
 
 
@@ -86,6 +86,21 @@ def watched_gpus(config: Config, slot: int) -> str | tuple[str, ...]:
     """
     shaped = shaped_slot(config.agents, slot)
     return shaped.watch if shaped is not None else slot_gpus(config, slot)
+
+
+def watched_ids(config: Config, slot: int) -> tuple[str, ...]:
+    """`watched_gpus` as a tuple (``("all",)`` for every GPU)."""
+    gpus = watched_gpus(config, slot)
+    return (gpus,) if isinstance(gpus, str) else gpus
+
+
+def device_label(config: Config, slot: int) -> str:
+    """How the GPU panel names a shaped slot's devices (``GPU 0+3``, ``MIG 1g.10gb 0/3``).
+
+    Empty for a slot whose GPUs the configuration names by itself.
+    """
+    shaped = shaped_slot(config.agents, slot)
+    return shaped.label if shaped is not None else ""
 
 
 def build_spec(
