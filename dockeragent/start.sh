@@ -7,16 +7,30 @@
 #   AZP_URL          organisation URL, e.g. https://dev.azure.com/ORG (required)
 #   AZP_POOL         agent pool (default: Default)
 #   AZP_AGENT_NAME   agent name (default: the container's host name)
-#   AZP_TOKEN_FILE   file holding the PAT (default: /run/azp/token); read once,
-#                    deleted before anything else runs
+#   AZP_TOKEN_FILE   file holding the PAT, or a Microsoft Entra access token of
+#                    the supervisor's service principal / managed identity (valid
+#                    for about an hour; Azure DevOps takes it where it takes a
+#                    PAT, so it goes to --auth pat too); default /run/azp/token;
+#                    read once, deleted before anything else runs
 #   AZP_WORK         work directory (default: _work, inside the agent directory)
 #   GPUCI_INSTANCE, GPUCI_HOST  the marker of the registering gpuci-tui instance and
 #                    host; left in the environment so the agent reports them
+#   AZP_AUTH         pat (default: the token file holds a PAT or an Entra access
+#                    token) | service-principal (it holds the client secret of
+#                    AZP_CLIENT_ID in tenant AZP_TENANT_ID: the agent's own
+#                    --auth SP, agent 3.227.1 or later; for Kubernetes, where no
+#                    supervisor hands out short-lived tokens) | workload-identity
+#                    (Kubernetes with Azure Workload Identity: no token file;
+#                    the pod's federated token, AZURE_FEDERATED_TOKEN_FILE, is
+#                    exchanged for an Azure DevOps access token; needs curl, jq)
 # Knobs:
 #   AZP_AGENT_SOURCE        where the image has the agent (default: /azp/agent)
 #   AZP_AGENT_DIR           where to run it (default: AZP_AGENT_SOURCE); another
 #                           path (a host directory mounted at the same path, for
 #                           container jobs) gets a copy of the agent
+#   AZP_AGENT_PACKAGE_DIR   a newer agent package the supervisor mounts read-only
+#                           (default: /azp/agent-package); preferred to the
+#                           image's agent when its .image-agent-version is newer
 #   AZP_AGENT_USER          user that runs config.sh/run.sh (default: agent)
 #   AZP_DOCKER_SOCKET       Docker socket whose group the user joins when it is
 #                           mounted (default: /var/run/docker.sock)
@@ -114,12 +128,16 @@ token_file=${AZP_TOKEN_FILE:-/run/azp/token}
 work=${AZP_WORK:-_work}
 agent_source=${AZP_AGENT_SOURCE:-/azp/agent}
 agent_dir=${AZP_AGENT_DIR:-$agent_source}
+package_dir=${AZP_AGENT_PACKAGE_DIR:-/azp/agent-package}
 docker_socket=${AZP_DOCKER_SOCKET:-/var/run/docker.sock}
 agent_user=${AZP_AGENT_USER:-agent}
 run_as_root=${AZP_RUN_AS_ROOT:-}
 skip_version_check=${AZP_SKIP_VERSION_CHECK:-}
 test_skip_privdrop=${AZP_TEST_SKIP_PRIVDROP:-}
 legacy_token=${AZP_TOKEN:-}
+auth=${AZP_AUTH:-pat}
+client_id=${AZP_CLIENT_ID:-}
+tenant_id=${AZP_TENANT_ID:-}
 
 # None of these may reach the agent's capabilities or a job's environment.
 # GPUCI_INSTANCE and GPUCI_HOST are deliberately not in the list: they are the
@@ -129,31 +147,95 @@ legacy_token=${AZP_TOKEN:-}
 # them too, so never list them.
 ignore="AZP_URL,AZP_POOL,AZP_AGENT_NAME,AZP_TOKEN,AZP_TOKEN_FILE,AZP_WORK,AZP_AGENT_DIR"
 ignore+=",AZP_AGENT_SOURCE,AZP_AGENT_USER,AZP_DOCKER_SOCKET,AZP_RUN_AS_ROOT"
-ignore+=",AZP_SKIP_VERSION_CHECK,AZP_TEST_SKIP_PRIVDROP"
-ignore+=",VSTS_AGENT_INPUT_TOKEN,VSO_AGENT_IGNORE"
+ignore+=",AZP_SKIP_VERSION_CHECK,AZP_TEST_SKIP_PRIVDROP,AZP_AUTH,AZP_CLIENT_ID,AZP_TENANT_ID"
+ignore+=",AZP_AGENT_PACKAGE_DIR,AZP_AGENT_PACKAGE_VERSION"
+ignore+=",VSTS_AGENT_INPUT_TOKEN,VSTS_AGENT_INPUT_CLIENTSECRET,VSO_AGENT_IGNORE"
 export VSO_AGENT_IGNORE="${VSO_AGENT_IGNORE:+$VSO_AGENT_IGNORE,}$ignore"
 unset AZP_URL AZP_POOL AZP_AGENT_NAME AZP_TOKEN AZP_TOKEN_FILE AZP_WORK AZP_AGENT_DIR \
     AZP_AGENT_SOURCE AZP_AGENT_USER AZP_DOCKER_SOCKET AZP_RUN_AS_ROOT AZP_SKIP_VERSION_CHECK \
-    AZP_TEST_SKIP_PRIVDROP
+    AZP_TEST_SKIP_PRIVDROP AZP_AUTH AZP_CLIENT_ID AZP_TENANT_ID AZP_AGENT_PACKAGE_DIR \
+    AZP_AGENT_PACKAGE_VERSION
 
 [[ -n $url ]] || fail $EXIT_BAD_SETUP "AZP_URL is not set: it must name the organisation, e.g. https://dev.azure.com/ORG."
+case $auth in
+    pat) ;;
+    service-principal)
+        [[ -n $client_id && -n $tenant_id ]] ||
+            fail $EXIT_BAD_SETUP "AZP_AUTH=service-principal needs AZP_CLIENT_ID and AZP_TENANT_ID." ;;
+    workload-identity)
+        [[ -n ${AZURE_FEDERATED_TOKEN_FILE:-} && -n ${AZURE_CLIENT_ID:-} && -n ${AZURE_TENANT_ID:-} ]] ||
+            fail $EXIT_BAD_SETUP "AZP_AUTH=workload-identity needs AZURE_CLIENT_ID, AZURE_TENANT_ID and AZURE_FEDERATED_TOKEN_FILE, which Azure Workload Identity's webhook sets: label the pod azure.workload.identity/use=true and run it under the federated service account." ;;
+    *) fail $EXIT_BAD_SETUP "AZP_AUTH=$auth is not one of pat, service-principal, workload-identity." ;;
+esac
 
 # ----------------------------------------------------------------- token
-if [[ -n $legacy_token ]]; then
+# Workload identity: the pod's federated token, exchanged for an Azure DevOps
+# access token (about an hour), which then registers like a PAT.
+exchange_federated_token() {
+    if ! command -v curl >/dev/null || ! command -v jq >/dev/null; then
+        fail $EXIT_BAD_SETUP "AZP_AUTH=workload-identity needs curl and jq in the image."
+    fi
+    local authority=${AZURE_AUTHORITY_HOST:-https://login.microsoftonline.com/} assertion answer why
+    assertion=$(<"$AZURE_FEDERATED_TOKEN_FILE")
+    # The assertion goes to curl on stdin (a config file), never on its command line.
+    if ! answer=$(printf 'data-urlencode = "client_assertion=%s"\n' "$assertion" |
+        curl --config - --silent --show-error --max-time 20 \
+            --data-urlencode "grant_type=client_credentials" \
+            --data-urlencode "client_id=$AZURE_CLIENT_ID" \
+            --data-urlencode "client_assertion_type=urn:ietf:params:oauth:client-assertion-type:jwt-bearer" \
+            --data-urlencode "scope=499b84ac-1321-427f-aa17-267ca6975798/.default" \
+            "${authority%/}/$AZURE_TENANT_ID/oauth2/v2.0/token" 2>&1); then
+        fail $EXIT_RETRYABLE "Cannot reach Microsoft Entra at ${authority%/} (${answer:-no answer})."
+    fi
+    token=$(jq -r '.access_token // empty' <<<"$answer" 2>/dev/null) || token=""
+    if [[ -z $token ]]; then
+        why=$(jq -r '.error_description // .error // empty' <<<"$answer" 2>/dev/null | head -n 1)
+        fail $EXIT_CONFIG_FAILED "Microsoft Entra refused the workload identity's sign-in: ${why:-no reason given}. Check the federated credential of $AZURE_CLIENT_ID."
+    fi
+}
+
+if [[ $auth == workload-identity ]]; then
+    exchange_federated_token
+    auth=pat  # Azure DevOps takes the access token where it takes a PAT
+elif [[ -n $legacy_token ]]; then
     log "WARNING: the PAT came in the AZP_TOKEN variable, which 'docker inspect' shows to anyone with Docker access; deliver it as a file (AZP_TOKEN_FILE) instead."
     token=$legacy_token
 else
     [[ -f $token_file && -r $token_file ]] ||
-        fail $EXIT_TOKEN_MISSING "The token file $token_file does not exist or cannot be read: the PAT was not delivered into the container."
+        fail $EXIT_TOKEN_MISSING "The token file $token_file does not exist or cannot be read: the PAT (or access token) was not delivered into the container."
     token=$(<"$token_file")
 fi
 unset legacy_token
 token=${token//[$'\t\r\n ']/}
 # Delete it at once: a job must never find it, even when it runs as root.
 rm -f -- "$token_file" 2>/dev/null || log "WARNING: could not delete $token_file."
-[[ -n $token ]] || fail $EXIT_TOKEN_MISSING "The token file $token_file is empty: the PAT was not delivered into the container."
+[[ -n $token ]] || fail $EXIT_TOKEN_MISSING "The token file $token_file is empty: the PAT (or access token) was not delivered into the container."
+
+# ----------------------------------------------------------------- newer agent package
+# When the organisation requires a newer agent than the image bakes, a --once
+# agent would spend its one run updating itself and leave (exit 12). The
+# supervisor then fetches the required package once, verifies its SHA-256 and
+# mounts it read-only here; it is preferred when it is newer than the baked one,
+# and copied into the agent directory below (the agent writes into its own
+# directory, so it cannot run from the read-only mount).
+version_gt() {
+    [[ $1 =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || return 1
+    [[ $2 =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || return 0 # an unknown baked version is older
+    [[ $1 != "$2" && $(printf '%s\n%s\n' "$1" "$2" | sort -V | tail -n 1) == "$1" ]]
+}
+if [[ -r $package_dir/.image-agent-version && -x $package_dir/config.sh && -x $package_dir/run.sh ]]; then
+    offered=$(<"$package_dir/.image-agent-version")
+    baked=$(cat "$agent_source/.image-agent-version" 2>/dev/null) || baked=""
+    if version_gt "$offered" "$baked"; then
+        log "using agent $offered from the package mounted at $package_dir (the image has ${baked:-an unknown version}); rebuild the image to save this copy"
+        agent_source=$package_dir
+    else
+        log "the agent package at $package_dir ($offered) is not newer than the image's ${baked:-agent}; using the image's"
+    fi
+fi
 
 # ----------------------------------------------------------------- agent directory
+# A newer package (above) is copied into the agent directory the same way.
 # Container jobs through the host's Docker socket need the agent's directories
 # at the same path on the host (the host's daemon mounts them into the job
 # container). Then AZP_AGENT_DIR names such a host-mounted directory: the baked
@@ -165,7 +247,9 @@ if [[ $agent_dir != "$agent_source" ]]; then
     have=$(cat "$agent_dir/.image-agent-version" 2>/dev/null) || have=none
     if [[ $want != "$have" || ! -x $agent_dir/config.sh ]]; then
         log "installing agent $want from $agent_source into $agent_dir"
-        if ! { mkdir -p -- "$agent_dir" && cp -a -- "$agent_source/." "$agent_dir/"; }; then
+        # Another version's binaries must not mix with these (bin/ and externals/ are per version).
+        if ! { mkdir -p -- "$agent_dir" && rm -rf -- "${agent_dir:?}/bin" "${agent_dir:?}/externals" &&
+            cp -a -- "$agent_source/." "$agent_dir/"; }; then
             fail $EXIT_BAD_SETUP "Cannot install the agent into $agent_dir (is it mounted writable?)."
         fi
     fi
@@ -251,21 +335,32 @@ check_agent_version() {
         log "agent $baked matches the organisation's current version"
     fi
 }
-[[ $skip_version_check == 1 ]] || check_agent_version
+# A client secret cannot be sent to the REST API: the check needs a PAT or an access token.
+[[ $skip_version_check == 1 || $auth == service-principal ]] || check_agent_version
 exit_if_signalled
 
 # ----------------------------------------------------------------- register
 log "registering agent '$name' in pool '$pool' at $url"
 # The PAT reaches config.sh only through VSTS_AGENT_INPUT_TOKEN, which the agent
-# reads and removes from its environment; it never appears in an argv.
-VSTS_AGENT_INPUT_TOKEN=$token "${as_user[@]}" ./config.sh --unattended --url "$url" \
-    --auth pat --pool "$pool" --agent "$name" --work "$work" --replace --acceptTeeEula &
+# reads and removes from its environment; it never appears in an argv. An Entra
+# access token goes the same way: the agent sends it as Basic auth, which Azure
+# DevOps accepts, and once registered the agent authenticates with its own key
+# (.credentials_rsaparams), so the token, useless within the hour, is not kept.
+if [[ $auth == service-principal ]]; then
+    # The secret, like the PAT, only through the environment (VSTS_AGENT_INPUT_*).
+    VSTS_AGENT_INPUT_CLIENTSECRET=$token "${as_user[@]}" ./config.sh --unattended --url "$url" \
+        --auth SP --clientid "$client_id" --tenantid "$tenant_id" --pool "$pool" \
+        --agent "$name" --work "$work" --replace --acceptTeeEula &
+else
+    VSTS_AGENT_INPUT_TOKEN=$token "${as_user[@]}" ./config.sh --unattended --url "$url" \
+        --auth pat --pool "$pool" --agent "$name" --work "$work" --replace --acceptTeeEula &
+fi
 child=$!
 unset token
 wait_child
 exit_if_signalled
 if ((rc != 0)); then
-    fail $EXIT_CONFIG_FAILED "Agent registration failed (config.sh exit code $rc): check the PAT (Agent Pools read & manage), the pool name and the URL; the agent's message is above."
+    fail $EXIT_CONFIG_FAILED "Agent registration failed (config.sh exit code $rc): check the PAT (Agent Pools read & manage) or that the service principal is an Administrator of the pool, the pool name and the URL; the agent's message is above."
 fi
 
 # ----------------------------------------------------------------- one job
@@ -278,7 +373,7 @@ exit_if_signalled
 case $rc in
     0) log "job done"; exit 0 ;;
     2) fail $EXIT_RETRYABLE "The agent failed to start (retryable error); a new container will retry." ;;
-    3 | 4) fail $EXIT_AGENT_UPDATING "The agent exited to update itself and did not come back; rebuild the image with the current agent version." ;;
+    3 | 4) fail $EXIT_AGENT_UPDATING "The agent left to update itself (the organisation requires a newer agent). gpuci-tui starts the next container with the verified package it caches; rebuild the image with the current agent version to save that." ;;
     1) fail $EXIT_AGENT_ERROR "The agent stopped with an error (run.sh exit code 1); see its message above." ;;
     *) fail "$rc" "The agent exited with code $rc." ;;
 esac

@@ -15,7 +15,7 @@ import secrets
 import tempfile
 import time
 from contextlib import suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from gpuci_tui.core.host.instance import DaemonPaths
     from gpuci_tui.core.models import SlotSnapshot
     from gpuci_tui.core.store.history import JobHistory
+    from gpuci_tui.demo_auth import DemoIdentity
     from gpuci_tui.services import Services
     from gpuci_tui.sim.jobs import JobFeeder
     from gpuci_tui.sim.leftovers import Backdate
@@ -81,6 +82,8 @@ class DemoEnvironment:
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="gpuci-demo-")))
     extra_labels: dict[str, str] = field(default_factory=dict)
     supervisor_holder: list[GroupSupervisor] = field(default_factory=list)
+    identity: DemoIdentity | None = None
+    """``--auth service-principal``: the demo's signed-in application (else the PAT)."""
     """The demo's supervisor, once started (read by the synthetic GPUs)."""
     assembly: Assembly | None = None
     """What `services`' ``start_supervisor`` started (it holds the demo instance's lock)."""
@@ -130,7 +133,7 @@ class DemoEnvironment:
                 paths=self.paths,
                 api=self.api,
                 runtime=self.runtime,
-                tokens=self.tokens,
+                tokens=self.tokens if self.identity is None else self.identity.credential,
                 mode="in-process",
                 gpu=self.gpu,
                 sample_interval=1.0,
@@ -171,6 +174,9 @@ class DemoEnvironment:
                     self.runtime.remove(info.id)
         with suppress(Exception):
             self.server.stop()
+        if self.identity is not None:
+            with suppress(Exception):
+                self.identity.close()
 
 
 DEMO_JOB_SECONDS = (8.0, 40.0)
@@ -201,12 +207,14 @@ def build_demo(
     docker: bool = False,
     seed: int | None = None,
     startup: tuple[float, float] | None = None,
+    auth: str = "pat",
 ) -> DemoEnvironment:
     """Start the simulated organisation and everything around it.
 
     ``startup`` is how long the simulated agents take to register and to open
     their session (default: the real agent's ~6 s and ~3 s), so the demo shows
-    what hot standby hides.
+    what hot standby hides. ``auth = "service-principal"`` signs in as a demo
+    application of the simulated tenant instead of with a PAT (`demo_auth`).
     """
     from gpuci_tui.core.azure.client import AzureDevOpsClient
     from gpuci_tui.sim.gpu_synthetic import SyntheticSampler
@@ -258,7 +266,13 @@ def build_demo(
         supervisor=SupervisorConfig(poll_interval=2.0, backoff_base=1.0, backoff_max=10.0),
     )
     _seed_leftovers(org, backdate, config, token)
-    api = AzureDevOpsClient(server.org_url, token)
+    identity = None
+    if auth == "service-principal":
+        from gpuci_tui.demo_auth import service_principal
+
+        identity = service_principal(org, config.azure)
+        config = replace(config, azure=identity.azure)
+    api = AzureDevOpsClient(server.org_url, token if identity is None else identity.credential)
     feeder = JobFeeder(
         org,
         pool_id,
@@ -304,6 +318,7 @@ def build_demo(
         docker=docker,
         extra_labels=extra,
         supervisor_holder=holder,
+        identity=identity,
     )
     return env
 

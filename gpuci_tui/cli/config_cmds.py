@@ -21,11 +21,16 @@ def check_config(args: argparse.Namespace) -> int:
             summary = f"{config.agents.count} slot(s), pool '{config.azure.pool}'"
             print(f"{config_path(args)}: OK ({summary})")
             print(f"  {admission_line(config.agents)}")
-            return exitcodes.OK
-        print(f"{config_path(args)}: OK ({len(config.groups)} agent groups)")
-        for group in config.groups:
-            print(f"  {group_line(group)}")
-            print(f"    {admission_line(group.agents)}")
+        else:
+            print(f"{config_path(args)}: OK ({len(config.groups)} agent groups)")
+            for group in config.groups:
+                print(f"  {group_line(group)}")
+                print(f"    {admission_line(group.agents)}")
+    # An Entra identity's problems (wrong secret, no pool role) only show live.
+    if config.azure.auth != "pat" or getattr(args, "live", False):
+        from .identity_cmd import live_check
+
+        return live_check(config)
     return exitcodes.OK
 
 

@@ -32,6 +32,7 @@ def run_demo(args: argparse.Namespace) -> int:
             jobs_per_minute=args.jobs_per_minute,
             docker=args.docker,
             startup=startup,
+            auth=getattr(args, "auth", "pat"),
         )
     except GpuciError as exc:
         print(f"gpuci-tui demo: {exc}", file=sys.stderr)

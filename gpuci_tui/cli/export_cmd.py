@@ -150,9 +150,15 @@ def run_export(args: argparse.Namespace) -> int:
         return exitcodes.CONFIG
     name = resource_name(agents, args.group)
     gpus = gpus_per_pod(agents, options)
+    auth = config.azure.auth
+    source = {
+        "pat": f"PAT from Secret {options.secret_name}, key token",
+        "service-principal": f"service principal {config.azure.client_id}, Secret "
+        f"{options.secret_name}",
+        "managed-identity": "Azure Workload Identity, no Secret",
+    }[auth]
     what = {
-        "triggerauthentication.yaml": f"TriggerAuthentication {name}-azp (PAT from Secret "
-        f"{options.secret_name}, key token)",
+        "triggerauthentication.yaml": f"TriggerAuthentication {name}-azp ({source})",
         "scaledjob.yaml": f"ScaledJob {name}: pool '{config.azure.pool}', 0-{agents.count} "
         f"agents, {gpus} GPU(s) each",
         "NOTES.md": "the Secret to create, kubectl steps, the placeholder-agent rule",
@@ -163,10 +169,11 @@ def run_export(args: argparse.Namespace) -> int:
         label = next((text for suffix, text in what.items() if file.endswith(suffix)), "")
         print(f"  {file:<{width}}  {label}")
     print("next:")
-    print(
-        f"  kubectl -n {options.namespace} create secret generic {options.secret_name} "
-        "--from-file=token=PATFILE"
-    )
+    if auth != "managed-identity":  # workload identity: the service account (see NOTES)
+        print(
+            f"  kubectl -n {options.namespace} create secret generic {options.secret_name} "
+            + ("--from-file=token=PATFILE" if auth == "pat" else "--from-file=token=SECRETFILE")
+        )
     print(f"  kubectl apply -f {target}/")
     print(f"  then read {target / (args.group + '-NOTES.md')}")
     return exitcodes.OK

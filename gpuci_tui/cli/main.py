@@ -126,6 +126,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--agents", type=int, default=4, help="number of slots (default 4)")
     demo.add_argument(
+        "--auth",
+        choices=("pat", "service-principal"),
+        default="pat",
+        help="sign in with a PAT (default) or as a service principal of the simulated tenant",
+    )
+    demo.add_argument(
         "--jobs-per-minute",
         type=float,
         default=None,
@@ -148,6 +154,12 @@ def build_parser() -> argparse.ArgumentParser:
         "check-config", help="validate the configuration file and say what is wrong"
     )
     check.add_argument("--quiet", action="store_true")
+    check.add_argument(
+        "--live",
+        action="store_true",
+        help="also sign in and check the pool's permissions (always done for a service "
+        "principal or managed identity)",
+    )
     bridge = sub.add_parser(
         "bridge",
         help="join stdin/stdout to the local daemon's control socket (run by the fleet console over ssh)",

@@ -22,9 +22,11 @@ def render_status(snap: SupervisorSnapshot, now: float | None = None) -> str:
     lines = [
         f"gpuci-tui {mode}{' ' + ' '.join(flags) if flags else ''} — {snap.org_url} pool "
         f"'{snap.pool}' — {snap.desired_count} slot(s), {standby}",
-        f"azure: {_health(snap.azure.state, snap.azure.message, snap.azure.checked_at, now)}",
+        f"azure: {_health(snap.azure.state, snap.azure.message, snap.azure.checked_at, now)}"
+        + (f" — {snap.azure.identity}" if snap.azure.identity else ""),
         f"docker: {_health(snap.docker.state, snap.docker.message, snap.docker.checked_at, now)}",
         *_disk_lines(snap.disk, now),
+        *_agent_version_lines(snap),
         *_gpu_lines(snap),
         *(_pool_line(p, snap, now) for p in (snap.pools or (snap.pool_summary,))),
         *(
@@ -95,6 +97,26 @@ def _disk_lines(disk: DiskSnapshot, now: float) -> list[str]:
     if disk.images_removed:
         text += f"; {disk.images_removed} unused image(s) removed"
     return [text]
+
+
+def _agent_version_lines(snap: SupervisorSnapshot) -> list[str]:
+    """``agents: organisation 4.270.0; image … has 4.264.2; cached package 4.270.0`` + warnings."""
+    versions = snap.agent_versions
+    if versions.checked_at is None:
+        return []  # not watched: nothing to say
+    parts = [f"organisation {versions.org_version or 'unknown'}"]
+    for image in versions.images:
+        group = f" (group {image.group})" if image.group else ""
+        parts.append(f"image {image.image}{group} has {image.baked or 'an unknown version'}")
+    if versions.cached:
+        parts.append(
+            f"cached package {versions.cached} (mounted into new containers of older images)"
+        )
+    lines = [f"agents: {'; '.join(parts)}"]
+    lines += [f"  WARNING: {warning}" for warning in versions.warnings]
+    if versions.message:
+        lines.append(f"  agent package: {versions.message}")
+    return lines
 
 
 def _gpu_lines(snap: SupervisorSnapshot) -> list[str]:

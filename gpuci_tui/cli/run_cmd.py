@@ -19,6 +19,7 @@ from gpuci_tui.core.protocols import TokenSource
 if TYPE_CHECKING:
     from gpuci_tui.core.azure.client import AzureDevOpsClient
     from gpuci_tui.core.docker.runtime import DockerRuntime
+    from gpuci_tui.core.secrets.credentials import Credential
 
 from . import exitcodes
 from .common import CliExit, fail, load
@@ -76,29 +77,41 @@ def setup_logging(level: str) -> None:
 
 def real_services(
     config: Config, tokens: TokenSource | None = None
-) -> tuple[AzureDevOpsClient, DockerRuntime, CachedToken]:
-    """Azure client, Docker runtime and token store for ``config`` (checked up front).
+) -> tuple[AzureDevOpsClient, DockerRuntime, Credential]:
+    """Azure client, Docker runtime and credential for ``config`` (checked up front).
+
+    The credential is the one ``[azure] auth`` names; it is also the supervisor's
+    token source (what a container registers with).
 
     Raises:
         CliExit: no PAT can be read (credentials) or the Docker engine is unusable (runtime).
     """
     from gpuci_tui.core.azure.client import AzureDevOpsClient
     from gpuci_tui.core.docker.runtime import DockerRuntime
+    from gpuci_tui.core.secrets.entra_msal import make_credential
+    from gpuci_tui.core.secrets.entra_secrets import EntraSecretStore
     from gpuci_tui.core.secrets.token_store import TokenStore
 
     tokens = tokens or TokenStore()
-    try:
-        tokens.get_token(config.azure.url)
-    except GpuciError as exc:
-        raise CliExit(exitcodes.CREDENTIALS, str(exc)) from None
+    if config.azure.auth == "pat":
+        # An Entra sign-in is not tried here: one that fails for a while (network,
+        # Entra) is retried by the supervisor rather than ending the daemon.
+        try:
+            tokens.get_token(config.azure.url)
+        except GpuciError as exc:
+            raise CliExit(exitcodes.CREDENTIALS, str(exc)) from None
     runtime = DockerRuntime()
     try:
         runtime.ping()
     except RuntimeUnavailableError as exc:
         raise CliExit(exitcodes.RUNTIME, str(exc)) from None
-    cached = cached_token(tokens, config.azure.url)
-    api = AzureDevOpsClient(config.azure.url, cached)
-    return api, runtime, cached
+    # The client secret is read from the keyring the PAT would be (e.g. the
+    # encrypted file store the console unlocked).
+    sp = config.azure.auth == "service-principal" and isinstance(tokens, TokenStore)
+    store = EntraSecretStore(tokens.backend) if sp and isinstance(tokens, TokenStore) else None
+    credential = make_credential(config.azure, cached_token(tokens, config.azure.url), store=store)
+    api = AzureDevOpsClient(config.azure.url, credential)
+    return api, runtime, credential
 
 
 def raise_file_limit() -> Callable[[], None]:

@@ -23,6 +23,10 @@ def run_token(args: argparse.Namespace) -> int:
 
     try:
         config = load(args)
+        if config.azure.auth != "pat":
+            from .identity_cmd import run_identity_token
+
+            return run_identity_token(args, config)
         store = TokenStore()
         url = config.azure.url
         if args.action == "set":

@@ -214,6 +214,12 @@ class HealthSnapshot:
     """When the system last answered (or, when it fails, when it was last tried)."""
     retry_at: float | None = None
     """When the supervisor will call again after a failure or a rate-limit delay."""
+    identity: str = ""
+    """Who the supervisor signs in as, in a few words (``service principal gpuci-lab ·
+    token valid 52 min``, ``PAT · expires in 5 days (…)``); empty for a PAT with nothing
+    to say and for health other than Azure DevOps'."""
+    pat_expires_at: float | None = None
+    """When the PAT expires (``[azure] pat_expires``); None: not a PAT, or not known."""
 
 
 @dataclass(frozen=True)
@@ -235,6 +241,34 @@ class DiskSnapshot:
     checked_at: float | None = None
     images_removed: int = 0
     """Images removed to free space since the daemon started."""
+
+
+@dataclass(frozen=True)
+class ImageAgentVersion:
+    """The agent version one group's image bakes (its ``io.gpuci.agent-version`` label)."""
+
+    group: str
+    image: str
+    baked: str | None = None
+    """None: the image has no such label (not built by dockeragent/build.sh) or is absent."""
+
+
+@dataclass(frozen=True)
+class AgentVersionsSnapshot:
+    """The organisation's agent version, the images' and the host's package cache."""
+
+    org_version: str | None = None
+    """The newest agent the organisation offers (``packages/agent``); None: not read yet."""
+    images: tuple[ImageAgentVersion, ...] = ()
+    cached: str | None = None
+    """The newest verified package in the host's cache, mounted into new agent containers
+    whose image is older (None: none)."""
+    demanded: str | None = None
+    """The highest ``Agent.Version -gtVersion`` queued jobs demand (None: none)."""
+    warnings: tuple[str, ...] = ()
+    message: str = ""
+    """The last fetch problem (a refused package, a failed download); empty when none."""
+    checked_at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -348,6 +382,8 @@ class SupervisorSnapshot:
     docker: HealthSnapshot = field(default_factory=HealthSnapshot)
     disk: DiskSnapshot = field(default_factory=DiskSnapshot)
     """Free space of Docker's data root (the disk watch; unknown without one)."""
+    agent_versions: AgentVersionsSnapshot = field(default_factory=AgentVersionsSnapshot)
+    """Agent versions: the organisation's, each image's, the cached package (issue 20)."""
     azure_requests: int = 0
     """Azure DevOps calls made since start (for the rate budget)."""
     started_at: float | None = None

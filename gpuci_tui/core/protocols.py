@@ -48,7 +48,7 @@ class JobRequest:
     """The run's name (``owner.name``), e.g. ``20260928.2``."""
     reserved_agent_id: int | None = None
     reserved_agent_name: str | None = None
-    demands: tuple[str, ...] = ()
+    demands: tuple[str, ...] = ()  # e.g. "Agent.Version -gtVersion 4.270.0"
     matched_agents: tuple[str, ...] | None = None  # None: not in the answer (with $top)
 
 

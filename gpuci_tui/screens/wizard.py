@@ -52,7 +52,9 @@ class ReviewStep(Step):
         who = f" for {draft.user}" if draft.user else ""
         lines = [
             f"Organisation  {draft.url}",
-            f"PAT           valid{who}; {draft.pat_note}",
+            f"PAT           valid{who}; {draft.pat_note}"
+            if not draft.identity
+            else f"Sign-in       {draft.pat_note}",
             *(group_lines(group) for group in draft.groups),
             *([f"Group         {draft.group_name}"] if draft.groups else []),
             f"Pool          {draft.pool}",
@@ -84,8 +86,9 @@ class ReviewStep(Step):
 
     def build(self) -> Any:
         """The `Config` the draft describes (settings the wizard does not ask about are kept)."""
-        from gpuci_tui.core.config.loader import AgentsConfig, AzureConfig, Config
+        from gpuci_tui.core.config.loader import AgentsConfig, Config
         from gpuci_tui.core.config.model import AgentGroup
+        from gpuci_tui.screens.wizard_identity import azure_of
 
         draft = self.draft
         base = self.services.config
@@ -106,7 +109,7 @@ class ReviewStep(Step):
 
         groups = draft.all_groups()
         agents = agents_of(groups[0])
-        azure = AzureConfig(url=draft.url, pool=groups[0].pool)
+        azure = azure_of(draft.url, groups[0].pool, draft.identity, base and base.azure)
         made = (
             tuple(AgentGroup(g.name, g.pool, agents_of(g)) for g in groups) if draft.groups else ()
         )
@@ -227,6 +230,10 @@ class WizardScreen(Screen[None]):
 
     def client(self) -> SetupClient:
         """An Azure DevOps client for the URL and PAT entered so far."""
+        if self.draft.credential is not None:  # a service principal or managed identity
+            from gpuci_tui.core.azure.client import AzureDevOpsClient
+
+            return AzureDevOpsClient(self.draft.url, self.draft.credential)
         factory = self.services.azure_factory
         if factory is None:
             raise RuntimeError("no Azure DevOps client is configured for this console")

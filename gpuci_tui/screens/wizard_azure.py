@@ -16,6 +16,7 @@ from gpuci_tui.core.errors import GpuciError
 from gpuci_tui.core.protocols import PatCheck
 from gpuci_tui.screens.keyring_help import KeyringOptions, PassphraseScreen, write_pat_file
 from gpuci_tui.screens.wizard_base import Step, config_problem
+from gpuci_tui.screens.wizard_identity import IdentityChoice, check_identity
 from gpuci_tui.ui_messages import TokenStoreChosen
 
 
@@ -89,6 +90,9 @@ class PatStep(Step):
         """Where the PAT goes, the password field, the keyring way-outs."""
         yield Static("", id="pat-store", classes="hint", markup=False)
         yield Input(password=True, placeholder="paste the PAT (hidden)", id="pat")
+        config = self.services.config
+        # Below the PAT field, which keeps the focus: the PAT path stays as it was.
+        yield IdentityChoice(config.azure if config is not None else None, id="identity")
         yield KeyringOptions(id="keyring-options")
 
     @property
@@ -140,7 +144,11 @@ class PatStep(Step):
             )
 
     async def validate(self) -> str | None:
-        """Check the PAT with Azure DevOps, then store it."""
+        """Check the PAT with Azure DevOps, then store it (or sign in as the identity)."""
+        choice = self.query_one("#identity", IdentityChoice)
+        self.draft.identity, self.draft.credential = {}, None
+        if choice.method != "pat":
+            return await check_identity(self, choice)
         url = self.draft.url
         pat = self.query_one("#pat", Input).value.strip()
         store = self.services.token_store

@@ -52,6 +52,10 @@ class WizardDraft:
     """Kept only while the wizard runs, to check the pool with the same PAT."""
     pat_note: str = ""
     """Where the PAT lives now, for the review (never the PAT itself)."""
+    identity: dict[str, str] = field(default_factory=dict)
+    """``[azure]`` keys of a service principal or managed identity (empty: a PAT)."""
+    credential: Any = field(default=None, repr=False)
+    """The signed-in Entra credential the later steps use instead of the PAT."""
     user: str | None = None
     pools: list[Pool] = field(default_factory=list)
     pool: str = ""

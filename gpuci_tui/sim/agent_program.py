@@ -4,7 +4,8 @@ It mirrors emulator/agent.sh step by step (env contract, register with
 replace, delete the token, one job, heartbeats, exit codes) so the supervisor
 sees the same behaviour from the in-process runtime as from real containers.
 
-Exit codes: 0 after a job; 1 configuration failure (bad PAT, unknown pool,
+Exit codes: 0 after a job; 12 left to update the agent (the server required a
+newer one: start.sh's code for run.sh --once's update exit); 1 configuration failure (bad PAT, unknown pool,
 organisation unreachable) or a lost session; 143 on SIGTERM while idle; 137 when
 killed (SIGKILL, out of memory).
 
@@ -23,10 +24,13 @@ from dataclasses import dataclass
 from typing import ParamSpec, TypeVar
 
 from gpuci_tui.core.protocols import ContainerInfo, ContainerSpec
+from gpuci_tui.sim.agent_packages import agent_version_of
 from gpuci_tui.sim.org import SimOrg
 from gpuci_tui.sim.records import (
+    AgentUpdate,
     JobTicket,
     SimAuthError,
+    SimForbiddenError,
     SimNotFoundError,
     SimSessionError,
 )
@@ -248,14 +252,27 @@ def _main(c: SimContainer, org: SimOrg, timing: AgentTiming) -> int:
         c.token = None
         return 1
     caps = {k: v for k, v in env.items() if k not in IGNORED_ENV}
+    version, said = agent_version_of(c.spec)
+    if said:
+        c.log(said)
     # config.sh's work before the registration; start.sh's TERM trap waits for it (the
     # emulator's too), so a SIGTERM now takes effect once the agent is registered.
     if c.kill_event.wait(org.startup.register):
         raise Killed
     try:
         agent_id, key = c.call(
-            org.register, pool, name, token, c.hostname, capabilities=caps, open_session=False
+            org.register,
+            pool,
+            name,
+            token,
+            c.hostname,
+            capabilities=caps,
+            version=version,
+            open_session=False,
         )
+    except SimForbiddenError as exc:  # a service principal without the pool's role
+        c.log(f"error: registration failed: HTTP 403 {exc.message}")
+        return 1
     except SimAuthError:
         c.log(
             f"error: {url} rejected the PAT (401). Check the token and that it has the "
@@ -285,6 +302,12 @@ def _main(c: SimContainer, org: SimOrg, timing: AgentTiming) -> int:
     ticket = _wait_for_job(c, org, timing, url, agent_id, key)
     if isinstance(ticket, int):
         return ticket
+    if isinstance(ticket, AgentUpdate):
+        c.log(
+            f"the server requires agent {ticket.version} (this one is {version}): leaving to update"
+        )
+        c.call(org.offline, agent_id, key)
+        return 12
     return _run_job(c, org, timing, url, (agent_id, key), ticket)
 
 
@@ -324,8 +347,8 @@ def _private_fault(c: SimContainer, org: SimOrg, token: str, url: str) -> str | 
 
 def _wait_for_job(
     c: SimContainer, org: SimOrg, timing: AgentTiming, url: str, agent_id: int, key: str
-) -> JobTicket | int:
-    """Long-poll until one job arrives; an int is the exit code instead."""
+) -> JobTicket | AgentUpdate | int:
+    """Long-poll until one job (or an update order) arrives; an int is the exit code instead."""
     lost = False
     while True:
         if c.term.is_set():

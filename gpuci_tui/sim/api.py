@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
+from gpuci_tui.core.azure.packages import PACKAGES, newest_first, parse_agent_package
 from gpuci_tui.core.errors import (
     AzureAuthError,
     AzureNotFoundError,
@@ -21,7 +22,9 @@ from gpuci_tui.core.errors import (
     AzureServerError,
     AzureUnreachableError,
 )
+from gpuci_tui.core.packages import AgentPackage
 from gpuci_tui.core.protocols import Agent, JobRequest, Pool
+from gpuci_tui.sim.agent_packages import OFFLINE_BASE
 from gpuci_tui.sim.org import MANAGE_SCOPE, READ_SCOPE, SimOrg
 from gpuci_tui.sim.records import (
     AgentRecord,
@@ -54,6 +57,8 @@ class SimPoolApi:
         self.org = org
         self.token = token
         self.url = url
+        self.download_base = OFFLINE_BASE
+        """Where the listed tarballs are said to be (a sim server's URL when one serves them)."""
         self._count = 0
         self._count_lock = threading.Lock()
 
@@ -186,6 +191,16 @@ class SimPoolApi:
         )
         finished = [job_request(j) for j in jobs if j.result is not None]
         return max(finished, key=lambda r: (r.finish_time or "", r.request_id), default=None)
+
+    def agent_packages(self, platform: str) -> list[AgentPackage]:
+        """``packages/agent?platform=…``: what the organisation offers, newest first."""
+        entries = self._call(
+            "GET",
+            "/" + PACKAGES,
+            READ_SCOPE,
+            lambda: self.org.packages.entries(platform, None, self.download_base),
+        )
+        return newest_first([parse_agent_package(e) for e in entries])
 
     def _agent(self, a: AgentRecord) -> Agent:
         assigned = None

@@ -117,10 +117,13 @@ class SimRequestHandler(BaseHTTPRequestHandler):
         self.query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
         length = int(self.headers.get("Content-Length") or 0)
         self.body = self.rfile.read(length) if length > 0 else b""
+        download = path.startswith("/_download/agent/")
         private = path.startswith("/_sim/")
-        route = path if private else "?"
+        route = path if private else "/_download/agent" if download else "?"
         try:
-            if private:
+            if download:
+                reply = self._download(path, method)
+            elif private:
                 route = path
                 reply = self._private(path[len("/_sim/") :], method)
             else:
@@ -130,7 +133,10 @@ class SimRequestHandler(BaseHTTPRequestHandler):
             reply = early
         # The query tells a pool poll from a per-agent read (benchmarks count them apart).
         query = "" if private else parts.query
-        self.sim.org.stats.record(method, route, reply.status, private=private, detail=query)
+        # A download is not an API request: it must not count against request budgets.
+        self.sim.org.stats.record(
+            method, route, reply.status, private=private or download, detail=query
+        )
         self.sim.log(
             f'{self.client_address[0]} "{method} {self.path}" {reply.status} '
             f"{(time.monotonic() - started) * 1000:.1f}ms"
@@ -167,8 +173,11 @@ class SimRequestHandler(BaseHTTPRequestHandler):
             self.close_connection = True  # the client went away (e.g. a killed agent)
 
     def _pat(self) -> str | None:
+        """The PAT or access token the request carries (Basic's password, or Bearer)."""
         auth = self.headers.get("Authorization", "")
         scheme, _, value = auth.partition(" ")
+        if scheme.lower() == "bearer":
+            return value.strip() or None  # an Entra access token (`SimEntra`)
         if scheme.lower() != "basic":
             return None
         try:
@@ -255,7 +264,8 @@ class SimRequestHandler(BaseHTTPRequestHandler):
         try:
             return self.sim.org.authenticate(token, scope)
         except SimScopeError as exc:
-            raise _err(401, exc.message, exc.type_key) from None
+            # 401 for a PAT without the scope, 403 for a principal without the pool role.
+            raise _err(exc.status, exc.message, exc.type_key) from None
         except SimAuthError as exc:
             if self.headers.get("X-TFS-FedAuthRedirect", "").lower() != "suppress":
                 raise _Reply(203, wire.SIGNIN_HTML) from None  # the browser sign-in page
@@ -285,6 +295,15 @@ class SimRequestHandler(BaseHTTPRequestHandler):
         status, answer = private_api.handle(self.sim.org, route, fields, token, self.sim.stopping)
         return _Reply(status, private_api.render(answer), {"Content-Type": "text/plain"})
 
+    def _download(self, path: str, method: str) -> _Reply:
+        """An agent tarball, anonymous like download.agent.dev.azure.com."""
+        if method not in ("GET", "HEAD"):
+            raise _Reply(405, "use GET")
+        data = self.sim.org.packages.serve(path.rsplit("/", 1)[-1])
+        if data is None:
+            raise _Reply(404, "no such agent package")
+        return _Reply(200, data, {"Content-Type": "application/gzip"})
+
     def _public(self, method: str, route: str, params: dict[str, int]) -> _Reply:
         token = self._pat()
         extra = self._faults(False, token)
@@ -302,7 +321,7 @@ class SimRequestHandler(BaseHTTPRequestHandler):
             reply = _Reply(200, body or locations.resource_areas(self.sim.org_url))
         else:
             scope = READ_SCOPE if method in ("GET", "HEAD") else MANAGE_SCOPE
-            self._auth(token, scope)
+            self.caller = self._auth(token, scope)
             self._api_version(method)
             try:
                 reply = self._resource(method, route, params)
@@ -325,6 +344,13 @@ class SimRequestHandler(BaseHTTPRequestHandler):
             )
         if route.endswith("/pools"):
             pools = org.pools(self.query.get("poolName"), self.query.get("poolType"))
+            caller = self.caller
+            if (
+                self.query.get("actionFilter") == "manage"
+                and caller.service_principal
+                and MANAGE_SCOPE not in caller.scopes
+            ):
+                pools = []  # only the pools the caller administers
             return _Reply(200, wire.envelope([wire.pool(p, org.pool_size(p.id)) for p in pools]))
         if route.endswith("{poolId}"):
             p = org.get_pool(params["pool"])
@@ -340,8 +366,10 @@ class SimRequestHandler(BaseHTTPRequestHandler):
             org.get_pool(params["pool"])
             return _Reply(200, wire.job(org, org.job(params["job"]), base))
         top = self.query.get("top") or self.query.get("$top")
-        platform = self.query.get("platform")
-        return _Reply(200, wire.envelope(wire.packages(platform, int(top) if top else None)))
+        entries = org.packages.entries(
+            self.query.get("platform"), int(top) if top else None, self.sim.url
+        )
+        return _Reply(200, wire.envelope(entries))
 
     def _agent_json(self, a: AgentRecord, base: str) -> wire.Json:
         return wire.agent(

@@ -30,6 +30,8 @@ import uuid
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 
+from gpuci_tui.sim.agent_packages import SimAgentPackages
+from gpuci_tui.sim.entra import SimEntra
 from gpuci_tui.sim.faults import FaultInjector
 from gpuci_tui.sim.metrics import RequestStats
 from gpuci_tui.sim.org_agents import AgentSideMixin, satisfies
@@ -43,6 +45,7 @@ from gpuci_tui.sim.records import (
     RequestLogEntry,
     SimAuthError,
     SimError,
+    SimForbiddenError,
     SimNotFoundError,
     SimScopeError,
 )
@@ -80,7 +83,10 @@ class SimOrg(AgentSideMixin):
         self.clock = clock
         self.instance_id = str(uuid.uuid4())
         self.faults = FaultInjector(clock)
+        self.entra = SimEntra(clock)
+        """The tenant whose access tokens the organisation takes (service principals)."""
         self.stats = RequestStats(clock)
+        self.packages = SimAgentPackages()
         self._lock = threading.RLock()
         self._cond = threading.Condition(self._lock)
         self._pats: dict[str, PatRecord] = {}
@@ -132,15 +138,35 @@ class SimOrg(AgentSideMixin):
         """
         with self._lock:
             pat = self._pats.get(token or "")
+            if pat is None and token:
+                pat = self._principal_record(token)
             if pat is None or pat.revoked:
                 raise SimAuthError(
                     "TF400813: The user '' is not authorized to access this resource."
                 )
             if scope is not None and scope not in pat.scopes:
+                if pat.service_principal:
+                    # A member without the pool's Administrator role: Azure says 403.
+                    raise SimForbiddenError(
+                        f"Access denied. {pat.user} needs Manage permissions for the agent "
+                        "pool to perform the action. For more information, contact the "
+                        "Azure DevOps Server administrator."
+                    )
                 raise SimScopeError(
                     f"TF400813: The user '{pat.user}' is not authorized to access this resource."
                 )
-            return PatRecord(pat.token, pat.scopes, pat.user, pat.user_id, pat.revoked)
+            return PatRecord(
+                pat.token, pat.scopes, pat.user, pat.user_id, pat.revoked, pat.service_principal
+            )
+
+    def _principal_record(self, token: str) -> PatRecord | None:
+        """An Entra access token as the organisation sees it (None: not one it accepts)."""
+        principal = self.entra.principal(token)
+        if principal is None or not principal.in_org:
+            return None
+        scopes = DEFAULT_SCOPES if principal.pool_admin else (READ_SCOPE,)
+        user_id = str(uuid.uuid5(uuid.NAMESPACE_OID, principal.client_id))
+        return PatRecord(token, frozenset(scopes), principal.name, user_id, service_principal=True)
 
     # ------------------------------------------------------------------ pools and agents
 
@@ -264,6 +290,9 @@ class SimOrg(AgentSideMixin):
             run_no = self._runs.get((def_id, day), 0) + 1
             self._runs[(def_id, day)] = run_no
             request_id = next(self._job_ids)
+            if self.packages.required:
+                # Tasks with a minimumAgentVersion add this demand (azure-devops-api.md §2.8).
+                demands = (*demands, f"Agent.Version -gtVersion {self.packages.required}")
             self._jobs[request_id] = JobRecord(
                 request_id=request_id,
                 pool_id=pool_id,
@@ -281,6 +310,17 @@ class SimOrg(AgentSideMixin):
             self._dispatch()
             self._cond.notify_all()
             return request_id
+
+    def require_agent_version(self, version: str) -> None:
+        """Offer agent ``version`` and require it from now on (agents older than it update).
+
+        Queued jobs that a required-version agent would take are not lost: an old agent
+        that would get one receives an update order instead, and the job stays queued.
+        """
+        with self._cond:
+            self.packages.require(version)
+            self._dispatch()
+            self._cond.notify_all()
 
     def cancel_job(self, request_id: int) -> None:
         """Cancel a job: a queued one ends ``canceled`` now, a running one at its next heartbeat."""

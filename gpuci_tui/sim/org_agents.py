@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from gpuci_tui.core.azure.demands import is_agent_version, meets
 from gpuci_tui.sim.records import (
     AgentRecord,
+    AgentUpdate,
     JobRecord,
     JobTicket,
     PatRecord,
@@ -28,6 +29,8 @@ from gpuci_tui.sim.records import (
 if TYPE_CHECKING:
     import itertools
 
+    from gpuci_tui.sim.agent_packages import SimAgentPackages
+
 
 class AgentSideMixin:
     """Agent-facing operations of `SimOrg` (see that class for the shared state)."""
@@ -35,6 +38,7 @@ class AgentSideMixin:
     clock: Callable[[], float]
     heartbeat_timeout: float
     agent_version: str
+    packages: SimAgentPackages
     _lock: threading.RLock
     _cond: threading.Condition
     _pools: dict[int, PoolRecord]
@@ -139,6 +143,7 @@ class AgentSideMixin:
             agent.registrations += 1
             key = secrets.token_hex(16)
             agent.session_jobs = 0
+            agent.update_to = None
             agent.session_max_jobs = max_jobs
             agent.pending_key = key
             if open_session:
@@ -176,11 +181,13 @@ class AgentSideMixin:
         session_key: str,
         timeout: float,
         cancel: threading.Event | None = None,
-    ) -> JobTicket | None:
+    ) -> JobTicket | AgentUpdate | None:
         """Long-poll for a job: block up to ``timeout`` seconds.
 
-        Returns the job assigned to this agent, or None when the time is up or
-        ``cancel`` is set (call `wake` after setting it, to end the wait at once).
+        Returns the job assigned to this agent, an `AgentUpdate` when the server
+        would hand it a job but it is older than the required version, or None when
+        the time is up or ``cancel`` is set (call `wake` after setting it, to end the
+        wait at once).
 
         Raises:
             SimSessionError: the session was replaced, ended, or the agent deleted.
@@ -199,6 +206,10 @@ class AgentSideMixin:
                     self._dispatch()
                     if self._sessions.get(session_key) != agent.id:
                         raise SimSessionError("The agent session ended (replaced or deleted).")
+                    if agent.update_to is not None:
+                        update, agent.update_to = AgentUpdate(agent.update_to), None
+                        agent.session_max_jobs = 0  # it leaves: no job for this session
+                        return update
                     ticket = self._deliver(agent)
                     if ticket is not None:
                         return ticket
@@ -318,6 +329,7 @@ class AgentSideMixin:
             and agent.online
             and agent.active_polls > 0
             and agent.assigned_request is None
+            and agent.update_to is None
             and (agent.session_max_jobs is None or agent.session_jobs < agent.session_max_jobs)
             and satisfies(agent, job.demands)
         )
@@ -335,7 +347,15 @@ class AgentSideMixin:
             return
         for request_id in list(self._queue):
             job = self._jobs[request_id]
-            agent = next((a for a in waiting if self._eligible(a, job)), None)
+            agent = None
+            for candidate in (a for a in waiting if self._eligible(a, job)):
+                update = self.packages.update_for(candidate.version)
+                if update is None:
+                    agent = candidate
+                    break
+                # The server's AgentRefreshMessage instead of the job, which stays queued.
+                candidate.update_to = update
+                self._cond.notify_all()
             if agent is None:
                 continue
             self._queue.remove(request_id)

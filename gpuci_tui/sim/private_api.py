@@ -12,10 +12,15 @@ register   pool, name, hostname, [version], cap.X=Y    agent_id, session, name
 session    agent_id, session                           ok=1
            (``run.sh`` starts: the agent is online)
 poll       agent_id, session, [timeout] (≤ 20 s)       job=none | job, kind, duration_ms,
-                                                        result, pipeline, run
+                                                        result, pipeline, run |
+                                                        job=none + update=VERSION (the
+                                                        server's AgentRefreshMessage)
 heartbeat  agent_id, session, [request_id]             cancel=0|1
 finish     agent_id, session, request_id, result       ok=1 | ok=0 (the job had ended)
 offline    agent_id, session                           ok=1
+require_   version, [bad_hash=0|1]                     ok=1, current
+agent      (a control for demos and drills, not an agent call: the organisation now requires
+           agent ``version``; ``bad_hash=1`` lists wrong SHA-256s for its packages)
 =========  ==========================================  ===================================
 
 Failures answer ``error=<plain reason>`` with 401 (PAT), 404 (pool), 409
@@ -30,10 +35,17 @@ from __future__ import annotations
 import threading
 
 from gpuci_tui.sim.org import SimOrg
-from gpuci_tui.sim.records import SimAuthError, SimError, SimNotFoundError, SimSessionError
+from gpuci_tui.sim.records import (
+    AgentUpdate,
+    SimAuthError,
+    SimError,
+    SimForbiddenError,
+    SimNotFoundError,
+    SimSessionError,
+)
 
 MAX_POLL_SECONDS = 20.0
-ROUTES = ("register", "session", "poll", "heartbeat", "finish", "offline")
+ROUTES = ("register", "session", "poll", "heartbeat", "finish", "offline", "require_agent")
 
 
 def parse_lines(body: bytes) -> dict[str, str]:
@@ -56,6 +68,10 @@ def handle(
 ) -> tuple[int, dict[str, object]]:
     """Serve one private request; returns (HTTP status, answer fields)."""
     try:
+        if route == "require_agent":
+            org.require_agent_version(fields.get("version", ""))
+            org.packages.corrupt_hash(fields.get("bad_hash") == "1")
+            return 200, {"ok": 1, "current": org.packages.current}
         if route == "register":
             if stopping.wait(org.startup.register):
                 return 503, {"error": "the organisation is shutting down"}
@@ -72,6 +88,8 @@ def handle(
             ticket = org.poll(agent_id, session, timeout, cancel=stopping)
             if ticket is None:
                 return 200, {"job": "none"}
+            if isinstance(ticket, AgentUpdate):
+                return 200, {"job": "none", "update": ticket.version}
             return 200, {
                 "job": ticket.request_id,
                 "kind": ticket.kind,
@@ -90,6 +108,8 @@ def handle(
             org.offline(agent_id, session)
             return 200, {"ok": 1}
         return 404, {"error": f"unknown endpoint /_sim/{route}"}
+    except SimForbiddenError as exc:  # a service principal without the pool's role
+        return 403, {"error": exc.message}
     except SimAuthError:
         return 401, {
             "error": "the PAT was rejected (401); check the token and its Agent Pools scope"

@@ -66,6 +66,13 @@ class SimScopeError(SimAuthError):
     """The PAT is valid but lacks the scope the resource needs (Azure also answers 401)."""
 
 
+class SimForbiddenError(SimScopeError):
+    """A service principal in the organisation that is not the pool's Administrator."""
+
+    status = 403
+    type_key = "AccessCheckException"
+
+
 class SimNotFoundError(SimError):
     """A pool, agent or job request does not exist."""
 
@@ -128,6 +135,8 @@ class PatRecord:
     user: str
     user_id: str
     revoked: bool = False
+    service_principal: bool = False
+    """An Entra access token of a service principal or managed identity, not a PAT."""
 
 
 @dataclass
@@ -172,6 +181,8 @@ class AgentRecord:
     registrations: int = 0
     """How often this name was registered (1 + number of replacements)."""
     assigned_request: int | None = None
+    update_to: str | None = None
+    """An update order the agent has not yet received (see `AgentUpdate`)."""
     last_completed_request: int | None = None
     last_seen: float = 0.0
     active_polls: int = 0
@@ -241,6 +252,16 @@ class JobTicket:
     kind: JobKind
     result: str
     """The result the agent reports when the job runs to its end (kind ``normal``)."""
+
+
+@dataclass(frozen=True)
+class AgentUpdate:
+    """What an out-of-date agent receives instead of a job: update to ``version`` first.
+
+    The real server's AgentRefreshMessage; a ``--once`` agent leaves to update.
+    """
+
+    version: str
 
 
 @dataclass(frozen=True)

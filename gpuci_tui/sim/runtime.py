@@ -26,12 +26,14 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
 
+from gpuci_tui.core.engine.agent_versions import AGENT_VERSION_LABEL
 from gpuci_tui.core.errors import (
     ContainerNameConflictError,
     ContainerStartError,
     RuntimeUnavailableError,
 )
 from gpuci_tui.core.protocols import ContainerEvent, ContainerInfo, ContainerSpec, ImageConfig
+from gpuci_tui.sim.agent_packages import BAKED_AGENT_VERSION
 from gpuci_tui.sim.agent_program import AgentTiming, SimContainer, run_agent
 from gpuci_tui.sim.disk import SimDisk
 from gpuci_tui.sim.org import SimOrg
@@ -145,7 +147,10 @@ class SimulatedRuntime:
             if image in self.image_configs:
                 return self.image_configs[image]
             if image in self.images or image in self.broken_images:
-                return ImageConfig(f"sha256:sim-{image}", {}, {})
+                # The agent program bakes the emulators' agent, as the emulator image says.
+                return ImageConfig(
+                    f"sha256:sim-{image}", {}, {AGENT_VERSION_LABEL: BAKED_AGENT_VERSION}
+                )
             return None
 
     def list_containers(self, labels: Mapping[str, str]) -> list[ContainerInfo]:

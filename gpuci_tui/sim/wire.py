@@ -29,13 +29,6 @@ SIGNIN_HTML = """<!DOCTYPE html>
 </body></html>
 """
 
-#: Agent packages offered by ``packages/agent`` (newest first), per platform.
-AGENT_PACKAGES = (
-    (4, 264, 2, "2026-07-01T18:30:02.5270000Z"),
-    (4, 261, 0, "2026-05-12T10:02:11.0000000Z"),
-)
-PLATFORMS = ("linux-x64", "linux-arm", "linux-arm64", "linux-musl-x64", "linux-musl-arm64")
-
 
 def envelope(values: list[Json]) -> Json:
     """The collection wrapper."""
@@ -217,28 +210,3 @@ def job(org: SimOrg, j: JobRecord, base: str, *, matched: bool = True) -> Json:
         }
     )
     return body
-
-
-def packages(platform: str | None, top: int | None) -> list[Json]:
-    """``GET packages/agent`` entries, newest first."""
-    wanted = [platform] if platform else list(PLATFORMS)
-    out: list[Json] = []
-    for major, minor, patch, created in AGENT_PACKAGES:
-        for plat in wanted:
-            if plat not in PLATFORMS:
-                continue
-            name = f"vsts-agent-{plat}-{major}.{minor}.{patch}.tar.gz"
-            out.append(
-                {
-                    "type": "agent",
-                    "platform": plat,
-                    "createdOn": created,
-                    "version": {"major": major, "minor": minor, "patch": patch},
-                    "downloadUrl": f"https://download.agent.dev.azure.com/agent/"
-                    f"{major}.{minor}.{patch}/{name}",
-                    "infoUrl": "https://go.microsoft.com/fwlink/?LinkId=798199",
-                    "filename": name,
-                    "hashValue": f"{major:02x}{minor:04x}{patch:02x}" * 8,
-                }
-            )
-    return out if top is None else out[:top]

@@ -37,6 +37,10 @@ _KIND_STYLES = {
     "cuda_incompatible": "bold red",
     "cuda_compatible": "green",
     "registration_removed": "yellow",
+    "agent_updating": "yellow",
+    "agent_version": "yellow",
+    "agent_package": "yellow",
+    "agent_package_refused": "bold red",
 }
 
 

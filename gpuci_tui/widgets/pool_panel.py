@@ -75,6 +75,7 @@ class PoolPanel(Widget):
             Text(rollout_words(r, short=True), style=_ROLLOUT_STYLE.get(r.state, "cyan"))
             for r in snap.rollouts
         )
+        lines.extend(agent_version_line(snap))
         azure = snap.azure
         if azure.state not in (HealthState.OK, HealthState.UNKNOWN) and azure.message:
             lines.append(Text(f"azure: {azure.message}", style="red"))
@@ -172,3 +173,24 @@ class PoolPanel(Widget):
             if disk.state == "critical":
                 docker_line.append(": no pull starts", style=style)
         return docker_line
+
+
+def agent_version_line(snap: SupervisorSnapshot) -> list[Text]:
+    """``agent org 4.270.0 · image 4.264.2 · cached 4.270.0`` once the versions were read.
+
+    Yellow when they differ (an agent would update itself first), with the first warning.
+    """
+    versions = snap.agent_versions
+    if versions.checked_at is None:
+        return []  # not watched (an older daemon, the demo without a cache): nothing to say
+    style = "yellow" if versions.warnings else "bright_black"
+    line = Text("agent ", style="bright_black", no_wrap=True, overflow="ellipsis")
+    line.append(f"org {versions.org_version or '?'}", style=style)
+    baked = sorted({i.baked or "?" for i in versions.images})
+    if baked:
+        line.append(f" · image {', '.join(baked)}", style=style)
+    if versions.cached:
+        line.append(f" · cached {versions.cached}", style="green")
+    if versions.warnings:
+        line.append(f": {versions.warnings[0]}", style="yellow")
+    return [line]

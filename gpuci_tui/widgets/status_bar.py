@@ -32,10 +32,17 @@ def org_label(org_url: str) -> str:
 def azure_health(health: HealthSnapshot, now: float, *, short: bool = False) -> Text:
     """The credential/organisation health as one styled phrase (``short``: for narrow bars)."""
     state = health.state
+    who = health.identity  # empty: a PAT with nothing to say
+    pat = not who or who.startswith("PAT")  # a PAT's identity text is its expiry warning
     if state is HealthState.OK:
-        text = Text("✓ PAT valid", style="green")
+        if who and pat:
+            text = Text(f"⚠ {who}", style="bold yellow")  # works, but not for long
+        else:
+            text = Text(f"✓ {who}" if who else "✓ PAT valid", style="green")
     elif state is HealthState.AUTH_FAILED:
-        text = Text("✗ PAT rejected", style="bold red")
+        text = Text(
+            "✗ PAT rejected" if pat else f"✗ {who.split(' · ')[0]} refused", style="bold red"
+        )
     elif state is HealthState.RATE_LIMITED:
         when = f" until {clock_time(health.retry_at)}" if health.retry_at else ""
         text = Text(f"⏳ rate limited{when}", style="yellow")

@@ -8,6 +8,8 @@ failing writes. It asserts the engine's promises while it runs:
 
 * never two jobs on one slot's agents at the same time;
 * never a stop of a container whose agent has a job;
+* with ``reloads``: the agent spec changes at random (canaries, some new specs that
+  crash at every start and must be rolled back), and the two promises above still hold;
 * with ``gpu_faults``: no job is handed to a slot whose GPU has been taken by a
   foreign process, or has failed, for longer than `GATE_MARGIN` seconds (GPU
   frames come every second; a disable takes a write, which may fail and retry).
@@ -28,6 +30,7 @@ from gpuci_tui.core.engine.commands import apply_command
 from gpuci_tui.core.engine.gpu_admission import FOREIGN_PROCESS, GateKind, GateReading
 from gpuci_tui.core.engine.lifecycle import EngineState, Lane, PoolView, lane_name, new_slot
 from gpuci_tui.core.engine.planner import FAST_POLL, decide
+from gpuci_tui.core.engine.rollout import advance, begin
 from gpuci_tui.core.engine.settings import SupervisorConfig
 from gpuci_tui.core.engine.steps import (
     Action,
@@ -50,7 +53,6 @@ from gpuci_tui.core.engine.steps import (
     StopAgent,
     Stopped,
 )
-from gpuci_tui.core.engine.transitions import apply
 from gpuci_tui.core.protocols import Agent, JobRequest
 
 RULES = SupervisorConfig(backoff_base=1.0, backoff_max=4.0, park_after=50)
@@ -86,6 +88,7 @@ class Box:
     crash: bool = False
     removed: bool = False
     """Dead and removed: only then is its name free (no auto-remove)."""
+    spec: str = ""
 
 
 @dataclass
@@ -125,11 +128,18 @@ class World:
     """Per slot: since when its GPU is failing (until an operator clears it)."""
     held_jobs: int = 0
     """Jobs handed to a slot within `GATE_MARGIN` of its GPU turning bad (allowed, counted)."""
+    reloads: bool = False
+    """The agent spec changes now and then (`_reloader`); specs in `bad_specs` never start."""
+    bad_specs: set[str] = field(default_factory=set)
+    specs: list[str] = field(default_factory=list)
+    """Every spec reloaded to, in order."""
+    lost_jobs: int = 0
+    """Jobs whose container ended other than by finishing (a stop or a crash during a job)."""
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
         slots = tuple(new_slot("h", n) for n in range(self.slots))
-        self.state = EngineState("h", self.slots, slots, standby=self.standby)
+        self.state = EngineState("h", self.slots, slots, standby=self.standby, spec="s0")
         self.running = {n: {} for n in range(self.slots)}
 
     # ------------------------------------------------------------------ the clock
@@ -143,6 +153,8 @@ class World:
         self._feed(jobs_every, until)
         if commands:
             self._operator(until)
+        if self.reloads:
+            self._reloader(until)
         if self.gpu_faults:
             self._gpu_chaos(until)
             self.at(0.0, self._gpu_frame)
@@ -156,11 +168,17 @@ class World:
         """Run on without new jobs (those queued are dropped) or commands."""
         self.queue.clear()
         self._feed_until = 0.0
+        self.go(seconds)
+
+    def go(self, seconds: float) -> None:
+        """Run on for ``seconds``, queued jobs kept."""
         until = self.now + seconds
+        self._dispatch()
         while self._events and self._events[0][0] <= until:
             self.now, _, fn = heapq.heappop(self._events)
             fn()
             self._dispatch()
+        self.now = until
 
     def steady(self) -> list[str]:
         """Slots not in the steady state: one active lane (and a ready standby)."""
@@ -175,7 +193,7 @@ class World:
     # ------------------------------------------------------------------ the engine
 
     def observe(self, obs: Observation) -> None:
-        self.state = apply(self.state, obs, RULES).state
+        self.state = advance(self.state, obs, RULES).state
         self._plan()
 
     def _plan(self) -> None:
@@ -225,10 +243,10 @@ class World:
         name = lane_name("h", action.slot, action.lane)
         # Docker refuses a name that a live container or an unremoved dead one still holds.
         assert not any(not b.removed and b.name == name for b in self.boxes.values()), name
-        box = Box(f"c{next(self._ids)}", action.slot, action.lane, name)
-        box.crash = self.rng.random() < self.crash_rate
+        box = Box(f"c{next(self._ids)}", action.slot, action.lane, name, spec=action.spec)
+        box.crash = self.rng.random() < self.crash_rate or action.spec in self.bad_specs
         self.boxes[box.id] = box
-        self.observe(Started(action.slot, action.lane, box.id, self.now))
+        self.observe(Started(action.slot, action.lane, box.id, self.now, spec=action.spec))
         if box.crash:
             self.at(self.rng.uniform(0.1, 2.0), lambda: self._exit(box, 1))
             return
@@ -263,6 +281,7 @@ class World:
         if reg is not None and reg.session == box.id:
             reg.online, reg.session, reg.job = False, None, None
         if box.job is not None:
+            self.lost_jobs += code != 0
             self.running[box.slot].pop(box.job, None)
             self.done.append(box.job)
             box.job = None
@@ -347,6 +366,32 @@ class World:
             self.at(t, lambda c=pick: self.command(c))
         self.at(until - 60, lambda: self.command(Resume(None)))
         self.at(until - 60, lambda: self.command(Scale(self.slots)))
+
+    # ------------------------------------------------------------------ reloads
+
+    def _reloader(self, until: float) -> None:
+        """A new spec every 60-150 s (a third never start), with 0 to all slots as canaries."""
+        t = 20.0
+        while (t := t + self.rng.uniform(60.0, 150.0)) < until - 60:
+            self.at(t, self.reload)
+
+    def reload(self, *, bad: bool | None = None, canary: int | None = None) -> None:
+        spec = f"s{len(self.specs) + 1}"
+        self.specs.append(spec)
+        if bad if bad is not None else self.rng.random() < 0.33:
+            self.bad_specs.add(spec)
+        canary = self.rng.randrange(self.slots + 1) if canary is None else canary
+        self.state, _ = begin(self.state, spec, image_from="v-old", image_to=spec, canary=canary,
+                              canary_jobs=self.rng.choice([1, 2]), at=self.now)  # fmt: skip
+        self._plan()
+
+    def outdated(self) -> list[str]:
+        """Live containers that do not run their slot's target spec."""
+        return [
+            f"{box.name} on {box.spec}, target {self.state.target_spec(box.slot)}"
+            for box in self.boxes.values()
+            if box.alive and box.spec != self.state.target_spec(box.slot)
+        ]
 
     # ------------------------------------------------------------------ GPUs
 

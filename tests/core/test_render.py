@@ -7,9 +7,11 @@ from dataclasses import replace
 from gpuci_tui.cli.render import render_status
 from gpuci_tui.core.models import (
     AgentSnapshot,
+    AgentVersionsSnapshot,
     DisabledAgents,
     DiskSnapshot,
     GpuGateSnapshot,
+    ImageAgentVersion,
     PoolSummary,
     SlotSnapshot,
     SlotState,
@@ -164,3 +166,24 @@ def test_status_shows_dockers_free_space_and_its_limits_when_watched() -> None:
         "floor 2.0 GiB: no pull starts (min_free 20.0 GiB, hard floor 2.0 GiB); 3 unused "
         "image(s) removed"
     )
+
+
+def test_status_shows_the_agent_versions_and_warns_when_they_differ() -> None:
+    base = SupervisorSnapshot(
+        taken_at=100.0, org_url="https://dev.azure.com/o", pool="gpu", instance="i", desired_count=1
+    )
+    assert "agents:" not in render_status(base, now=100.0)  # not watched: nothing said
+    versions = AgentVersionsSnapshot(
+        org_version="4.270.0",
+        images=(ImageAgentVersion("", "gpuci-agent:1", "4.264.2"),),
+        cached="4.270.0",
+        warnings=("group 's image has agent 4.264.2; the organisation offers 4.270.0",),
+        message="",
+        checked_at=90.0,
+    )
+    text = render_status(replace(base, agent_versions=versions), now=100.0)
+    assert (
+        "agents: organisation 4.270.0; image gpuci-agent:1 has 4.264.2; cached package 4.270.0 "
+        "(mounted into new containers of older images)"
+    ) in text
+    assert "  WARNING: group 's image has agent 4.264.2; the organisation offers 4.270.0" in text

@@ -16,8 +16,9 @@ import pytest
 from gpuci_tui.core.config.file import ConfigError
 from gpuci_tui.core.config.loader import AgentsConfig, AzureConfig, Config
 from gpuci_tui.core.config.slot_shapes import UNPLACED, HostTopology, MigDevice, use_topology
-from gpuci_tui.core.docker.agentspec import build_spec, slot_gpus, watched_gpus
+from gpuci_tui.core.docker.agentspec import build_spec, slot_gpus
 from gpuci_tui.core.docker.mapping import device_requests
+from gpuci_tui.core.docker.slot_devices import watched_gpus
 from gpuci_tui.core.engine.gpu_admission import (
     FOREIGN_PROCESS,
     GateKind,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import signal
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -207,3 +208,67 @@ def test_sigint_while_idle_exits_130(agent: Agent) -> None:
     result = agent.finish(timeout=5)
     assert result.code == agent_exit.INTERRUPTED == 130, result.out
     assert agent.read("run.signals").split() == ["TERM"]
+
+
+# --------------------------------------------------------------------------- service principal
+
+
+def test_a_service_principal_registers_with_its_secret_only_in_the_environment(
+    agent: Agent,
+) -> None:
+    tenant, client = "72f988bf-86f1-41af-91ab-2d7cd011db47", "11111111-2222-4333-8444-555555555555"
+    result = agent.run(AZP_AUTH="service-principal", AZP_CLIENT_ID=client, AZP_TENANT_ID=tenant)
+    assert result.code == agent_exit.JOB_DONE, result.out
+    argv = agent.argv("configure")
+    assert argv[argv.index("--auth") + 1] == "SP"
+    assert argv[argv.index("--clientid") + 1] == client
+    assert argv[argv.index("--tenantid") + 1] == tenant
+    env = agent.environ("configure")
+    assert env["VSTS_AGENT_INPUT_CLIENTSECRET"] == agent.token
+    assert "VSTS_AGENT_INPUT_TOKEN" not in env
+    assert agent.token not in " ".join(argv) and agent.token not in result.out
+    run_env = agent.environ("run")
+    assert "VSTS_AGENT_INPUT_CLIENTSECRET" not in run_env
+    assert not [k for k in run_env if k.startswith("AZP_")]
+
+
+def test_a_service_principal_without_its_ids_is_a_bad_setup(agent: Agent) -> None:
+    result = agent.run(AZP_AUTH="service-principal")
+    assert result.code == agent_exit.BAD_SETUP
+    assert "needs AZP_CLIENT_ID and AZP_TENANT_ID" in result.out
+
+
+def test_workload_identity_exchanges_the_federated_token_and_registers_with_it(
+    agent: Agent, tmp_path: Path
+) -> None:
+    from gpuci_tui.sim.entra import SimEntra
+    from gpuci_tui.sim.login import SimLogin
+
+    entra = SimEntra()
+    app = entra.add_app("gpuci-wi", client_id="11111111-2222-4333-8444-555555555555")
+    federated = tmp_path / "azure-identity-token"
+    federated.write_text("eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW0ifQ.c2lnbmF0dXJlLXNpbQ")
+    app.federated.add(federated.read_text())
+    with SimLogin(entra) as login:
+        wi = {
+            "AZP_AUTH": "workload-identity",
+            "AZP_TOKEN_FILE": str(tmp_path / "none"),
+            "AZURE_CLIENT_ID": app.client_id,
+            "AZURE_TENANT_ID": "72f988bf-86f1-41af-91ab-2d7cd011db47",
+            "AZURE_FEDERATED_TOKEN_FILE": str(federated),
+            "AZURE_AUTHORITY_HOST": login.url + "/",
+            "CURL_CA_BUNDLE": str(login.ca_file),
+        }
+        result = agent.run(**wi)
+        assert result.code == agent_exit.JOB_DONE, result.out
+        token = agent.environ("configure")["VSTS_AGENT_INPUT_TOKEN"]
+        assert entra.principal(token) is not None, "an access token of the identity"
+        argv = agent.argv("configure")
+        assert argv[argv.index("--auth") + 1] == "pat"
+        assert federated.read_text() not in result.out and token not in result.out
+        assert entra.sign_ins == [(app.client_id, "federated")]
+
+        app.federated.clear()  # the federated credential removed in Entra
+        result = agent.run(**wi)
+        assert result.code == agent_exit.CONFIG_FAILED, result.out
+        assert "refused the workload identity's sign-in: AADSTS700027" in result.out

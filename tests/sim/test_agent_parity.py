@@ -126,7 +126,20 @@ LOST_BUSY = (
 )
 LOST_IDLE = (*IDLE, f"error: the agent session ended: {SESSION_ENDED}")
 
+UPDATE_LINE = "the server requires agent 4.270.0 (this one is 4.264.2): leaving to update"
+
 SCENARIOS = [
+    Scenario(
+        # issue 20: the server would hand it a job but requires a newer agent: the job
+        # stays queued and the --once agent leaves to update (start.sh's exit 12).
+        "out-of-date-agent-leaves-to-update-exit-12",
+        12,
+        (*IDLE, UPDATE_LINE),
+        (*SESSION, "offline"),
+        jobs=((None, 0),),
+        before=lambda r: r.org.require_agent_version("4.270.0"),
+        drive=lambda r: r.queue(0.5),
+    ),
     Scenario(
         "one-job-exit-0",
         0,

@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from gpuci_tui.core.host.agent_cache import AgentPackageCache
 from gpuci_tui.sim import image as image_mod
+from gpuci_tui.sim.api import SimPoolApi
 from gpuci_tui.sim.image import HASH_LABEL, EmulatorImageError, build_emulator_image
 from gpuci_tui.sim.org import SimOrg
 from gpuci_tui.sim.server import SimServer
@@ -195,3 +198,44 @@ def test_a_dynamic_busybox_is_refused(docker_client: Any) -> None:
         build_emulator_image(docker_client, "gpuci-sim/never:1", busybox="/bin/ls")
     with pytest.raises(EmulatorImageError, match="busybox-static"):
         build_emulator_image(docker_client, "gpuci-sim/never:1", busybox="/nonexistent/busybox")
+
+
+def test_with_a_newer_package_mounted_it_reports_that_version_and_takes_the_job(
+    docker_client: Any,
+    emulator_image: str,
+    org: SimOrg,
+    server: SimServer,
+    run_label: str,
+    tmp_path: Path,
+) -> None:
+    # issue 20: the daemon's cache, fetched from the organisation's own package list.
+    org.require_agent_version("4.270.0")
+    api = SimPoolApi(org, PAT)
+    api.download_base = server.url
+    [pkg] = [p for p in api.agent_packages("linux-x64") if p.version == "4.270.0"]
+    cached = AgentPackageCache(tmp_path / "cache").ensure(pkg)
+    assert org.packages.downloads == {pkg.filename: 1}
+    mount = {str(cached): {"bind": "/azp/agent-package", "mode": "ro"}}
+    c = start_agent(docker_client, emulator_image, server, run_label, "emu-new", volumes=mount)
+    wait_until(lambda: online(org, "emu-new"), 10, "the emulator to register")
+    agent = org.find_agent("emu-new")
+    assert agent is not None and agent.version == "4.270.0"
+    rid = org.queue_job(POOL, duration=0.5)
+    assert c.wait(timeout=20)["StatusCode"] == 0
+    assert org.job(rid).result == "succeeded"
+    assert "using agent 4.270.0 from the package mounted at /azp/agent-package" in c.logs().decode()
+
+
+def test_without_it_the_out_of_date_emulator_leaves_to_update_and_the_job_waits(
+    docker_client: Any, emulator_image: str, org: SimOrg, server: SimServer, run_label: str
+) -> None:
+    c = start_agent(docker_client, emulator_image, server, run_label, "emu-old")
+    wait_until(lambda: online(org, "emu-old"), 10, "the emulator to register")
+    org.require_agent_version("4.270.0")
+    rid = org.queue_job(POOL, duration=0.5)
+    assert c.wait(timeout=20)["StatusCode"] == 12
+    job = org.job(rid)
+    assert job.state == "queued" and job.assign_count == 0
+    assert "Agent.Version -gtVersion 4.270.0" in job.demands
+    agent = org.find_agent("emu-old")
+    assert agent is not None and agent.status == "offline" and agent.version == "4.264.2"

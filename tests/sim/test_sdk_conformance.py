@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from azure.devops import _file_cache
 from azure.devops.connection import Connection
-from msrest.authentication import BasicAuthentication
+from msrest.authentication import Authentication, BasicAuthentication, BasicTokenAuthentication
 
 from gpuci_tui.sim.org import SimOrg
 from gpuci_tui.sim.server import SimServer
@@ -25,9 +25,28 @@ from tests.sim.conftest import PAT
 POOL = 42
 
 
-@pytest.fixture
+def _creds(org: SimOrg, kind: str) -> Authentication:
+    """A PAT as Basic, or a service principal's Entra access token as Bearer."""
+    if kind == "pat":
+        return BasicAuthentication("", PAT)
+    secret = "Q~sdk-secret-0123456789abcdefghijklmn"
+    app = org.entra.add_app("gpuci-sdk", secret=secret)
+    status, body = org.entra.token_request(
+        {
+            "grant_type": "client_credentials",
+            "client_id": app.client_id,
+            "client_secret": secret,
+            "scope": "499b84ac-1321-427f-aa17-267ca6975798/.default",
+        },
+        "aud",
+    )
+    assert status == 200, body
+    return BasicTokenAuthentication({"access_token": body["access_token"]})
+
+
+@pytest.fixture(params=["pat", "bearer"])
 def sdk(
-    org: SimOrg, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    org: SimOrg, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> Iterator[tuple[Any, SimServer]]:
     # The SDK caches locations on disk by URL: a port reused by another test must not hit them.
     for module, name in (("client", "OPTIONS_FILE_CACHE"), ("connection", "RESOURCE_FILE_CACHE")):
@@ -35,7 +54,7 @@ def sdk(
         monkeypatch.setattr(f"azure.devops.{module}.{name}", cache)
     server = SimServer(org).start()
     try:
-        connection = Connection(base_url=server.org_url, creds=BasicAuthentication("", PAT))
+        connection = Connection(base_url=server.org_url, creds=_creds(org, request.param))
         yield connection.clients_v7_1.get_task_agent_client(), server
     finally:
         server.stop()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 import socket
 import threading
@@ -375,3 +376,39 @@ def test_request_counts_use_route_templates(
         '"GET /simorg/_apis/distributedtask/pools/42/agents/3" 404' in line
         for line in server.log_lines
     )
+
+
+def test_packages_are_real_tarballs_and_the_required_version_is_a_control(
+    server: SimServer, http: requests.Session
+) -> None:
+    [pkg] = http.get(
+        api(server, "/packages/agent"), params={"platform": "linux-x64", "top": "1"}
+    ).json()["value"]
+    assert pkg["downloadUrl"].startswith(server.url + "/_download/agent/4.264.2/")
+    tarball = requests.get(pkg["downloadUrl"], timeout=5)  # anonymous, like the real host
+    assert tarball.status_code == 200
+    assert hashlib.sha256(tarball.content).hexdigest() == pkg["hashValue"]
+    status, answer = sim_post(server, "require_agent", version="4.270.0", bad_hash=1)
+    assert status == 200 and answer == {"ok": "1", "current": "4.270.0"}
+    [new] = http.get(
+        api(server, "/packages/agent"), params={"platform": "linux-x64", "top": "1"}
+    ).json()["value"]
+    assert new["version"] == {"major": 4, "minor": 270, "patch": 0}
+    got = requests.get(new["downloadUrl"], timeout=5).content
+    assert hashlib.sha256(got).hexdigest() != new["hashValue"]  # the listed hash is wrong
+    assert (
+        requests.get(f"{server.url}/_download/agent/9.9.9/x.tar.gz", timeout=5).status_code == 404
+    )
+
+
+def test_the_real_client_reads_the_agent_packages(server: SimServer) -> None:
+    from gpuci_tui.core.azure.client import AzureDevOpsClient
+
+    server.org.require_agent_version("4.270.0")
+    with AzureDevOpsClient(server.org_url, PAT) as client:
+        packages = client.agent_packages("linux-x64")
+    assert [p.version for p in packages] == ["4.270.0", "4.264.2", "4.261.0"]
+    newest = packages[0]
+    assert newest.platform == "linux-x64" and newest.filename.endswith("-4.270.0.tar.gz")
+    data = requests.get(newest.download_url, timeout=5).content
+    assert hashlib.sha256(data).hexdigest() == newest.hash_value

@@ -10,10 +10,12 @@ from textual.widgets._toast import Toast
 
 from gpuci_tui.app import make_app
 from gpuci_tui.core.models import (
+    AgentVersionsSnapshot,
     DisabledAgents,
     DiskSnapshot,
     HealthSnapshot,
     HealthState,
+    ImageAgentVersion,
     PoolSummary,
     SupervisorEvent,
 )
@@ -275,3 +277,21 @@ async def test_a_job_no_agent_can_take_says_why_in_the_pool_panel() -> None:
             what="the waiting job's reason",
         )
         assert f"waiting: {reason}" in screen.pool_panel.render().plain
+
+
+async def test_agent_versions_show_in_the_pool_panel_once_read() -> None:
+    versions = AgentVersionsSnapshot(
+        org_version="4.270.0",
+        images=(ImageAgentVersion("", "gpuci-agent:1", "4.264.2"),),
+        cached="4.270.0",
+        warnings=("group 's image has agent 4.264.2; the organisation offers 4.270.0",),
+        checked_at=NOW - 1,
+    )
+    handle = FakeHandle(loaded_snapshot(agent_versions=versions))
+    app = make_app(make_services(handle=handle))
+    async with app.run_test(size=(200, 30)) as pilot:
+        screen = await ready(pilot)
+        text = screen.pool_panel.render().plain
+        assert "agent org 4.270.0 · image 4.264.2 · cached 4.270.0: group 's image has" in text
+        handle.push(loaded_snapshot())  # not watched: nothing said
+        await wait_for(pilot, lambda: "agent org" not in screen.pool_panel.render().plain)

@@ -28,6 +28,7 @@ import requests
 from gpuci_tui import __version__
 from gpuci_tui.core.azure.errors import AzurePoolAmbiguousError, no_pool_message
 from gpuci_tui.core.azure.http import Answer, AzureTransport, TokenProvider
+from gpuci_tui.core.azure.packages import PACKAGES, newest_first, parse_agent_package
 from gpuci_tui.core.azure.parse import (
     MalformedError,
     RateLimitState,
@@ -41,7 +42,9 @@ from gpuci_tui.core.azure.parse import (
 )
 from gpuci_tui.core.azure.validate import check_pat
 from gpuci_tui.core.errors import AzureAuthError, AzureError, AzureNotFoundError
+from gpuci_tui.core.packages import AgentPackage
 from gpuci_tui.core.protocols import Agent, JobRequest, PatCheck, Pool
+from gpuci_tui.core.secrets.credentials import Credential
 
 LOG = logging.getLogger("gpuci_tui.azure")
 
@@ -60,7 +63,8 @@ class AzureDevOpsClient:
 
     Args:
         org_url: e.g. ``https://dev.azure.com/contoso`` (``http://`` only for loopback).
-        token: The PAT, or a callable returning it (re-read before every request,
+        token: A `Credential` (service principal, managed identity, PAT), or the PAT,
+            or a callable returning it (re-read before every request,
             so a PAT replaced in the keyring is used at once).
         timeout: Seconds for connecting and for each read, on every call.
         max_retries: Extra attempts after a 5xx, a short 429 or a dropped connection.
@@ -78,7 +82,7 @@ class AzureDevOpsClient:
     def __init__(
         self,
         org_url: str,
-        token: TokenProvider,
+        token: TokenProvider | Credential,
         *,
         timeout: float = 15.0,
         max_retries: int = 4,
@@ -128,6 +132,11 @@ class AzureDevOpsClient:
         self._http.close()
 
     # ------------------------------------------------------------------ figures
+
+    @property
+    def credential(self) -> Credential:
+        """What this client signs in with (the header and ``status`` describe it)."""
+        return self._http.credential
 
     @property
     def org_url(self) -> str:
@@ -374,6 +383,11 @@ class AzureDevOpsClient:
         # completedRequestCount=0 should leave finished ones out; make sure of it.
         return [r for r in found.values() if r.result is None and r.finish_time is None]
 
+    def agent_packages(self, platform: str) -> list[AgentPackage]:
+        """The agent packages the organisation offers for ``platform``, newest first (§2.9)."""
+        answer = self._http.request("GET", PACKAGES, params={"platform": platform})
+        return newest_first(self._items(answer, parse_agent_package, "agent package"))
+
     # ------------------------------------------------------------------ validation
 
     def validate_pat(self, pool_name: str | None) -> PatCheck:
@@ -386,7 +400,7 @@ class AzureDevOpsClient:
         Args:
             pool_name: The pool to look for, or None to check pool access only.
         """
-        return check_pat(self, pool_name)
+        return check_pat(self, pool_name, self._http.credential.kind)
 
     def can_manage_pool(self, pool: Pool) -> bool:
         """Whether the PAT's user may manage ``pool`` (register, disable, delete agents).

@@ -2,7 +2,7 @@
 
 * `OrgUrl` checks the configured URL and refuses plain ``http://`` to anything
   but this machine, so the PAT never crosses a network in clear text.
-* `PatAuth` sends the PAT; `Redacted` keeps it out of reprs (messages: `redaction.redact`).
+* `PatAuth` sends the PAT, `HeaderAuth` any credential's header; `Redacted` keeps it out of reprs (messages: `redaction.redact`).
 * `describe_transport_error`, `redirect_error`, `AUTH_MESSAGE` and
   `scope_message` say why the organisation could not be used and what to do.
 * `AzurePoolAmbiguousError` refines `AzureNotFoundError` for duplicate pool names.
@@ -26,6 +26,7 @@ import urllib3
 from gpuci_tui.core.config.org_url import OrgUrlProblem, is_loopback_host, parse_org_url
 from gpuci_tui.core.errors import AzureAuthError, AzureError, AzureNotFoundError
 from gpuci_tui.core.protocols import Pool
+from gpuci_tui.core.secrets.credentials import PAT_REJECTED, pat_scope_message
 
 # --------------------------------------------------------------------------- organisation URL
 
@@ -138,19 +139,11 @@ class AzurePoolAmbiguousError(AzureNotFoundError):
         self.pools = pools
 
 
-AUTH_MESSAGE = (
-    "The organisation rejected the PAT: it is wrong, expired or revoked. Create a new PAT "
-    "with the Agent Pools (read & manage) scope and store it with `gpuci-tui setup`."
-)
+AUTH_MESSAGE = PAT_REJECTED
+"""What to say when the organisation rejects the PAT (`PatCredential.rejected_message`)."""
 
-
-def scope_message(org: str) -> str:
-    """What to say when the PAT works but may not touch agent pools."""
-    return (
-        f"The PAT is valid for {org} but may not use agent pools: it lacks the Agent Pools "
-        "(read & manage) scope, or your account is not allowed to manage the pool. Create a PAT "
-        "with that scope and store it with `gpuci-tui setup`."
-    )
+scope_message = pat_scope_message
+"""What to say when the PAT works but may not touch agent pools."""
 
 
 def redirect_error(location: str, status: int) -> AzureError:
@@ -225,6 +218,25 @@ class PatAuth(requests.auth.AuthBase):
 
     def __repr__(self) -> str:
         return "PatAuth(<redacted>)"
+
+
+class HeaderAuth(requests.auth.AuthBase):
+    """Sends a ready ``Authorization`` value (a credential's `authorization`).
+
+    Like `PatAuth`, an auth object keeps requests from using ``~/.netrc``, and
+    `Redacted` keeps the value out of any repr of the request's headers.
+    """
+
+    def __init__(self, header: str) -> None:
+        self._header = Redacted(header)
+
+    def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
+        """Add the Authorization header to ``request``."""
+        request.headers["Authorization"] = self._header
+        return request
+
+    def __repr__(self) -> str:
+        return "HeaderAuth(<redacted>)"
 
 
 # --------------------------------------------------------------------------- network failures

@@ -4,8 +4,10 @@
 a usable success into the plain-worded `AzureError` subclass the operator
 should see. It owns the things every endpoint shares:
 
-* the PAT as Basic auth with an empty user name, re-read from the token
-  source on every request so a rotated PAT takes effect at once;
+* the credential's ``Authorization`` header (`secrets.credentials`: a PAT as
+  Basic auth, or an Entra access token as Bearer), asked for on every request
+  so a rotated PAT or a refreshed token takes effect at once; a rejected
+  access token is re-acquired once before the rejection is reported;
 * refusing to send the PAT in clear text (``http://``) to anything but loopback;
 * retries with exponential backoff and jitter for 5xx and dropped connections;
 * ``Retry-After`` / ``X-RateLimit-*`` handling, without blocking callers for long;
@@ -31,12 +33,10 @@ from urllib.parse import quote, urlencode
 import requests
 
 from gpuci_tui.core.azure.errors import (
-    AUTH_MESSAGE,
+    HeaderAuth,
     OrgUrl,
-    PatAuth,
     describe_transport_error,
     redirect_error,
-    scope_message,
 )
 from gpuci_tui.core.azure.parse import RateLimitState, parse_retry_after, server_message
 from gpuci_tui.core.errors import (
@@ -47,6 +47,12 @@ from gpuci_tui.core.errors import (
     AzureScopeError,
     AzureServerError,
     AzureUnreachableError,
+)
+from gpuci_tui.core.secrets.credentials import (
+    Credential,
+    TokenProvider,
+    as_credential,
+    header_secret,
 )
 from gpuci_tui.core.secrets.redaction import redact
 
@@ -76,7 +82,7 @@ class Answer:
     """``X-MS-ContinuationToken`` when the resource has more pages."""
 
 
-TokenProvider = str | Callable[[], str]
+__all__ = ["Answer", "AzureTransport", "TokenProvider"]
 
 
 class AzureTransport:
@@ -84,7 +90,8 @@ class AzureTransport:
 
     Args:
         org_url: Organisation URL, e.g. ``https://dev.azure.com/contoso``.
-        token: The PAT, or a callable returning it (called before every request).
+        token: A `Credential`, or a PAT or a callable returning it (called before
+            every request).
         timeout: Seconds for connecting and for each read.
         max_retries: Extra attempts after a 5xx, a short 429 or a dropped connection.
         session: A `requests.Session` to use (closed by `close` only if created here).
@@ -101,7 +108,7 @@ class AzureTransport:
     def __init__(
         self,
         org_url: str,
-        token: TokenProvider,
+        token: TokenProvider | Credential,
         *,
         timeout: float = 15.0,
         max_retries: int = 4,
@@ -117,7 +124,8 @@ class AzureTransport:
         if max_retries < 0:
             raise ValueError("max_retries must be >= 0")
         self.org = OrgUrl.parse(org_url)
-        self._token_source = token
+        self.credential = as_credential(token)
+        """What proves our identity (`secrets.credentials.Credential`)."""
         self._timeout = timeout
         self._max_retries = max_retries
         self._owns_session = session is None
@@ -171,25 +179,13 @@ class AzureTransport:
     # ------------------------------------------------------------------ token
 
     def current_token(self) -> str:
-        """The PAT to send now, trimmed.
+        """The secret to send now (the PAT, or the access token), trimmed.
 
         Raises:
             AzureAuthError: There is no PAT, or it cannot be a PAT.
-            GpuciError: The token source failed (passed through; already plain).
+            GpuciError: The credential failed (passed through; already plain).
         """
-        source = self._token_source
-        raw = source() if callable(source) else source
-        token = raw.strip() if isinstance(raw, str) else ""
-        if not token:
-            raise AzureAuthError(
-                "No PAT is available for this organisation. Store one with `gpuci-tui setup`."
-            )
-        if any(ch.isspace() or ord(ch) < 32 for ch in token):
-            raise AzureAuthError(
-                "The stored PAT contains spaces or line breaks, which a PAT never has. "
-                "Store it again with `gpuci-tui setup`."
-            )
-        return token
+        return header_secret(self.credential.authorization())
 
     # ------------------------------------------------------------------ requests
 
@@ -223,12 +219,14 @@ class AzureTransport:
         url = f"{self.org.url}/{path}{query}"
         shown = f"/{path}{query}"
         attempt = 0
+        reacquired = False
         while True:
             self._raise_if_blocked()
             # Checked before every send, not just at construction: the URL is
             # the last thing standing between the PAT and a clear-text network.
             self.org.check_safe(url)
-            token = self.current_token()
+            header = self.credential.authorization()
+            token = header_secret(header)
             headers = self._headers(api_version, json_body is not None)
             failure: AzureUnreachableError | None = None
             retryable = False
@@ -240,7 +238,7 @@ class AzureTransport:
                     method,
                     url,
                     headers=headers,
-                    auth=PatAuth(token),
+                    auth=HeaderAuth(header),
                     data=None if json_body is None else json.dumps(json_body),
                     timeout=self._timeout,
                     allow_redirects=False,
@@ -263,8 +261,22 @@ class AzureTransport:
                 raise failure
             LOG.debug("%s %s -> %d in %.0f ms", method, shown, response.status_code, elapsed_ms)
             try:
-                retry_in = self._evaluate(response, method, shown, token, pool_endpoint, attempt)
+                try:
+                    retry_in = self._evaluate(
+                        response, method, shown, token, pool_endpoint, attempt
+                    )
+                except AzureAuthError:
+                    # An access token can be refused before its stated expiry (revoked,
+                    # clock skew): acquire a new one once, then report the refusal.
+                    if reacquired or self.credential.kind == "pat":
+                        self.credential.note_rejected(token)
+                        raise
+                    LOG.warning("%s %s: token refused; acquiring a new one", method, shown)
+                    self.credential.refresh()
+                    reacquired = True
+                    continue
                 if retry_in is None:
+                    self.credential.note_accepted()
                     answer = self._answer(response, method, shown)
                     if confirms_identity:
                         with self._lock:
@@ -317,23 +329,23 @@ class AzureTransport:
         now = self._clock()
         self._note_rate_limit(response.headers, now)
         if status == 203:
-            raise AzureAuthError(AUTH_MESSAGE)
+            raise AzureAuthError(self.credential.rejected_message())
         if 300 <= status < 400:
             raise redirect_error(response.headers.get("Location", ""), status)
         if 200 <= status < 300:
             # The service answers a rejected PAT with a sign-in page when it
             # does not honour X-TFS-FedAuthRedirect; JSON APIs never send HTML.
             if "text/html" in response.headers.get("Content-Type", "").lower():
-                raise AzureAuthError(AUTH_MESSAGE)
+                raise AzureAuthError(self.credential.rejected_message())
             return None
         if status == 401:
             with self._lock:
                 known_good = self._identity_fingerprint == _fingerprint(token)
             if pool_endpoint and known_good:
-                raise AzureScopeError(scope_message(self.org.name))
-            raise AzureAuthError(AUTH_MESSAGE)
+                raise AzureScopeError(self.credential.forbidden_message(self.org.name))
+            raise AzureAuthError(self.credential.rejected_message())
         if status == 403:
-            raise AzureScopeError(scope_message(self.org.name))
+            raise AzureScopeError(self.credential.forbidden_message(self.org.name))
         if status == 404:
             detail = redact(server_message(response.content), token)
             raise AzureNotFoundError(f"Azure DevOps has no {shown} ({detail or 'HTTP 404'}).")

@@ -65,12 +65,13 @@ class PoolDirectory(Protocol):
         ...
 
 
-def check_pat(api: PoolDirectory, pool_name: str | None) -> PatCheck:
+def check_pat(api: PoolDirectory, pool_name: str | None, kind: str = "pat") -> PatCheck:
     """Check the PAT (connectionData), then pool access and the pool itself.
 
     Args:
         api: The client holding the PAT to check.
         pool_name: The pool to look for, or None to check pool access only.
+        kind: The credential's kind: an Entra identity is worded as such, not as a PAT.
 
     Returns:
         A `PatCheck`; ``reason`` is one of `REASONS`.
@@ -88,6 +89,8 @@ def check_pat(api: PoolDirectory, pool_name: str | None) -> PatCheck:
         return PatCheck(False, reason_for(exc), str(exc))
     who = as_mapping(data.get("authenticatedUser")) or {}
     user = opt_str(who.get("providerDisplayName")) or opt_str(who.get("customDisplayName"))
+    if kind != "pat":
+        return _check_identity(api, pool_name, kind, user)
     someone = user or "the PAT's user"
     try:
         if pool_name is None:
@@ -125,6 +128,41 @@ def check_pat(api: PoolDirectory, pool_name: str | None) -> PatCheck:
         "ok",
         f"The PAT works for {someone}; pool {pool.name!r} (id {pool.id}{size}) is there "
         "and can be managed.",
+        user=user,
+        pool=pool,
+    )
+
+
+def _check_identity(
+    api: PoolDirectory, pool_name: str | None, kind: str, user: str | None
+) -> PatCheck:
+    """`check_pat`'s pool checks for a service principal or managed identity."""
+    who = f"{kind.replace('-', ' ')} {user or ''}".strip()
+    try:
+        if pool_name is None:
+            count = len(api.list_pools())
+            return PatCheck(True, "ok", f"The {who} can see {count} agent pool(s).", user=user)
+        pool = api.resolve_pool(pool_name)
+        manageable = api.can_manage_pool(pool)
+    except AzurePoolAmbiguousError as exc:
+        return PatCheck(False, "pool_ambiguous", str(exc), user=user)
+    except AzureNotFoundError as exc:
+        return PatCheck(False, "pool_not_found", str(exc), user=user)
+    except GpuciError as exc:
+        return PatCheck(False, reason_for(exc), str(exc), user=user)
+    if not manageable:
+        return PatCheck(
+            False,
+            "no_scope",
+            f"The {who} can see pool {pool.name!r} but is not its Administrator: add it in "
+            "Organization settings → Agent pools → the pool → Security (role Administrator).",
+            user=user,
+            pool=pool,
+        )
+    return PatCheck(
+        True,
+        "ok",
+        f"The {who} signed in; pool {pool.name!r} (id {pool.id}) is there and can be managed.",
         user=user,
         pool=pool,
     )

@@ -15,6 +15,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from gpuci_tui.core.config import auth_rules
 from gpuci_tui.core.config import validate as rules
 from gpuci_tui.core.config.admission import parse_admission, validate_hold_down
 from gpuci_tui.core.config.docker_disk import DockerConfig, check_docker_table, validate_docker
@@ -98,6 +99,12 @@ _FIELDS: dict[str, Callable[[object], object]] = {
     "azure.url": validate_org_url,
     "azure.pool": rules.validate_pool,
     "azure.remove_offline_after": rules.validate_remove_offline_after,
+    "azure.auth": auth_rules.validate_auth,
+    "azure.tenant_id": auth_rules.validate_tenant_id,
+    "azure.client_id": auth_rules.validate_client_id,
+    "azure.authority": auth_rules.validate_authority,
+    "azure.client_certificate": auth_rules.validate_client_certificate,
+    "azure.pat_expires": auth_rules.validate_pat_expires,
     "agents.count": validate_count,
     "agents.image": rules.validate_image,
     "agents.name_prefix": validate_name_prefix,
@@ -280,7 +287,7 @@ def _cross_checks(
         defaults = _DEFAULTS[section]
         return {name: got[name] if name in got else defaults.get(name) for name in names}
 
-    errors = []
+    errors = auth_rules.check_auth_table(values["azure"], sections["azure"] or {})
     sup = settled("supervisor", "backoff_base", "backoff_max")
     if sup and sup["backoff_max"] < sup["backoff_base"]:
         got = f"must be at least backoff_base ({sup['backoff_base']:g}), got {sup['backoff_max']:g}"

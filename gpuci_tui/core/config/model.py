@@ -45,6 +45,21 @@ class AzureConfig:
     remove_offline_after: float | None = None
     """Seconds after which the daemon removes a stale registration by itself (None: never;
     the file says e.g. ``"7d"``). See `core.engine.stale` for what counts as stale."""
+    auth: str = "pat"
+    """``pat`` | ``service-principal`` | ``managed-identity`` (see `secrets.credentials`)."""
+    tenant_id: str = ""
+    """Microsoft Entra tenant (GUID or domain) of the service principal."""
+    client_id: str = ""
+    """Application (client) id of the service principal, or of a user-assigned
+    managed identity (empty: the system-assigned one)."""
+    authority: str = "https://login.microsoftonline.com"
+    """Entra sign-in host: another for sovereign clouds, the simulator's in tests."""
+    client_certificate: str = ""
+    """PEM file with the service principal's certificate and private key; empty:
+    the principal signs in with a client secret (stored like the PAT)."""
+    pat_expires: str = ""
+    """The PAT's expiry date (``YYYY-MM-DD``, as Azure DevOps showed it at creation);
+    warned about `secrets.credentials.PAT_WARN_DAYS` days before. Empty: not known."""
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from gpuci_tui.core.config.slot_shapes import shaped_slot
 from gpuci_tui.core.engine.lifecycle import Lane, lane_name
 from gpuci_tui.core.engine.stale import MARKER_HOST, MARKER_INSTANCE
 from gpuci_tui.core.engine.steps import ListedContainer
+from gpuci_tui.core.packages import AgentPackageMount
 from gpuci_tui.core.protocols import ContainerInfo, ContainerSpec, VolumeMount
 
 LABEL_PROJECT = "io.gpuci-tui.project"
@@ -27,14 +28,18 @@ LABEL_POOL = "io.gpuci-tui.pool"
 LABEL_ORG = "io.gpuci-tui.org"
 LABEL_CONFIG = "io.gpuci-tui.config"
 LABEL_DEMO = "io.gpuci-tui.demo"
+LABEL_AGENT_PACKAGE = "io.gpuci-tui.agent-package"
+"""The cached agent package version mounted into the container (absent: the image's agent)."""
 PROJECT = "gpuci-tui"
 
 TOKEN_PATH = "/run/azp/token"
+#: Where start.sh looks for a newer agent package (read-only; its AZP_AGENT_PACKAGE_DIR default).
+AGENT_PACKAGE_DIR = "/azp/agent-package"
 DOCKER_SOCKET = "/var/run/docker.sock"
 
 __all__ = [
     "build_spec", "config_hash", "instance_id", "instance_labels", "lane_of", "placed", "slot_gpus",
-    "device_label", "slot_of", "watched_gpus", "watched_ids",
+    "slot_of", "spec_of",
 ]  # fmt: skip
 
 
@@ -78,31 +83,6 @@ def slot_gpus(config: Config, slot: int) -> str | tuple[str, ...]:
     return "none"
 
 
-def watched_gpus(config: Config, slot: int) -> str | tuple[str, ...]:
-    """The physical GPUs whose health and other users gate ``slot``.
-
-    The slot's own GPUs, except for a MIG slot: NVML samples the parent GPU, so
-    its parent is watched (a fault there holds every slice of it).
-    """
-    shaped = shaped_slot(config.agents, slot)
-    return shaped.watch if shaped is not None else slot_gpus(config, slot)
-
-
-def watched_ids(config: Config, slot: int) -> tuple[str, ...]:
-    """`watched_gpus` as a tuple (``("all",)`` for every GPU)."""
-    gpus = watched_gpus(config, slot)
-    return (gpus,) if isinstance(gpus, str) else gpus
-
-
-def device_label(config: Config, slot: int) -> str:
-    """How the GPU panel names a shaped slot's devices (``GPU 0+3``, ``MIG 1g.10gb 0/3``).
-
-    Empty for a slot whose GPUs the configuration names by itself.
-    """
-    shaped = shaped_slot(config.agents, slot)
-    return shaped.label if shaped is not None else ""
-
-
 def build_spec(
     config: Config,
     slot: int,
@@ -112,6 +92,7 @@ def build_spec(
     command: tuple[str, ...] | None = None,
     agent_dir_root: str | None = None,
     capabilities: Mapping[str, str] | None = None,
+    agent_package: AgentPackageMount | None = None,
 ) -> ContainerSpec:
     """The container spec of ``slot``. The PAT is not part of it (see `ContainerRuntime.start`).
 
@@ -122,6 +103,8 @@ def build_spec(
 
     ``capabilities`` (the slot's GPU facts, `core.host.gpu_caps`) become
     environment variables, which the agent reports as capabilities.
+    ``agent_package``: a verified newer agent package from the host's cache, mounted
+    read-only where start.sh prefers it to the image's agent (issue 20).
     """
     agents = config.agents
     name = agent_name(config, slot, lane)
@@ -150,6 +133,10 @@ def build_spec(
     for key, value in (capabilities or {}).items():
         environment.setdefault(key, value)  # never over the agent's own settings
     volumes = tuple(VolumeMount(v.host, v.container, v.env) for v in agents.volumes)
+    if agent_package is not None:
+        volumes += (VolumeMount(agent_package.host, AGENT_PACKAGE_DIR, "AZP_AGENT_PACKAGE_DIR"),)
+        environment["AZP_AGENT_PACKAGE_VERSION"] = agent_package.version
+        labels[LABEL_AGENT_PACKAGE] = agent_package.version
     for volume in volumes:
         if volume.env:
             environment[volume.env] = volume.container
@@ -193,8 +180,13 @@ def slot_of(labels: Mapping[str, str]) -> int | None:
         return None
 
 
+def spec_of(labels: Mapping[str, str]) -> str:
+    """The agent spec (`config_hash`) a container was made from; empty without the label."""
+    return labels.get(LABEL_CONFIG, "")
+
+
 def placed(containers: Iterable[ContainerInfo]) -> tuple[ListedContainer, ...]:
-    """Each container with the slot and lane its labels name, for the engine's `Listed`.
+    """Each container with the slot, lane and spec its labels name, for the engine's `Listed`.
 
     A container whose labels name no slot is left out (it is not one of a slot's).
     """
@@ -202,5 +194,5 @@ def placed(containers: Iterable[ContainerInfo]) -> tuple[ListedContainer, ...]:
     for info in containers:
         number = slot_of(info.labels)
         if number is not None:
-            found.append(ListedContainer(number, lane_of(info.labels), info))
+            found.append(ListedContainer(number, lane_of(info.labels), info, spec_of(info.labels)))
     return tuple(found)

@@ -28,7 +28,10 @@ The log tail has the agent's own message."""
 TOKEN_MISSING = 11
 """The token file (AZP_TOKEN_FILE) was missing, unreadable or empty."""
 AGENT_UPDATING = 12
-"""The agent exited to update itself (run.sh's 3/4) and did not come back."""
+"""The agent exited to update itself (run.sh's 3/4) and did not come back: the
+server asked for a newer agent than the container has. Not a failure of the
+image: the next container starts with the package the daemon caches (see
+`gpuci_tui.core.host.agent_cache`)."""
 BAD_SETUP = 13
 """The container is set up wrongly: AZP_URL unset, the agent directory missing,
 or the run-as user does not exist. Fix the image or the configuration."""
@@ -47,8 +50,8 @@ _DESCRIPTIONS: dict[int, str] = {
     AGENT_ERROR: "agent stopped with an error (see the log tail)",
     RETRYABLE: "agent failed to start (transient); will retry",
     CONFIG_FAILED: "agent registration failed: check the PAT, its scope, the pool and the URL",
-    TOKEN_MISSING: "no PAT in the container (token file missing or empty)",
-    AGENT_UPDATING: "agent self-update did not complete; rebuild the image with a newer agent",
+    TOKEN_MISSING: "no token in the container (token file missing or empty)",
+    AGENT_UPDATING: "agent left to update itself (the organisation requires a newer agent)",
     BAD_SETUP: "container set up wrongly (environment, agent directory or user); see the log tail",
     INTERRUPTED: "interrupted (SIGINT)",
     TERMINATED: "stopped (SIGTERM)",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gpuci_tui.core.engine.agent_exit import describe
+from gpuci_tui.core.engine.agent_exit import AGENT_UPDATING, describe
 from gpuci_tui.core.engine.lifecycle import LaneRecord, SlotRecord
 from gpuci_tui.core.engine.settings import SupervisorConfig
 from gpuci_tui.core.models import ExitInfo
@@ -18,6 +18,10 @@ from gpuci_tui.core.protocols import ContainerInfo
 #: still counts: it is also what a missed OOM kill looks like, and an image that is
 #: OOM-killed at every start must back off and park, not restart in a tight loop.
 SIGNAL_EXITS = frozenset({130, 143})
+#: Pause before the next start after an agent that already had the chance to start with
+#: the cached package left to update again: the cache did not help (no verified package),
+#: so the slot must not hammer the organisation with registrations. Never counted as failure.
+UPDATE_RETRY = 30.0
 
 
 def judge_exit(
@@ -51,7 +55,15 @@ def judge_exit(
         # A signal we did not send (docker stop by someone, dockerd shutting down)
         # says nothing about the image: only the agent's own failures count.
         external_signal = code in SIGNAL_EXITS
-        failure = not lane.took_job and not external_signal and lifetime < rules.healthy_after
+        # An agent that leaves to update proved the image, the PAT and the pool work: the
+        # organisation wants a newer agent. Counting it would park every slot (issue 20).
+        updating = code == AGENT_UPDATING
+        failure = (
+            not lane.took_job
+            and not external_signal
+            and not updating
+            and lifetime < rules.healthy_after
+        )
     info = ExitInfo(
         code=code, oom=lane.oom, at=at, reason=reason, log_tail=log_tail, took_job=took_job
     )
@@ -77,6 +89,57 @@ def count_failure(
         failures=failures,
         backoff_until=at + delay,
         message=f"{what}; next start in {delay:.0f} s",
+    )
+
+
+def settle_exit(
+    slot: SlotRecord,
+    lane: LaneRecord,
+    code: int | None,
+    judged: tuple[bool, str],
+    at: float,
+    rules: SupervisorConfig,
+) -> tuple[SlotRecord, bool]:
+    """The slot after its lane's container ended, and whether its agent left to update.
+
+    ``judged`` is `judge_exit`'s verdict: (failure, reason). A failure backs off towards
+    parking; an update exit never does (`left_to_update`); anything else is forgiven.
+    """
+    failure, reason = judged
+    if code == AGENT_UPDATING and not lane.stop_requested:
+        return left_to_update(slot, lane.started_at, at), True
+    if failure:
+        return count_failure(slot, f"failed ({reason})", reason, at, rules), False
+    slot = forgive(slot)
+    # A job ran: a later update exit is a new update, not a repeat of this one.
+    return (replace(slot, update_exit_at=None) if lane.took_job else slot), False
+
+
+def left_to_update(slot: SlotRecord, started_at: float | None, at: float) -> SlotRecord:
+    """An agent of ``slot`` left to update itself (exit 12): never a step towards parking.
+
+    The next container starts at once, with the package the daemon caches. Only a
+    container started *after* the slot's first update exit (since its last job: it
+    should have had that package, so the cache cannot help) waits `UPDATE_RETRY`
+    before the next start.
+    """
+    # The first update exit of an episode is kept (not the latest): with two lanes per
+    # slot, each lane's exit would otherwise move it past the other's restart.
+    first = slot.update_exit_at
+    if first is not None and (started_at or 0.0) > first:
+        return replace(
+            slot,
+            failures=0,
+            backoff_until=at + UPDATE_RETRY,
+            message=f"agent left to update again (no newer package to give it); "
+            f"next start in {UPDATE_RETRY:.0f} s",
+        )
+    return replace(
+        slot,
+        failures=0,
+        backoff_until=None,
+        update_exit_at=at if first is None else first,
+        message="agent left to update; the next container uses the cached package",
     )
 
 

@@ -21,10 +21,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from gpuci_tui.core.engine.gpu_admission import GateKind
 from gpuci_tui.core.models import ExitInfo, HealthSnapshot, ImageUsed, JobInfo
 from gpuci_tui.core.protocols import Agent
+
+if TYPE_CHECKING:
+    from gpuci_tui.core.engine.rollout_state import Rollout
 
 
 class Intent(StrEnum):
@@ -120,6 +124,9 @@ class LaneRecord:
     """Critical Xids the slot's GPUs raised while this container's job ran (the history)."""
     image: ImageUsed = field(default_factory=ImageUsed)
     """The image the current container runs (empty: none, or not known yet)."""
+    spec: str = ""
+    """The agent spec (`config_hash`) its container was made from, set when its start is
+    planned and read back from its label at adoption; empty: none, or not known."""
     # -------------------------------------------------- the registration, as the server said
     agent_id: int | None = None
     enabled: bool | None = None
@@ -201,6 +208,9 @@ class SlotRecord:
     intent: Intent = Intent.RUN
     restart_ids: frozenset[str] = frozenset()
     """With intent RESTART: the containers to replace."""
+    spec_ids: frozenset[str] = frozenset()
+    """The part of ``restart_ids`` put there because the container runs another spec than
+    the slot's target (`rollout.mark_outdated`), not by an operator's restart."""
     failures: int = 0
     """Consecutive early failures (reset by a container that took a job or lived long)."""
     backoff_until: float | None = None
@@ -211,6 +221,8 @@ class SlotRecord:
     gate: Gate = field(default_factory=Gate)
     job_gap_from: float | None = None
     """When the slot's last job ended, until its next job is assigned (`timings`)."""
+    update_exit_at: float | None = None
+    """When an agent of this slot last left to update itself (exit 12); None after a job."""
 
     def lane(self, lane: Lane) -> LaneRecord:
         """The record of ``lane``."""
@@ -311,6 +323,27 @@ class EngineState:
     cuda: Gate = field(default_factory=Gate)
     """Closed (held, ``cuda_incompatible``) while the driver cannot run the group's image:
     every slot of the group then starts nothing (see `gate_of`)."""
+    spec: str = ""
+    """The configured agent spec (`config_hash`): what new containers are made from,
+    unless a roll-out says otherwise for a slot. Empty: not known (nothing is outdated)."""
+    rollout: Rollout | None = None
+    """The change of spec going through the slots (`engine.rollout`), or the last one."""
+
+    def target_spec(self, number: int) -> str:
+        """The spec slot ``number`` should run: the roll-out's word, else the configured one."""
+        if self.rollout is None:
+            return self.spec
+        return self.rollout.target(number)
+
+    def outdated(self, number: int, lane: LaneRecord) -> bool:
+        """The lane's container runs another spec than its slot's target.
+
+        A container of unknown spec is never outdated: gpuci-tui labels every
+        container it makes with its spec, so one without the label was made by
+        hand, and replacing it would be a guess.
+        """
+        target = self.target_spec(number)
+        return lane.live and bool(lane.spec) and bool(target) and lane.spec != target
 
     def slot(self, number: int) -> SlotRecord | None:
         """Slot ``number`` or None."""

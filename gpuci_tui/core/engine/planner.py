@@ -31,6 +31,7 @@ from gpuci_tui.core.engine.lifecycle import (
 )
 from gpuci_tui.core.engine.planner_hold import plan_held
 from gpuci_tui.core.engine.planner_run import Draft, plan_run, take_out
+from gpuci_tui.core.engine.rollout import mark_outdated
 from gpuci_tui.core.engine.steps import (
     Action,
     CheckAgent,
@@ -68,7 +69,8 @@ def decide(state: EngineState, now: float) -> tuple[EngineState, Plan]:
     wakes: list[float] = [t for t in (state.start_retry_at, state.server_retry_at) if t > now]
     forgotten: list[int] = []
     for slot in state.slots:
-        slot = _finish_restart(slot)
+        # A container on another spec than its slot's target is replaced like a restart.
+        slot = _finish_restart(mark_outdated(state, slot))
         if slot.intent is Intent.RETIRE and slot.settled:
             state = state.without_slot(slot.number)
             forgotten.append(slot.number)
@@ -102,7 +104,7 @@ def _finish_restart(slot: SlotRecord) -> SlotRecord:
     remaining = {lane.container_id for lane in slot.lanes} & slot.restart_ids
     if remaining:
         return slot
-    return replace(slot, intent=Intent.RUN, restart_ids=frozenset())
+    return replace(slot, intent=Intent.RUN, restart_ids=frozenset(), spec_ids=frozenset())
 
 
 def _housekeeping(draft: Draft) -> None:
@@ -152,7 +154,9 @@ def _mark(draft: Draft) -> SlotRecord:
 
 def _in_flight(lane: LaneRecord, action: Action) -> LaneRecord:
     if isinstance(action, StartAgent):
-        return replace(lane, op=Op.START, phase=LanePhase.STARTING, early_exit=None)
+        return replace(
+            lane, op=Op.START, phase=LanePhase.STARTING, early_exit=None, spec=action.spec
+        )
     if isinstance(action, StopAgent):
         return replace(lane, op=Op.STOP, phase=LanePhase.STOPPING, stop_requested=True)
     if isinstance(action, RemoveContainer):

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from gpuci_tui.core.engine.gpu_admission import CUDA_INCOMPATIBLE, GateKind
 from gpuci_tui.core.engine.lifecycle import LanePhase, LaneRecord, gate_of
-from gpuci_tui.core.engine.planner_run import Draft, take_out
+from gpuci_tui.core.engine.planner_run import Draft, leaving_why, take_out
 
 
 def plan_held(draft: Draft) -> None:
@@ -39,7 +39,7 @@ def plan_held(draft: Draft) -> None:
     for lane in slot.lanes:
         leaving = lane.container_id is not None and lane.container_id in slot.restart_ids
         if lane.lane not in used or leaving:
-            take_out(draft, lane, "restart" if leaving else "standby is off")
+            take_out(draft, lane, leaving_why(slot, lane) if leaving else "standby is off")
         else:
             _hold(draft, lane, starts_nothing=starts_nothing)
 

@@ -114,7 +114,8 @@ class Draft:
 
     def start(self, lane: LaneRecord) -> bool:
         """Plan a container start in ``lane``."""
-        return self.act(lane, StartAgent(self.slot.number, lane.lane))
+        spec = self.state.target_spec(self.slot.number)
+        return self.act(lane, StartAgent(self.slot.number, lane.lane, spec))
 
 
 def absent(lane: LaneRecord) -> bool:
@@ -154,6 +155,11 @@ def take_out(draft: Draft, lane: LaneRecord, why: str) -> None:
             draft.say("disabled and idle: stopping")
 
 
+def leaving_why(slot: SlotRecord, lane: LaneRecord) -> str:
+    """Why a lane in ``restart_ids`` goes: an operator's restart, or a new agent spec."""
+    return "new agent spec" if lane.container_id in slot.spec_ids else "restart"
+
+
 def plan_run(draft: Draft) -> None:
     """Plan a slot whose intent is RUN or RESTART."""
     slot, state = draft.slot, draft.state
@@ -169,9 +175,9 @@ def plan_run(draft: Draft) -> None:
     active = capable[0] if capable else None
     if active is not None:
         if active.lane not in used or leaving(active):
-            why = "restart" if leaving(active) else "standby is off"
+            why = leaving_why(slot, active) if leaving(active) else "standby is off"
             if leaving(active) and not active.busy and _fresh_standby_coming(draft, active):
-                draft.say(f"restart: {active.name} serves until the fresh standby is ready")
+                draft.say(f"{why}: {active.name} serves until the fresh standby is ready")
             else:
                 take_out(draft, active, why)
         elif active.busy and state.standby and active.enabled is True:
@@ -184,7 +190,7 @@ def plan_run(draft: Draft) -> None:
         if active is not None and lane.lane is active.lane:
             continue
         if lane.lane not in used or leaving(lane):
-            take_out(draft, lane, "restart" if leaving(lane) else "standby is off")
+            take_out(draft, lane, leaving_why(slot, lane) if leaving(lane) else "standby is off")
         elif active is not None:
             # With no active lane chosen yet (names still held, paused, backing off)
             # no lane is "the other one": nothing to prepare.
@@ -283,7 +289,13 @@ def _fresh_standby_coming(draft: Draft, active: LaneRecord) -> bool:
         return True
     if other.live:
         return not (other.disabled_idle and other.phase is LanePhase.READY)
-    return other.agent_id is not None and draft.can_start(other)
+    if other.agent_id is None:
+        return False
+    # Its replacement starts as soon as it may: its old container's name freed (the dead
+    # one removed, the stop call answered), a backoff or an engine pause over. The active
+    # keeps serving meanwhile, unless nothing will start (paused, stopping, parked).
+    state = draft.state
+    return not (state.paused or state.stopping or draft.slot.parked)
 
 
 def _settle_conflict(draft: Draft, capable: list[LaneRecord], used: tuple[Lane, ...]) -> None:

@@ -19,6 +19,7 @@ from gpuci_tui.core.engine.lifecycle import (
     SlotRecord,
     gate_of,
 )
+from gpuci_tui.core.engine.rollout_views import rollout_snapshots
 from gpuci_tui.core.models import (
     AgentSnapshot,
     DisabledAgents,
@@ -336,6 +337,7 @@ def supervisor_snapshot(
         standby=state.standby,
         gpu_accounting=gpu_now is not None,
         gpu_gates=gpu_gates,
+        rollouts=rollout_snapshots(state, group),
     )
 
 

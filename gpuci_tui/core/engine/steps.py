@@ -34,6 +34,8 @@ class ListedContainer:
     slot: int
     lane: Lane
     info: ContainerInfo
+    spec: str = ""
+    """The agent spec its label names (empty: no label)."""
 
 
 def image_used(info: ContainerInfo, known: ImageUsed | None = None) -> ImageUsed:
@@ -69,6 +71,8 @@ class Started:
     at: float
     image: ImageUsed = ImageUsed()
     """The image it runs, as the start found it (no further Docker call)."""
+    spec: str = ""
+    """The agent spec it was made from (empty: the one its start was planned with)."""
 
 
 @dataclass(frozen=True)
@@ -97,6 +101,8 @@ class Appeared:
     lane: Lane
     container_id: str
     at: float
+    spec: str = ""
+    """The agent spec its label names (empty: no label)."""
 
 
 @dataclass(frozen=True)
@@ -275,6 +281,9 @@ class StartAgent:
 
     slot: int
     lane: Lane
+    spec: str = ""
+    """The agent spec to make it from (the executor keeps each spec's configuration);
+    empty: the configured one."""
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from gpuci_tui.core.engine.exits import count_failure, forgive, judge_exit, leftover_exit
+from gpuci_tui.core.engine.exits import count_failure, judge_exit, leftover_exit, settle_exit
 from gpuci_tui.core.engine.lifecycle import (
     EngineState,
     Intent,
@@ -310,14 +310,10 @@ def _died(state: EngineState, slot: SlotRecord, obs: Died, rules: SupervisorConf
         restart_ids=slot.restart_ids - {obs.container_id},
         job_gap_from=gap_start(slot, lane, lane.took_job or info.took_job, obs.at),
     )
-    slot = (
-        count_failure(slot, f"failed ({info.reason})", info.reason, obs.at, rules)
-        if (failure)
-        else forgive(slot)
-    )
+    slot, updating = settle_exit(slot, lane, obs.code, (failure, info.reason), obs.at, rules)
     if slot.intent in (Intent.DRAIN, Intent.RETIRE) and not slot.live:
         slot = replace(slot, message="drained")
-    kind = "slot_parked" if slot.parked else "container_exited"
+    kind = "slot_parked" if slot.parked else "agent_updating" if updating else "container_exited"
     outputs.insert(
         0, Note(kind, f"{lane.name} exited: {info.reason}", slot.number, agent=lane.name)
     )

@@ -47,12 +47,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gpuci_tui.core.config.loader import DEFAULT_GROUP as CONFIG_DEFAULT_GROUP
 from gpuci_tui.core.config.loader import AgentsConfig, AzureConfig
 from gpuci_tui.core.docker.agentspec import TOKEN_PATH
 from gpuci_tui.core.errors import GpuciError
+from gpuci_tui.core.export import k8s_auth
 from gpuci_tui.core.export.k8s_demands import node_selector, pod_capabilities, trigger_metadata
 from gpuci_tui.core.export.k8s_notes import MIN_KEDA_VERSION, notes
 from gpuci_tui.core.export.k8s_yaml import Node, dump_documents
@@ -66,8 +67,8 @@ DEFAULT_GROUP = CONFIG_DEFAULT_GROUP
 """The group name of the single ``[agents]`` table of today's configuration."""
 DEFAULT_NAMESPACE = "gpuci"
 DEFAULT_SECRET_NAME = "gpuci-azp-pat"
-SECRET_KEY = "token"
-"""Key of the PAT in the operator's Secret (``--from-file=token=PATFILE``)."""
+SECRET_KEY = k8s_auth.SECRET_KEY
+"""Key of the PAT (or client secret) in the operator's Secret (``--from-file=token=FILE``)."""
 GPU_RESOURCE = "nvidia.com/gpu"
 KEDA_API = "keda.sh/v1alpha1"
 TRIGGER_TYPE = "azure-pipelines"
@@ -116,6 +117,11 @@ class ExportOptions:
     """Host path of an ``[[agents.volumes]]`` entry → PersistentVolumeClaim to mount instead."""
     capabilities: Mapping[str, str] = field(default_factory=dict)
     """The board's GPU capabilities (``gpu.product``…) the pods advertise (see k8s_demands)."""
+    with_secret: bool = True
+    """Set by `render_manifests` from ``[azure] auth``: pods read the Secret (not with
+    workload identity)."""
+    service_account: str = ""
+    """Set likewise: the federated service account of workload-identity pods."""
 
 
 def resource_name(agents: AgentsConfig, group_name: str) -> str:
@@ -218,17 +224,21 @@ def gpus_per_pod(agents: AgentsConfig, options: ExportOptions) -> int:
 
 def _volumes(agents: AgentsConfig, options: ExportOptions) -> tuple[list[Node], list[Node]]:
     """Pod volumes and the agent container's mounts (token first, then datasets)."""
-    volumes: list[Node] = [
-        {
-            "name": "pat",
-            "secret": {
-                "secretName": options.secret_name,
-                "items": [{"key": SECRET_KEY, "path": "token"}],
-                "defaultMode": 0o400,
+    volumes: list[Node] = (
+        []
+        if not options.with_secret
+        else [
+            {
+                "name": "pat",
+                "secret": {
+                    "secretName": options.secret_name,
+                    "items": [{"key": SECRET_KEY, "path": "token"}],
+                    "defaultMode": 0o400,
+                },
             },
-        },
-        {"name": "token", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
-    ]
+        ]
+    )
+    volumes.append({"name": "token", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}})
     mounts: list[Node] = [{"name": "token", "mountPath": _TOKEN_DIR}]
     for index, volume in enumerate(agents.volumes):
         name = f"dataset-{index}"
@@ -256,6 +266,7 @@ def _env(
         {"name": "AZP_TOKEN_FILE", "value": TOKEN_PATH},
         {"name": "AZP_WORK", "value": "_work"},
     ]
+    env.extend(k8s_auth.agent_auth_env(azure))
     env.extend(
         {"name": volume.env, "value": volume.container} for volume in agents.volumes if volume.env
     )
@@ -315,6 +326,9 @@ def _pod_spec(
         "containers": [agent],
         "volumes": volumes,
     }
+    if not options.with_secret:  # workload identity: no Secret, a federated service account
+        del spec["initContainers"]
+        spec["serviceAccountName"] = options.service_account
     if agents.network == "host":
         spec["hostNetwork"] = True
         spec["dnsPolicy"] = "ClusterFirstWithHostNet"
@@ -346,14 +360,16 @@ def _documents(
         "apiVersion": KEDA_API,
         "kind": "TriggerAuthentication",
         "metadata": {"name": auth_name, "namespace": options.namespace, "labels": labels},
-        "spec": {
-            "secretTargetRef": [
-                {"parameter": "personalAccessToken", "name": options.secret_name, "key": SECRET_KEY}
-            ]
-        },
+        "spec": k8s_auth.trigger_auth_spec(azure, options.secret_name),
     }
     metadata = dict(zip(TRIGGER_METADATA_KEYS, (azure.pool, "AZP_URL", "1", "true"), strict=True))
     metadata.update(trigger_metadata(pod_capabilities(options.capabilities, gpus)))
+    metadata.update(k8s_auth.trigger_metadata(azure))
+    account = k8s_auth.service_account(azure, name)
+    options = replace(options, with_secret=account is None, service_account=account or "")
+    pod_labels: dict[str, Node] = dict(labels)
+    if account is not None:
+        pod_labels[k8s_auth.WORKLOAD_IDENTITY_LABEL] = "true"
     scaled_job: Node = {
         "apiVersion": KEDA_API,
         "kind": "ScaledJob",
@@ -364,7 +380,7 @@ def _documents(
                 "completions": 1,
                 "backoffLimit": 0,  # a failed agent is not retried: KEDA starts a new one on demand
                 "template": {
-                    "metadata": {"labels": labels},
+                    "metadata": {"labels": pod_labels},
                     "spec": _pod_spec(azure, agents, options, gpus),
                 },
             },
@@ -428,5 +444,8 @@ def render_manifests(
             secret_key=SECRET_KEY,
             gpus=gpus,
             claims=options.dataset_pvcs,
+        )
+        + k8s_auth.notes_section(
+            azure, resource_name(agents, group_name), options.namespace, options.secret_name
         ),
     }

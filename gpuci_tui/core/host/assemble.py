@@ -31,7 +31,10 @@ from functools import partial
 from pathlib import Path
 
 from gpuci_tui.core.config.loader import Config, agent_groups, instance_id
+from gpuci_tui.core.engine.agent_versions import newest
 from gpuci_tui.core.gpu.accounting import JobAccountant, container_owners
+from gpuci_tui.core.host.agent_cache import AgentPackageCache
+from gpuci_tui.core.host.agent_updates import AgentUpdates
 from gpuci_tui.core.host.cuda_guard import CudaGuard, inspector
 from gpuci_tui.core.host.disk_watch import DiskWatch
 from gpuci_tui.core.host.gpu_caps import SlotCapabilities, facts_reader
@@ -46,6 +49,7 @@ from gpuci_tui.core.host.pool_observer import PoolObserver
 from gpuci_tui.core.host.reporter import Broadcaster
 from gpuci_tui.core.host.slot_layout import prepare_shapes
 from gpuci_tui.core.host.supervisor import IntentStore, Supervisor
+from gpuci_tui.core.packages import AgentPackagesApi
 from gpuci_tui.core.protocols import (
     AgentPoolApi,
     ContainerRuntime,
@@ -81,6 +85,8 @@ class Assembly:
     """The GPU sampler (the CUDA check at start reads the driver through it)."""
     puller: ImagePuller | None = None
     """The host's image puller (None: the runtime cannot pull)."""
+    agent_updates: AgentUpdates | None = None
+    """Agent versions and the host's agent package cache (None: not watched)."""
     _supervising: asyncio.Task[None] | None = field(default=None, init=False, repr=False)
     _helpers: list[asyncio.Task[None]] = field(default_factory=list, init=False, repr=False)
 
@@ -100,9 +106,15 @@ class Assembly:
             self._helpers.append(loop.create_task(self.watch.run()))
         if self.disk_watch is not None:
             self._helpers.append(loop.create_task(self.disk_watch.run()))
+        if self.agent_updates is not None:
+            self._helpers.append(loop.create_task(self.agent_updates.follow(self.supervisor)))
+            self._helpers.append(loop.create_task(self.agent_updates.run()))
         self._supervising = loop.create_task(self._supervise())
 
     async def _supervise(self) -> None:
+        if self.agent_updates is not None:
+            # A package cached by an earlier run is mounted from the first start on.
+            await self.agent_updates.prime()
         if self.cuda is not None and self.sampler is not None:
             # Before the first plan: no container starts on a driver that cannot run it.
             await self.cuda.at_start(self.sampler.host_info)
@@ -163,7 +175,7 @@ def open_assembly(
         paths: the instance's files (`DaemonPaths.for_instance`, or the demo's own).
         api: Azure DevOps client.
         runtime: container engine.
-        tokens: where the PAT comes from.
+        tokens: what a container registers with (`secrets.credentials.Credential`).
         mode: ``daemon`` or ``in-process``, shown to operators.
         gpu: the GPU sampler; None: no GPU accounting, admission or health.
         sample_interval: seconds between GPU samples (default ``[gpu] sample_interval``).
@@ -201,6 +213,7 @@ def open_assembly(
             gpu_health_store=paths.gpu_health,
             metrics=metrics,
             claim_group=group_lock(mode, locks) if config.groups else None,
+            agent_cache=paths.agent_cache,
         )
     except BaseException:
         history.close()
@@ -227,6 +240,7 @@ def assemble(
     gpu_health_store: Path | None = None,
     metrics: bool = False,
     claim_group: Callable[[Config], Callable[[], None]] | None = None,
+    agent_cache: Path | None = None,
 ) -> Assembly:
     """Build the supervisor of ``config`` and its parts (no lock: see `open_assembly`).
 
@@ -234,7 +248,7 @@ def assemble(
         config: the configuration (with or without ``[groups]``).
         api: Azure DevOps client.
         runtime: container engine.
-        tokens: where the PAT comes from.
+        tokens: what a container registers with (`secrets.credentials.Credential`).
         history: where finished jobs are written.
         mode: ``daemon`` or ``in-process``, shown to operators.
         intent_store: each group's saved intent, by group name.
@@ -247,6 +261,8 @@ def assemble(
         metrics: feed Prometheus metrics with every history row, snapshot, event, GPU
             frame and Azure DevOps request (`Assembly.metrics`).
         claim_group: takes the lock of a group a reload adds (None: no locks).
+        agent_cache: the host's agent package cache; None (or an ``api`` that cannot read
+            agent packages): agent versions are not watched and no package is mounted.
 
     Raises:
         ConfigError: a group's slot shape does not fit the host's GPUs.
@@ -334,6 +350,21 @@ def assemble(
             refusal=disk_watch.may_pull if disk_watch is not None else lambda: None,
             changed=reporter.changed,
         )
+    updates = None
+    if agent_cache is not None and isinstance(api, AgentPackagesApi):
+
+        def images() -> dict[str, str]:
+            # The groups as they run now: a reload changes images, adds and removes groups.
+            running = agent_groups(supervisor.config if supervisor else config)
+            return {("" if g.implicit else g.name): g.agents.image for g in running}
+
+        updates = AgentUpdates(
+            api,
+            AgentPackageCache(agent_cache),
+            images,
+            inspect,
+            lambda kind, message: reporter.event(kind, message),
+        )
     supervisor = GroupSupervisor(
         config,
         api=api,
@@ -352,6 +383,7 @@ def assemble(
         disk=(lambda: disk_watch.reading) if disk_watch is not None else None,
         claim_group=claim_group,
         puller=puller,
+        agent_versions=updates,
     )
     if cuda is not None:
         # A reload may change the groups' images: check them against the driver again.
@@ -360,6 +392,9 @@ def assemble(
         # Every agent advertises its slot's GPUs (read once, at the first start), also
         # the agents of a group a reload adds.
         supervisor.advertise(SlotCapabilities(facts_reader(gpu)))
+    if updates is not None:
+        pools = supervisor.pools.values()  # a view: the pools a reload adds count too
+        updates.demanded = lambda: newest(p.demanded_version for p in pools)
     return Assembly(
         supervisor,
         recorders,
@@ -370,6 +405,7 @@ def assemble(
         cuda=cuda,
         sampler=gpu,
         puller=puller,
+        agent_updates=updates,
     )
 
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
-from gpuci_tui.core.config.loader import Config
+from gpuci_tui.core.config.loader import Config, config_hash
 from gpuci_tui.core.docker.agentspec import build_spec
 from gpuci_tui.core.engine.lifecycle import Lane
 from gpuci_tui.core.engine.steps import (
@@ -42,6 +42,7 @@ from gpuci_tui.core.errors import (
 )
 from gpuci_tui.core.host.image_puller import ImagePuller
 from gpuci_tui.core.host.pool_observer import PoolObserver
+from gpuci_tui.core.packages import AgentPackageMount
 from gpuci_tui.core.protocols import AgentPoolApi, ContainerRuntime, TokenSource
 from gpuci_tui.core.secrets.redaction import redact_lines
 
@@ -63,14 +64,21 @@ class Executor:
         agent_dir_root: str | None = None,
         pull_refusal: Callable[[], str | None] | None = None,
         puller: ImagePuller | None = None,
+        agent_package: Callable[[str], Awaitable[AgentPackageMount | None]] | None = None,
     ) -> None:
         """Bind the outside systems the actions need.
+
+        ``agent_package`` gives a new container of an image the verified newer agent
+        package the host caches (None: the image's agent), see `AgentUpdates.mount_for`.
 
         ``pull_refusal`` says why no pull may start now (the disk watch's hard floor):
         a start that fails for a missing image says so too. ``puller`` applies the
         group's pull policy before each start (None: never pulls).
         """
         self.config = config
+        self.specs: dict[str, Config] = {config_hash(config): config}
+        """Every agent spec this supervisor has been configured with, by fingerprint: a
+        start names the spec it wants (a roll-out's old one too, for its rollback)."""
         self.api = api
         self.runtime = runtime
         self.tokens = tokens
@@ -83,11 +91,12 @@ class Executor:
         self.puller = puller
         self.capabilities: Callable[[Config, int], Mapping[str, str]] | None = None
         """The slot's GPU capabilities, given to its agents as environment (set by assembly)."""
+        self.agent_package = agent_package
 
     async def run(self, action: Action) -> Observation | None:
         """Carry out ``action``."""
         if isinstance(action, StartAgent):
-            return await self._start(action.slot, action.lane)
+            return await self._start(action.slot, action.lane, action.spec)
         if isinstance(action, StopAgent):
             return await self._stop(action)
         if isinstance(action, RemoveContainer):
@@ -112,27 +121,37 @@ class Executor:
             return LogTail(action.slot, action.container_id, tuple(lines))
         raise AssertionError(f"unknown action {action!r}")
 
-    async def _start(self, slot: int, lane: Lane) -> Observation:
+    def configure(self, config: Config) -> None:
+        """Use ``config`` for what follows; keep the specs of the earlier ones for their lanes."""
+        self.config = config
+        self.specs[config_hash(config)] = config
+
+    async def _start(self, slot: int, lane: Lane, wanted: str = "") -> Observation:
         try:
             token = await asyncio.to_thread(self.tokens.get_token, self.config.azure.url)
         except GpuciError as exc:
             return StartFailed(slot, lane, "token", str(exc), self.clock())
+        config = self.specs.get(wanted, self.config)
         caps = self.capabilities
-        found = await asyncio.to_thread(caps, self.config, slot) if caps is not None else None
+        found = await asyncio.to_thread(caps, config, slot) if caps is not None else None
+        package = None
+        if self.agent_package is not None:
+            package = await self.agent_package(config.agents.image)
         spec = build_spec(
-            self.config,
+            config,
             slot,
             lane,
             extra_labels=self.extra_labels,
             command=self.command,
             agent_dir_root=self.agent_dir_root,
             capabilities=found,
+            agent_package=package,
         )
         root = self.agent_dir_root
         for host, _target, _mode in spec.extra_mounts:
             if root and host.startswith(root):
                 await asyncio.to_thread(os.makedirs, host, 0o755, True)
-        if self.puller and (held := await self.puller.before_start(self.config.agents, slot, lane)):
+        if self.puller and (held := await self.puller.before_start(config.agents, slot, lane)):
             return held  # the image is absent and could not be pulled: the lane waits
         try:
             info = await asyncio.to_thread(self.runtime.start, spec, token)
@@ -143,7 +162,8 @@ class Executor:
         except GpuciError as exc:
             reason = await self._no_pull(str(exc), spec.image)
             return StartFailed(slot, lane, "start", reason, self.clock())
-        return Started(slot, lane, info.id, info.started_at or self.clock(), image_used(info))
+        at = info.started_at or self.clock()
+        return Started(slot, lane, info.id, at, image_used(info), config_hash(config))
 
     async def _no_pull(self, message: str, image: str) -> str:
         """``message``, plus why no pull starts when the image is missing and the disk is full."""

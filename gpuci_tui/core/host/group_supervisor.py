@@ -45,6 +45,7 @@ from gpuci_tui.core.docker.agentspec import LABEL_GROUP, host_marker
 from gpuci_tui.core.engine.disk_gc import pull_refusal
 from gpuci_tui.core.engine.preview import CommandPreview, preview
 from gpuci_tui.core.engine.steps import JobEnded
+from gpuci_tui.core.host.agent_updates import AgentUpdates
 from gpuci_tui.core.host.group_reload import preview_reload, reload
 from gpuci_tui.core.host.group_snapshot import merged_snapshot
 from gpuci_tui.core.host.pool_observer import PoolObserver
@@ -88,6 +89,7 @@ class GroupSupervisor:
         disk: Callable[[], DiskSnapshot] | None = None,
         claim_group: Callable[[Config], Callable[[], None]] | None = None,
         puller: ImagePuller | None = None,
+        agent_versions: AgentUpdates | None = None,
     ) -> None:
         """One supervisor per group; ``intent_store``/``on_job_finished`` are per group
         (its name and its configuration, as `for_group` makes it).
@@ -105,6 +107,7 @@ class GroupSupervisor:
         ``claim_group``: takes the lock of a group a reload adds (see `add_group`).
         ``puller``: the host's image puller, one for every group (None: never pulls); a
         running pull's progress is the reason of the slots waiting for it.
+        ``agent_versions``: the agent versions and package cache (None: not watched).
         """
         self.config = config
         self.api = api
@@ -117,6 +120,7 @@ class GroupSupervisor:
         """The host's GPU admission and health watch (``gpu clear``, the GPUs' states)."""
         self.disk = disk
         self.puller = puller
+        self.agent_versions = agent_versions
         self.pools: dict[str, PoolObserver] = {}
         self.stale: dict[str, StaleWatch] = {}
         """Each pool's stale registrations (`host.stale_watch`)."""
@@ -188,6 +192,7 @@ class GroupSupervisor:
             gatekeeper=self.gatekeeper,
             pull_refusal=self._pull_refusal if self.disk is not None else None,
             puller=self.puller,
+            agent_package=self.agent_versions.mount_for_start if self.agent_versions else None,
         )
         child.executor.capabilities = self._capabilities
         return child
@@ -364,6 +369,8 @@ class GroupSupervisor:
         if stale:
             snap = replace(snap, stale=stale)
         snap = snap if self.puller is None else self.puller.overlay(snap)
+        if self.agent_versions is not None:
+            snap = replace(snap, agent_versions=self.agent_versions.reading)
         return snap if self.disk is None else replace(snap, disk=self.disk())
 
     def _pull_refusal(self) -> str | None:

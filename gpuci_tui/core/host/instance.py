@@ -67,6 +67,11 @@ class DaemonPaths:
         )
 
     @property
+    def agent_cache(self) -> Path:
+        """The host's cache of verified agent packages (next to the agents' directories)."""
+        return self.agents.with_name("agent-cache")
+
+    @property
     def gpu_health(self) -> Path:
         """Where latched GPU faults are kept across restarts (next to the intent)."""
         return self.intent.with_name(self.intent.name.replace("intent", "gpu-health"))

@@ -232,7 +232,7 @@ class Metrics:
             self.images_removed.inc()
         elif event.kind in _PULL_RESULTS:
             self.pulls.labels(_PULL_RESULTS[event.kind]).inc()
-        elif event.kind == "container_exited" and event.slot is not None:
+        elif event.kind in ("container_exited", "agent_updating") and event.slot is not None:
             self._lost_at.setdefault((event.group, event.slot), event.at)
         elif event.kind == "slot_removed" and event.slot is not None:
             self._lost_at.pop((event.group, event.slot), None)
@@ -313,11 +313,15 @@ class StateCollector(Collector):
             labels=["state"],
         )  # fmt: skip
         limited = GaugeMetricFamily(
-            "gpuci_azure_rate_limited", "1 while Azure DevOps rate-limits this PAT's user."
+            "gpuci_azure_rate_limited", "1 while Azure DevOps rate-limits this identity."
         )
         paused = GaugeMetricFamily(
             "gpuci_paused", "1 while replenishing is paused (`gpuci-tui pause`)."
         )
+        pat_expiry = GaugeMetricFamily(
+            "gpuci_pat_expiry_timestamp_seconds", "When the PAT expires ([azure] pat_expires; "
+            "absent when unknown or not a PAT): alert on it minus time() < 14 days.",
+        )  # fmt: skip
         util = GaugeMetricFamily(
             "gpuci_gpu_utilization_ratio", "GPU busy time over the last sample period (0–1).",
             labels=["gpu"],
@@ -352,6 +356,18 @@ class StateCollector(Collector):
             for change in snap.rollouts:
                 rollout.add_metric([group_label(change.group)], change.slots_new)
                 rollout_state.add_metric([group_label(change.group), change.state], 1.0)
+        agent = GaugeMetricFamily(
+            "gpuci_agent_version_info", "1 per group: the agent its image bakes, the "
+            "organisation's current agent and the verified package cached for new containers "
+            "(empty: not known); gpuci_agent_version_warnings counts what differs.",
+            labels=["group", "image", "image_agent", "org_agent", "cached_agent"],
+        )  # fmt: skip
+        warned = GaugeMetricFamily(
+            "gpuci_agent_version_warnings", "Agent version warnings (an image older than the "
+            "organisation's agent or than queued jobs demand); absent when not watched.",
+        )  # fmt: skip
+        if snap is not None:
+            _add_agent_versions(snap, agent, warned)
             for one in snap.slots:  # one series per slot: a new image replaces the old series
                 labels = [group_label(one.group), str(one.slot), one.image, one.image_id]
                 image.add_metric(labels, 1.0)
@@ -366,6 +382,8 @@ class StateCollector(Collector):
                 azure.add_metric([state.value], 1.0 if snap.azure.state is state else 0.0)
             limited.add_metric([], 1.0 if snap.azure.state is HealthState.RATE_LIMITED else 0.0)
             paused.add_metric([], 1.0 if snap.paused else 0.0)
+            if snap.azure.pat_expires_at is not None:
+                pat_expiry.add_metric([], snap.azure.pat_expires_at)
         for gpu in frame.gpus if frame is not None else ():
             index = [str(gpu.index)]
             if gpu.utilization_pct is not None:
@@ -375,7 +393,30 @@ class StateCollector(Collector):
             if gpu.memory_total_mib is not None:
                 total.add_metric(index, gpu.memory_total_mib * MIB)
         yield from (slots, desired, agents, parked, queued, docker, free, azure, limited, paused)
-        yield from (util, used, total, health, held, image, rollout, rollout_state)
+        yield from (
+            util, used, total, health, held, image, rollout, rollout_state, pat_expiry, agent, warned
+        )  # fmt: skip
+
+
+def _add_agent_versions(
+    snap: SupervisorSnapshot, info: GaugeMetricFamily, warned: GaugeMetricFamily
+) -> None:
+    """The agent versions, once the daemon has read them (issue 20)."""
+    versions = snap.agent_versions
+    if versions.checked_at is None:
+        return
+    for image in versions.images:
+        info.add_metric(
+            [
+                group_label(image.group),
+                image.image,
+                image.baked or "",
+                versions.org_version or "",
+                versions.cached or "",
+            ],
+            1.0,
+        )
+    warned.add_metric([], float(len(versions.warnings)))
 
 
 def _add_gates(

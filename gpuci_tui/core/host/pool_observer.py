@@ -20,6 +20,7 @@ import logging
 from collections.abc import Callable
 
 from gpuci_tui.core.azure.demands import waiting_for_agents
+from gpuci_tui.core.engine.agent_versions import demanded_version
 from gpuci_tui.core.engine.lifecycle import PoolView
 from gpuci_tui.core.engine.steps import Observation, PoolRead
 from gpuci_tui.core.errors import (
@@ -32,6 +33,7 @@ from gpuci_tui.core.errors import (
 )
 from gpuci_tui.core.models import HealthSnapshot, HealthState
 from gpuci_tui.core.protocols import Agent, AgentPoolApi, JobRequest
+from gpuci_tui.core.secrets.credentials import Credential, renewal_due
 
 log = logging.getLogger("gpuci_tui.supervisor.azure")
 
@@ -84,6 +86,7 @@ class PoolObserver:
         self._wake = asyncio.Event()
         self._fast_for: dict[object, bool] = {}
         self._error_streak = 0
+        self._pat_warned = ""
         self._next_jobrequests = 0.0
         self._jobs_read_at: float | None = None
         self._queued = 0
@@ -92,6 +95,8 @@ class PoolObserver:
         self.on_capabilities: Callable[[tuple[Agent, ...], float], None] | None = None
         """Called with the agents (and the read's start) after each read with capabilities."""
         self._next_capabilities = 0.0
+        self.demanded_version: str | None = None
+        """The highest agent version queued jobs demand (None: none demand one)."""
 
     # ------------------------------------------------------------------ steering
 
@@ -214,7 +219,8 @@ class PoolObserver:
     def answered(self) -> None:
         """The organisation answered a call: healthy again."""
         self._error_streak = 0
-        self.health = HealthSnapshot(HealthState.OK, "", self.clock())
+        identity, expires = self._identity()
+        self.health = HealthSnapshot(HealthState.OK, "", self.clock(), None, identity, expires)
 
     def failed(self, exc: AzureError) -> float:
         """Record a failed call; returns the seconds to wait before calling again."""
@@ -233,10 +239,31 @@ class PoolObserver:
         message = f"{exc} (local slots are still replenished; next try in {delay:.0f} s)"
         if self.health.state != state or self.health.message != message:
             self._report("azure_error", str(exc))
-        self.health = HealthSnapshot(state, message, now, now + delay)
+        self.health = HealthSnapshot(state, message, now, now + delay, *self._identity())
         return delay
+
+    def _identity(self) -> tuple[str, float | None]:
+        """The client's credential in words (unless a plain PAT) and a PAT's expiry.
+
+        Fakes of the client have neither. A PAT near its expiry is reported once.
+        """
+        credential = getattr(self.api, "credential", None)
+        if not isinstance(credential, Credential):
+            return "", None
+        text = credential.describe()
+        text = "" if text == "PAT" else text
+        expires = renewal_due(credential)
+        if text.startswith("PAT") and text != self._pat_warned:
+            self._pat_warned = text
+            self._report("pat_expiring", text)
+        return text, expires
 
     def _count_requests(self, requests: list[JobRequest]) -> None:
         self._waiting = waiting_for_agents(requests)
         self._queued = sum(1 for r in requests if r.assign_time is None and r.result is None)
+        # What queued jobs demand of the agent (Agent.Version -gtVersion): warned about
+        # before it bites, when it is newer than an image's agent (issue 20).
+        self.demanded_version = demanded_version(
+            d for r in requests if r.assign_time is None for d in r.demands
+        )
         self._running = sum(1 for r in requests if r.assign_time is not None and r.result is None)

@@ -25,27 +25,30 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from gpuci_tui.core.command_types import Command, CommandResult, GpuClear, Stop
 from gpuci_tui.core.config.loader import Config
-from gpuci_tui.core.docker.agentspec import device_label, instance_id, instance_labels, watched_ids
+from gpuci_tui.core.docker.agentspec import config_hash, instance_id, instance_labels
+from gpuci_tui.core.docker.slot_devices import device_label, watched_ids
 from gpuci_tui.core.engine.commands import apply_command, intent_data, restore_intent
 from gpuci_tui.core.engine.gpu_admission import GateReading, GpuAdmission, slot_reading
 from gpuci_tui.core.engine.gpu_health import NO_GPU_WATCH
 from gpuci_tui.core.engine.lifecycle import EngineState, new_slot
 from gpuci_tui.core.engine.planner import decide
 from gpuci_tui.core.engine.preview import CommandPreview, preview
+from gpuci_tui.core.engine.rollout import advance
 from gpuci_tui.core.engine.snapshots import SnapshotMeta, supervisor_snapshot
 from gpuci_tui.core.engine.steps import Action, GpuObserved, JobEnded, Note, Observation
-from gpuci_tui.core.engine.transitions import apply
 from gpuci_tui.core.gpu.accounting import key_of
 from gpuci_tui.core.host.container_observer import ContainerObserver
 from gpuci_tui.core.host.executor import Executor
 from gpuci_tui.core.host.pool_observer import PoolObserver
+from gpuci_tui.core.host.reconfigure import apply_reload, preview_reload
 from gpuci_tui.core.host.reporter import Broadcaster, Reporter, Update, report_note
 from gpuci_tui.core.models import SupervisorSnapshot
+from gpuci_tui.core.packages import AgentPackageMount
 from gpuci_tui.core.protocols import AgentPoolApi, ContainerRuntime, TokenSource
 
 if TYPE_CHECKING:
@@ -99,6 +102,7 @@ class Supervisor:
         gatekeeper: GpuGatekeeper | None = None,
         pull_refusal: Callable[[], str | None] | None = None,
         puller: ImagePuller | None = None,
+        agent_package: Callable[[str], Awaitable[AgentPackageMount | None]] | None = None,
     ) -> None:
         """Create a supervisor (nothing starts until `run`).
 
@@ -106,7 +110,7 @@ class Supervisor:
             config: the loaded configuration.
             api: Azure DevOps client for the organisation.
             runtime: container engine.
-            tokens: where the PAT comes from (read at every container start).
+            tokens: what a container registers with (asked at every container start).
             clock: wall clock (tests may pass a fake).
             mode: ``in-process`` or ``daemon``, shown to operators.
             extra_labels: more labels for containers (tests, demo).
@@ -125,6 +129,7 @@ class Supervisor:
                 GPUs' states), which feeds this supervisor; None when GPUs are not sampled.
             pull_refusal: why no pull may start now (Docker's disk below its hard floor).
             puller: the host's image puller, shared by every group (None: never pulls).
+            agent_package: the cached newer agent package for a new container of an image.
         """
         self.config = config
         self.api = api
@@ -140,6 +145,7 @@ class Supervisor:
             desired=agents.count,
             standby=agents.standby,
             slots=tuple(new_slot(agents.name_prefix, n) for n in range(agents.count)),
+            spec=config_hash(config),
         )
         self.group = group
         self.reporter: Reporter = reporter or Broadcaster(clock)
@@ -165,6 +171,7 @@ class Supervisor:
             agent_dir_root=agent_dir_root,
             pull_refusal=pull_refusal,
             puller=puller,
+            agent_package=agent_package,
         )
         self._intent = intent_store
         self._on_job_finished = on_job_finished
@@ -256,7 +263,10 @@ class Supervisor:
         a new spec first. The answer says what it did; ``snapshot().rollouts`` shows
         the roll-out.
         """
-        raise NotImplementedError("reconfigure: being built (issue 20, item 3)")
+        result = apply_reload(self, config, canary=canary, canary_jobs=canary_jobs)
+        self._save_intent()
+        self._kick()
+        return result
 
     def preview_reconfigure(self, config: Config, *, canary: int = 0) -> tuple[str, ...]:
         """What `reconfigure` would do with ``config`` now, in words (nothing changes).
@@ -264,7 +274,7 @@ class Supervisor:
         One line per effect, from the engine's rules (e.g. "slots 0-3: standby lanes
         replaced now, 2 idle active lanes after the hand-over, 1 busy lane after its job").
         """
-        raise NotImplementedError("preview_reconfigure: being built (issue 20, item 3)")
+        return preview_reload(self, config, canary=canary)
 
     def subscribe(self) -> asyncio.Queue[Update]:
         """A queue that receives every event and a snapshot after every change."""
@@ -331,7 +341,7 @@ class Supervisor:
         self._inbox.put_nowait(None)
 
     def _observe(self, obs: Observation) -> None:
-        step = apply(self.state, obs, self.rules)
+        step = advance(self.state, obs, self.rules)
         self.state = step.state
         for output in step.outputs:
             if isinstance(output, JobEnded) or (isinstance(output, Note) and output.job_started):

@@ -1,9 +1,10 @@
 """The token file is gone from every agent container once its agent is online.
 
-The PAT reaches an agent container only as a file copied in before it starts
+The registration token (the PAT, or an Entra access token: `secrets.credentials`)
+reaches an agent container only as a file copied in before it starts
 (`agentspec.TOKEN_PATH`); the agent needs it to register and open its session,
 never afterwards. The project's own image deletes it at once, but an image that
-follows Microsoft's contract without doing so would leave the PAT readable by
+follows Microsoft's contract without doing so would leave the token readable by
 every job for the container's whole life. So, whatever the image does, the
 daemon removes the file from each container whose agent the server shows
 online, and checks that it is gone; a container where it cannot is reported as
@@ -78,7 +79,7 @@ class TokenSweeper:
                 self.supervised.reporter.event(
                     "token_file_kept",
                     f"container {cid[:12]}: its token file {TOKEN_PATH} could not be removed; "
-                    "jobs in it may read the PAT. Stop it, and fix the image",
+                    "jobs in it may read the token. Stop it, and fix the image",
                 )
 
     async def follow(self) -> None:

@@ -1,6 +1,8 @@
 """The one redactor: every secret, in every form, becomes ``***`` wherever text leaves us.
 
-`secrets.TokenStore` registers every PAT it hands out, so any later log line,
+`secrets.TokenStore` registers every PAT it hands out (and `entra_secrets` every
+client secret, certificate passphrase and line of a private key), and access
+tokens (JWTs) and PEM private keys are recognised by their shape, so any later log line,
 argument or traceback that contains it (or its HTTP Basic-auth encoding) shows
 ``***`` instead. The same rule is applied to everything that leaves the daemon:
 container log tails as they are read, every line written to the control socket
@@ -18,6 +20,16 @@ import threading
 from collections.abc import Iterable
 
 REDACTED = "***"
+SHAPES = re.compile(
+    # A JWT (an Entra access token, a certificate assertion): header.payload.signature,
+    # each base64url; the header always starts with '{"' encoded, i.e. "eyJ".
+    r"eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"
+    # A private key in PEM, whole (a certificate's key printed by mistake).
+    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)",
+    re.DOTALL,
+)
+"""Secrets recognised by their shape rather than registered one by one: access tokens
+change every hour, and registering each would grow the registry for ever."""
 MIN_SECRET_LENGTH = 8
 """Shorter values are not PATs, and redacting them would garble ordinary log text."""
 
@@ -61,6 +73,8 @@ def redact(text: str, *secrets: str | None) -> str:
     pattern = _pattern
     if pattern is not None:
         text = pattern.sub(REDACTED, text)
+    if "eyJ" in text or "PRIVATE KEY" in text:  # cheap test first: most text has neither
+        text = SHAPES.sub(REDACTED, text)
     extra = set().union(*(secret_forms(s) for s in secrets if s)) if secrets else set()
     for form in sorted(extra, key=len, reverse=True):  # longest first: no partial leftovers
         text = text.replace(form, REDACTED)
@@ -86,8 +100,6 @@ class SecretRedactor(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         """Redact ``record`` in place; never drops it."""
-        if _pattern is None:
-            return True
         try:
             message = record.getMessage()
         except Exception:  # noqa: BLE001 - a bad format string: logging reports it, redacted

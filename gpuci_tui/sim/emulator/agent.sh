@@ -12,7 +12,14 @@
 # The PAT never appears on a command line: HTTP requests are written with the shell's
 # builtin printf and piped into `nc HOST PORT`; base64 reads the PAT from stdin.
 #
-# Exit codes: 0 after a job; 1 configuration failure (bad PAT, unknown pool, organisation
+# Agent versions: the emulator bakes 4.264.2 (its image's io.gpuci.agent-version label). A
+# package mounted at AZP_AGENT_PACKAGE_DIR (default /azp/agent-package; the daemon's agent
+# cache) whose .image-agent-version is newer is preferred, as start.sh prefers it for the
+# real agent, and that version is reported. When the server would hand it a job but
+# requires a newer agent, the poll answers update=VERSION (the AgentRefreshMessage) and the
+# emulator goes offline and exits 12: what start.sh makes of run.sh --once's update exit.
+#
+# Exit codes: 0 after a job; 12 left to update the agent; 1 configuration failure (bad PAT, unknown pool, organisation
 # unreachable at registration) or a lost session; 143 on SIGTERM while idle; 137 when a
 # job of kind "oom" makes the kernel kill the agent (run the container with a memory
 # limit; SIM_OOM_SIZE, default 1000m, bounds the allocation otherwise). A SIGTERM while a
@@ -31,6 +38,7 @@ log() { printf '%s\n' "$*"; }
 fail() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
 AGENT_VERSION=4.264.2
+PACKAGE_DIR=${AZP_AGENT_PACKAGE_DIR:-/azp/agent-package}
 TERMED=0
 POLL_PID=
 RESP=/tmp/agent-resp.$$
@@ -67,6 +75,30 @@ else
   pat=$(printf '%s' "$pat" | tr -d '\r\n ')
 fi
 [ -n "$pat" ] || fail "the token file $AZP_TOKEN_FILE is empty"
+
+# ------------------------------------------------------------------ agent version
+# version_gt A B: A is a newer x.y.z than B (busybox sh: no sort -V).
+version_gt() {
+  a=$1 b=$2
+  case $a.$b in *[!0-9.]* | .* | *..* | *.) return 1 ;; esac
+  while :; do
+    x=${a%%.*} y=${b%%.*}
+    [ "$x" -gt "$y" ] && return 0
+    [ "$x" -lt "$y" ] && return 1
+    [ "$a" = "$x" ] || [ "$b" = "$y" ] && return 1
+    a=${a#*.} b=${b#*.}
+  done
+}
+if [ -r "$PACKAGE_DIR/.image-agent-version" ]; then
+  pkg_version=
+  IFS= read -r pkg_version < "$PACKAGE_DIR/.image-agent-version" || true
+  if version_gt "$pkg_version" "$AGENT_VERSION"; then
+    log "using agent $pkg_version from the package mounted at $PACKAGE_DIR (the image has $AGENT_VERSION)"
+    AGENT_VERSION=$pkg_version
+  else
+    log "the package mounted at $PACKAGE_DIR ($pkg_version) is not newer than the image's $AGENT_VERSION"
+  fi
+fi
 
 # ------------------------------------------------------------------ HTTP over nc
 # post FILE ROUTE BODY [HEADER]: POST to /_sim/ROUTE; sets CODE, leaves the answer in FILE.
@@ -168,6 +200,14 @@ timeout=20
   case $CODE in
     200)
       if [ "$lost" = 1 ]; then log "organisation reachable again"; lost=0; fi
+      UPDATE=$(field update "$POLL_RESP")
+      if [ -n "$UPDATE" ]; then
+        rm -f "$POLL_RESP"
+        log "the server requires agent $UPDATE (this one is $AGENT_VERSION): leaving to update"
+        go_offline
+        rm -f "$RESP"
+        exit 12
+      fi
       JOB=$(field job "$POLL_RESP")
       [ -n "$JOB" ] && [ "$JOB" != none ] && break
       ;;

@@ -112,7 +112,10 @@ def test_unknown_section_and_keys_suggest_the_closest(tmp_path: Path) -> None:
 
 def test_unknown_key_without_close_match_lists_the_allowed(tmp_path: Path) -> None:
     [line] = problems(tmp_path, with_value("azure", "region", "westeurope"))
-    assert line == "azure.region: unknown key; allowed: url, pool, remove_offline_after"
+    assert line == (
+        "azure.region: unknown key; allowed: url, pool, remove_offline_after, auth, tenant_id, "
+        "client_id, authority, client_certificate, pat_expires"
+    )
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ from dataclasses import replace
 
 from gpuci_tui.core.config.loader import AgentsConfig, AzureConfig, Config, VolumeConfig
 from gpuci_tui.core.docker.agentspec import (
+    LABEL_AGENT_PACKAGE,
     LABEL_CONFIG,
     LABEL_INSTANCE,
     LABEL_LANE,
@@ -18,7 +19,8 @@ from gpuci_tui.core.docker.agentspec import (
 )
 from gpuci_tui.core.engine.lifecycle import Lane
 from gpuci_tui.core.engine.steps import ListedContainer
-from gpuci_tui.core.protocols import ContainerInfo
+from gpuci_tui.core.packages import AgentPackageMount
+from gpuci_tui.core.protocols import ContainerInfo, VolumeMount
 
 
 def make(**agents: object) -> Config:
@@ -92,3 +94,17 @@ def test_placed_reads_slot_and_lane_from_the_labels_and_drops_the_rest() -> None
         ListedContainer(1, Lane.B, b),
         ListedContainer(2, Lane.A, odd),
     )
+
+
+def test_a_cached_agent_package_is_mounted_read_only_where_start_sh_looks() -> None:
+    package = AgentPackageMount("/var/lib/gpuci/agent-cache/4.270.0", "4.270.0")
+    spec = build_spec(
+        make(volumes=(VolumeConfig("/data", "/data", "DATA"),)), 0, agent_package=package
+    )
+    assert spec.volumes[-1] == VolumeMount(
+        package.host, "/azp/agent-package", "AZP_AGENT_PACKAGE_DIR"
+    )
+    assert spec.environment["AZP_AGENT_PACKAGE_DIR"] == "/azp/agent-package"
+    assert spec.environment["AZP_AGENT_PACKAGE_VERSION"] == "4.270.0"
+    assert spec.labels[LABEL_AGENT_PACKAGE] == "4.270.0"
+    assert "AZP_AGENT_PACKAGE_DIR" not in build_spec(make(), 0).environment

@@ -69,3 +69,53 @@ def test_foreign_processes_and_failing_gpus_never_get_a_job_and_never_two(seed: 
     assert not any(slot.gate.closed for slot in world.state.slots)
     if world.standby:
         assert world.steady() == []
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_random_reloads_never_two_jobs_no_job_lost_and_bad_specs_rolled_back(seed: int) -> None:
+    """New agent specs at random (a third crash at every start) under the whole storm."""
+    world = World(seed=seed, slots=3, standby=seed % 4 != 0, reloads=True)
+    world.run(900.0)
+    assert len(world.specs) >= 4, world.specs
+    assert world.lost_jobs == 0
+    assert len(world.done) > 30, f"only {len(world.done)} jobs done"
+    world.settle(240.0)
+    # Every container runs its slot's target, and no target is a spec that cannot start.
+    assert world.outdated() == []
+    targets = {world.state.target_spec(slot.number) for slot in world.state.slots}
+    assert not targets & world.bad_specs, (targets, world.bad_specs, world.state.rollout)
+
+
+def test_a_reload_replaces_the_standby_first_and_the_busy_lane_after_its_job() -> None:
+    world = World(seed=3, slots=1, crash_rate=0.0, write_failure_rate=0.0,
+                  job_length=(40.0, 40.0))  # fmt: skip
+    world.run(60.0, jobs_every=1e9, commands=False)
+    assert world.steady() == []
+    world.queue.append(1)
+    world.go(5.0)
+    busy = [b for b in world.boxes.values() if b.alive and b.job is not None]
+    assert len(busy) == 1 and busy[0].spec == "s0"
+    world.reload(bad=False, canary=0)
+    world.settle(8.0)
+    # The standby is on the new spec within seconds; the job still runs on the old one.
+    alive = {b.lane: b for b in world.boxes.values() if b.alive}
+    assert alive[busy[0].lane] is busy[0] and busy[0].job is not None
+    other = next(b for lane, b in alive.items() if lane is not busy[0].lane)
+    assert other.spec == "s1"
+    world.settle(120.0)
+    assert world.outdated() == [] and world.lost_jobs == 0
+    assert world.done == [1]
+
+
+def test_a_canary_on_a_spec_that_never_starts_is_rolled_back_and_the_others_never_change() -> None:
+    world = World(seed=5, slots=3, crash_rate=0.0, write_failure_rate=0.0)
+    world.run(60.0, commands=False)
+    world.reload(bad=True, canary=1)
+    canary = set(world.state.rollout.canary) if world.state.rollout else set()
+    world.settle(120.0)
+    rollout = world.state.rollout
+    assert rollout is not None and rollout.phase == "rolled_back", rollout
+    assert "crash-looped on s1" in (rollout.reason or "")
+    assert world.outdated() == []
+    started_on_new = {b.slot for b in world.boxes.values() if b.spec == "s1"}
+    assert started_on_new == canary

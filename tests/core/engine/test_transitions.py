@@ -118,6 +118,48 @@ def test_backoff_doubles_then_parks_with_the_reason() -> None:
     )
 
 
+def test_an_agent_leaving_to_update_never_steps_towards_parking() -> None:
+    # Issue 20: exit 12 (the organisation wants a newer agent) once parked every slot.
+    state, now = started(), 100.0
+    for _ in range(RULES.park_after + 2):
+        step = apply(state, Died(0, A, CID, 12, now + 1.0), RULES)
+        slot = slot0(step.state)
+        assert not slot.parked and slot.failures == 0
+        assert [o.kind for o in step.outputs if isinstance(o, Note)] == ["agent_updating"]
+        assert slot.last_exit is not None
+        assert slot.last_exit.reason == (
+            "exit code 12: agent left to update itself (the organisation requires a newer agent)"
+        )
+        now = (slot.backoff_until or now + 1.0) + 1.0
+        cleared = replace(slot.lane(A), dying_id=None, phase=LanePhase.EMPTY)
+        state = observe(step.state.with_slot(slot.with_lane(cleared)), Started(0, A, CID, now))
+
+
+def test_only_a_repeated_update_exit_waits_before_the_next_start() -> None:
+    # The first update exit: the next container gets the cached package at once.
+    state = observe(started(at=100.0), Died(0, A, CID, 12, 101.0))
+    slot = slot0(state)
+    assert slot.backoff_until is None and slot.update_exit_at == 101.0
+    assert slot.message == "agent left to update; the next container uses the cached package"
+    # A container started after it left again: the cache did not help; pause, not park.
+    cleared = replace(slot.lane(A), dying_id=None, phase=LanePhase.EMPTY)
+    state = observe(state.with_slot(slot.with_lane(cleared)), Started(0, A, CID, 102.0))
+    slot = slot0(observe(state, Died(0, A, CID, 12, 103.0)))
+    assert slot.backoff_until == 133.0 and slot.failures == 0 and not slot.parked
+    assert slot.update_exit_at == 101.0  # the episode's first exit, not the latest
+    # A job done clears the memory: the next update is a new one.
+    cleared = replace(slot.lane(A), dying_id=None, phase=LanePhase.EMPTY)
+    state = observe(state.with_slot(slot.with_lane(cleared)), Started(0, A, CID, 140.0))
+    busy = slot0(state).with_lane(replace(slot0(state).lane(A), took_job=True, job=BUSY["job"]))
+    slot = slot0(observe(state.with_slot(busy), Died(0, A, CID, 0, 150.0)))
+    assert slot.update_exit_at is None
+
+
+def test_an_update_exit_of_a_container_we_stopped_is_our_stop() -> None:
+    state = observe(started(stop_requested=True), Died(0, A, CID, 12, 101.0))
+    assert slot0(state).update_exit_at is None
+
+
 def test_our_own_stop_is_not_a_failure_and_drain_ends_drained() -> None:
     state = started(stop_requested=True)
     state = state.with_slot(replace(slot0(state), intent=Intent.DRAIN))

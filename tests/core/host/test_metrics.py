@@ -15,10 +15,12 @@ from prometheus_client.parser import text_string_to_metric_families
 from gpuci_tui.core.host.metrics import Metrics, azure_outcome, follow, result_label
 from gpuci_tui.core.host.reporter import Broadcaster
 from gpuci_tui.core.models import (
+    AgentVersionsSnapshot,
     DiskSnapshot,
     GroupSummary,
     HealthSnapshot,
     HealthState,
+    ImageAgentVersion,
     JobInfo,
     PoolSummary,
     RolloutSnapshot,
@@ -358,3 +360,26 @@ def test_a_rollout_is_a_gauge_per_group_of_slots_on_the_new_spec() -> None:
     metrics.observe_snapshot(snapshot([slot(0, SlotState.IDLE)], rollouts=(rollout,)))
     assert value(metrics, "gpuci_rollout_slots_new", group="train") == 3
     assert value(metrics, "gpuci_rollout_state", group="train", state="canary") == 1
+
+
+def test_agent_versions_are_an_info_metric_with_a_warning_count() -> None:
+    metrics = Metrics()
+    versions = AgentVersionsSnapshot(
+        org_version="4.270.0",
+        images=(ImageAgentVersion("", "gpuci-agent:1", "4.264.2"),),
+        cached="4.270.0",
+        warnings=("group 's image has agent 4.264.2; the organisation offers 4.270.0: …",),
+        checked_at=1000.0,
+    )
+    metrics.observe_snapshot(snapshot([]))
+    assert value(metrics, "gpuci_agent_version_warnings") is None  # not read yet: absent
+    metrics.observe_snapshot(snapshot([], agent_versions=versions))
+    assert value(metrics, "gpuci_agent_version_warnings") == 1
+    info = {
+        "group": "default",
+        "image": "gpuci-agent:1",
+        "image_agent": "4.264.2",
+        "org_agent": "4.270.0",
+        "cached_agent": "4.270.0",
+    }
+    assert value(metrics, "gpuci_agent_version_info", **info) == 1

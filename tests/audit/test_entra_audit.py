@@ -1,0 +1,173 @@
+"""Drills on the real daemon with a service principal (issue 21): it signs in through
+msal against the simulated tenant, its agents register with short-lived access tokens,
+and the client secret is nowhere but its 0600 file.
+
+* the token expires while jobs run: a new one is acquired, no job is dropped;
+* the secret is rotated in its file: the next sign-in uses it, without a restart;
+* the principal loses the pool's Administrator role: the reason is stated, no crash loop.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuci_tui.core.config.loader import save_config
+from gpuci_tui.sim.login import SimLogin
+from tests.audit.test_secret_audit import jobs_done, process_tree
+from tests.real.rig import Rig, make_rig, wait_for
+
+pytestmark = pytest.mark.docker
+
+CLIENT = "11111111-2222-4333-8444-555555555555"
+SECRET = "Q~audit.secret-0123456789abcdefghijklmnopq"
+ROTATED = "Q~rotated.secret-0123456789abcdefghijklmn"
+
+
+@pytest.fixture(scope="module")
+def emulator_image(docker_client: Any) -> str:
+    from gpuci_tui.sim.image import build_emulator_image
+
+    return build_emulator_image(docker_client)
+
+
+@pytest.fixture
+def sp_rig(tmp_path: Path, docker_client: Any, emulator_image: str) -> Iterator[Rig]:
+    for rig in make_rig(tmp_path, docker_client, emulator_image):
+        login = SimLogin(rig.org.entra).start()
+        try:
+            rig.org.entra.add_app("gpuci-lab", client_id=CLIENT, secret=SECRET)
+            azure = dataclasses.replace(
+                rig.config.azure,
+                auth="service-principal",
+                tenant_id="contoso.onmicrosoft.com",
+                client_id=CLIENT,
+                authority=login.url,
+            )
+            rig.config = dataclasses.replace(rig.config, azure=azure)
+            save_config(rig.config, rig.config_path)
+            secret_file = tmp_path / "client-secret"
+            secret_file.write_text(SECRET + "\n")
+            secret_file.chmod(0o600)
+            del rig.env["GPUCI_PAT_FILE"]  # no PAT anywhere: only the principal
+            rig.env.update(
+                GPUCI_CLIENT_SECRET_FILE=str(secret_file),
+                REQUESTS_CA_BUNDLE=str(login.ca_file),
+            )
+            yield rig
+        finally:
+            login.stop()
+
+
+def run(rig: Rig, n: int, duration: float = 0.3) -> list[int]:
+    jobs = [rig.org.queue_job(rig.pool_id, duration=duration) for _ in range(n)]
+    wait_for(lambda: jobs_done(rig, jobs), 120, f"{n} jobs")
+    return jobs
+
+
+def test_tokens_expire_and_the_secret_rotates_while_jobs_run(sp_rig: Rig) -> None:
+    rig = sp_rig
+    entra = rig.org.entra
+    # 320 s tokens are renewed 300 s before expiry: a new sign-in every ~20 s.
+    entra.token_lifetime = 320
+    daemon = rig.start_daemon()
+    wait_for(rig.all_idle, 60, "two idle agents registered by the principal")
+    assert [how for _, how in entra.sign_ins][:1] == ["secret"]
+    # status (and the console's header) name the identity and its token's state.
+    status = rig.cli("status").stdout
+    assert "azure: ok" in status and "— service principal gpuci-lab · token valid" in status
+    first = len(entra.sign_ins)
+    deadline = time.monotonic() + 25
+    jobs = []
+    while time.monotonic() < deadline:
+        jobs += run(rig, 2)
+    assert len(entra.sign_ins) > first, "the token was renewed while jobs ran"
+    assert all(rig.org.job(j).result == "succeeded" for j in jobs)
+
+    # Rotation: Entra takes only the new secret from now on, the file holds it.
+    entra.set_secret(CLIENT, ROTATED)
+    Path(rig.env["GPUCI_CLIENT_SECRET_FILE"]).write_text(ROTATED + "\n")
+    rotated_at = len(entra.sign_ins)
+    wait_for(lambda: len(entra.sign_ins) > rotated_at, 60, "a sign-in with the rotated secret")
+    run(rig, 2)
+    assert daemon.poll() is None, "picked up without a restart"
+
+    # Nowhere but in its file: the daemon's log, its processes' argv and environment,
+    # every container's configuration.
+    log = rig.daemon_log()
+    for secret in (SECRET, ROTATED):
+        assert secret not in log
+        for proc in process_tree(daemon.pid):
+            assert secret not in " ".join(proc.cmdline())
+            assert secret.encode() not in Path(f"/proc/{proc.pid}/environ").read_bytes()
+        for c in rig.containers():
+            c.reload()
+            assert secret not in json.dumps(c.attrs)
+    assert "eyJ" not in log, "no access token in the daemon's log"
+
+
+def test_a_principal_that_loses_the_pool_role_is_told_and_does_not_crash_loop(
+    sp_rig: Rig,
+) -> None:
+    rig = sp_rig
+    rig.org.entra.app(CLIENT).pool_admin = False
+    daemon = rig.start_daemon()
+    # Registration is refused: the slots park after their failed starts (no loop), and
+    # status shows the organisation's reason.
+    wait_for(lambda: rig.states() == ["parked", "parked"], 60, "both slots parked")
+    out = rig.cli("status")
+    assert out.returncode == 0, out.stderr
+    assert "needs Manage permissions for the agent pool" in out.stdout, out.stdout
+    assert daemon.poll() is None, "the daemon stays up"
+    assert len(rig.org.entra.sign_ins) == 1, "one token served every start: no sign-in storm"
+    # The role given back, the operator resumes: the agents register.
+    rig.org.entra.app(CLIENT).pool_admin = True
+    assert rig.cli("resume", "--all").returncode == 0
+    wait_for(rig.all_idle, 90, "agents once the role is given back")
+
+
+def test_a_certificates_key_and_passphrase_are_nowhere_but_in_their_files(
+    sp_rig: Rig, tmp_path: Path
+) -> None:
+    from tests.sim.test_entra import _certificate
+
+    rig = sp_rig
+    pem, cert = _certificate(passphrase=b"audit-passphrase-0123")
+    key_file = tmp_path / "sp.pem"
+    key_file.write_text(pem)
+    key_file.chmod(0o600)
+    phrase_file = tmp_path / "passphrase"
+    phrase_file.write_text("audit-passphrase-0123\n")
+    phrase_file.chmod(0o600)
+    app = rig.org.entra.app(CLIENT)
+    app.secrets.clear()  # only the certificate signs in
+    rig.org.entra.add_certificate(CLIENT, cert)
+    azure = dataclasses.replace(rig.config.azure, client_certificate=str(key_file))
+    rig.config = dataclasses.replace(rig.config, azure=azure)
+    save_config(rig.config, rig.config_path)
+    del rig.env["GPUCI_CLIENT_SECRET_FILE"]
+    rig.env["GPUCI_CERT_PASSPHRASE_FILE"] = str(phrase_file)
+
+    daemon = rig.start_daemon()
+    wait_for(rig.all_idle, 60, "two idle agents registered by the principal")
+    run(rig, 2)
+    assert {how for _, how in rig.org.entra.sign_ins} == {"certificate"}
+    key_lines = [line for line in pem.splitlines() if line and not line.startswith("-----")]
+    needles = ["audit-passphrase-0123", *key_lines[:3]]
+    assert any(n in key_file.read_text() for n in needles), "the search finds them where they are"
+    log = rig.daemon_log()
+    for needle in needles:
+        assert needle not in log
+        for proc in process_tree(daemon.pid):
+            assert needle not in " ".join(proc.cmdline())
+            assert needle.encode() not in Path(f"/proc/{proc.pid}/environ").read_bytes()
+        for c in rig.containers():
+            c.reload()
+            assert needle not in json.dumps(c.attrs)
+    assert "PRIVATE KEY" not in log and "eyJ" not in log

@@ -1,0 +1,93 @@
+"""The setup wizard offers a service principal beside the PAT: it signs in live against the
+simulated tenant, stores the client secret in the keyring, lists the pools with it and
+writes ``[azure] auth`` (the PAT path is unchanged: tests/ui/test_wizard.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gpuci_tui.core.config.loader import load_config
+from gpuci_tui.core.secrets.token_store import TokenStore
+from gpuci_tui.screens.dashboard import DashboardScreen
+from gpuci_tui.sim.login import SimLogin
+from gpuci_tui.sim.org import SimOrg
+from gpuci_tui.sim.server import SimServer
+from tests.keyring_fakes import MemoryKeyring
+from tests.ui.helpers import text_of, wait_for
+from tests.ui.wizard_harness import wizard
+
+SECRET = "Q~wizard.secret-0123456789abcdefghijklmno"
+CLIENT = "11111111-2222-4333-8444-555555555555"
+TENANT = "72f988bf-86f1-41af-91ab-2d7cd011db47"
+
+
+class Org:
+    def __init__(self) -> None:
+        self.org = SimOrg("simorg")
+        self.org.add_pool("gpu-a100")
+        self.app = self.org.entra.add_app("gpuci-lab", client_id=CLIENT, secret=SECRET)
+        self.server = SimServer(self.org).start()
+        self.login = SimLogin(self.org.entra).start()
+
+
+@pytest.fixture
+def org(monkeypatch: pytest.MonkeyPatch) -> Iterator[Org]:
+    o = Org()
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(o.login.ca_file))
+    yield o
+    o.login.stop()
+    o.server.stop()
+
+
+async def test_a_service_principal_is_set_up_end_to_end(tmp_path: Path, org: Org) -> None:
+    backend = MemoryKeyring()
+    async with wizard(tmp_path, token_store=TokenStore(backend=backend)) as w:
+        await w.at(0)
+        await w.fill("#url", org.server.org_url)
+        await w.next()
+        await w.at(1)
+        assert w.field("#pat").has_focus, "the PAT stays the default"
+        await w.pilot.click("#auth-service-principal")
+        await w.pilot.pause()
+        assert not w.field("#pat").display and w.field("#tenant-id").display
+        await w.fill("#tenant-id", TENANT)
+        await w.fill("#authority", org.login.url)
+        await w.fill("#client-id", "not-a-guid")
+        await w.next()
+        assert w.wizard.index == 1 and "is not a client id" in w.message
+        await w.fill("#client-id", CLIENT)
+        await w.fill("#client-secret", "Q~wrong-0123456789abcdefghijklmnopqrst")
+        await w.next()
+        assert w.wizard.index == 1 and "AADSTS7000215" in w.message, w.message
+        await w.fill("#client-secret", SECRET)
+        await w.next()
+        assert w.wizard.index == 2, w.message
+        stored = [v for (_, user), v in backend.items.items() if "#client-secret:" in user]
+        assert stored == [SECRET]
+        # The pool list comes from the organisation, read as the service principal.
+        await w.fill("#pool-name", "gpu-a100")
+        await w.next()
+        assert w.wizard.index == 3, w.message
+        for index in range(3, 6):
+            await w.at(index)
+            await w.next()
+        await w.at(6)
+        review = text_of(w.wizard, "#review")
+        assert (
+            "Sign-in       signed in as service principal gpuci-lab; client secret stored in "
+            "the OS keyring" in review
+        ), review
+        await w.pilot.press("enter")
+        await wait_for(
+            w.pilot, lambda: isinstance(w.app.screen, DashboardScreen), what="the dashboard"
+        )
+        saved = load_config(w.config_path)
+        assert (saved.azure.auth, saved.azure.tenant_id, saved.azure.client_id) == (
+            "service-principal",
+            TENANT,
+            CLIENT,
+        )
+        assert SECRET not in w.config_path.read_text()
