@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from gpuci_tui.core.engine.gpu_admission import GpuAdmission, verdict  # noqa: E402
 from gpuci_tui.core.gpu.cuda_fit import DriverCuda, need_of, refusal  # noqa: E402
 from gpuci_tui.core.gpu.nvml_sampler import NvmlSampler  # noqa: E402
-from gpuci_tui.core.protocols import GpuFrame  # noqa: E402
+from gpuci_tui.core.gpu_readings import GpuFrame  # noqa: E402
 
 #: A CUDA process that is not one of ours: 8 GiB held and a busy SM for 25 s.
 FOREIGN = (

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 from textual.message import Message
 
 from gpuci_tui.core.config.loader import Config
+from gpuci_tui.core.gpu_readings import GpuFrame
 from gpuci_tui.core.models import SupervisorEvent, SupervisorSnapshot
-from gpuci_tui.core.protocols import GpuFrame
 
 if TYPE_CHECKING:
     from gpuci_tui.services import TokenStoreLike

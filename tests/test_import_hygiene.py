@@ -50,6 +50,7 @@ ENGINE_MAY_LOAD = ("gpuci_tui.core.engine",) + tuple(
     for name in (
         "models", "command_types", "protocols", "errors", "wording", "formatting", "wire",
         "registrations",
+        "gpu_readings",
     )
 )  # fmt: skip
 #: Libraries that talk to the outside world, or parse files: importing the engine loads none.

@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 
 from gpuci_tui.core.config.loader import Config, daemon_instance
-from gpuci_tui.core.protocols import GpuFrame, ImageConfig
+from gpuci_tui.core.gpu_readings import GpuFrame
+from gpuci_tui.core.protocols import ImageConfig
 
 from . import exitcodes
 

@@ -30,9 +30,9 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import DataTable
 
+from gpuci_tui.core.gpu_readings import GpuFrame, GpuHostInfo
 from gpuci_tui.core.host.reconnect import Backoff, Reconnector
 from gpuci_tui.core.models import SlotSnapshot, SupervisorSnapshot
-from gpuci_tui.core.protocols import GpuFrame, GpuHostInfo
 from gpuci_tui.screens.dashboard_actions import DASHBOARD_BINDINGS, DashboardCommands
 from gpuci_tui.ui_messages import (
     GpuFrameSampled,

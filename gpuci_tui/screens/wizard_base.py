@@ -19,7 +19,8 @@ from textual.widgets import Static
 
 from gpuci_tui.core.config.loader import VolumeConfig
 from gpuci_tui.core.config.slot_shapes import HostTopology
-from gpuci_tui.core.protocols import GpuHostInfo, GpuSample, Pool
+from gpuci_tui.core.gpu_readings import GpuHostInfo, GpuSample
+from gpuci_tui.core.protocols import Pool
 
 if TYPE_CHECKING:
     from gpuci_tui.services import Services, SetupClient

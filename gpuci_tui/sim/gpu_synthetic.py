@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpuci_tui.core.gpu.capabilities import GpuFacts, HostGpuFacts
-from gpuci_tui.core.protocols import GpuFrame, GpuHostInfo, GpuProcess, GpuSample, GpuSampler
+from gpuci_tui.core.gpu_readings import GpuFrame, GpuHostInfo, GpuProcess, GpuSample
+from gpuci_tui.core.protocols import GpuSampler
 from gpuci_tui.core.wire import from_dict, to_dict
 
 

@@ -19,8 +19,8 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from gpuci_tui.core.gpu.accounting import container_owners
+from gpuci_tui.core.gpu_readings import GpuFrame, GpuProcess, GpuSample
 from gpuci_tui.core.models import GpuGateSnapshot, SupervisorSnapshot
-from gpuci_tui.core.protocols import GpuFrame, GpuProcess, GpuSample
 from gpuci_tui.widgets.format import NA, bar, gib, level_style, number, truncate
 
 #: How a held or quarantined GPU is marked (the reason follows).

@@ -18,7 +18,7 @@ from gpuci_tui.core.engine.gpu_health import (
     assess,
     clear,
 )
-from gpuci_tui.core.protocols import (
+from gpuci_tui.core.gpu_readings import (
     GpuFrame,
     GpuHealthReading,
     GpuHostInfo,

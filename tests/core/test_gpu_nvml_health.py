@@ -18,7 +18,7 @@ import pytest
 
 from gpuci_tui.core.gpu.health_reader import slowdown_names
 from gpuci_tui.core.gpu.nvml_sampler import NvmlSampler, is_lost
-from gpuci_tui.core.protocols import GpuFrame
+from gpuci_tui.core.gpu_readings import GpuFrame
 
 pytestmark = pytest.mark.nvml
 

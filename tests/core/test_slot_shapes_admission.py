@@ -26,8 +26,7 @@ from gpuci_tui.core.engine.gpu_admission import (
     slot_reading,
 )
 from gpuci_tui.core.engine.gpu_health import HealthBook, assess
-from gpuci_tui.core.host.slot_layout import prepare_shapes
-from gpuci_tui.core.protocols import (
+from gpuci_tui.core.gpu_readings import (
     GpuFrame,
     GpuHealthReading,
     GpuHostInfo,
@@ -35,6 +34,7 @@ from gpuci_tui.core.protocols import (
     GpuSample,
     XidEvent,
 )
+from gpuci_tui.core.host.slot_layout import prepare_shapes
 
 MIGS = tuple(
     MigDevice(

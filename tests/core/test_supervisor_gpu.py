@@ -15,10 +15,7 @@ from pathlib import Path
 import pytest
 
 from gpuci_tui.core.command_types import GpuClear
-from gpuci_tui.core.host.gpu_gates import GpuGatekeeper
-from gpuci_tui.core.host.supervisor import Supervisor
-from gpuci_tui.core.models import SlotState
-from gpuci_tui.core.protocols import (
+from gpuci_tui.core.gpu_readings import (
     GpuFrame,
     GpuHealthReading,
     GpuHostInfo,
@@ -26,6 +23,9 @@ from gpuci_tui.core.protocols import (
     GpuSample,
     XidEvent,
 )
+from gpuci_tui.core.host.gpu_gates import GpuGatekeeper
+from gpuci_tui.core.host.supervisor import Supervisor
+from gpuci_tui.core.models import SlotState
 from gpuci_tui.sim.records import AgentStartup
 from tests.core.supervisor_env import Env, StaticTokens, wait_until
 

@@ -8,7 +8,8 @@ from statistics import mean
 
 import pytest
 
-from gpuci_tui.core.protocols import GpuFrame, GpuHostInfo, GpuProcess, GpuSample, GpuSampler
+from gpuci_tui.core.gpu_readings import GpuFrame, GpuHostInfo, GpuProcess, GpuSample
+from gpuci_tui.core.protocols import GpuSampler
 from gpuci_tui.sim.gpu_synthetic import (
     MODELS,
     FixtureSampler,

@@ -19,17 +19,10 @@ from gpuci_tui.core.command_types import Command, CommandResult
 from gpuci_tui.core.config.loader import Config
 from gpuci_tui.core.engine.preview import CommandPreview, preview
 from gpuci_tui.core.errors import GpuciError
+from gpuci_tui.core.gpu_readings import GpuFrame, GpuHostInfo
 from gpuci_tui.core.host.handle import Update
 from gpuci_tui.core.models import SupervisorSnapshot
-from gpuci_tui.core.protocols import (
-    ContainerEvent,
-    ContainerInfo,
-    ContainerSpec,
-    GpuFrame,
-    GpuHostInfo,
-    PatCheck,
-    Pool,
-)
+from gpuci_tui.core.protocols import ContainerEvent, ContainerInfo, ContainerSpec, PatCheck, Pool
 from gpuci_tui.services import Services
 from gpuci_tui.sim.gpu_synthetic import FixtureSampler
 from tests.ui.scenarios import frozen_clock, gpu_frame, sample_config

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuci_tui.core.config.loader import AgentsConfig, AzureConfig, Config
+from gpuci_tui.core.gpu_readings import GpuFrame, GpuHostInfo, GpuProcess, GpuSample
 from gpuci_tui.core.models import (
     DisabledAgents,
     ExitInfo,
@@ -22,7 +23,6 @@ from gpuci_tui.core.models import (
     SupervisorEvent,
     SupervisorSnapshot,
 )
-from gpuci_tui.core.protocols import GpuFrame, GpuHostInfo, GpuProcess, GpuSample
 
 NOW = 1_763_800_000.0
 """The frozen wall clock of every console test (2025-11-22 08:26:40 UTC)."""

@@ -9,6 +9,7 @@ from textual.widgets import Static
 from textual.widgets._toast import Toast
 
 from gpuci_tui.app import make_app
+from gpuci_tui.core.gpu_readings import GpuFrame
 from gpuci_tui.core.models import (
     AgentVersionsSnapshot,
     DisabledAgents,
@@ -19,7 +20,6 @@ from gpuci_tui.core.models import (
     PoolSummary,
     SupervisorEvent,
 )
-from gpuci_tui.core.protocols import GpuFrame
 from gpuci_tui.screens.confirm import ConfirmScreen
 from gpuci_tui.widgets.gpu_panel import GpuCard
 from tests.ui.fakes import FakeHandle, FakeSampler, make_services

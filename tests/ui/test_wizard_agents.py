@@ -10,7 +10,7 @@ import pytest
 from textual.widgets import Button, Input, OptionList, RadioButton
 
 from gpuci_tui.core.config.loader import VolumeConfig, load_config
-from gpuci_tui.core.protocols import GpuFrame, GpuHostInfo
+from gpuci_tui.core.gpu_readings import GpuFrame, GpuHostInfo
 from gpuci_tui.screens.dashboard import DashboardScreen
 from tests.ui.fakes import (
     GOOD_PAT,

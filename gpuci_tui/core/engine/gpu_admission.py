@@ -26,7 +26,7 @@ from enum import StrEnum
 
 from gpuci_tui.core.engine.gpu_health import Fault, HealthBook
 from gpuci_tui.core.formatting import memory_gb
-from gpuci_tui.core.protocols import GpuFrame, GpuProcess, GpuSample
+from gpuci_tui.core.gpu_readings import GpuFrame, GpuProcess, GpuSample
 
 EXCLUSIVE = "exclusive"
 OFF = "off"

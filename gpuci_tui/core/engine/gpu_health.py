@@ -28,7 +28,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from gpuci_tui.core.protocols import GpuFrame, GpuHealthReading, GpuSample
+from gpuci_tui.core.gpu_readings import GpuFrame, GpuHealthReading, GpuSample
 
 #: Xids caused by an application, not the GPU (NVIDIA k8s-device-plugin, internal/rm/health.go).
 APPLICATION_XIDS = frozenset({13, 31, 43, 45, 68, 109})

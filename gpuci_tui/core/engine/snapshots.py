@@ -20,6 +20,7 @@ from gpuci_tui.core.engine.lifecycle import (
     gate_of,
 )
 from gpuci_tui.core.engine.rollout_views import rollout_snapshots
+from gpuci_tui.core.gpu_readings import JobGpuNow
 from gpuci_tui.core.models import (
     AgentSnapshot,
     DisabledAgents,
@@ -30,7 +31,6 @@ from gpuci_tui.core.models import (
     SlotState,
     SupervisorSnapshot,
 )
-from gpuci_tui.core.protocols import JobGpuNow
 
 GpuNowOf = Callable[[int, str], JobGpuNow | None]
 """(slot number, agent name) → what that agent's job uses of the GPUs now."""

@@ -18,10 +18,10 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from gpuci_tui.core.config.fleet_host import FleetHost
+from gpuci_tui.core.gpu_readings import GpuFrame, GpuHostInfo
 from gpuci_tui.core.host.handle import SupervisorHandle
 from gpuci_tui.core.host.reconnect import Backoff, Reconnector, RetryNow
 from gpuci_tui.core.models import SupervisorEvent, SupervisorSnapshot
-from gpuci_tui.core.protocols import GpuFrame, GpuHostInfo
 
 
 class LinkState(StrEnum):

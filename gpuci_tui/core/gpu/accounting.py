@@ -36,8 +36,8 @@ from pathlib import Path
 
 from gpuci_tui.core.docker.cgroups import PROC_ROOT, container_id_of_pid
 from gpuci_tui.core.gpu.job_facts import FactsWindow, JobFacts, combine
+from gpuci_tui.core.gpu_readings import GpuFrame, GpuProcess, GpuSample, JobGpuNow
 from gpuci_tui.core.models import SupervisorSnapshot
-from gpuci_tui.core.protocols import GpuFrame, GpuProcess, GpuSample, JobGpuNow
 
 ENERGY_SHARED = "GPU shared with another process during the job"
 ENERGY_NOT_REPORTED = "the driver does not report the GPU energy counter"

@@ -20,7 +20,8 @@ from gpuci_tui.core.config.loader import Config, ConfigError, agent_groups
 from gpuci_tui.core.errors import GpuciError
 from gpuci_tui.core.formatting import memory
 from gpuci_tui.core.gpu.cuda_fit import DriverCuda, need_of, refusal
-from gpuci_tui.core.protocols import GpuFrame, ImageConfig
+from gpuci_tui.core.gpu_readings import GpuFrame
+from gpuci_tui.core.protocols import ImageConfig
 
 
 def _index_of(frame: GpuFrame) -> dict[str, int]:

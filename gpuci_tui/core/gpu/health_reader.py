@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 import pynvml
 
-from gpuci_tui.core.protocols import GpuHealthReading, XidEvent
+from gpuci_tui.core.gpu_readings import GpuHealthReading, XidEvent
 
 log = logging.getLogger(__name__)
 

@@ -35,7 +35,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from gpuci_tui.core.protocols import GpuSample
+from gpuci_tui.core.gpu_readings import GpuSample
 
 THROTTLE_BITS: tuple[tuple[str, int], ...] = (
     ("sw_power_cap", 0x4),

@@ -50,7 +50,13 @@ from gpuci_tui.core.docker.cgroups import (
 )
 from gpuci_tui.core.gpu.health_reader import XidWatch, read_health
 from gpuci_tui.core.gpu.nvml_procs import ProcessUtil, ProcessUtilization, running_processes
-from gpuci_tui.core.protocols import GpuFrame, GpuHealthReading, GpuHostInfo, GpuProcess, GpuSample
+from gpuci_tui.core.gpu_readings import (
+    GpuFrame,
+    GpuHealthReading,
+    GpuHostInfo,
+    GpuProcess,
+    GpuSample,
+)
 
 log = logging.getLogger(__name__)
 

@@ -48,7 +48,7 @@ from gpuci_tui.core.host.metrics import Metrics, follow
 from gpuci_tui.core.host.pool_observer import PoolObserver
 from gpuci_tui.core.host.reporter import Broadcaster
 from gpuci_tui.core.host.slot_layout import prepare_shapes
-from gpuci_tui.core.host.supervisor import IntentStore, Supervisor
+from gpuci_tui.core.host.supervisor import Supervisor
 from gpuci_tui.core.packages import AgentPackagesApi
 from gpuci_tui.core.protocols import (
     AgentPoolApi,
@@ -58,6 +58,7 @@ from gpuci_tui.core.protocols import (
     TokenSource,
 )
 from gpuci_tui.core.store.history import JobHistory
+from gpuci_tui.core.store.intent import IntentStore
 
 __all__ = ["Assembly", "assemble", "open_assembly"]
 

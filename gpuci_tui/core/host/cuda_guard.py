@@ -31,7 +31,8 @@ from typing import Protocol
 from gpuci_tui.core.config.loader import Config
 from gpuci_tui.core.engine.steps import CudaChecked, Observation
 from gpuci_tui.core.gpu.cuda_fit import CudaNeed, DriverCuda, need_of, refusal
-from gpuci_tui.core.protocols import GpuHostInfo, ImageConfig
+from gpuci_tui.core.gpu_readings import GpuHostInfo
+from gpuci_tui.core.protocols import ImageConfig
 
 log = logging.getLogger("gpuci_tui.gpu")
 

@@ -22,10 +22,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from gpuci_tui.core.command_types import CommandResult
+from gpuci_tui.core.command_types import CommandResult, GpuClear
 from gpuci_tui.core.docker.cgroups import PROC_ROOT
 from gpuci_tui.core.engine.gpu_admission import FOREIGN_PROCESS, GpuAdmission, verdict
 from gpuci_tui.core.engine.gpu_health import (
+    NO_GPU_WATCH,
     HealthBook,
     HealthChange,
     assess,
@@ -38,8 +39,8 @@ from gpuci_tui.core.engine.gpu_health import (
 )
 from gpuci_tui.core.files import atomic_write
 from gpuci_tui.core.gpu.accounting import JobKey, owner_of
+from gpuci_tui.core.gpu_readings import GpuFrame, GpuProcess
 from gpuci_tui.core.models import GpuGateSnapshot
-from gpuci_tui.core.protocols import GpuFrame, GpuProcess
 
 log = logging.getLogger("gpuci_tui.gpu")
 
@@ -212,3 +213,10 @@ def gpu_gates(
         else:
             out.append(GpuGateSnapshot(gpu.index, gpu.uuid))
     return tuple(out)
+
+
+def clear_gpu(gatekeeper: GpuGatekeeper | None, command: GpuClear) -> CommandResult:
+    """``gpu clear``: the GPU watch holds the faults, not the engine."""
+    if gatekeeper is None:
+        return CommandResult(False, NO_GPU_WATCH)
+    return gatekeeper.clear(command.gpu)

@@ -14,9 +14,10 @@ import logging
 from collections.abc import Callable, Mapping
 
 from gpuci_tui.core.gpu.accounting import JobAccountant, JobKey
+from gpuci_tui.core.gpu_readings import GpuFrame
 from gpuci_tui.core.host.cuda_guard import CudaGuard
 from gpuci_tui.core.host.gpu_gates import GpuGatekeeper
-from gpuci_tui.core.protocols import GpuFrame, GpuSampler
+from gpuci_tui.core.protocols import GpuSampler
 
 log = logging.getLogger("gpuci_tui.gpu")
 

@@ -41,28 +41,31 @@ from gpuci_tui.core.config.loader import (
     daemon_instance,
     for_group,
 )
-from gpuci_tui.core.docker.agentspec import LABEL_GROUP, host_marker
+from gpuci_tui.core.docker.agentspec import LABEL_GROUP
 from gpuci_tui.core.engine.disk_gc import pull_refusal
 from gpuci_tui.core.engine.preview import CommandPreview, preview
 from gpuci_tui.core.engine.steps import JobEnded
 from gpuci_tui.core.host.agent_updates import AgentUpdates
+from gpuci_tui.core.host.gpu_gates import clear_gpu
 from gpuci_tui.core.host.group_reload import preview_reload, reload
 from gpuci_tui.core.host.group_snapshot import merged_snapshot
+from gpuci_tui.core.host.group_stale import pool_stale_watch, prune_pools
 from gpuci_tui.core.host.pool_observer import PoolObserver
 from gpuci_tui.core.host.reporter import Broadcaster, GroupTap, Update
-from gpuci_tui.core.host.stale_watch import StaleWatch, current_lane_names, own_instances
-from gpuci_tui.core.host.supervisor import IntentStore, Supervisor, clear_gpu
+from gpuci_tui.core.host.stale_watch import StaleWatch
+from gpuci_tui.core.host.supervisor import Supervisor
 from gpuci_tui.core.models import (
     DiskSnapshot,
     SupervisorSnapshot,
 )
 from gpuci_tui.core.protocols import AgentPoolApi, ContainerRuntime, TokenSource
+from gpuci_tui.core.store.intent import IntentStore
 
 if TYPE_CHECKING:
     from gpuci_tui.core.gpu.accounting import JobKey
+    from gpuci_tui.core.gpu_readings import JobGpuNow
     from gpuci_tui.core.host.gpu_gates import GpuGatekeeper
     from gpuci_tui.core.host.image_puller import ImagePuller
-    from gpuci_tui.core.protocols import JobGpuNow
 
 
 class GroupSupervisor:
@@ -215,7 +218,7 @@ class GroupSupervisor:
                 report=self.reporter.event,
             )
             self.pools[group.pool] = pool
-            self.stale[group.pool] = self._stale_watch(group.pool, pool)
+            self.stale[group.pool] = pool_stale_watch(self, group.pool, pool)
         child = self._build(config, group, pool)
         self.children[group.name] = child
         if self._running:
@@ -275,26 +278,6 @@ class GroupSupervisor:
         else:  # the daemon stopped before the group was empty: its agents stay, as on any stop
             self.reporter.event("group_removed", f"group {name} removed before it drained")
         self.reporter.changed()
-
-    def _stale_watch(self, pool_name: str, pool: PoolObserver) -> StaleWatch:
-        def current() -> frozenset[str]:
-            # The pool's groups at each read (a reload adds and removes them); slots still
-            # held beyond ``count`` (draining after a scale-down) count too.
-            members = [c for c in self.children.values() if c.config.azure.pool == pool_name]
-            held = [slot.number for child in members for slot in child.state.slots]
-            return current_lane_names(self.config, pool_name, held)
-
-        return StaleWatch(
-            self.api,
-            pool,
-            instances=own_instances(self.config, pool_name),
-            host=host_marker(),
-            current_names=current,
-            clock=self.clock,
-            report=self.reporter.event,
-            remove_after=self.config.azure.remove_offline_after,
-            changed=self.reporter.changed,
-        )
 
     # ------------------------------------------------------------------ running
 
@@ -413,7 +396,7 @@ class GroupSupervisor:
         if isinstance(command, Reload):  # the whole configuration, every group at once
             return await reload(self, command)
         if isinstance(command, Prune):
-            return await self._prune(command)
+            return await prune_pools(self.stale, command, self.reporter.event)
         targets, problem = self._route(command)
         if problem is not None:
             return CommandResult(False, problem)
@@ -425,20 +408,6 @@ class GroupSupervisor:
             for child, result in zip(targets, results, strict=True)
         )
         return CommandResult(all(r.ok for r in results), message)
-
-    async def _prune(self, command: Prune) -> CommandResult:
-        """Each pool's stale registrations, listed (dry run) or removed."""
-        results = [await watch.prune(command) for watch in self.stale.values()]
-        result = results[0]
-        if len(results) > 1:
-            message = "\n".join(
-                f"pool {n}: {r.message}" for n, r in zip(self.stale, results, strict=True)
-            )
-            ids = tuple(i for r in results for i in r.affected)
-            result = CommandResult(all(r.ok for r in results), message, ids)
-        if not command.dry_run:
-            self.reporter.event("command", f"prune: {result.message}")
-        return result
 
     def preview(self, command: Command) -> CommandPreview:
         """What ``command`` would do, over the groups it is for."""

@@ -18,7 +18,7 @@ from typing import IO
 
 from gpuci_tui.core.config.loader import Config, agent_groups, for_group, instance_id
 from gpuci_tui.core.errors import GpuciError
-from gpuci_tui.core.store.history import IntentFile
+from gpuci_tui.core.store.intent import IntentFile
 
 __all__ = [
     "AlreadyRunningError",

@@ -26,7 +26,7 @@ import logging
 import os
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from gpuci_tui.core.command_types import Command, CommandResult, GpuClear, Stop
 from gpuci_tui.core.config.loader import Config
@@ -34,7 +34,6 @@ from gpuci_tui.core.docker.agentspec import config_hash, instance_id, instance_l
 from gpuci_tui.core.docker.slot_devices import device_label, watched_ids
 from gpuci_tui.core.engine.commands import apply_command, intent_data, restore_intent
 from gpuci_tui.core.engine.gpu_admission import GateReading, GpuAdmission, slot_reading
-from gpuci_tui.core.engine.gpu_health import NO_GPU_WATCH
 from gpuci_tui.core.engine.lifecycle import EngineState, new_slot
 from gpuci_tui.core.engine.planner import decide
 from gpuci_tui.core.engine.preview import CommandPreview, preview
@@ -44,38 +43,25 @@ from gpuci_tui.core.engine.steps import Action, GpuObserved, JobEnded, Note, Obs
 from gpuci_tui.core.gpu.accounting import key_of
 from gpuci_tui.core.host.container_observer import ContainerObserver
 from gpuci_tui.core.host.executor import Executor
+from gpuci_tui.core.host.gpu_gates import clear_gpu
 from gpuci_tui.core.host.pool_observer import PoolObserver
 from gpuci_tui.core.host.reconfigure import apply_reload, preview_reload
 from gpuci_tui.core.host.reporter import Broadcaster, Reporter, Update, report_note
 from gpuci_tui.core.models import SupervisorSnapshot
 from gpuci_tui.core.packages import AgentPackageMount
 from gpuci_tui.core.protocols import AgentPoolApi, ContainerRuntime, TokenSource
+from gpuci_tui.core.store.intent import IntentStore
 
 if TYPE_CHECKING:
     from gpuci_tui.core.engine.gpu_health import HealthBook
     from gpuci_tui.core.gpu.accounting import JobKey
+    from gpuci_tui.core.gpu_readings import GpuFrame, JobGpuNow
     from gpuci_tui.core.host.gpu_gates import GpuGatekeeper, Ours
     from gpuci_tui.core.host.image_puller import ImagePuller
-    from gpuci_tui.core.protocols import GpuFrame, JobGpuNow
 
 log = logging.getLogger("gpuci_tui.supervisor")
 
-__all__ = ["IntentStore", "Supervisor", "Update"]
-
-
-class IntentStore(Protocol):
-    """Keeps operator intent (count, paused, drained slots) across restarts.
-
-    The protocol; `history.IntentFile` is the daemon's file-backed implementation.
-    """
-
-    def load(self) -> dict[str, Any] | None:
-        """The saved intent, or None."""
-        ...
-
-    def save(self, data: dict[str, Any]) -> None:
-        """Save ``data``."""
-        ...
+__all__ = ["Supervisor", "Update"]
 
 
 class Supervisor:
@@ -450,10 +436,3 @@ class Supervisor:
     def _save_intent(self) -> None:
         if self._intent is not None:
             self._intent.save(intent_data(self.state))
-
-
-def clear_gpu(gatekeeper: GpuGatekeeper | None, command: GpuClear) -> CommandResult:
-    """``gpu clear``: the GPU watch holds the faults, not the engine."""
-    if gatekeeper is None:
-        return CommandResult(False, NO_GPU_WATCH)
-    return gatekeeper.clear(command.gpu)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import logging
 import sqlite3
 import threading
@@ -25,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 
 from gpuci_tui.core.config.file import is_ascii_number
 from gpuci_tui.core.errors import GpuciError
-from gpuci_tui.core.files import atomic_write
 from gpuci_tui.core.gpu.job_facts import summary, throttle_from_json, throttle_to_json
 from gpuci_tui.core.secrets.redaction import redact
 from gpuci_tui.core.store import schema
@@ -390,24 +388,3 @@ def _record(row: Sequence[Any]) -> JobRecord:
     values["energy_note"] = values["energy_note"] or ""
     values["throttle_s"] = throttle_from_json(values["throttle_s"])
     return JobRecord(**values)
-
-
-class IntentFile:
-    """Operator intent as a small JSON file, written atomically."""
-
-    def __init__(self, path: Path) -> None:
-        """Keep the intent at ``path``."""
-        self.path = path
-
-    def load(self) -> dict[str, Any]:
-        """The saved intent, or {} when there is none or it is unreadable."""
-        try:
-            data = json.loads(self.path.read_text())
-        except (OSError, ValueError):
-            return {}
-        return data if isinstance(data, dict) else {}
-
-    def save(self, data: dict[str, Any]) -> None:
-        """Replace the saved intent atomically."""
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        atomic_write(self.path, json.dumps({**data, "saved_at": time.time()}))

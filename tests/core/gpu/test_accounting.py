@@ -18,8 +18,8 @@ from gpuci_tui.core.gpu.accounting import (
     foreign_processes,
     owner_of,
 )
+from gpuci_tui.core.gpu_readings import GpuFrame, GpuHostInfo, GpuProcess, GpuSample
 from gpuci_tui.core.models import JobInfo, SlotSnapshot, SlotState, SupervisorSnapshot
-from gpuci_tui.core.protocols import GpuFrame, GpuHostInfo, GpuProcess, GpuSample
 
 HOST = GpuHostInfo(available=True, gpu_count=2)
 CID_A, CID_B, CID_X = "a" * 64, "b" * 64, "c" * 64

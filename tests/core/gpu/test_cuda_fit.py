@@ -165,7 +165,8 @@ def test_check_config_names_the_group_whose_image_the_driver_cannot_run(tmp_path
     from gpuci_tui.core.config.loader import load_config
     from gpuci_tui.core.errors import GpuciError
     from gpuci_tui.core.gpu.check import check_images_cuda
-    from gpuci_tui.core.protocols import GpuFrame, GpuHostInfo, ImageConfig
+    from gpuci_tui.core.gpu_readings import GpuFrame, GpuHostInfo
+    from gpuci_tui.core.protocols import ImageConfig
 
     path = tmp_path / "config.toml"
     path.write_text(

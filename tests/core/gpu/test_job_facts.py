@@ -15,7 +15,7 @@ import pytest
 from gpuci_tui.core.gpu.accounting import JobAccountant, JobKey
 from gpuci_tui.core.gpu.job_facts import JobFacts, summary
 from gpuci_tui.core.gpu.nvml_sampler import NvmlSampler
-from gpuci_tui.core.protocols import (
+from gpuci_tui.core.gpu_readings import (
     GpuFrame,
     GpuHealthReading,
     GpuHostInfo,

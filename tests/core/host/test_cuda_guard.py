@@ -18,11 +18,12 @@ import pytest
 from gpuci_tui.core.config.loader import load_config
 from gpuci_tui.core.engine.gpu_admission import CUDA_INCOMPATIBLE
 from gpuci_tui.core.engine.steps import CudaChecked, Observation
+from gpuci_tui.core.gpu_readings import GpuFrame, GpuHostInfo, GpuSample
 from gpuci_tui.core.host.assemble import assemble
 from gpuci_tui.core.host.cuda_guard import CudaGuard
 from gpuci_tui.core.host.supervisor import Supervisor
 from gpuci_tui.core.models import SlotState
-from gpuci_tui.core.protocols import GpuFrame, GpuHostInfo, GpuSample, ImageConfig
+from gpuci_tui.core.protocols import ImageConfig
 from gpuci_tui.core.store.history import JobHistory
 from gpuci_tui.sim.api import SimPoolApi
 from gpuci_tui.sim.org import SimOrg

@@ -8,6 +8,7 @@ from dataclasses import replace
 from gpuci_tui.core.engine.lifecycle import Lane
 from gpuci_tui.core.engine.steps import JobEnded
 from gpuci_tui.core.gpu.accounting import JobAccountant, container_owners, key_of
+from gpuci_tui.core.gpu_readings import GpuFrame, GpuHostInfo, GpuProcess, GpuSample
 from gpuci_tui.core.host.gpu_watch import GpuWatch
 from gpuci_tui.core.host.job_recorder import JobRecorder, job_record, seconds_between
 from gpuci_tui.core.host.supervisor import Supervisor
@@ -20,13 +21,7 @@ from gpuci_tui.core.models import (
     SlotState,
     SupervisorSnapshot,
 )
-from gpuci_tui.core.protocols import (
-    GpuFrame,
-    GpuHostInfo,
-    GpuProcess,
-    GpuSample,
-    JobRequest,
-)
+from gpuci_tui.core.protocols import JobRequest
 from gpuci_tui.core.store.history import JobHistory, JobQuery
 from gpuci_tui.sim.agent_program import sim_image_id
 from gpuci_tui.sim.api import SimPoolApi

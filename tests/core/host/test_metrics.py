@@ -12,6 +12,7 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from gpuci_tui.core.gpu_readings import GpuFrame, GpuHostInfo, GpuSample
 from gpuci_tui.core.host.metrics import Metrics, azure_outcome, follow, result_label
 from gpuci_tui.core.host.reporter import Broadcaster
 from gpuci_tui.core.models import (
@@ -29,7 +30,6 @@ from gpuci_tui.core.models import (
     SupervisorEvent,
     SupervisorSnapshot,
 )
-from gpuci_tui.core.protocols import GpuFrame, GpuHostInfo, GpuSample
 from gpuci_tui.core.store.history import JobRecord
 from tests.core.supervisor_env import wait_until
 
@@ -281,7 +281,7 @@ def test_every_counter_has_a_zero_sample_before_its_first_event() -> None:
 
 
 def test_gpu_health_and_held_slots_by_bounded_reason() -> None:
-    from gpuci_tui.core.host.metrics import GATE_REASONS
+    from gpuci_tui.core.host.metrics_state import GATE_REASONS
     from gpuci_tui.core.models import GpuGateSnapshot
 
     metrics = Metrics()
