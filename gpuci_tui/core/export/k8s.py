@@ -171,12 +171,8 @@ def _problems(
             "host's Docker socket need a different design on Kubernetes (e.g. a job "
             "container per pod); set it to false for the export or keep this group on the daemon"
         )
-    if agents.gpus == "mig":
-        problems.append(
-            'agents.gpus = "mig" cannot be exported: on a cluster NVIDIA\'s device plugin '
-            "offers MIG slices as resources such as nvidia.com/mig-1g.10gb; keep this group "
-            "on the daemon"
-        )
+    if agents.gpus == "mig":  # a cluster's device plugin offers slices as resources instead
+        problems.append('agents.gpus = "mig" cannot be exported (MIG slices are nvidia.com/mig-*)')
     if agents.gpus == "all" and options.gpus_per_agent is None:
         problems.append(
             'agents.gpus = "all" has no meaning on a cluster: say how many GPUs each agent '
