@@ -34,9 +34,14 @@ def shape_fields(config: Config | None) -> Iterable[Widget]:
         value = "mig"
     elif agents is not None and agents.gpus_per_slot > 1:
         value = str(agents.gpus_per_slot)
-    yield Static(SHAPE_LABEL, classes="field-label shape-only")
-    yield Input(value=value, id="gpu-shape", classes="shape-only", placeholder="1")
-    yield Static("", id="gpu-topology", classes="hint shape-only", markup=False)
+    widgets: list[Widget] = [
+        Static(SHAPE_LABEL, classes="field-label shape-only"),
+        Input(value=value, id="gpu-shape", classes="shape-only", placeholder="1"),
+        Static("", id="gpu-topology", classes="hint shape-only", markup=False),
+    ]
+    for widget in widgets:
+        widget.display = False  # until the host is read: most hosts have no shape to offer
+        yield widget
 
 
 def topology_words(topology: HostTopology) -> str:
