@@ -217,6 +217,8 @@ UNPLACED = "unplaced"
 _lock = threading.Lock()
 _reader: Callable[[], HostTopology] | None = None
 _topology: HostTopology | None = None
+#: Plans by shape, for the kept topology: asked per slot at every GPU sample and snapshot.
+_plans: dict[tuple[object, ...], tuple[SlotDevices, ...] | ShapeError] = {}
 
 
 def use_topology(reader: Callable[[], HostTopology] | None) -> None:
@@ -224,6 +226,7 @@ def use_topology(reader: Callable[[], HostTopology] | None) -> None:
     global _reader, _topology  # noqa: PLW0603 - the host's hardware is one per process
     with _lock:
         _reader, _topology = reader, None
+        _plans.clear()
 
 
 def host_topology() -> HostTopology:
@@ -277,10 +280,21 @@ def shaped_slot(agents: AgentsConfig, slot: int) -> SlotDevices | None:
     if not is_shaped(agents):
         return None
     topology = host_topology()
-    try:
-        slots = plan(agents, topology, strict=False)
-    except ShapeError as exc:
-        return SlotDevices((UNPLACED,), (UNPLACED,), f"unplaced: {exc}")
+    key = (agents.gpus, agents.count, agents.gpus_per_slot, agents.gpu_ids)
+    with _lock:
+        # Only for the kept topology: one read before the driver answered is not kept.
+        planned = _plans.get(key) if topology is _topology else None
+    if planned is None:
+        try:
+            planned = plan(agents, topology, strict=False)
+        except ShapeError as exc:
+            planned = exc
+        with _lock:
+            if topology is _topology:
+                _plans[key] = planned
+    if isinstance(planned, ShapeError):
+        return SlotDevices((UNPLACED,), (UNPLACED,), f"unplaced: {planned}")
+    slots = planned
     if slot >= len(slots):
         return SlotDevices((UNPLACED,), (UNPLACED,), "unplaced")
     return slots[slot]
