@@ -26,6 +26,7 @@ from gpuci_tui.core.engine.gpu_admission import (
     slot_reading,
 )
 from gpuci_tui.core.engine.gpu_health import HealthBook, assess
+from gpuci_tui.core.gpu.check import check_host_gpus
 from gpuci_tui.core.gpu_readings import (
     GpuFrame,
     GpuHealthReading,
@@ -144,3 +145,21 @@ def test_a_shape_that_does_not_fit_stops_the_start_with_how_to_fix_it() -> None:
     # Without a GPU sampler there is no topology to shape slots with.
     with pytest.raises(ConfigError, match="no GPU of this host has any"):
         prepare_shapes(config(gpus="mig"), None)
+
+
+def test_check_config_counts_every_gpu_of_a_shaped_group() -> None:
+    # A host process on GPU 3 is worth a warning when a slot of two GPUs may hold it.
+    frame = GpuFrame(
+        1.0,
+        GpuHostInfo(available=True, gpu_count=4),
+        tuple(
+            GpuSample(
+                i, "H100", uuid=f"GPU-{i}", processes=(GpuProcess(7, 100.0, "python"),) * (i == 3)
+            )
+            for i in range(4)
+        ),
+    )
+    errors, warnings = check_host_gpus(config(gpus="per-agent", gpus_per_slot=2), frame)
+    assert errors == [] and [w.split(" is in use")[0] for w in warnings] == ["GPU 3"]
+    assert check_host_gpus(config(gpus="per-agent"), frame) == ([], [])
+    assert check_host_gpus(config(gpus="mig"), frame) == ([], [])
