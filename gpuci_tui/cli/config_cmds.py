@@ -50,7 +50,10 @@ def group_line(group: AgentGroup) -> str:
         "per-agent": f"GPUs per agent {ids or '0,1,…'}",
         "all": "every GPU",
         "none": "no GPU",
+        "mig": "one MIG device per slot",
     }.get(agents.gpus, agents.gpus)
+    if agents.gpus == "per-agent" and agents.gpus_per_slot > 1:
+        gpus += f", {agents.gpus_per_slot} per slot (NVLink kept together)"
     return (
         f"{group.name}: {agents.count} slot(s) {agents.name_prefix}-0…, pool '{group.pool}', "
         f"image {agents.image}, {gpus}"

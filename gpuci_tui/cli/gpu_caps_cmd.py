@@ -12,8 +12,7 @@ import json
 import socket
 
 from gpuci_tui.core.config.model import agent_groups, for_group
-from gpuci_tui.core.docker.agentspec import slot_gpus
-from gpuci_tui.core.gpu.capabilities import PRODUCT, select_gpus, slot_capabilities
+from gpuci_tui.core.gpu.capabilities import PRODUCT
 
 from . import exitcodes
 from .common import CliExit, fail, load
@@ -30,8 +29,11 @@ def add_caps_parser(actions: argparse._SubParsersAction[argparse.ArgumentParser]
 
 def run_caps(args: argparse.Namespace) -> int:
     """Print every slot's capabilities under this host's GPUs."""
+    from gpuci_tui.core.config.slot_shapes import use_topology
     from gpuci_tui.core.gpu.nvml_facts import read_nvml_facts
     from gpuci_tui.core.gpu.nvml_sampler import NvmlSampler
+    from gpuci_tui.core.gpu.nvml_topology import read_nvml_topology
+    from gpuci_tui.core.host.gpu_caps import SlotCapabilities
 
     try:
         config = load(args)
@@ -41,15 +43,18 @@ def run_caps(args: argparse.Namespace) -> int:
     try:
         facts = read_nvml_facts(sampler)
         reason = sampler.host_info().reason
+        # Shaped slots (gpus_per_slot, MIG) get their devices from the topology.
+        topology = read_nvml_topology(sampler)
     finally:
         sampler.close()
+    use_topology(lambda: topology)
     host = socket.gethostname()
+    of_slot = SlotCapabilities(lambda: facts, host)
     found: dict[str, dict[str, dict[str, str]]] = {}
     for group in agent_groups(config):
         scoped = for_group(config, group)
         found[group.name] = {
-            str(slot): slot_capabilities(facts, select_gpus(facts, slot_gpus(scoped, slot)), host)
-            for slot in range(scoped.agents.count)
+            str(slot): of_slot(scoped, slot) for slot in range(scoped.agents.count)
         }
     if args.json:
         print(json.dumps(found, indent=2, sort_keys=True))

@@ -144,6 +144,8 @@ class SlotSnapshot:
     job: JobInfo | None = None
     gpus: tuple[str, ...] = ()
     """GPU indexes given to the container; ``("all",)`` for every GPU."""
+    devices: str = ""
+    """A slot shaped by the hardware: ``GPU 0+3`` or ``MIG 1g.10gb 0/3`` (else empty)."""
     last_exit: ExitInfo | None = None
     failures: int = 0
     """Consecutive early failures (reset by a container that takes a job)."""

@@ -61,7 +61,8 @@ class ReviewStep(Step):
             f"Image         {draft.image}",
             *(f"              ! {warning}" for warning in draft.image_warnings),
             f"Agents        {draft.count} ({draft.name_prefix}-1{last}), GPUs: "
-            f"{gpu_text(draft.gpu_policy, draft.gpu_ids)}, network: {draft.network}",
+            f"{gpu_text(draft.gpu_policy, draft.gpu_ids, draft.gpus_per_slot)}, "
+            f"network: {draft.network}",
             f"Volumes       {volumes[0] if volumes else 'none'}",
             *(f"              {v}" for v in volumes[1:]),
         ]
@@ -102,6 +103,7 @@ class ReviewStep(Step):
                 network=group.network,
                 gpus=group.gpu_policy,
                 gpu_ids=group.gpu_ids,
+                gpus_per_slot=group.gpus_per_slot,
                 volumes=group.volumes,
             )
 
@@ -135,17 +137,19 @@ class ReviewStep(Step):
     """The `Config` written by `validate` (None until saved)."""
 
 
-def gpu_text(policy: str, ids: Iterable[str]) -> str:
-    """``per-agent over 2,3`` for the review."""
+def gpu_text(policy: str, ids: Iterable[str], per_slot: int = 1) -> str:
+    """``per-agent over 2,3`` (``, 2 per agent`` with ``gpus_per_slot``) for the review."""
     listed = ",".join(ids)
-    return f"{policy} over {listed}" if listed and policy != "list" else listed or policy
+    text = f"{policy} over {listed}" if listed and policy != "list" else listed or policy
+    return f"{text}, {per_slot} per agent" if per_slot > 1 else text
 
 
 def group_lines(group: DraftGroup) -> str:
     """One finished group of the draft, for the review."""
     return (
         f"Group         {group.name}: pool {group.pool}, {group.count} × {group.image}, "
-        f"{group.name_prefix}-N, GPUs: {gpu_text(group.gpu_policy, group.gpu_ids)}"
+        f"{group.name_prefix}-N, GPUs: "
+        f"{gpu_text(group.gpu_policy, group.gpu_ids, group.gpus_per_slot)}"
     )
 
 

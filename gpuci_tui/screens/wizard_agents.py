@@ -15,6 +15,7 @@ from textual.widgets.option_list import Option
 from gpuci_tui.core.config.loader import VolumeConfig
 from gpuci_tui.core.formatting import gib
 from gpuci_tui.screens.wizard_base import Step, config_problem
+from gpuci_tui.screens.wizard_shapes import read_shape, shape_fields, show_shapes
 
 DEFAULT_IMAGE_REPO = "gpuci-agent"
 """The repository dockeragent/build.sh tags its images with (``--repo`` changes it)."""
@@ -182,6 +183,7 @@ class AgentsStep(Step):
             for key, label in GPU_POLICY_LABELS.items():
                 yield RadioButton(label, value=key == policy, id=f"gpus-{key}")
         yield Static("", id="gpu-list", classes="hint", markup=False)
+        yield from shape_fields(config)
         yield Static("Network", classes="field-label")
         network = config.agents.network if config else "bridge"
         with RadioSet(id="network"):
@@ -224,6 +226,7 @@ class AgentsStep(Step):
         self.query_one("#gpu-list", Static).update(
             "\n".join(gpus) if gpus else f"No GPU visible: {reason}."
         )
+        await show_shapes(self)
 
     def _chosen(self, radio_id: str, labels: dict[str, str]) -> str:
         pressed = self.query_one(f"#{radio_id}", RadioSet).pressed_button
@@ -255,8 +258,11 @@ class AgentsStep(Step):
                 f"No GPU is visible on this host{reason}, so agents with GPUs cannot start. "
                 "Choose 'none', or install the NVIDIA driver and Container Toolkit first."
             )
+        policy, per_slot, problem = read_shape(self, policy, count)
         try:
-            check_gpu_count(count, policy, visible)
+            if problem:
+                return problem
+            check_gpu_count(count, policy, visible, per_slot)
         except ConfigError as exc:
             return config_problem("The number of agents", exc)
         if self.draft.groups:
@@ -265,6 +271,7 @@ class AgentsStep(Step):
                 return problem
             policy = "list" if policy == "all" and self.draft.gpu_ids else policy
         self.draft.count, self.draft.name_prefix, self.draft.gpu_policy = count, prefix, policy
+        self.draft.gpus_per_slot = per_slot
         self.draft.network = self._chosen("network", NETWORK_LABELS)
         return None
 

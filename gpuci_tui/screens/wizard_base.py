@@ -18,6 +18,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from gpuci_tui.core.config.loader import VolumeConfig
+from gpuci_tui.core.config.slot_shapes import HostTopology
 from gpuci_tui.core.gpu_readings import GpuHostInfo, GpuSample
 from gpuci_tui.core.protocols import Pool
 
@@ -40,6 +41,7 @@ class DraftGroup:
     gpu_ids: tuple[str, ...]
     network: str
     volumes: tuple[VolumeConfig, ...]
+    gpus_per_slot: int = 1
 
 
 @dataclass
@@ -73,6 +75,9 @@ class WizardDraft:
     """Groups finished before this one ("Add a group" on the review); empty: one group."""
     group_name: str = ""
     """The name of the group being set up when ``groups`` is not empty."""
+    gpus_per_slot: int = 1
+    topology: HostTopology | None = None
+    """The host's NVLink pairs and MIG devices, read once (`wizard_shapes`)."""
 
     def current_group(self) -> DraftGroup:
         """The group the steps describe now."""
@@ -86,6 +91,7 @@ class WizardDraft:
             gpu_ids=tuple(self.gpu_ids),
             network=self.network,
             volumes=tuple(self.volumes),
+            gpus_per_slot=self.gpus_per_slot,
         )
 
     def all_groups(self) -> list[DraftGroup]:

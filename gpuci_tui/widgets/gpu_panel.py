@@ -47,6 +47,42 @@ def owner_map(snapshot: SupervisorSnapshot) -> dict[str, str]:
     return owners
 
 
+def slot_words(keys: list[str]) -> str:
+    """``slot 2``, ``slots 0-1`` (a run of one group's numbers) or ``slots 0, 2, a/1``."""
+    if len(keys) == 1:
+        return f"slot {keys[0]}"
+    numbers = [int(k) for k in keys if k.isdigit()]
+    if len(numbers) == len(keys) and numbers == list(range(numbers[0], numbers[0] + len(keys))):
+        return f"slots {numbers[0]}-{numbers[-1]}"
+    return "slots " + ", ".join(keys)
+
+
+def holders(snapshot: SupervisorSnapshot, samples: Iterable[GpuSample]) -> dict[int, list[str]]:
+    """GPU index → which slots hold it: ``slots 0-1`` or one line per MIG slice.
+
+    Only for slots shaped by the hardware (``gpus_per_slot``, MIG): there the
+    planner chose the devices, so the operator cannot read them off the file.
+    """
+    ids = {sample.index: {str(sample.index), sample.uuid} for sample in samples}
+    whole: dict[int, list[str]] = {}
+    slices: dict[int, list[str]] = {}
+    for slot in snapshot.slots:
+        if not slot.devices:
+            continue
+        for index, names in ids.items():
+            if not names & set(slot.gpus):
+                continue
+            if slot.devices.startswith("MIG"):
+                slices.setdefault(index, []).append(f"{slot.devices} · slot {slot.key}")
+            else:
+                whole.setdefault(index, []).append(slot.key)
+    return {
+        index: ([f"GPU {index} · {slot_words(whole[index])}"] if index in whole else [])
+        + slices.get(index, [])
+        for index in sorted({*whole, *slices})
+    }
+
+
 def spark(values: Iterable[float | None], width: int) -> Text:
     """A sparkline on a fixed 0–100 scale, newest sample on the right.
 
@@ -76,14 +112,20 @@ class GpuCard(Widget):
         self.history: deque[float | None] = deque(maxlen=HISTORY_SAMPLES)
         self.owners: dict[str, str] = {}
         self.gate: GpuGateSnapshot | None = None
+        self.holders: tuple[str, ...] = ()
 
     def push(
-        self, sample: GpuSample, owners: dict[str, str], gate: GpuGateSnapshot | None = None
+        self,
+        sample: GpuSample,
+        owners: dict[str, str],
+        gate: GpuGateSnapshot | None = None,
+        holders: Iterable[str] = (),
     ) -> None:
-        """Record a new sample (and the daemon's verdict on the GPU) and re-render."""
+        """Record a new sample (the daemon's verdict on the GPU, which slots hold it) and re-render."""
         self.sample = sample
         self.owners = owners
         self.gate = gate if gate is not None and gate.state != "ok" else None
+        self.holders = tuple(holders)
         self.history.append(sample.utilization_pct)
         self.refresh(layout=self._height_changed(sample))
 
@@ -101,7 +143,8 @@ class GpuCard(Widget):
     def _lines_for(self, sample: GpuSample) -> int:
         if self.compact:
             return 1
-        return 3 + len(sample.processes) + (1 if self.gate is not None else 0)
+        gate = 1 if self.gate is not None else 0
+        return 3 + len(sample.processes) + gate + len(self.holders)
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         """One line when compact, else three lines plus one per process."""
@@ -218,6 +261,7 @@ class GpuCard(Widget):
                     no_wrap=True,
                 ),
             )
+        lines += [Text(f"  {holder}", style="cyan", no_wrap=True) for holder in self.holders]
         for proc in sample.processes:
             used = "" if proc.used_memory_mib is None else f" {gib(proc.used_memory_mib)} GiB"
             name = f" {proc.name}" if proc.name else ""
@@ -240,6 +284,7 @@ class GpuPanel(VerticalScroll):
         self.border_title = "GPUs"
         self._owners: dict[str, str] = {}
         self._gates: dict[int, GpuGateSnapshot] = {}
+        self._snapshot: SupervisorSnapshot | None = None
         self.frame: GpuFrame | None = None
 
     def compose(self) -> Iterable[Widget]:
@@ -252,6 +297,7 @@ class GpuPanel(VerticalScroll):
             return
         self._owners = owner_map(snapshot)
         self._gates = {gate.index: gate for gate in snapshot.gpu_gates}
+        self._snapshot = snapshot
 
     def show_frame(self, frame: GpuFrame) -> None:
         """Render a new frame: update cards in place, add cards for new GPUs."""
@@ -277,10 +323,13 @@ class GpuPanel(VerticalScroll):
         model = f" · {len(frame.gpus)}× {names.pop()}" if len(names) == 1 else ""
         self.border_title = f"GPUs{model}"
         cards = {card.index: card for card in self.query(GpuCard)}
+        held = holders(self._snapshot, frame.gpus) if self._snapshot is not None else {}
         for sample in frame.gpus:
             card = cards.get(sample.index)
             if card is None:
                 card = GpuCard(sample.index)
                 self.mount(card)
                 cards[sample.index] = card
-            card.push(sample, self._owners, self._gates.get(sample.index))
+            card.push(
+                sample, self._owners, self._gates.get(sample.index), held.get(sample.index, ())
+            )

@@ -122,6 +122,6 @@ def as_nobody(code: str, cwd: Path, env: dict[str, str] | None = None) -> str:
 PAT = "corpusPAT" + uuid.uuid4().hex + uuid.uuid4().hex[:11]
 AGAIN = "copy it again from Azure DevOps (User settings > Personal access tokens)."
 AGENTS_KEYS = (
-    "count, image, name_prefix, network, gpus, volumes, oom_score_adj, mem_limit, docker_socket, "
+    "count, image, name_prefix, network, gpus, gpus_per_slot, volumes, oom_score_adj, mem_limit, docker_socket, "
     "standby, gpu_admission, gpu_hold_down, pull, pull_check_interval"
 )

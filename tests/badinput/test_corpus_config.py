@@ -136,7 +136,7 @@ CONFIG_CASES = [
         "gpus-bad-policy",
         setv("agents", "gpus", "per_agent"),
         "agents.gpus",
-        'must be one of "all", "none", "per-agent", a list of GPU ids like ["0", "1"] or { per_agent = ["0", "1"] }, got "per_agent"; did you mean "per-agent"?',
+        'must be one of "all", "none", "per-agent", "mig", a list of GPU ids like ["0", "1"] or { per_agent = ["0", "1"] }, got "per_agent"; did you mean "per-agent"?',
     ),
     ConfigCase(
         "gpu-index-beyond-host-gpus",

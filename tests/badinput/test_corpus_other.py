@@ -179,7 +179,7 @@ OTHER_CASES = [
         "cli-check-config-process",
         cli_check_config_process,
         'gpuci-tui: {bad}: agents.count: must be a whole number from 1 to 64, got "two"\n'
-        '{bad}: agents.gpus: must be one of "all", "none", "per-agent", a list of GPU ids like ["0", "1"] or { per_agent = ["0", "1"] }, got "every"\n',
+        '{bad}: agents.gpus: must be one of "all", "none", "per-agent", "mig", a list of GPU ids like ["0", "1"] or { per_agent = ["0", "1"] }, got "every"\n',
     ),
     Case(
         "cli-empty-config-path",

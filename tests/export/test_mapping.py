@@ -199,3 +199,12 @@ def test_notes_tell_the_exact_steps_and_the_placeholder_rule(render: Render) -> 
     assert "kubectl apply -f default-triggerauthentication.yaml -f default-scaledjob.yaml" in text
     assert "No agent found in pool" in text and "minReplicaCount" in text
     assert "never the last one" in text
+
+
+def test_slot_shapes_export_as_a_gpu_count_and_mig_is_refused() -> None:
+    out = render_manifests(
+        AZURE, _with(gpus="per-agent", gpus_per_slot=2), DEFAULT_GROUP, ExportOptions()
+    )
+    assert 'nvidia.com/gpu: "2"' in out["default-scaledjob.yaml"]
+    with pytest.raises(ExportError, match='agents.gpus = "mig" cannot be exported'):
+        render_manifests(AZURE, _with(gpus="mig"), DEFAULT_GROUP, ExportOptions())

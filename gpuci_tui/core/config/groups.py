@@ -34,7 +34,7 @@ from gpuci_tui.core.config.validate import GPU_POLICIES, check_keys, suggest, va
 GROUP_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,19}")
 _GPU_ID = re.compile(r"\d{1,3}|(?:GPU|MIG)-[0-9A-Za-z-]{8,}")
 GPUS_FORMS = (
-    'one of "all", "none", "per-agent", a list of GPU ids like ["0", "1"] '
+    'one of "all", "none", "per-agent", "mig", a list of GPU ids like ["0", "1"] '
     'or { per_agent = ["0", "1"] }'
 )
 
@@ -82,15 +82,32 @@ def _gpu_ids(value: object, key: str) -> tuple[str, ...]:
     return tuple(ids)
 
 
-def gpus_of(policy: str, ids: Sequence[str], count: int) -> set[str] | None:
-    """The GPUs a group of ``count`` agents uses; None for "every GPU of the host"."""
+def gpus_of(policy: str, ids: Sequence[str], count: int, per_slot: int = 1) -> set[str] | None:
+    """The GPUs a group of ``count`` agents uses; None for "every GPU of the host".
+
+    ``mig`` is the pseudo-GPU ``mig`` (the MIG devices of every GPU in MIG mode).
+    """
     if policy == "all":
         return None
     if policy == "none":
         return set()
     if policy == "list":
         return set(ids)
-    return set(ids[:count]) if ids else {str(i) for i in range(count)}
+    if policy == "mig":
+        return {"mig"}
+    need = count * per_slot
+    return set(ids[:need]) if ids else {str(i) for i in range(need)}
+
+
+def check_per_slot(where: str, policy: str, per_slot: int) -> list[ConfigError]:
+    """``gpus_per_slot`` above 1 only shapes ``gpus = "per-agent"`` slots."""
+    if per_slot == 1 or policy == "per-agent":
+        return []
+    problem = (
+        f'is {per_slot}, but gpus = "{policy}": gpus_per_slot applies to gpus = "per-agent" '
+        "or { per_agent = [...] } only"
+    )
+    return [ConfigError(problem, key=f"{where}.gpus_per_slot")]
 
 
 def parse_groups(
@@ -181,10 +198,21 @@ def check_between_groups(groups: Sequence[tuple[str, str, Mapping[str, Any]]]) -
             errors.append(ConfigError(problem, key=f"{key}.name_prefix"))
         prefixes.setdefault(prefix, name)
         policy, ids, count = values.get("gpus", "all"), values.get("gpu_ids", ()), values["count"]
-        if policy == "per-agent" and ids and len(ids) < count:
-            problem = f"is {count}, but gpus per_agent lists {len(ids)} GPUs (one per slot)"
+        per_slot = values.get("gpus_per_slot", 1)
+        if policy == "per-agent" and ids and len(ids) < count * per_slot:
+            problem = f"is {count}, but gpus per_agent lists {len(ids)} GPUs " + (
+                f"({per_slot} per slot)" if per_slot > 1 else "(one per slot)"
+            )
             errors.append(ConfigError(problem, key=f"{key}.count"))
-        used = gpus_of(policy, ids, count)
+        errors.extend(check_per_slot(key, policy, per_slot))
+        if policy == "per-agent" and per_slot > 1 and not ids and len(groups) > 1:
+            # The planner picks among every GPU of the host: other groups' too.
+            problem = (
+                f"is {per_slot} without a GPU list, but other groups have GPUs: "
+                'name this group\'s GPUs with gpus = { per_agent = ["0", "1", ...] }'
+            )
+            errors.append(ConfigError(problem, key=f"{key}.gpus_per_slot"))
+        used = gpus_of(policy, ids, count, per_slot)
         if used is None:
             if taken or everything:
                 other = everything or next(iter(taken.values()))
@@ -197,7 +225,11 @@ def check_between_groups(groups: Sequence[tuple[str, str, Mapping[str, Any]]]) -
             errors.append(ConfigError(problem, key=f"{key}.gpus"))
         for gpu in sorted(used):
             if gpu in taken:
-                problem = f"gives GPU {gpu} to this group and to group {taken[gpu]}; a GPU belongs to one group"
+                problem = (
+                    f"gives GPU {gpu} to this group and to group {taken[gpu]}; a GPU belongs to one group"
+                    if gpu != "mig"
+                    else f'is "mig", and so is group {taken[gpu]}: the MIG devices go to one group'
+                )
                 errors.append(ConfigError(problem, key=f"{key}.gpus"))
             taken.setdefault(gpu, name)
     return errors

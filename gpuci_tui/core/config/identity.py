@@ -53,6 +53,8 @@ def config_hash(config: Config) -> str:
         "network": agents.network,
         "gpus": agents.gpus,
         **({"gpu_ids": list(agents.gpu_ids)} if agents.gpu_ids else {}),
+        # Only when set: the hash of every existing configuration stays the same.
+        **({"per_slot": agents.gpus_per_slot} if agents.gpus_per_slot != 1 else {}),
         "volumes": [[v.host, v.container, v.env] for v in agents.volumes],
         "oom": agents.oom_score_adj,
         "mem": agents.mem_limit,

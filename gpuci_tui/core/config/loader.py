@@ -30,7 +30,7 @@ from gpuci_tui.core.config.file import (
     write_config_text,
 )
 from gpuci_tui.core.config.fleet import FleetConfig, check_fleet_table
-from gpuci_tui.core.config.groups import parse_gpus, parse_groups
+from gpuci_tui.core.config.groups import check_per_slot, parse_gpus, parse_groups
 from gpuci_tui.core.config.identity import config_hash, daemon_instance, instance_id
 from gpuci_tui.core.config.model import (
     DEFAULT_GROUP,
@@ -110,6 +110,7 @@ _FIELDS: dict[str, Callable[[object], object]] = {
     "agents.name_prefix": validate_name_prefix,
     "agents.network": rules.validate_network,
     "agents.gpus": partial(parse_gpus, key="agents.gpus"),
+    "agents.gpus_per_slot": rules.validate_gpus_per_slot,
     "agents.oom_score_adj": rules.validate_oom_score_adj,
     "agents.mem_limit": rules.validate_mem_limit,
     "agents.docker_socket": rules.validate_docker_socket,
@@ -292,16 +293,25 @@ def _cross_checks(
         got = f"must be at least backoff_base ({sup['backoff_base']:g}), got {sup['backoff_max']:g}"
         errors.append(ConfigError(got, key="supervisor.backoff_max"))
     agents = settled("agents", "count", "gpus")
+    per_slot = values["agents"].get("gpus_per_slot", 1)
     if agents and agents["count"] is not None and not values["agents"].get("gpu_ids"):
         try:
-            rules.check_gpu_count(agents["count"], agents["gpus"], gpu_count)
+            rules.check_gpu_count(agents["count"], agents["gpus"], gpu_count, per_slot)
         except ConfigError as exc:
             errors.append(exc)
     ids = values["agents"].get("gpu_ids", ())
     count = values["agents"].get("count")
-    if values["agents"].get("gpus") == "per-agent" and ids and count and len(ids) < count:
-        problem = f"is {count}, but gpus per_agent lists {len(ids)} GPUs (one per slot)"
+    if (
+        values["agents"].get("gpus") == "per-agent"
+        and ids
+        and count
+        and len(ids) < count * per_slot
+    ):
+        problem = f"is {count}, but gpus per_agent lists {len(ids)} GPUs " + (
+            f"({per_slot} per slot)" if per_slot > 1 else "(one per slot)"
+        )
         errors.append(ConfigError(problem, key="agents.count"))
+    errors.extend(check_per_slot("agents", values["agents"].get("gpus", "all"), per_slot))
     errors.extend(check_metrics_remote(sections["metrics"] or {}, values["metrics"]))
     if not any(
         name in (sections["docker"] or {}) and name not in values["docker"]

@@ -73,10 +73,13 @@ class AgentsConfig:
     network: str = "bridge"
     gpus: str = "all"
     """``all`` | ``none`` | ``per-agent`` (slot i gets GPU i, or the i-th of ``gpu_ids``) |
-    ``list`` (every agent gets ``gpu_ids``)."""
+    ``list`` (every agent gets ``gpu_ids``) | ``mig`` (slot i gets the i-th MIG device)."""
     gpu_ids: tuple[str, ...] = ()
     """GPU indexes or UUIDs for ``per-agent`` and ``list`` (TOML ``gpus = [...]`` or
     ``gpus = { per_agent = [...] }``)."""
+    gpus_per_slot: int = 1
+    """With ``per-agent``: each slot gets this many distinct GPUs, NVLink-joined ones kept
+    together (see `core.config.slot_shapes`). ``gpus = "mig"``: one slot per MIG device."""
     volumes: tuple[VolumeConfig, ...] = ()
     oom_score_adj: int = 1000
     """Makes the kernel kill the job, not the host's own services, under memory pressure."""

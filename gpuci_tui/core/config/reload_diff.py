@@ -40,6 +40,7 @@ _LIVE_AGENTS = {
 }
 #: Agent values a running daemon cannot change, and why (what was bound at start).
 _RESTART_AGENTS = {
+    "gpus_per_slot": "each slot's GPUs are planned from the host's topology when the daemon starts",
     "name_prefix": "the agents, their containers and the instance's lock are named after it",
     "standby": "each slot's second registration is planned when the daemon starts",
     "docker_socket": "the per-slot agent directories on the host are set up when the daemon starts",

@@ -27,7 +27,9 @@ POOL_NAME_MAX = 256
 CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 """C0, DEL and C1: never part of a name; in a terminal they are commands, not text."""
 NAME_PREFIX_MAX = 50
-GPU_POLICIES = ("all", "none", "per-agent")
+GPU_POLICIES = ("all", "none", "per-agent", "mig")
+#: The most GPUs one slot may hold (an 8-GPU NVLink board).
+MAX_GPUS_PER_SLOT = 8
 NETWORK_MODES = ("bridge", "host")
 PAT_ADVICE = 'the PAT lives in the OS keyring: store it with "gpuci-tui token set"'
 DOCKER_MIN_MEMORY = 6 * 1024**2
@@ -216,11 +218,27 @@ def validate_count(value: object) -> int:
     return _whole(value, "agents.count", 1, MAX_AGENTS)
 
 
-def check_gpu_count(count: int, gpus: str, gpu_count: int | None) -> None:
-    """With ``gpus = "per-agent"`` slot i gets GPU i, so there must be ``count`` GPUs."""
-    if gpus != "per-agent" or gpu_count is None or count <= gpu_count:
+def validate_gpus_per_slot(value: object) -> int:
+    """Check ``gpus_per_slot``: a whole number from 1 to `MAX_GPUS_PER_SLOT`."""
+    return _whole(value, "agents.gpus_per_slot", 1, MAX_GPUS_PER_SLOT)
+
+
+def check_gpu_count(count: int, gpus: str, gpu_count: int | None, per_slot: int = 1) -> None:
+    """With ``gpus = "per-agent"`` each slot gets ``per_slot`` GPUs of its own.
+
+    So the host must have ``count`` x ``per_slot`` GPUs.
+    """
+    if gpus != "per-agent" or gpu_count is None or count * per_slot <= gpu_count:
         return
     have = f"this host has {gpu_count} GPU{'' if gpu_count == 1 else 's'}"
+    if per_slot > 1:
+        fit = gpu_count // per_slot
+        fix = f"lower count to {fit} or gpus_per_slot" if fit else "lower gpus_per_slot"
+        raise ConfigError(
+            f"is {count} with gpus_per_slot = {per_slot} ({count * per_slot} GPUs), "
+            f"but {have}; {fix}",
+            key="agents.count",
+        )
     fix = f"lower count to {gpu_count} or use" if gpu_count > 0 else "use"
     raise ConfigError(
         f'is {count} with gpus = "per-agent", but {have}; {fix} gpus = "all" or "none"',

@@ -10,6 +10,7 @@ import socket
 from collections.abc import Iterable, Mapping
 
 from gpuci_tui.core.config.loader import Config, config_hash, instance_id
+from gpuci_tui.core.config.slot_shapes import shaped_slot
 from gpuci_tui.core.engine.lifecycle import Lane, lane_name
 from gpuci_tui.core.engine.stale import MARKER_HOST, MARKER_INSTANCE
 from gpuci_tui.core.engine.steps import ListedContainer
@@ -63,9 +64,14 @@ def slot_gpus(config: Config, slot: int) -> str | tuple[str, ...]:
     """GPUs for ``slot`` under the configured policy.
 
     ``per-agent``: slot i gets GPU i, or the i-th of ``gpu_ids``; ``list``: every
-    slot gets ``gpu_ids``; ``all``/``none`` as said.
+    slot gets ``gpu_ids``; ``all``/``none`` as said. With ``gpus_per_slot`` > 1 or
+    ``mig`` the host's topology decides (`config.slot_shapes`): the GPUs' UUIDs, or
+    the MIG device's ``MIG-…`` UUID.
     """
     agents = config.agents
+    shaped = shaped_slot(agents, slot)
+    if shaped is not None:
+        return shaped.ids
     if agents.gpus == "per-agent":
         if agents.gpu_ids:
             return (agents.gpu_ids[slot],) if slot < len(agents.gpu_ids) else "none"

@@ -160,6 +160,7 @@ def slot_snapshot(
     group: str = "",
     gpu_now: GpuNowOf | None = None,
     image: str = "",
+    devices: str = "",
 ) -> SlotSnapshot:
     """One slot, frozen; ``gpu_now`` gives its running job's GPU figures (when measured).
 
@@ -187,6 +188,7 @@ def slot_snapshot(
         agent_enabled=main.enabled,
         job=job,
         gpus=gpus,
+        devices=devices,
         last_exit=slot.last_exit,
         failures=slot.failures,
         backoff_until=slot.backoff_until,
@@ -292,12 +294,15 @@ def supervisor_snapshot(
     azure: HealthSnapshot,
     azure_requests: int,
     gpus_of: Callable[[int], tuple[str, ...]],
+    devices_of: Callable[[int], str] | None = None,
     group: str = "",
     gpu_now: GpuNowOf | None = None,
     gpu_gates: tuple[GpuGateSnapshot, ...] = (),
     image: str = "",
 ) -> SupervisorSnapshot:
     """The whole supervisor, frozen (``gpu_now``: see `slot_snapshot`; None when not measured).
+
+    ``devices_of`` names a slot's devices when its shape depends on the hardware.
 
     ``image`` is the image the configuration names for these slots.
     """
@@ -312,7 +317,16 @@ def supervisor_snapshot(
         mode=meta.mode,
         pid=meta.pid,
         slots=tuple(
-            slot_snapshot(slot, state, now, gpus_of(slot.number), group, gpu_now, image)
+            slot_snapshot(
+                slot,
+                state,
+                now,
+                gpus_of(slot.number),
+                group,
+                gpu_now,
+                image,
+                devices_of(slot.number) if devices_of is not None else "",
+            )  # fmt: skip
             for slot in state.slots
         ),
         pool_summary=pool_summary(state, meta.pool),

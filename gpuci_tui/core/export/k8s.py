@@ -171,6 +171,8 @@ def _problems(
             "host's Docker socket need a different design on Kubernetes (e.g. a job "
             "container per pod); set it to false for the export or keep this group on the daemon"
         )
+    if agents.gpus == "mig":  # a cluster's device plugin offers slices as resources instead
+        problems.append('agents.gpus = "mig" cannot be exported (MIG slices are nvidia.com/mig-*)')
     if agents.gpus == "all" and options.gpus_per_agent is None:
         problems.append(
             'agents.gpus = "all" has no meaning on a cluster: say how many GPUs each agent '
@@ -204,11 +206,11 @@ def _problems(
 
 
 def gpus_per_pod(agents: AgentsConfig, options: ExportOptions) -> int:
-    """GPUs each agent pod requests: 1 for ``per-agent``, the list's length for a list,
-    ``--gpus-per-agent`` for ``all`` (a cluster schedules GPUs by count, not by id).
+    """GPUs each agent pod requests: ``gpus_per_slot`` for ``per-agent``, the list's length
+    for a list, ``--gpus-per-agent`` for ``all`` (a cluster schedules GPUs by count, not by id).
     """
     if agents.gpus == "per-agent":
-        return 1
+        return agents.gpus_per_slot
     if agents.gpus == "list":
         return len(agents.gpu_ids)
     if agents.gpus == "all":

@@ -42,13 +42,15 @@ def _group_gpus(config: Config, frame: GpuFrame) -> dict[str, set[int]]:
         agents = group.agents
         if agents.gpus == "all":
             used[group.name] = {gpu.index for gpu in frame.gpus}
-        elif agents.gpus == "none":
+        elif agents.gpus in ("none", "mig"):
+            # MIG slots' parents are known from the topology at start, not from a frame.
             used[group.name] = set()
         elif agents.gpu_ids:
-            ids = agents.gpu_ids[: agents.count] if agents.gpus == "per-agent" else agents.gpu_ids
+            need = agents.count * agents.gpus_per_slot
+            ids = agents.gpu_ids[:need] if agents.gpus == "per-agent" else agents.gpu_ids
             used[group.name] = {index[i] for i in ids if i in index}
-        else:  # per-agent without a list: slot i gets GPU i
-            used[group.name] = set(range(agents.count))
+        else:  # per-agent without a list: about the first count x gpus_per_slot (NVLink decides)
+            used[group.name] = set(range(agents.count * agents.gpus_per_slot))
     return used
 
 

@@ -47,6 +47,7 @@ from gpuci_tui.core.host.job_recorder import JobRecorder
 from gpuci_tui.core.host.metrics import Metrics, follow
 from gpuci_tui.core.host.pool_observer import PoolObserver
 from gpuci_tui.core.host.reporter import Broadcaster
+from gpuci_tui.core.host.slot_layout import prepare_shapes
 from gpuci_tui.core.host.supervisor import Supervisor
 from gpuci_tui.core.packages import AgentPackagesApi
 from gpuci_tui.core.protocols import (
@@ -263,7 +264,12 @@ def assemble(
         claim_group: takes the lock of a group a reload adds (None: no locks).
         agent_cache: the host's agent package cache; None (or an ``api`` that cannot read
             agent packages): agent versions are not watched and no package is mounted.
+
+    Raises:
+        ConfigError: a group's slot shape does not fit the host's GPUs.
     """
+    # Slots shaped by the hardware (gpus_per_slot, MIG): refuse a shape that does not fit.
+    prepare_shapes(config, gpu)
     groups = agent_groups(config)
     # The implicit group has no name on the outside (metrics, snapshots): "".
     implicit = len(groups) == 1 and groups[0].implicit

@@ -19,8 +19,11 @@ import threading
 from collections.abc import Callable
 
 from gpuci_tui.core.config.loader import Config
+from gpuci_tui.core.config.slot_shapes import MigDevice, shaped_slot
 from gpuci_tui.core.docker.agentspec import slot_gpus
 from gpuci_tui.core.gpu.capabilities import (
+    MEMORY,
+    PRODUCT,
     GpuFacts,
     HostGpuFacts,
     select_gpus,
@@ -29,6 +32,28 @@ from gpuci_tui.core.gpu.capabilities import (
 from gpuci_tui.core.protocols import GpuSampler
 
 log = logging.getLogger(__name__)
+
+#: The MIG profile of a slice slot (``1g.10gb``), as the brief of slot shapes names it.
+MIG_PROFILE = "gpu.mig.profile"
+
+
+def mig_capabilities(facts: HostGpuFacts, mig: MigDevice, hostname: str | None) -> dict[str, str]:
+    """A MIG slot's capabilities: its parent's facts, the slice's memory and profile.
+
+    As GPU feature discovery's "single" MIG strategy, the product names the slice
+    (``NVIDIA-H100-80GB-HBM3-MIG-1g.10gb``): a job that demands a whole H100 must not
+    land on a seventh of one. The parent's memory would over-promise, so the slice's
+    own is given, or none when it was not read.
+    """
+    caps = slot_capabilities(facts, select_gpus(facts, (str(mig.parent),)), hostname)
+    caps.pop(MEMORY, None)
+    if mig.memory_mib is not None:
+        caps[MEMORY] = str(mig.memory_mib)
+    if mig.profile:
+        caps[MIG_PROFILE] = mig.profile
+        if PRODUCT in caps:
+            caps[PRODUCT] = f"{caps[PRODUCT]}-MIG-{mig.profile}"
+    return caps
 
 
 def facts_from_frame(sampler: GpuSampler) -> HostGpuFacts:
@@ -90,7 +115,16 @@ class SlotCapabilities:
     def __call__(self, config: Config, slot: int) -> dict[str, str]:
         """The capabilities of ``slot`` under ``config``'s GPU policy."""
         facts = self.facts()
+        shaped = shaped_slot(config.agents, slot)
+        if shaped is not None and shaped.mig is not None:
+            return mig_capabilities(facts, shaped.mig, self.hostname)
         return slot_capabilities(facts, select_gpus(facts, slot_gpus(config, slot)), self.hostname)
 
 
-__all__ = ["SlotCapabilities", "facts_from_frame", "facts_reader"]
+__all__ = [
+    "MIG_PROFILE",
+    "SlotCapabilities",
+    "facts_from_frame",
+    "facts_reader",
+    "mig_capabilities",
+]

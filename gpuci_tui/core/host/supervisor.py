@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 from gpuci_tui.core.command_types import Command, CommandResult, GpuClear, Stop
 from gpuci_tui.core.config.loader import Config
-from gpuci_tui.core.docker.agentspec import config_hash, instance_id, instance_labels, slot_gpus
+from gpuci_tui.core.docker.agentspec import config_hash, instance_id, instance_labels
+from gpuci_tui.core.docker.slot_devices import device_label, watched_ids
 from gpuci_tui.core.engine.commands import apply_command, intent_data, restore_intent
 from gpuci_tui.core.engine.gpu_admission import GateReading, GpuAdmission, slot_reading
 from gpuci_tui.core.engine.lifecycle import EngineState, new_slot
@@ -224,6 +225,7 @@ class Supervisor:
             azure=self.pool.health,
             azure_requests=self.api.request_count,
             gpus_of=self._gpus,
+            devices_of=lambda number: device_label(self.config, number),
             group=self.group,
             gpu_now=None if self._gpu_use is None else self._gpu_now,
             gpu_gates=() if self.gatekeeper is None else self.gatekeeper.gates,
@@ -396,7 +398,7 @@ class Supervisor:
         readings = tuple(
             (
                 slot.number,
-                slot_reading(slot_gpus(self.config, slot.number), frame, book, rule, ours, xids),
+                slot_reading(self._gpus(slot.number), frame, book, rule, ours, xids),
             )
             for slot in self.state.slots
         )
@@ -423,8 +425,7 @@ class Supervisor:
         return self._gpu_use(key_of(self.instance, slot, agent))
 
     def _gpus(self, slot: int) -> tuple[str, ...]:
-        gpus = slot_gpus(self.config, slot)
-        return (gpus,) if isinstance(gpus, str) else gpus
+        return watched_ids(self.config, slot)  # a MIG slot's parent GPU
 
     def _load_intent(self) -> None:
         if self._intent is None:

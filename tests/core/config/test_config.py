@@ -102,7 +102,7 @@ def test_unknown_section_and_keys_suggest_the_closest(tmp_path: Path) -> None:
         'agnets: unknown section; did you mean "agents"? allowed: [azure], [agents], '
         "[groups], [supervisor], [gpu], [history], [metrics], [docker], [keys], [fleet]",
         'agents.imgae: unknown key; did you mean "image"? allowed: count, image, name_prefix, '
-        "network, gpus, volumes, oom_score_adj, mem_limit, docker_socket, standby, "
+        "network, gpus, gpus_per_slot, volumes, oom_score_adj, mem_limit, docker_socket, standby, "
         "gpu_admission, gpu_hold_down, pull, pull_check_interval",
         'agents.volumes[0].contianer: unknown key; did you mean "container"? allowed: host, '
         "container, env",
@@ -317,9 +317,9 @@ def test_default_name_prefix_is_the_sanitised_host_name(hostname: str, prefix: s
     [
         ("network", "hots", 'must be one of "bridge", "host", got "hots"; did you mean "host"?'),
         ("network", "none", 'must be one of "bridge", "host", got "none"'),
-        ("gpus", "per_agent", 'must be one of "all", "none", "per-agent", a list of GPU ids like ["0", "1"] or { per_agent = ["0", "1"] }, got "per_agent"; did '
+        ("gpus", "per_agent", 'must be one of "all", "none", "per-agent", "mig", a list of GPU ids like ["0", "1"] or { per_agent = ["0", "1"] }, got "per_agent"; did '
          'you mean "per-agent"?'),
-        ("gpus", 2, 'must be one of "all", "none", "per-agent", a list of GPU ids like ["0", "1"] or { per_agent = ["0", "1"] }, got 2'),
+        ("gpus", 2, 'must be one of "all", "none", "per-agent", "mig", a list of GPU ids like ["0", "1"] or { per_agent = ["0", "1"] }, got 2'),
         ("oom_score_adj", 1001, "must be a whole number from -1000 to 1000, got 1001"),
         ("mem_limit", "64x", 'must be a size like "64g" (unit k, m or g), got "64x"'),
         ("mem_limit", "1k", 'must be at least "6m" (Docker\'s minimum), got "1k"'),
@@ -335,7 +335,7 @@ def test_choice_errors_carry_the_allowed_values(tmp_path: Path) -> None:
     path = write(tmp_path / "c.toml", with_value("agents", "gpus", "some"))
     with pytest.raises(ConfigError) as info:
         load_config(path)
-    assert info.value.allowed == ("all", "none", "per-agent")
+    assert info.value.allowed == ("all", "none", "per-agent", "mig")
 
 
 @pytest.mark.parametrize("limit", ["64g", "512m", "1.5g", "64gb", "6m", "8589934592"])
