@@ -49,6 +49,7 @@ from gpuci_tui.core.docker.cgroups import (
     process_name,
 )
 from gpuci_tui.core.gpu.health_reader import XidWatch, read_health
+from gpuci_tui.core.gpu.nvml_failures import init_failure_reason
 from gpuci_tui.core.gpu.nvml_procs import ProcessUtil, ProcessUtilization, running_processes
 from gpuci_tui.core.gpu_readings import (
     GpuFrame,
@@ -84,32 +85,6 @@ class _GpuLost(Exception):
     def __init__(self, reset_required: bool) -> None:
         super().__init__("reset required" if reset_required else "GPU is lost")
         self.reset_required = reset_required
-
-
-def _init_failure_reason(error: BaseException) -> str:
-    """Turn an NVML init failure into what the operator should know and do."""
-    value = getattr(error, "value", None)
-    if value == pynvml.NVML_ERROR_LIBRARY_NOT_FOUND:
-        return (
-            "NVML library (libnvidia-ml.so.1) not found: no NVIDIA driver is installed on "
-            "this host. Install the NVIDIA driver to monitor and use GPUs."
-        )
-    if value == pynvml.NVML_ERROR_DRIVER_NOT_LOADED:
-        return (
-            "The NVIDIA kernel driver is not loaded (nvidia-smi fails too). "
-            "Load it (modprobe nvidia) or reboot the host."
-        )
-    if value == pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH:
-        return (
-            "NVIDIA driver/library version mismatch: the driver was upgraded but the old "
-            "kernel module is still loaded. Reboot the host (or reload the nvidia modules)."
-        )
-    if value == pynvml.NVML_ERROR_NO_PERMISSION:
-        return (
-            "No permission to open the NVIDIA devices (/dev/nvidia*). Run gpuci-tui as a "
-            "user who may use the GPUs, or fix the device permissions."
-        )
-    return f"NVML could not start ({error}). Check that nvidia-smi works on this host."
 
 
 class NvmlSampler:
@@ -248,7 +223,7 @@ class NvmlSampler:
         except pynvml.NVMLError as exc:
             # DEBUG: a host without NVIDIA driver is normal; the console shows the reason.
             log.debug("NVML unavailable: %s", exc)
-            return GpuHostInfo(available=False, reason=_init_failure_reason(exc))
+            return GpuHostInfo(available=False, reason=init_failure_reason(exc))
         except (OSError, AttributeError) as exc:
             # A broken or foreign library can fail below pynvml's error mapping.
             return GpuHostInfo(
