@@ -124,7 +124,7 @@ def group_gpus(
     free = sorted(set(topology.gpus if pool is None else pool))
     need = count * per_slot
     if need > len(free):
-        have = f"{len(free)} GPU{'' if len(free) == 1 else 's'}"
+        have = "is 1 GPU" if len(free) == 1 else f"are {len(free)} GPUs"
         fit = len(free) // per_slot
         fix = f"lower count to {fit} or gpus_per_slot" if fit else "lower gpus_per_slot"
         slots = (
@@ -132,7 +132,7 @@ def group_gpus(
             if count > 1
             else f"a slot of {per_slot} GPUs needs"
         )
-        raise ShapeError(f"{slots} {need} GPUs, but there are {have}; {fix}")
+        raise ShapeError(f"{slots} {need} GPUs, but there {have}; {fix}")
     groups: list[tuple[int, ...]] = []
     for _ in range(count):
         held = [free.pop(0)]

@@ -89,7 +89,7 @@ def test_the_same_hardware_gives_the_same_slots_every_time() -> None:
     ("gpus", "count", "per_slot", "message"),
     [
         (4, 3, 2, "3 slots of 2 GPUs need 6 GPUs, but there are 4 GPUs; lower count to 2 or gpus_per_slot"),
-        (1, 1, 2, "a slot of 2 GPUs needs 2 GPUs, but there are 1 GPU; lower gpus_per_slot"),
+        (1, 1, 2, "a slot of 2 GPUs needs 2 GPUs, but there is 1 GPU; lower gpus_per_slot"),
     ],
 )  # fmt: skip
 def test_too_few_gpus_says_how_many_fit(gpus: int, count: int, per_slot: int, message: str) -> None:
