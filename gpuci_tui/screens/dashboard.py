@@ -70,7 +70,10 @@ class DashboardScreen(Screen[None]):
         (150, "-wide"),
         (200, "-very-wide"),
     ]
-    VERTICAL_BREAKPOINTS = [(0, "-short"), (40, "-tall")]
+    # "-short" and "-medium": one line per GPU; the GPU/pool row is capped at 8 rows below
+    # 30 rows, at 12 from 30 (120x36, a common ssh window: the pool panel's lines, a waiting
+    # job's reason, stale registrations, a roll-out, agent versions, must not be cut).
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-medium"), (40, "-tall")]
 
     # always_update: an unchanged snapshot still tells the header the link is back.
     snapshot: var[SupervisorSnapshot | None] = var(None, always_update=True, init=False)

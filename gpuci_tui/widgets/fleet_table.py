@@ -306,7 +306,10 @@ class FleetDetail(Widget):
         """Describe ``row`` (None: no host) and the table's collapsed cells of its row."""
         self.row = row
         self.collapsed = list(collapsed)
-        self.refresh(layout=True)  # as tall as the text: a long reason takes another line
+        # As tall as the text: a long reason takes another line (Textual keeps the
+        # content height per width, so it must be forgotten when the text changes).
+        self.clear_cached_dimensions()
+        self.refresh(layout=True)
 
     def render(self) -> Text:
         """The detail line, wrapped to the width at word boundaries (three lines at most)."""

@@ -134,9 +134,9 @@ class GpuCard(Widget):
 
     @property
     def compact(self) -> bool:
-        """One line per GPU on short terminals (the dashboard's ``-short`` breakpoint)."""
+        """One line per GPU below 40 rows (the dashboard's ``-short``/``-medium`` breakpoints)."""
         try:
-            return self.screen.has_class("-short")
+            return self.screen.has_class("-short") or self.screen.has_class("-medium")
         except Exception:  # noqa: BLE001 - not attached to a screen yet
             return False
 

@@ -54,7 +54,10 @@ class PoolPanel(Widget):
             self.border_title = Text(f"Pool {pool.name or snapshot.pool}{ident}")
         self.border_subtitle = f"{snapshot.azure_requests} API calls"
         # layout=True: the panel is as tall as its lines, and the disabled line comes
-        # and goes (a plain refresh would cut the docker line off below it).
+        # and goes (a plain refresh would cut the docker line off below it). Textual keeps
+        # the content height per width: without clearing it, a line added at the same
+        # width (stale, waiting, a roll-out) is cut off at the bottom.
+        self.clear_cached_dimensions()
         self.refresh(layout=True)
 
     def render(self) -> Text:
@@ -68,7 +71,7 @@ class PoolPanel(Widget):
         # queue. Wrapped, not cut: the demand at the end is the point of the line.
         pools = snap.pools if len(snap.pools) > 1 else (snap.pool_summary,)
         lines += [Text(f"waiting: {why}", style="yellow") for pool in pools for why in pool.waiting]
-        lines.append(self._docker_line(snap, now))
+        lines.append(self._docker_line(snap, now, self.size.width))
         # A roll-out (`reload`) is shown while it goes on, and its end: done or rolled back.
         # Short (images by tag) and wrapped, not cut: the panel is narrow, the reason matters.
         lines.extend(
@@ -114,12 +117,22 @@ class PoolPanel(Widget):
                 ("  disabled ", "bright_black"),
                 # Disabled by this host on purpose is no news: only the others get colour.
                 (str(pool.disabled), "magenta" if pool.disabled_why.others else ""),
-                # Ours, offline and backing no lane (x lists them); only shown when some are.
-                ("  stale " if snap.stale else "", "bright_black"),
-                (str(len(snap.stale)) if snap.stale else "", "yellow"),
                 no_wrap=True,
             ),
             *self._disabled_line(pool),
+            # Ours, offline and backing no lane (x lists them); only shown when some are,
+            # under the disabled breakdown, which belongs to the count above it.
+            *(
+                [
+                    Text.assemble(
+                        ("stale ", "bright_black"),
+                        (str(len(snap.stale)), "yellow"),
+                        (" (x lists them)", "bright_black"),
+                    )
+                ]  # fmt: skip
+                if snap.stale
+                else []
+            ),
             Text.assemble(
                 ("queued ", "bright_black"),
                 (str(pool.queued_jobs), "bold yellow" if pool.queued_jobs else ""),
@@ -152,7 +165,7 @@ class PoolPanel(Widget):
         return [line]
 
     @staticmethod
-    def _docker_line(snap: SupervisorSnapshot, now: float) -> Text:
+    def _docker_line(snap: SupervisorSnapshot, now: float, width: int = 0) -> Text:
         docker = snap.docker
         docker_line = Text("docker ", style="bright_black", no_wrap=True)
         docker_line.append(
@@ -162,16 +175,23 @@ class PoolPanel(Widget):
             docker_line.append(f": {docker.message}", style="red")
         if docker.retry_at is not None and docker.state is not HealthState.OK:
             docker_line.append(f" (retry {until(docker.retry_at, now)})")
-        elif docker.checked_at is not None:
-            # When the engine last answered (a ping keeps this fresh while nothing happens).
-            docker_line.append(f" · answered {ago(docker.checked_at, now)}", style="bright_black")
         disk = snap.disk
+        disk_words = ""
         if disk.checked_at is not None and disk.free_bytes is not None:
             # Shown once a disk watch reads it; in colour only when it matters.
-            style = _DISK_STYLE.get(disk.state, "bright_black")
-            docker_line.append(f" · disk {byte_size(disk.free_bytes)} free", style=style)
+            disk_words = f" · disk {byte_size(disk.free_bytes)} free"
             if disk.state == "critical":
-                docker_line.append(": no pull starts", style=style)
+                disk_words += ": no pull starts"
+        if docker.state is HealthState.OK and docker.checked_at is not None:
+            # When the engine last answered (a ping keeps this fresh while nothing happens);
+            # the first words to go when the panel is narrow: the disk figure matters more.
+            answered = f" · answered {ago(docker.checked_at, now)}"
+            if width and docker_line.cell_len + len(answered) + len(disk_words) > width:
+                answered = f" · {ago(docker.checked_at, now)}"
+            if not width or docker_line.cell_len + len(answered) + len(disk_words) <= width:
+                docker_line.append(answered, style="bright_black")
+        if disk_words:
+            docker_line.append(disk_words, style=_DISK_STYLE.get(disk.state, "bright_black"))
         return docker_line
 
 

@@ -295,3 +295,26 @@ async def test_agent_versions_show_in_the_pool_panel_once_read() -> None:
         assert "agent org 4.270.0 · image 4.264.2 · cached 4.270.0: group 's image has" in text
         handle.push(loaded_snapshot())  # not watched: nothing said
         await wait_for(pilot, lambda: "agent org" not in screen.pool_panel.render().plain)
+
+
+async def test_the_pool_panel_grows_with_its_lines_and_is_never_cut() -> None:
+    """A waiting job's reason (wrapped), the stale count and the docker line all fit:
+    the panel is as tall as its wrapped lines, its bottom border on screen."""
+    reason = "no agent with gpu.product = NVIDIA-A100-80GB-PCIe (1 job)"
+    waiting = replace(loaded_snapshot().pool_summary, waiting=(reason,))
+    handle = FakeHandle(loaded_snapshot())
+    app = make_app(make_services(handle=handle))
+    async with app.run_test(size=(120, 36)) as pilot:
+        screen = await ready(pilot)
+        panel = screen.pool_panel
+
+        def fits() -> bool:
+            width = panel.content_region.width
+            lines = panel.render().wrap(pilot.app.console, width) if width else []
+            return bool(lines) and panel.content_region.height >= len(lines)
+
+        await wait_for(pilot, fits, what="the pool panel as tall as its lines")
+        handle.push(loaded_snapshot(pool_summary=waiting))  # same width, more lines
+        await wait_for(pilot, lambda: "waiting:" in panel.render().plain, what="the reason")
+        await wait_for(pilot, fits, what="the pool panel grown by the wrapped reason")
+        assert "docker" in screen_text(pilot.app)
