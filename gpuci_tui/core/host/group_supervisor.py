@@ -156,6 +156,8 @@ class GroupSupervisor:
         )
         for group in groups:
             self.add_group(config, group)
+        if agent_versions is not None:
+            agent_versions.listeners.append(self._tell_packages)
 
     def _new_child(
         self,
@@ -221,9 +223,18 @@ class GroupSupervisor:
             self.stale[group.pool] = pool_stale_watch(self, group.pool, pool)
         child = self._build(config, group, pool)
         self.children[group.name] = child
+        self._tell_packages()
         if self._running:
             self._start(group.name, child)
         return child
+
+    def _tell_packages(self) -> None:
+        """Each group's engine learns the agent package its new containers get (after every
+        check, a reload, a group added): containers without it are then outdated.
+        """
+        for child in list(self.children.values()):
+            if self.agent_versions is not None:
+                child.deliver(self.agent_versions.cached_for(child.config.agents.image))
 
     def retire_group(self, name: str) -> None:
         """Drain the group ``name`` (no job is killed) and forget it once empty."""
@@ -246,6 +257,7 @@ class GroupSupervisor:
 
     def reloaded(self) -> None:
         """Tell the listeners a reload was applied (`group_reload` calls it)."""
+        self._tell_packages()  # a new image may bake another agent
         for listener in self._reload_listeners:
             listener()
 
