@@ -141,6 +141,9 @@ class GroupSupervisor:
         self._grown = asyncio.Event()
         self._running = False
         self._reload_listeners: list[Callable[[], None]] = []
+        self.cuda_refusal: Callable[[Config], str] | None = None
+        """Why a group's image cannot run on the driver (`CudaGuard.refusal_now`): a reload
+        refuses such an image before any container starts. None: no CUDA check."""
         self._capabilities: Callable[[Config, int], Mapping[str, str]] | None = None
         # One factory for the groups of the start and those a reload adds.
         self._build: Callable[[Config, AgentGroup, PoolObserver], Supervisor] = partial(
