@@ -201,3 +201,38 @@ def test_a_crash_looping_canary_rolls_back(
     bad = starts(recorder, broken_image, t0)
     assert bad and {number for number, _lane in bad} == {canary}
     assert_jobs_clean(rig.org, jobs)
+
+
+def test_a_canary_roll_out_survives_a_daemon_restart(rig: Rig, v2_image: str) -> None:
+    start(rig)
+    with SlotSampler(rig.client, rig.instance) as sampler:
+        reload_by_cli(rig, v2_image, "--canary", "1", "--canary-jobs", "50")
+        (canary,) = wait_for(lambda: (r := rollout(rig)) and r["canary_slots"], 10, "canary")
+        on_v2 = {(canary, lane) for lane in "ab"}
+        wait_for(
+            lambda: (
+                {k for k, (_c, image) in lanes(rig).items() if image == v2_image} == on_v2
+                and rig.all_idle()
+            ),
+            40,
+            "the canary slot on the new image, the others idle on the old",
+        )
+        kept = {k: cid for k, (cid, _image) in lanes(rig).items() if k[0] != canary}
+        daemon = rig.procs[-1]
+        daemon.terminate()  # a plain stop: the agents stay
+        daemon.wait(30)
+        rig.start_daemon()
+        wait_for(lambda: rollout(rig) is not None and rig.all_idle(), 30, "adopted")
+        # Lastingly: still canarying; the other slots keep their containers on the old image.
+        until = time.monotonic() + 4.0
+        while time.monotonic() < until:
+            assert (rollout(rig) or {}).get("state") == "canary", rollout(rig)
+            now = {k: cid for k, (cid, _image) in lanes(rig).items() if k[0] != canary}
+            assert now == kept, "a slot that is no canary changed image after the restart"
+            time.sleep(0.1)
+        assert "roll-out kept across the restart" in rig.daemon_log()
+        assert f"(canary on slot {canary}: " in rig.cli("status").stdout
+        jobs = [rig.org.queue_job(rig.pool_id, duration=0.3) for _ in range(SLOTS)]
+        wait_for(lambda: all(rig.org.job(j).result for j in jobs), 30, "jobs after the restart")
+        sampler.assert_no_duplicates()
+    assert_jobs_clean(rig.org, jobs)
