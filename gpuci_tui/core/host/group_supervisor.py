@@ -226,8 +226,9 @@ class GroupSupervisor:
             self.stale[group.pool] = pool_stale_watch(self, group.pool, pool)
         child = self._build(config, group, pool)
         self.children[group.name] = child
-        self._tell_packages()
         if self._running:
+            # At start the first check tells them (before it, the images' agents are not read).
+            self._tell_packages()
             self._start(group.name, child)
         return child
 
