@@ -1,8 +1,7 @@
 """Reload benchmark: a new agent image through 8 slots (image present), jobs running meanwhile.
 
-The real `gpuci-tui run` on the real Docker engine (launched as tests/drills/reload_daemon.py,
-which adds SIGUSR1 as its reload: re-read the file, `Supervisor.reconfigure`), agent
-containers from the busybox emulator image, the "new image" the same image under a second
+The real `gpuci-tui run` on the real Docker engine, reloaded by SIGHUP (the same reload as
+`gpuci-tui reload`, as systemd's ``ExecReload`` sends it), agent containers from the busybox emulator image, the "new image" the same image under a second
 tag (never pulled), and a simulated organisation whose agents take the real agent's time to
 start (~6 s of registration, ~3 s until the session) unless ``--short-startup``.
 
@@ -151,7 +150,6 @@ def run(
     (work / "pat").write_text(pat)
     (work / "pat").chmod(0o600)
     env = dict(os.environ, GPUCI_PAT_FILE=str(work / "pat"), PYTHONPATH=str(ROOT))
-    env["GPUCI_DRILL_RELOAD_OUT"] = str(work / "reload.jsonl")
     for var, sub in (("XDG_STATE_HOME", "state"), ("XDG_RUNTIME_DIR", "run"),
                      ("XDG_DATA_HOME", "data")):  # fmt: skip
         (work / sub).mkdir(mode=0o700)
@@ -160,7 +158,7 @@ def run(
     os.environ["XDG_RUNTIME_DIR"] = env["XDG_RUNTIME_DIR"]
     log = open(work / "daemon.log", "wb")  # noqa: SIM115
     daemon = subprocess.Popen(
-        [sys.executable, "-m", "tests.drills.reload_daemon", "--config", str(config_path), "run"],
+        [sys.executable, "-m", "gpuci_tui.cli.main", "--config", str(config_path), "run"],
         env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT,
     )  # fmt: skip
     sampler = Sampler(org, pool_id, slots)
@@ -176,7 +174,7 @@ def run(
         t0, t0_wall = time.monotonic(), time.time()
         if reload:
             save_config(replace(config, agents=replace(config.agents, image=V2)), config_path)
-            daemon.send_signal(signal.SIGUSR1)
+            daemon.send_signal(signal.SIGHUP)
         short_jobs: list[int] = []
         first: dict[tuple[int, str], float] = {}
         idle_lanes = {(n, lane) for n in range(slots) if n not in busy for lane in "ab"}

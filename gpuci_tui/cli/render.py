@@ -40,6 +40,7 @@ def render_status(snap: SupervisorSnapshot, now: float | None = None) -> str:
         *_group_lines(snap),
         *_image_lines(snap),
         *(f"rollout: {rollout_words(r)}" for r in snap.rollouts),
+        *snap.pulls,  # one line per image: "pulling IMAGE: 3/7 layers, …"
         "",
     ]
     header = (

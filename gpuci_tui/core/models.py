@@ -405,6 +405,8 @@ class SupervisorSnapshot:
     """Every GPU's admission and health state (empty when the daemon watches no GPU)."""
     rollouts: tuple[RolloutSnapshot, ...] = ()
     """Agent-spec changes in progress or just finished (one per group at most)."""
+    pulls: tuple[str, ...] = ()
+    """The image pulls in flight, one line per image (``pulling IMAGE: 3/7 layers, …``)."""
     stale: tuple[StaleRegistration, ...] = ()
     """The pool's stale registrations at the last read with capabilities (`engine.stale`)."""
 

@@ -36,8 +36,8 @@ class ImageStep(Step):
 
     TITLE = "Step 4 of 7 · Agent image"
     HINT = (
-        "The image every agent container runs. gpuci-tui never pulls: build it with "
-        "dockeragent/build.sh or docker pull it before the agents start."
+        "The image every agent container runs. Build it with dockeragent/build.sh, or "
+        'let the daemon pull it before the first start ([agents] pull = "missing").'
     )
 
     def fields(self) -> Iterable[Widget]:
@@ -131,8 +131,8 @@ class ImageStep(Step):
             line.set_classes("ok-text")
             return ""
         warning = (
-            f"{image} is not present locally: build it (dockeragent/build.sh) or "
-            f"docker pull {image}; gpuci-tui never pulls."
+            f"{image} is not present locally: build it (dockeragent/build.sh), or the "
+            f"daemon pulls it before the first start (gpuci-tui image pull to pull it now)."
         )
         line.update("! " + warning)
         line.set_classes("error-text")

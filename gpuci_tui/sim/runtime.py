@@ -182,7 +182,7 @@ class SimulatedRuntime:
             if spec.image not in self.images and spec.image not in self.broken_images:
                 raise ContainerStartError(
                     f"The image {spec.image} is not present on this host. Build or load it "
-                    "first (gpuci-tui never pulls images)."
+                    "first (the simulated runtime pulls nothing)."
                 )
             if any(c.name == spec.name for c in self._containers.values()):
                 raise ContainerNameConflictError(

@@ -78,6 +78,7 @@ class PoolPanel(Widget):
             Text(rollout_words(r, short=True), style=_ROLLOUT_STYLE.get(r.state, "cyan"))
             for r in snap.rollouts
         )
+        lines.extend(Text(line, style="cyan") for line in snap.pulls)  # wrapped, not cut
         lines.extend(agent_version_line(snap))
         azure = snap.azure
         if azure.state not in (HealthState.OK, HealthState.UNKNOWN) and azure.message:

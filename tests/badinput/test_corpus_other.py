@@ -146,8 +146,8 @@ OTHER_CASES = [
     Case(
         "image-missing-locally",
         image_missing,
-        "Image {image} is not present locally. Pull or build it first: docker pull {image} "
-        "(gpuci-tui never pulls on its own)",
+        "Image {image} is not present locally. Pull or build it first: gpuci-tui image pull "
+        'or docker pull {image} (with [agents] pull = "never" gpuci-tui does not pull it)',
     ),
     Case(
         "nvml-missing",

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from gpuci_tui.core.config.loader import save_config
 from gpuci_tui.core.docker.agentspec import LABEL_INSTANCE
 from tests.core.conftest import build_fake_nvml
 from tests.core.nvml_helpers import NvmlState
@@ -134,3 +136,47 @@ def test_check_config_passes_when_the_driver_runs_the_image(rig: tuple[Rig, Nvml
     checked = rig_.cli("check-config")
     assert checked.returncode == 0, checked.stderr
     assert "image needs" not in checked.stderr
+
+
+@pytest.fixture
+def plain_rig(
+    tmp_path: Path, docker_client: Any, emulator_image: str, nvml_lib: Path
+) -> Iterator[tuple[Rig, NvmlState]]:
+    """One GPU slot on the emulator image (no CUDA requirement), the driver at 535."""
+    for rig in make_rig(tmp_path, docker_client, emulator_image, count=1, agents={"gpus": "all"}):
+        state = NvmlState(tmp_path / "nvml.state")
+        state.write(D535)
+        rig.env.update(LD_LIBRARY_PATH=str(nvml_lib.parent), FAKE_NVML_STATE=str(state.path))
+        yield rig, state
+
+
+def test_a_reload_to_an_image_the_driver_cannot_run_is_refused_before_any_start(
+    plain_rig: tuple[Rig, NvmlState], cuda_image: str
+) -> None:
+    rig, _ = plain_rig
+    rig.start_daemon(LAUNCHER)
+    wait_for(rig.all_idle, 60, "idle agents and their standby")
+    before = rig.container_ids()
+    old_image = rig.config.agents.image
+    save_config(replace(rig.config, agents=replace(rig.config.agents, image=cuda_image)),
+                rig.config_path)  # fmt: skip
+    preview = rig.cli("reload", "--dry-run")
+    assert NEEDS in preview.stdout and FIX in preview.stdout, (preview.stdout, preview.stderr)
+    assert f"not applied, its slots keep {old_image}" in preview.stdout
+    answer = rig.cli("reload")
+    assert answer.returncode != 0, answer.stdout
+    assert NEEDS in answer.stdout + answer.stderr
+    # Nothing changed, lastingly: the same containers on the old image, the slot serving
+    # (not held), the daemon's configuration still the old image, no roll-out.
+    until = time.monotonic() + 3.0
+    while time.monotonic() < until:
+        assert rig.container_ids() == before, "a container changed after a refused reload"
+        assert rig.slot(0)["state"] == "idle", rig.slot(0)
+        time.sleep(0.1)
+    snap = rig.status()
+    assert snap is not None and snap["slots"][0]["image"] == old_image, snap["slots"][0]
+    assert not snap.get("rollouts"), snap.get("rollouts")
+    job = rig.org.queue_job(rig.pool_id, duration=0.5)
+    wait_for(lambda: rig.org.job(job).result, 30, "a job served on the old image")
+    assert_jobs_clean(rig.org, [job])
+    assert NEEDS in rig.daemon_log()

@@ -1,9 +1,9 @@
 """Reload drills (issue 20 item 3): a new agent image under the real daemon and Docker engine.
 
-The daemon is the real `gpuci-tui run` (tests/drills/reload_daemon.py adds SIGUSR1 as
-its reload: re-read the file, `Supervisor.reconfigure` per group). A "new image" is the
-emulator image under a second tag (never pulled); a bad one is the crash-looping
-fixture image. The engine's container list is sampled every 100 ms for the whole drill
+The daemon is the real `gpuci-tui run`, reloaded through the product's own entry
+points: SIGHUP (systemd's ``ExecReload``) and ``gpuci-tui reload --canary N``. A "new
+image" is the emulator image under a second tag (never pulled); a bad one is the
+crash-looping fixture image. The engine's container list is sampled every 100 ms for the whole drill
 (never two live containers for one lane), and every job is checked in the
 organisation's record: succeeded, handed out once, nothing abandoned or canceled.
 """
@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import signal
+import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -37,7 +38,6 @@ from tests.real.rig import (
 pytestmark = pytest.mark.docker
 
 SLOTS = 3
-LAUNCHER = "tests.drills.reload_daemon"
 V2 = "gpuci-drill/agent:v2"
 
 
@@ -55,17 +55,28 @@ def v2_image(docker_client: Any, emulator_image: str) -> Iterator[str]:
         docker_client.images.remove(V2)  # only the tag: the emulator image stays
 
 
-def reload(rig: Rig, image: str) -> dict[str, Any]:
-    """Write ``image`` into the configuration and send the daemon its reload."""
+def write_image(rig: Rig, image: str) -> None:
+    """Write ``image`` into the daemon's configuration file."""
     save_config(
         replace(rig.config, agents=replace(rig.config.agents, image=image)), rig.config_path
     )
-    out = Path(rig.env["GPUCI_DRILL_RELOAD_OUT"])
-    before = out.read_text() if out.exists() else ""
-    rig.procs[-1].send_signal(signal.SIGUSR1)
-    text = wait_for(lambda: out.exists() and out.read_text() != before and out.read_text(), 10)
-    answer: dict[str, Any] = json.loads(text[len(before) :].splitlines()[0])
-    assert answer["ok"], answer
+
+
+def reload_by_sighup(rig: Rig, image: str) -> str:
+    """Write ``image`` and send the daemon SIGHUP; its answer as the daemon logs it."""
+    write_image(rig, image)
+    before = rig.daemon_log().count("reload on SIGHUP: ")
+    rig.procs[-1].send_signal(signal.SIGHUP)
+    wait_for(lambda: rig.daemon_log().count("reload on SIGHUP: ") > before, 10, "the reload")
+    line = rig.daemon_log().split("reload on SIGHUP: ")[-1]
+    return line
+
+
+def reload_by_cli(rig: Rig, image: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Write ``image`` and run ``gpuci-tui reload ARGS``; it must succeed."""
+    write_image(rig, image)
+    answer = rig.cli("reload", *args)
+    assert answer.returncode == 0, (answer.stdout, answer.stderr)
     return answer
 
 
@@ -85,11 +96,8 @@ def rollout(rig: Rig) -> dict[str, Any] | None:
     return found[0] if found else None
 
 
-def start(rig: Rig, tmp_path: Path, *, canary: int = 0) -> None:
-    rig.env["GPUCI_DRILL_RELOAD_OUT"] = str(tmp_path / "reload.jsonl")
-    rig.env["GPUCI_DRILL_CANARY"] = str(canary)
-    rig.env["GPUCI_DRILL_CANARY_JOBS"] = "1"
-    rig.start_daemon(module=LAUNCHER)
+def start(rig: Rig) -> None:
+    rig.start_daemon()
     wait_for(rig.all_idle, 40, "every slot idle with a ready standby")
 
 
@@ -111,9 +119,9 @@ def active_lane(rig: Rig, number: int) -> str:
 
 
 def test_reload_to_a_new_image_while_a_job_runs(
-    rig: Rig, tmp_path: Path, emulator_image: str, v2_image: str
+    rig: Rig, emulator_image: str, v2_image: str
 ) -> None:
-    start(rig, tmp_path)
+    start(rig)
     recorder = EventRecorder(rig.client, rig.instance, actions=("start",))
     with SlotSampler(rig.client, rig.instance) as sampler, recorder:
         job = rig.org.queue_job(rig.pool_id, duration=12.0)
@@ -123,7 +131,8 @@ def test_reload_to_a_new_image_while_a_job_runs(
         busy_lane = actives[busy]
         other = "b" if busy_lane == "a" else "a"
         t0 = time.time()
-        reload(rig, v2_image)
+        answer = reload_by_sighup(rig, v2_image)
+        assert "agents.image" in answer and "slot" in answer, answer
         idle = [(n, lane) for n in range(SLOTS) for lane in "ab" if n != busy]
         switched = wait_for(
             lambda: (
@@ -165,20 +174,22 @@ def test_reload_to_a_new_image_while_a_job_runs(
 
 
 def test_a_crash_looping_canary_rolls_back(
-    rig: Rig, tmp_path: Path, emulator_image: str, broken_image: str
+    rig: Rig, emulator_image: str, broken_image: str
 ) -> None:
-    start(rig, tmp_path, canary=1)
+    start(rig)
     recorder = EventRecorder(rig.client, rig.instance, actions=("start",))
     with SlotSampler(rig.client, rig.instance) as sampler, recorder:
         t0 = time.time()
         jobs = [rig.org.queue_job(rig.pool_id, duration=2.0) for _ in range(2)]
-        answer = reload(rig, broken_image)
-        assert "canary slots" in answer["message"], answer
+        answer = reload_by_cli(rig, broken_image, "--canary", "1", "--canary-jobs", "1")
+        assert "canary slots" in answer.stdout, answer.stdout
         jobs += [rig.org.queue_job(rig.pool_id, duration=1.0) for _ in range(4)]
         done = wait_for(
             lambda: (r := rollout(rig)) and r["state"] == "rolled_back" and r, 60, "rollback"
         )
         assert "crash-looped on gpuci-fixture/broken:1" in done["reason"], done
+        status = rig.cli("status").stdout  # what the operator reads: the reason
+        assert f"rolled back to {emulator_image}: {done['reason']}" in status, status
         (canary,) = done["canary_slots"]
         wait_for(lambda: all(rig.org.job(j).result for j in jobs), 60, "every job done")
         wait_for(rig.all_idle, 40, "every slot idle again on the old image")
@@ -189,4 +200,39 @@ def test_a_crash_looping_canary_rolls_back(
     # Only the canary ever started a container of the bad image.
     bad = starts(recorder, broken_image, t0)
     assert bad and {number for number, _lane in bad} == {canary}
+    assert_jobs_clean(rig.org, jobs)
+
+
+def test_a_canary_roll_out_survives_a_daemon_restart(rig: Rig, v2_image: str) -> None:
+    start(rig)
+    with SlotSampler(rig.client, rig.instance) as sampler:
+        reload_by_cli(rig, v2_image, "--canary", "1", "--canary-jobs", "50")
+        (canary,) = wait_for(lambda: (r := rollout(rig)) and r["canary_slots"], 10, "canary")
+        on_v2 = {(canary, lane) for lane in "ab"}
+        wait_for(
+            lambda: (
+                {k for k, (_c, image) in lanes(rig).items() if image == v2_image} == on_v2
+                and rig.all_idle()
+            ),
+            40,
+            "the canary slot on the new image, the others idle on the old",
+        )
+        kept = {k: cid for k, (cid, _image) in lanes(rig).items() if k[0] != canary}
+        daemon = rig.procs[-1]
+        daemon.terminate()  # a plain stop: the agents stay
+        daemon.wait(30)
+        rig.start_daemon()
+        wait_for(lambda: rollout(rig) is not None and rig.all_idle(), 30, "adopted")
+        # Lastingly: still canarying; the other slots keep their containers on the old image.
+        until = time.monotonic() + 4.0
+        while time.monotonic() < until:
+            assert (rollout(rig) or {}).get("state") == "canary", rollout(rig)
+            now = {k: cid for k, (cid, _image) in lanes(rig).items() if k[0] != canary}
+            assert now == kept, "a slot that is no canary changed image after the restart"
+            time.sleep(0.1)
+        assert "roll-out kept across the restart" in rig.daemon_log()
+        assert f"(canary on slot {canary}: " in rig.cli("status").stdout
+        jobs = [rig.org.queue_job(rig.pool_id, duration=0.3) for _ in range(SLOTS)]
+        wait_for(lambda: all(rig.org.job(j).result for j in jobs), 30, "jobs after the restart")
+        sampler.assert_no_duplicates()
     assert_jobs_clean(rig.org, jobs)

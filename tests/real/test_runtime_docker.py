@@ -107,8 +107,8 @@ def test_missing_image_is_not_pulled(
     with pytest.raises(ContainerStartError) as caught:
         runtime.start(make_spec(run_label, "noimage", image), secret())
     assert str(caught.value) == (
-        f"Image {image} is not present locally. Pull or build it first: docker pull {image} "
-        "(gpuci-tui never pulls on its own)"
+        f"Image {image} is not present locally. Pull or build it first: gpuci-tui image pull "
+        f'or docker pull {image} (with [agents] pull = "never" gpuci-tui does not pull it)'
     )
     # Only the image lookup was made: no pull, no create.
     assert runtime.api_call_count - before == 1

@@ -93,3 +93,12 @@ async def test_the_rollout_shows_in_the_pool_panel() -> None:
             what="the roll-out line",
         )
         assert "cuda13: …:v3 rolled back to …:v1:" in screen_text(app)  # the reason wraps
+
+
+async def test_a_pull_in_flight_shows_in_the_pool_panel() -> None:
+    line = "pulling reg/agent:v2: 3/7 layers, 1.2 GB of 4.8 GB"
+    handle = FakeHandle(loaded_snapshot(pulls=(line,)))
+    app = make_app(make_services(handle=handle))
+    async with app.run_test(size=(160, 40)) as pilot:
+        await ready(pilot)
+        await wait_for(pilot, lambda: "3/7 layers, 1.2 GB" in screen_text(app), what="the pull")

@@ -39,8 +39,8 @@ async def test_image_is_suggested_for_the_driver_and_checked(tmp_path: Path) -> 
         await w.next()
         await w.at(4)
         assert w.wizard.draft.image_warnings == [
-            "gpuci-agent:amd64-ubuntu24.04-cuda12.8 is not present locally: build it (dockeragent/build.sh) "
-            "or docker pull gpuci-agent:amd64-ubuntu24.04-cuda12.8; gpuci-tui never pulls."
+            "gpuci-agent:amd64-ubuntu24.04-cuda12.8 is not present locally: build it (dockeragent/build.sh), "
+            "or the daemon pulls it before the first start (gpuci-tui image pull to pull it now)."
         ]
 
 

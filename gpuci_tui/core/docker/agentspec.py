@@ -38,8 +38,8 @@ AGENT_PACKAGE_DIR = "/azp/agent-package"
 DOCKER_SOCKET = "/var/run/docker.sock"
 
 __all__ = [
-    "build_spec", "config_hash", "instance_id", "instance_labels", "lane_of", "placed", "slot_gpus",
-    "slot_of", "spec_of",
+    "build_spec", "config_hash", "instance_id", "instance_labels", "lane_of", "package_of", "placed",
+    "slot_gpus", "slot_of", "spec_of",
 ]  # fmt: skip
 
 
@@ -185,6 +185,11 @@ def spec_of(labels: Mapping[str, str]) -> str:
     return labels.get(LABEL_CONFIG, "")
 
 
+def package_of(labels: Mapping[str, str]) -> str:
+    """The cached agent package version mounted into a container; empty: the image's agent."""
+    return labels.get(LABEL_AGENT_PACKAGE, "")
+
+
 def placed(containers: Iterable[ContainerInfo]) -> tuple[ListedContainer, ...]:
     """Each container with the slot, lane and spec its labels name, for the engine's `Listed`.
 
@@ -194,5 +199,7 @@ def placed(containers: Iterable[ContainerInfo]) -> tuple[ListedContainer, ...]:
     for info in containers:
         number = slot_of(info.labels)
         if number is not None:
-            found.append(ListedContainer(number, lane_of(info.labels), info, spec_of(info.labels)))
+            labels = info.labels
+            lane = lane_of(labels)
+            found.append(ListedContainer(number, lane, info, spec_of(labels), package_of(labels)))
     return tuple(found)

@@ -234,10 +234,15 @@ def api_explanation(exc: docker.errors.APIError) -> str:
 
 
 def image_missing(image: str) -> ContainerStartError:
-    """The image is not on this host; gpuci-tui never pulls by itself."""
+    """The image is not on this host when a container is made of it.
+
+    The daemon's puller pulls a missing image before the start (``[agents] pull``,
+    default ``missing``), so this is reached with ``pull = "never"``, or when a pull
+    left nothing: the fix names both ways.
+    """
     return ContainerStartError(
-        f"Image {image} is not present locally. Pull or build it first: docker pull {image} "
-        "(gpuci-tui never pulls on its own)"
+        f"Image {image} is not present locally. Pull or build it first: gpuci-tui image pull "
+        f'or docker pull {image} (with [agents] pull = "never" gpuci-tui does not pull it)'
     )
 
 

@@ -27,6 +27,7 @@ from gpuci_tui.core.command_types import (
 )
 from gpuci_tui.core.engine.gpu_health import NO_GPU_WATCH
 from gpuci_tui.core.engine.lifecycle import EngineState, Intent, SlotRecord, new_slot
+from gpuci_tui.core.engine.rollout_state import Rollout, rollout_data, rollout_from
 from gpuci_tui.core.engine.snapshots import primary
 from gpuci_tui.core.models import MAX_SLOTS
 from gpuci_tui.core.wording import plural
@@ -187,9 +188,12 @@ def _nums(slots: list[SlotRecord]) -> tuple[int, ...]:
 
 
 def intent_data(state: EngineState) -> dict[str, Any]:
-    """What to keep across a restart of the supervisor: count, pause, drained slots."""
+    """What to keep across a restart of the supervisor: count, pause, drained slots, roll-out."""
     drained = sorted(s.number for s in state.slots if s.intent is Intent.DRAIN)
-    return {"count": state.desired, "paused": state.paused, "drained": drained}
+    data: dict[str, Any] = {"count": state.desired, "paused": state.paused, "drained": drained}
+    if state.rollout is not None:
+        data["rollout"] = rollout_data(state.rollout)
+    return data
 
 
 def restore_intent(state: EngineState, data: dict[str, Any]) -> EngineState:
@@ -202,4 +206,19 @@ def restore_intent(state: EngineState, data: dict[str, Any]) -> EngineState:
     for number in data.get("drained", []):
         if isinstance(number, int) and not isinstance(number, bool) and number in slots:
             slots[number] = replace(slots[number], intent=Intent.DRAIN, message="drained")
-    return replace(state, slots=tuple(slots[n] for n in sorted(slots)))
+    state = replace(state, slots=tuple(slots[n] for n in sorted(slots)))
+    return replace(state, rollout=restored_rollout(state, data.get("rollout")))
+
+
+def restored_rollout(state: EngineState, data: object) -> Rollout | None:
+    """The saved roll-out, when the configuration still names the spec it went to.
+
+    So a restarted daemon keeps canarying, or keeps a rolled-back spec rolled back,
+    instead of taking the file's spec to every slot at once. A file changed while the
+    daemon was down (another spec, or back to the old one) is a new change: the saved
+    roll-out is dropped and the slots follow the file.
+    """
+    rollout = rollout_from(data)
+    if rollout is None or not state.spec or rollout.to_spec != state.spec:
+        return None
+    return rollout

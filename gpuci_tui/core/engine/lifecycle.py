@@ -127,6 +127,8 @@ class LaneRecord:
     spec: str = ""
     """The agent spec (`config_hash`) its container was made from, set when its start is
     planned and read back from its label at adoption; empty: none, or not known."""
+    package: str = ""
+    """The cached agent package version mounted into its container (empty: the image's)."""
     # -------------------------------------------------- the registration, as the server said
     agent_id: int | None = None
     enabled: bool | None = None
@@ -328,6 +330,9 @@ class EngineState:
     unless a roll-out says otherwise for a slot. Empty: not known (nothing is outdated)."""
     rollout: Rollout | None = None
     """The change of spec going through the slots (`engine.rollout`), or the last one."""
+    agent_package: str = ""
+    """The cached agent package new containers of the configured spec get (`PackageCached`);
+    empty: none, they run the image's agent."""
 
     def target_spec(self, number: int) -> str:
         """The spec slot ``number`` should run: the roll-out's word, else the configured one."""
@@ -336,14 +341,22 @@ class EngineState:
         return self.rollout.target(number)
 
     def outdated(self, number: int, lane: LaneRecord) -> bool:
-        """The lane's container runs another spec than its slot's target.
+        """The lane's container runs another spec than its slot's target, or lacks the package.
 
         A container of unknown spec is never outdated: gpuci-tui labels every
         container it makes with its spec, so one without the label was made by
-        hand, and replacing it would be a guess.
+        hand, and replacing it would be a guess. A container of the configured spec
+        without the cached newer agent package is: its agent would spend its one job
+        leaving to update (exit 12), so it is replaced while idle instead.
         """
         target = self.target_spec(number)
-        return lane.live and bool(lane.spec) and bool(target) and lane.spec != target
+        if not (lane.live and lane.spec and target):
+            return False
+        if lane.spec != target:
+            return True
+        return (
+            bool(self.agent_package) and target == self.spec and lane.package != self.agent_package
+        )
 
     def slot(self, number: int) -> SlotRecord | None:
         """Slot ``number`` or None."""

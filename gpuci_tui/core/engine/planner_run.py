@@ -224,6 +224,7 @@ def _choose_active(
         and lane.disabled_idle
         and not leaving(lane)
         and lane.phase is not LanePhase.STOPPING
+        and not left_behind(draft.state, draft.slot, lane)
     ]
     if standbys:
         best = min(standbys, key=_rank)
@@ -239,6 +240,19 @@ def _choose_active(
     else:
         draft.start(lane)
     return lane
+
+
+def left_behind(state: EngineState, slot: SlotRecord, lane: LaneRecord) -> bool:
+    """An agent of the slot left to update and this lane's container predates that exit.
+
+    Without the cached package its agent would leave too at its first job (a second
+    update exit on the slot): it is not enabled; the slot starts a fresh container,
+    which gets the package, and the old one is replaced as outdated once it is cached.
+    """
+    first = slot.update_exit_at
+    if first is None or (lane.started_at or 0.0) >= first:
+        return False
+    return not lane.package or lane.package != state.agent_package
 
 
 def _standby(draft: Draft, lane: LaneRecord, active: LaneRecord | None) -> None:

@@ -154,21 +154,21 @@ def advance(state: EngineState, obs: Observation, rules: SupervisorConfig) -> St
 
 
 def _sync_specs(state: EngineState, obs: Observation) -> EngineState:
-    """Each lane's spec: from its start, read back from the listing, empty once gone."""
-    specs: dict[str, str] = {}
+    """Each lane's spec and package: from its start, read back from the listing, empty once gone."""
+    specs: dict[str, tuple[str, str]] = {}
     if isinstance(obs, Listed):
-        specs = {listed.info.id: listed.spec for listed in obs.containers}
+        specs = {listed.info.id: (listed.spec, listed.package) for listed in obs.containers}
     elif isinstance(obs, Started | Appeared) and obs.spec:
-        specs = {obs.container_id: obs.spec}
+        specs = {obs.container_id: (obs.spec, obs.package)}
     for slot in state.slots:
         for lane in slot.lanes:
-            spec = lane.spec
+            spec, package = lane.spec, lane.package
             if not lane.live:
-                spec = ""
+                spec, package = "", ""
             elif lane.container_id in specs:
-                spec = specs[lane.container_id]
-            if spec != lane.spec:
-                slot = slot.with_lane(replace(lane, spec=spec))
+                spec, package = specs[lane.container_id]
+            if (spec, package) != (lane.spec, lane.package):
+                slot = slot.with_lane(replace(lane, spec=spec, package=package))
                 state = state.with_slot(slot)
     return state
 

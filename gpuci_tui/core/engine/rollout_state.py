@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 
 class Phase(StrEnum):
@@ -84,3 +85,56 @@ class Rollout:
         if self.phase is Phase.CANARY:
             return number in self.canary
         return self.phase is Phase.ROLLING and self.needed == 0 and self.successes == 0
+
+
+def rollout_data(rollout: Rollout) -> dict[str, Any]:
+    """The roll-out as JSON data, kept with the group's intent across a daemon restart."""
+    return {
+        "from_spec": rollout.from_spec,
+        "to_spec": rollout.to_spec,
+        "image_from": rollout.image_from,
+        "image_to": rollout.image_to,
+        "phase": rollout.phase.value,
+        "canary": sorted(rollout.canary),
+        "needed": rollout.needed,
+        "successes": rollout.successes,
+        "failures": [list(pair) for pair in rollout.failures],
+        "reason": rollout.reason,
+        "started_at": rollout.started_at,
+    }
+
+
+def rollout_from(data: object) -> Rollout | None:
+    """What `rollout_data` saved; None when it is absent or malformed (never fatal)."""
+    if not isinstance(data, dict):
+        return None
+    try:
+        texts = [data[k] for k in ("from_spec", "to_spec", "image_from", "image_to")]
+        canary, failures = data.get("canary", []), data.get("failures", [])
+        counts = [data.get("needed", 0), data.get("successes", 0)]
+        if not all(isinstance(t, str) and t for t in texts[:2]) or not all(
+            isinstance(t, str) for t in texts
+        ):
+            return None
+        if not all(_count(n) for n in [*counts, *canary, *(n for pair in failures for n in pair)]):
+            return None
+        reason, started = data.get("reason"), data.get("started_at")
+        return Rollout(
+            from_spec=texts[0],
+            to_spec=texts[1],
+            image_from=texts[2],
+            image_to=texts[3],
+            phase=Phase(data["phase"]),
+            canary=frozenset(canary),
+            needed=counts[0],
+            successes=counts[1],
+            failures=tuple((int(a), int(b)) for a, b in failures),
+            reason=reason if isinstance(reason, str) else None,
+            started_at=float(started) if isinstance(started, int | float) else None,
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0

@@ -36,6 +36,8 @@ class ListedContainer:
     info: ContainerInfo
     spec: str = ""
     """The agent spec its label names (empty: no label)."""
+    package: str = ""
+    """The cached agent package version mounted into it (empty: the image's agent)."""
 
 
 def image_used(info: ContainerInfo, known: ImageUsed | None = None) -> ImageUsed:
@@ -73,6 +75,8 @@ class Started:
     """The image it runs, as the start found it (no further Docker call)."""
     spec: str = ""
     """The agent spec it was made from (empty: the one its start was planned with)."""
+    package: str = ""
+    """The cached agent package version mounted into it (empty: the image's agent)."""
 
 
 @dataclass(frozen=True)
@@ -103,6 +107,8 @@ class Appeared:
     at: float
     spec: str = ""
     """The agent spec its label names (empty: no label)."""
+    package: str = ""
+    """The cached agent package version its label names (empty: the image's agent)."""
 
 
 @dataclass(frozen=True)
@@ -251,6 +257,20 @@ class CudaChecked:
     """Why the image cannot start, with the fix; empty: it can."""
 
 
+@dataclass(frozen=True)
+class PackageCached:
+    """The agent package a new container of the group's image gets (`AgentUpdates.mount_for`).
+
+    Sent by the host whenever its reading of the cache changes. A container of the
+    configured spec without it leaves to update at its next job, so the engine replaces
+    it (`EngineState.outdated`) before a job makes it leave.
+    """
+
+    at: float
+    version: str = ""
+    """The cached newer package's version; empty: new containers keep the image's agent."""
+
+
 Observation = (
     Listed
     | Started
@@ -270,6 +290,7 @@ Observation = (
     | ServerFailed
     | GpuObserved
     | CudaChecked
+    | PackageCached
 )
 
 # =========================================================================== actions

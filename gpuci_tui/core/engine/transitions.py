@@ -39,6 +39,7 @@ from gpuci_tui.core.engine.steps import (
     Observation,
     OutOfMemory,
     Output,
+    PackageCached,
     PoolRead,
     Removed,
     ServerFailed,
@@ -97,6 +98,8 @@ def apply(state: EngineState, obs: Observation, rules: SupervisorConfig) -> Step
         case CudaChecked():
             new, notes = cuda_checked(state, obs)
             return Step(new, notes)
+        case PackageCached():
+            return Step(replace(state, agent_package=obs.version))
         case Listed():
             return _listed(state, obs, rules)
         case EngineLost():

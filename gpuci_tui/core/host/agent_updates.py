@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from gpuci_tui.core.engine.agent_versions import AGENT_VERSION_LABEL, is_newer, version_warnings
+from gpuci_tui.core.engine.steps import PackageCached
 from gpuci_tui.core.host.agent_cache import AgentPackageCache, PackageError, PackageRefused
 from gpuci_tui.core.host.handle import Supervised
 from gpuci_tui.core.host.reporter import Update
@@ -102,6 +103,8 @@ class AgentUpdates:
         """Where agents left to update since the last check (said after it)."""
         self._pending: asyncio.Event | None = None
         """Set when the check an update exit asked for is done (None: none asked for)."""
+        self.listeners: list[Callable[[], None]] = []
+        """Called after every check (the groups tell their engines what `mount_for` gives)."""
 
     # ------------------------------------------------------------------ what the executor asks
 
@@ -117,6 +120,15 @@ class AgentUpdates:
             return None
         path = self.cache.cached(cached)
         return AgentPackageMount(str(path), cached) if path is not None else None
+
+    def cached_for(self, image: str) -> PackageCached:
+        """What the engine of a group running ``image`` learns: the package `mount_for` gives.
+
+        The engine replaces the containers without it before a job makes them leave to
+        update (a forced update so costs one start per slot, not one per lane).
+        """
+        mount = self.mount_for(image)
+        return PackageCached(self.clock(), mount.version if mount is not None else "")
 
     async def mount_for_start(self, image: str) -> AgentPackageMount | None:
         """`mount_for`, after the check (and download) an agent's update exit asked for.
@@ -196,11 +208,17 @@ class AgentUpdates:
         """Read at once, then every `interval` or when nudged, until cancelled."""
         while True:
             self._wake.clear()  # before the check: a nudge during it is not lost
-            pending, self._pending = self._pending, None
+            # Kept visible during the check: a start planned meanwhile waits for it too
+            # (taken away here, that start would not wait, and its agent leave again).
+            pending = self._pending
             delay = await self.check()
+            for listener in list(self.listeners):
+                listener()
             self._say_left()
             if pending is not None:
                 pending.set()
+                if self._pending is pending:
+                    self._pending = None
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), delay)
 

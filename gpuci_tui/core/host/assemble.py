@@ -390,6 +390,7 @@ def assemble(
     if cuda is not None:
         # A reload may change the groups' images: check them against the driver again.
         supervisor.on_reload(cuda.check_soon)
+        supervisor.cuda_refusal = cuda.refusal_now  # an image the driver cannot run: refused
     if gpu is not None:
         # Every agent advertises its slot's GPUs (read once, at the first start), also
         # the agents of a group a reload adds.

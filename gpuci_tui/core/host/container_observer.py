@@ -16,7 +16,7 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 
-from gpuci_tui.core.docker.agentspec import lane_of, placed, slot_of, spec_of
+from gpuci_tui.core.docker.agentspec import lane_of, package_of, placed, slot_of, spec_of
 from gpuci_tui.core.engine.steps import (
     Appeared,
     Destroyed,
@@ -126,5 +126,6 @@ class ContainerObserver:
         if event.action == "oom":
             return [OutOfMemory(slot, lane, cid)]
         if event.action == "start":
-            return [Appeared(slot, lane, cid, at, spec_of(event.labels))]
+            labels = event.labels
+            return [Appeared(slot, lane, cid, at, spec_of(labels), package_of(labels))]
         return []

@@ -94,6 +94,18 @@ class CudaGuard:
         self._seen = False
         self._due = 0.0
 
+    def refusal_now(self, config: Config) -> str:
+        """Why ``config``'s image cannot run on the driver read last; "" when it can.
+
+        A reload asks it before it applies a new image (`group_reload`): an image the
+        driver cannot run is refused there, and no lane leaves the image it runs. ""
+        also when it cannot tell (no driver read yet, the image absent or not readable):
+        the checks before every start still hold the group then.
+        """
+        if not self._seen:
+            return ""
+        return self._reason(config, self._driver) or ""
+
     def check_soon(self) -> None:
         """Look at every group's image again on the next GPU frame (a reload changed them)."""
         self._due = 0.0

@@ -163,7 +163,8 @@ class Executor:
             reason = await self._no_pull(str(exc), spec.image)
             return StartFailed(slot, lane, "start", reason, self.clock())
         at = info.started_at or self.clock()
-        return Started(slot, lane, info.id, at, image_used(info), config_hash(config))
+        mounted = package.version if package is not None else ""
+        return Started(slot, lane, info.id, at, image_used(info), config_hash(config), mounted)
 
     async def _no_pull(self, message: str, image: str) -> str:
         """``message``, plus why no pull starts when the image is missing and the disk is full."""

@@ -11,6 +11,10 @@ it applies live. Then:
   (`GroupSupervisor.add_group`), with its lock, intent file and job recorder;
 * a removed group drains (no job is killed) and is forgotten once empty.
 
+A group whose new image the host's driver cannot run (`CudaGuard.refusal_now`, the
+words of `gpu.cuda_fit`) is refused before any container starts: none of its
+changes applies, its lanes keep the image they run (an added group is not added).
+
 What needs a restart is named and left as it runs: the daemon's held
 configuration takes only the live changes (`ConfigDiff.applied`), so `status`,
 the socket and the metrics never claim a change that did not happen.
@@ -20,6 +24,7 @@ from each group's `Supervisor.preview_reconfigure` (the engine's rules).
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 from collections.abc import Callable
@@ -52,6 +57,7 @@ class GroupSupervisor(Protocol):
     implicit: bool
     children: dict[str, Supervisor]
     reporter: Broadcaster
+    cuda_refusal: Callable[[Config], str] | None
 
     def snapshot(self) -> SupervisorSnapshot:
         """Every group's slots."""
@@ -97,10 +103,13 @@ def preview_reload(
     diff, problem = _read(sup, load)
     if diff is None:
         return CommandPreview("reload", False, problem)
+    refused = cuda_refusals(sup, diff)
     lines = [f"reload {sup.config.path}:"]
     for group in diff.groups:
         lines += [f"  {line}" for line in _group_lines(sup, diff, group)]
-        if group.status == "kept" and group.live_changes:
+        if group.name in refused:
+            lines.append(f"    {_refused_words(sup, group, refused[group.name])}")
+        elif group.status == "kept" and group.live_changes:
             child = sup.children[group.name]
             config = for_group(diff.applied, _group(diff.applied, group.name))
             effects = child.preview_reconfigure(config, canary=command.canary)
@@ -121,12 +130,19 @@ async def reload(
         sup.reporter.event("reload", problem.splitlines()[0])
         return CommandResult(False, problem)
     canary_jobs = command.canary_jobs or diff.applied.supervisor.canary_jobs
+    # Before anything changes: an image the driver cannot run never starts a roll-out.
+    refused = await asyncio.to_thread(cuda_refusals, sup, diff)
     applied = diff.applied
-    ok = True
+    ok = not refused
     lines = [f"reloaded {sup.config.path}:"]
     for group in diff.groups:
         lines += [f"  {line}" for line in _group_lines(sup, diff, group)]
-        if group.status == "kept" and group.live_changes:
+        if group.name in refused:
+            words = _refused_words(sup, group, refused[group.name])
+            lines.append(f"    {words}")
+            applied = _restore(applied, sup, group)
+            sup.reporter.event("reload", words)
+        elif group.status == "kept" and group.live_changes:
             config = for_group(applied, _group(applied, group.name))
             result = sup.children[group.name].reconfigure(
                 config, canary=command.canary, canary_jobs=canary_jobs
@@ -152,7 +168,7 @@ async def reload(
     sup.config = applied
     sup.reloaded()
     message = "\n".join(lines)
-    sup.reporter.event("reload", _summary(diff))
+    sup.reporter.event("reload", _summary(diff, refused))
     log.info("%s", message)
     return CommandResult(ok, message)
 
@@ -180,16 +196,56 @@ def _other_lines(diff: ConfigDiff) -> list[str]:
     return lines
 
 
-def _summary(diff: ConfigDiff) -> str:
+def cuda_refusals(sup: GroupSupervisor, diff: ConfigDiff) -> dict[str, str]:
+    """Group -> why the driver cannot run the image the reload would give it.
+
+    Only the groups whose image or GPUs change, and the groups added: a reload that
+    changes something else never holds a group for an image it already runs. Reads
+    each image's configuration (a local Docker call, once per image id).
+    """
+    check = sup.cuda_refusal
+    if check is None:
+        return {}
+    refused: dict[str, str] = {}
+    for group in diff.groups:
+        touched = any(c.key.endswith((".image", ".gpus")) for c in group.live_changes)
+        if group.status == "added" or (group.status == "kept" and touched):
+            reason = check(for_group(diff.applied, _group(diff.applied, group.name)))
+            if reason:
+                refused[group.name] = reason
+    return refused
+
+
+def _refused_words(sup: GroupSupervisor, group: GroupDiff, reason: str) -> str:
+    name = "" if sup.implicit else f"group {group.name}: "
+    if group.status == "added":
+        return f"{name}not added: {reason}"
+    image = _group(sup.config, group.name).agents.image
+    return f"{name}not applied, its slots keep {image}: {reason}"
+
+
+def _restore(applied: Config, sup: GroupSupervisor, group: GroupDiff) -> Config:
+    """``applied`` with the refused group as it runs (an added one left out)."""
+    if group.status == "added":
+        return _without(applied, group.name)
+    if sup.implicit:  # the implicit group is [agents] itself
+        return dataclasses.replace(applied, agents=sup.config.agents)
+    before = _group(sup.config, group.name)
+    kept = tuple(before if g.name == group.name else g for g in applied.groups)
+    return dataclasses.replace(applied, groups=kept)
+
+
+def _summary(diff: ConfigDiff, refused: dict[str, str] | None = None) -> str:
     """The reload in one line, for the event log."""
     if not diff.changed:
         return "reload: the configuration file has no change"
-    parts = []
+    refused = refused or {}
+    parts = [f"refused {', '.join(refused)} (CUDA)"] if refused else []
     for status in ("added", "removed"):
-        names = [g.name for g in diff.groups if g.status == status]
+        names = [g.name for g in diff.groups if g.status == status and g.name not in refused]
         if names:
             parts.append(f"{status} {', '.join(names)}")
-    live = sum(len(g.live_changes) for g in diff.groups)
+    live = sum(len(g.live_changes) for g in diff.groups if g.name not in refused)
     live += sum(1 for c in diff.other if c.live)
     if live:
         parts.append(f"{live} change(s) applied")

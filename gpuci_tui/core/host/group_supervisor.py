@@ -141,6 +141,9 @@ class GroupSupervisor:
         self._grown = asyncio.Event()
         self._running = False
         self._reload_listeners: list[Callable[[], None]] = []
+        self.cuda_refusal: Callable[[Config], str] | None = None
+        """Why a group's image cannot run on the driver (`CudaGuard.refusal_now`): a reload
+        refuses such an image before any container starts. None: no CUDA check."""
         self._capabilities: Callable[[Config, int], Mapping[str, str]] | None = None
         # One factory for the groups of the start and those a reload adds.
         self._build: Callable[[Config, AgentGroup, PoolObserver], Supervisor] = partial(
@@ -156,6 +159,8 @@ class GroupSupervisor:
         )
         for group in groups:
             self.add_group(config, group)
+        if agent_versions is not None:
+            agent_versions.listeners.append(self._tell_packages)
 
     def _new_child(
         self,
@@ -222,8 +227,18 @@ class GroupSupervisor:
         child = self._build(config, group, pool)
         self.children[group.name] = child
         if self._running:
+            # At start the first check tells them (before it, the images' agents are not read).
+            self._tell_packages()
             self._start(group.name, child)
         return child
+
+    def _tell_packages(self) -> None:
+        """Each group's engine learns the agent package its new containers get (after every
+        check, a reload, a group added): containers without it are then outdated.
+        """
+        for child in list(self.children.values()):
+            if self.agent_versions is not None:
+                child.deliver(self.agent_versions.cached_for(child.config.agents.image))
 
     def retire_group(self, name: str) -> None:
         """Drain the group ``name`` (no job is killed) and forget it once empty."""
@@ -246,6 +261,7 @@ class GroupSupervisor:
 
     def reloaded(self) -> None:
         """Tell the listeners a reload was applied (`group_reload` calls it)."""
+        self._tell_packages()  # a new image may bake another agent
         for listener in self._reload_listeners:
             listener()
 

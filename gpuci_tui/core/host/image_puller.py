@@ -302,7 +302,7 @@ class ImagePuller:
             return dict(self._progress)
 
     def overlay(self, snapshot: SupervisorSnapshot) -> SupervisorSnapshot:
-        """``snapshot`` with the progress of a running pull as the reason of each slot waiting for it."""
+        """``snapshot`` with the pulls in flight, each also the reason of the slots waiting for it."""
         pulls = self.in_flight()
         if not pulls:
             return snapshot
@@ -312,7 +312,8 @@ class ImagePuller:
             else slot
             for slot in snapshot.slots
         )
-        return replace(snapshot, slots=slots)
+        lines = tuple(pulls[image].describe() for image in sorted(pulls))
+        return replace(snapshot, slots=slots, pulls=lines)
 
     # ------------------------------------------------------------------ helpers
 

@@ -32,7 +32,7 @@ from gpuci_tui.core.command_types import Command, CommandResult, GpuClear, Stop
 from gpuci_tui.core.config.loader import Config
 from gpuci_tui.core.docker.agentspec import config_hash, instance_id, instance_labels
 from gpuci_tui.core.docker.slot_devices import device_label, watched_ids
-from gpuci_tui.core.engine.commands import apply_command, intent_data, restore_intent
+from gpuci_tui.core.engine.commands import apply_command
 from gpuci_tui.core.engine.gpu_admission import GateReading, GpuAdmission, slot_reading
 from gpuci_tui.core.engine.lifecycle import EngineState, new_slot
 from gpuci_tui.core.engine.planner import decide
@@ -47,6 +47,7 @@ from gpuci_tui.core.host.gpu_gates import clear_gpu
 from gpuci_tui.core.host.pool_observer import PoolObserver
 from gpuci_tui.core.host.reconfigure import apply_reload, preview_reload
 from gpuci_tui.core.host.reporter import Broadcaster, Reporter, Update, report_note
+from gpuci_tui.core.host.rollout_intent import load_intent, save_data
 from gpuci_tui.core.models import SupervisorSnapshot
 from gpuci_tui.core.packages import AgentPackageMount
 from gpuci_tui.core.protocols import AgentPoolApi, ContainerRuntime, TokenSource
@@ -328,7 +329,10 @@ class Supervisor:
 
     def _observe(self, obs: Observation) -> None:
         step = advance(self.state, obs, self.rules)
+        moved = step.state.rollout is not self.state.rollout
         self.state = step.state
+        if moved:
+            self._save_intent()  # the roll-out's progress survives a restart (`rollout_intent`)
         for output in step.outputs:
             if isinstance(output, JobEnded) or (isinstance(output, Note) and output.job_started):
                 # The queue and the running count changed with it: read them now,
@@ -428,11 +432,9 @@ class Supervisor:
         return watched_ids(self.config, slot)  # a MIG slot's parent GPU
 
     def _load_intent(self) -> None:
-        if self._intent is None:
-            return
-        data = self._intent.load() or {}
-        self.state = restore_intent(self.state, data)
+        if self._intent is not None:
+            load_intent(self, self._intent.load() or {}, self.executor.specs)
 
     def _save_intent(self) -> None:
         if self._intent is not None:
-            self._intent.save(intent_data(self.state))
+            self._intent.save(save_data(self.state, self.executor.specs))

@@ -153,8 +153,8 @@ def test_start_failure_mapping() -> None:
         api_error(404, "No such image: img:1"), name="a", image="img:1", stage="create"
     )
     assert str(missing) == (
-        "Image img:1 is not present locally. Pull or build it first: docker pull img:1 "
-        "(gpuci-tui never pulls on its own)"
+        "Image img:1 is not present locally. Pull or build it first: gpuci-tui image pull "
+        'or docker pull img:1 (with [agents] pull = "never" gpuci-tui does not pull it)'
     )
 
     bind = start_failure(

@@ -209,5 +209,11 @@ async def test_in_process_a_forced_update_is_served_with_the_cached_package(
         assert snap.agent_versions.cached == "4.270.0"
         assert not any(s.state == SlotState.PARKED for s in snap.slots)
         assert org.packages.downloads == {"vsts-agent-linux-x64-4.270.0.tar.gz": 1}
+        # The standby started before the package was cached is replaced while idle: the
+        # next jobs are served without a second update exit (one per slot, not per lane).
+        more = [org.queue_job(org.pools("gpu")[0].id, duration=0.2) for _ in range(2)]
+        await wait_until(lambda: all(org.job(j).result for j in more), 30, "the next jobs")
+        updating = [e for e in sup.events if e.kind == "agent_updating"]
+        assert len(updating) <= 1, [e.message for e in updating]
     finally:
         await parts.close()

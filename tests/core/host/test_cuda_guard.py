@@ -314,3 +314,20 @@ async def test_images_are_looked_at_again_only_when_due_or_asked(env: Env) -> No
     await guard.observe(D535)
     await guard.observe(D550)  # another driver: at once
     assert len(looked) == 4
+
+
+async def test_refusal_now_answers_for_an_image_not_yet_run_on_the_driver_read_last(
+    guarded: tuple[Env, Supervisor, CudaGuard],
+) -> None:
+    env, sup, guard = guarded
+    other = replace(sup.config, agents=replace(sup.config.agents, image="repo/x:cu122"))
+    assert guard.refusal_now(sup.config) == ""  # no driver read yet: cannot tell
+    env.runtime.image_configs["repo/x:cu122"] = NEEDS_122
+    await guard.at_start(lambda: D535)
+    words = guard.refusal_now(sup.config)
+    assert words.startswith("image needs CUDA 12.4") and "upgrade the driver" in words, words
+    assert guard.refusal_now(other) == ""
+    no_gpus = replace(sup.config, agents=replace(sup.config.agents, gpus="none"))
+    assert guard.refusal_now(no_gpus) == ""
+    await guard.observe(D550)
+    assert guard.refusal_now(sup.config) == ""

@@ -180,3 +180,44 @@ async def test_groups_added_and_removed_while_running(
     finally:
         sup.request_stop()
         await asyncio.wait_for(task, 10)
+
+
+async def test_an_image_the_driver_cannot_run_is_refused_before_anything_changes(
+    world: tuple[SimPoolApi, SimulatedRuntime, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    recorded = Recorded(monkeypatch)
+    sup = group_supervisor(world)
+    before = sup.config
+    asked: list[str] = []
+
+    def refusal(config: Config) -> str:
+        asked.append(config.agents.image)
+        return (
+            "image needs CUDA 12.4; driver 535 supports up to 12.2"
+            if "cu124" in config.agents.image
+            else ""
+        )
+
+    sup.cuda_refusal = refusal
+    text = TEXT.replace("[groups.a]\ncount = 1", '[groups.a]\ncount = 2\nimage = "repo/x:cu124"')
+    text = text.replace("[groups.b]\ncount = 1", "[groups.b]\ncount = 2")
+    world[2].write_text(
+        text + '\n[groups.c]\ncount = 1\nimage = "repo/y:cu124"\n', encoding="utf-8"
+    )
+    refused = "not applied, its slots keep gpuci-sim/agent:1: image needs CUDA 12.4"
+    preview = await sup.execute(Reload(dry_run=True, canary=1))
+    assert f"\n    group a: {refused}" in preview.message, preview.message
+    assert "    group c: not added: image needs CUDA 12.4" in preview.message
+    assert [g for g, _, _ in recorded.previews] == ["b"] and sup.config is before  # not a
+    result = await sup.execute(Reload(canary=1))
+    assert not result.ok
+    assert f"\n    group a: {refused}" in result.message, result.message
+    # Group a: nothing of it applied (not even its count); b (no image change) scales;
+    # c is not added. Only the groups whose image changes or that are added were asked.
+    assert [(g, c.agents.count) for g, c, _, _ in recorded.calls] == [("b", 2)]
+    assert set(sup.children) == {"a", "b"}
+    assert [g.agents.image for g in sup.config.groups] == [DEFAULT_IMAGE, DEFAULT_IMAGE]
+    assert [g.agents.count for g in sup.config.groups] == [1, 2]
+    assert sorted(set(asked)) == ["repo/x:cu124", "repo/y:cu124"]
+    events = [e.message for e in sup.events if e.kind == "reload"]
+    assert events[-1] == "reload: refused a, c (CUDA); 1 change(s) applied", events

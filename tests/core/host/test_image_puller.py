@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from gpuci_tui.cli.render import render_status
 from gpuci_tui.core.config.model import AgentsConfig
 from gpuci_tui.core.engine.lifecycle import Lane
 from gpuci_tui.core.engine.steps import StartFailed
@@ -208,10 +209,15 @@ def test_the_progress_is_the_reason_of_the_slots_waiting_for_it() -> None:
     with ThreadPoolExecutor(1) as pool:
         answer = pool.submit(rig.ensure)
         wait_for_pull(rig)
-        messages = [s.message for s in rig.puller.overlay(snap).slots]
+        during = rig.puller.overlay(snap)
+        messages = [s.message for s in during.slots]
         rig.registry.gate.set()
         assert answer.result(10) is None
     assert messages == [f"pulling {IMAGE}: 0/1 layers, 5 B of 10 B", "", ""]
+    # The pulls in flight, one line per image, for status and the console's pool panel.
+    assert during.pulls == (f"pulling {IMAGE}: 0/1 layers, 5 B of 10 B",)
+    assert rig.puller.overlay(snap).pulls == ()
+    assert f"\npulling {IMAGE}: 0/1 layers" in render_status(during, now=0.0)
 
 
 def test_never_asks_nothing_and_a_wait_is_a_pull_start_failure() -> None:
