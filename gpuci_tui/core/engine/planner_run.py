@@ -210,8 +210,10 @@ def used_lanes(draft: Draft) -> tuple[Lane, ...]:
     return used if extra is None else (*used, extra)
 
 
-def _rank(lane: LaneRecord) -> tuple[int, str]:
-    return _PHASE_RANK.get(lane.phase, 3), lane.lane.value
+def _rank(lane: LaneRecord) -> tuple[int, float, str]:
+    # Among booting standbys, the one started first is online first (deeper standbys
+    # restart one after another, not in lane order).
+    return _PHASE_RANK.get(lane.phase, 3), lane.started_at or 0.0, lane.lane.value
 
 
 def _choose_active(

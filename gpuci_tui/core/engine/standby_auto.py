@@ -77,6 +77,19 @@ class AutoStandby:
     """(lane name, job request id, first seen) of jobs not seen ended yet."""
 
 
+def depth_of(
+    standby: bool | int | str, *, least: int = 1, most: int = 3, cap: int | None = None
+) -> tuple[int, AutoStandby | None]:
+    """The engine's depth and "auto" settings from ``[agents] standby`` and its bounds.
+
+    ``true`` is one standby (two registrations per slot, as before depths
+    existed), ``false`` none; "auto" starts at its idle depth, ``least``.
+    """
+    if standby == "auto":
+        return max(0, least), AutoStandby(least=max(0, least), most=max(least, most), cap=cap)
+    return int(standby), None
+
+
 def per_slot_most(auto: AutoStandby, slots: int) -> int:
     """The deepest standby ``auto`` allows with ``slots`` slots (the cap shared out)."""
     most = min(auto.most, DEEPEST)
