@@ -54,7 +54,9 @@ def slot_of(agent: str) -> int:
 def mode_of(text: str) -> bool | int | str:
     """``--standby`` values: on/true, off/false, a depth, or auto."""
     named: dict[str, bool | str] = {"on": True, "true": True, "off": False, "false": False}
-    return named.get(text, text if text == "auto" else int(text))
+    if text in named:
+        return named[text]
+    return text if text == "auto" else int(text)
 
 
 def mode_name(standby: bool | int | str) -> str:
