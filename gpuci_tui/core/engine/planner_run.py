@@ -27,7 +27,7 @@ from gpuci_tui.core.engine.lifecycle import (
     LaneRecord,
     SlotRecord,
 )
-from gpuci_tui.core.engine.standby_auto import registering, unused_why
+from gpuci_tui.core.engine.standby_auto import registering, unused_why, within_cap
 from gpuci_tui.core.engine.steps import (
     Action,
     CheckAgent,
@@ -204,8 +204,8 @@ def plan_run(draft: Draft) -> None:
 
 def used_lanes(draft: Draft) -> tuple[Lane, ...]:
     """The lanes the slot runs now: the standby depth's, and one being registered ("auto")."""
-    used = draft.state.used_lanes
     fresh = [lane for lane in draft.slot.lanes if absent(lane)]
+    used = within_cap(draft.state, draft.state.used_lanes, fresh)
     extra = registering(draft.state, draft.slot, fresh)
     return used if extra is None else (*used, extra)
 

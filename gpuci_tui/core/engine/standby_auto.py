@@ -33,6 +33,7 @@ as tables on a fake clock (``tests/core/engine/test_standby_auto.py``).
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, replace
 
 from gpuci_tui.core.engine.lifecycle import (
@@ -242,6 +243,30 @@ def listed_slots(
     return state
 
 
+def registered(state: EngineState) -> int:
+    """Agents of this group registered in the pool, or being registered now.
+
+    From the pool's own list, so the registrations of slots retired by a
+    scale-down, still in the pool until removed, count too.
+    """
+    pattern = re.compile(rf"{re.escape(state.prefix)}-\d+(-[b-{LANES[-1].value}])?")
+    pool = state.pool
+    names = {a.name for a in pool.agents if pattern.fullmatch(a.name)} if pool else set()
+    names |= {lane.name for _, lane in state.lanes() if lane.agent_id is not None or lane.live}
+    return len(names)
+
+
+def within_cap(
+    state: EngineState, used: tuple[Lane, ...], never_registered: list[LaneRecord]
+) -> tuple[Lane, ...]:
+    """``used`` less the never-registered lanes (but ``a``) once "auto" is at its cap."""
+    auto = state.auto
+    if auto is None or auto.cap is None or registered(state) < auto.cap:
+        return used
+    fresh = {lane.lane for lane in never_registered}
+    return tuple(lane for lane in used if lane is Lane.A or lane not in fresh)
+
+
 def registering(
     state: EngineState, slot: SlotRecord, never_registered: list[LaneRecord]
 ) -> Lane | None:
@@ -258,6 +283,8 @@ def registering(
         return None
     used = state.used_lanes
     limit = lane_limit(state)
+    if state.auto.cap is not None and registered(state) >= state.auto.cap:
+        return None
     for lane in never_registered:
         if lane.lane not in used and LANES.index(lane.lane) < limit:
             return lane.lane
