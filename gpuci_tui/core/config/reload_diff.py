@@ -41,7 +41,7 @@ _LIVE_AGENTS = {
 #: Agent values a running daemon cannot change, and why (what was bound at start).
 _RESTART_AGENTS = {
     "name_prefix": "the agents, their containers and the instance's lock are named after it",
-    "standby": "each slot's further registrations are planned when the daemon starts",
+    "standby": "each slot's second registration is planned when the daemon starts",
     "standby_min": "each slot's further registrations are planned when the daemon starts",
     "standby_max": "each slot's further registrations are planned when the daemon starts",
     "max_agents": "each slot's further registrations are planned when the daemon starts",
