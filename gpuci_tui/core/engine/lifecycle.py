@@ -30,7 +30,7 @@ from gpuci_tui.core.protocols import Agent
 
 if TYPE_CHECKING:
     from gpuci_tui.core.engine.rollout_state import Rollout
-    from gpuci_tui.core.engine.standby_auto import AutoStandby
+    from gpuci_tui.core.engine.standby_state import AutoStandby
 
 
 class Intent(StrEnum):

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from gpuci_tui.core.engine.lifecycle import (
     LANES,
@@ -47,35 +47,12 @@ from gpuci_tui.core.engine.lifecycle import (
     lane_name,
     new_slot,
 )
+from gpuci_tui.core.engine.standby_state import AutoStandby
 
-#: Seconds without demand before "auto" retires its extra lanes (the default).
-HOLD_DOWN = 120.0
+__all__ = ["AutoStandby", "depth_of", "observe", "wanted"]
+
 #: The deepest standby a slot may have (lanes ``b`` to ``h``).
 DEEPEST = len(LANES) - 1
-
-
-@dataclass(frozen=True)
-class AutoStandby:
-    """``standby = "auto"``: its bounds and what it has learnt so far."""
-
-    least: int = 1
-    """Standby lanes per slot kept even when idle (``standby_min``)."""
-    most: int = 3
-    """Standby lanes per slot at the most (``standby_max``)."""
-    cap: int | None = None
-    """Registered agents of the group at the most (``max_agents``; None: no cap)."""
-    hold_down: float = HOLD_DOWN
-    """Seconds without demand before the extra lanes are retired."""
-    demand_at: float | None = None
-    """The last time the queue asked for the current depth (the hold-down starts there)."""
-    startup_s: float = 0.0
-    """The latest measured agent start-up: container start to online (0: none yet)."""
-    job_s: float = 0.0
-    """The latest measured job length, as the engine saw it (0: none yet)."""
-    booting: frozenset[tuple[str, float]] = frozenset()
-    """(lane name, container start) of agents not seen online yet."""
-    running: frozenset[tuple[str, int, float]] = frozenset()
-    """(lane name, job request id, first seen) of jobs not seen ended yet."""
 
 
 def depth_of(
