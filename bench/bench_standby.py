@@ -82,6 +82,7 @@ def one_run(
     jobs_per_slot: int,
     standby: bool | int | str,
     standby_max: int = 3,
+    standby_min: int = 1,
 ) -> dict[str, Any]:
     """One mode on one scenario, with a fresh organisation and daemon."""
     pat = "bench-" + uuid.uuid4().hex * 2
@@ -101,6 +102,7 @@ def one_run(
             gpus="none",
             standby=standby,
             standby_max=standby_max,
+            standby_min=standby_min,
         ),
         supervisor=SupervisorConfig(poll_interval=10.0),
     )
@@ -121,7 +123,7 @@ def one_run(
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
     )
-    per_slot = 2 if standby else 1
+    per_slot = 1 + (standby_min if standby == "auto" else int(standby))
     registered = slots * registrations_per_slot(standby, standby_max)
     cap = registered  # what the configuration allows ("auto": its deepest, plus one)
     most_registered = 0
@@ -183,6 +185,7 @@ def one_run(
     minutes = busy / 60
     return {
         "standby": standby,
+        "standby_min": standby_min if standby == "auto" else None,
         "registered_agents_max": most_registered,
         "registered_agents_cap": cap,
         "slots": slots,
@@ -251,6 +254,7 @@ def main() -> None:
         "--standby", type=mode_of, nargs="+", default=[True, False], help="on off N auto"
     )
     parser.add_argument("--standby-max", type=int, default=3, help='with "auto"')
+    parser.add_argument("--standby-min", type=int, default=1, help='with "auto"')
     parser.add_argument("--repeat", type=int, default=1, help="runs of each mode, alternated")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "standby.json")
     args = parser.parse_args()
@@ -270,6 +274,7 @@ def main() -> None:
                         jobs_per_slot=args.jobs_per_slot,
                         standby=standby,
                         standby_max=args.standby_max,
+                        standby_min=args.standby_min,
                     )
                     print(json.dumps(result), flush=True)
                     runs.append(result)
