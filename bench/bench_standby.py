@@ -229,7 +229,8 @@ def table(runs: list[dict[str, Any]]) -> str:
     for r in runs:
         g = r["gap_s"]
         rows.append(
-            f"| {r['slots']} | {r['job_seconds']:g} s | {mode_name(r['standby'])} "
+            f"| {r['slots']} | {r['job_seconds']:g} s | {mode_name(r['standby'])}"
+            f"{'' if r.get('standby_min') in (None, 1) else ' (min ' + str(r['standby_min']) + ')'} "
             f"| {g['p50']} / {g['p95']} / {g['max']} s "
             f"| {r['makespan_s']} s ({r['ideal_makespan_s']} s, {r['makespan_over_ideal']}×) "
             f"| {r['jobs_overlapping_on_a_slot']} "
