@@ -46,12 +46,43 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def slot_of(agent: str) -> int:
-    """``prefix-3`` and ``prefix-3-b`` are slot 3."""
-    return int(agent.removesuffix("-b").rsplit("-", 1)[1])
+    """``prefix-3`` and ``prefix-3-b`` (``-c``, ... with a deeper standby) are slot 3."""
+    head, _, tail = agent.rpartition("-")
+    return int(tail) if tail.isdigit() else int(head.rsplit("-", 1)[1])
+
+
+def mode_of(text: str) -> bool | int | str:
+    """``--standby`` values: on/true, off/false, a depth, or auto."""
+    named: dict[str, bool | str] = {"on": True, "true": True, "off": False, "false": False}
+    if text in named:
+        return named[text]
+    return text if text == "auto" else int(text)
+
+
+def mode_name(standby: bool | int | str) -> str:
+    """How a standby setting reads in the table."""
+    if isinstance(standby, bool):
+        return "on" if standby else "off"
+    return str(standby)
+
+
+def registrations_per_slot(standby: bool | int | str, standby_max: int) -> int:
+    """The registrations each slot makes: "auto" registers up to its deepest once, idle."""
+    if standby == "auto":
+        return standby_max + 1
+    return 1 + int(standby)
 
 
 def one_run(
-    client: Any, image: str, *, slots: int, job_seconds: float, jobs_per_slot: int, standby: bool
+    client: Any,
+    image: str,
+    *,
+    slots: int,
+    job_seconds: float,
+    jobs_per_slot: int,
+    standby: bool | int | str,
+    standby_max: int = 3,
+    standby_min: int = 1,
 ) -> dict[str, Any]:
     """One mode on one scenario, with a fresh organisation and daemon."""
     pat = "bench-" + uuid.uuid4().hex * 2
@@ -70,6 +101,8 @@ def one_run(
             network="host",
             gpus="none",
             standby=standby,
+            standby_max=standby_max,
+            standby_min=standby_min,
         ),
         supervisor=SupervisorConfig(poll_interval=10.0),
     )
@@ -90,15 +123,26 @@ def one_run(
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
     )
-    per_slot = 2 if standby else 1
+    per_slot = 1 + (standby_min if standby == "auto" else int(standby))
+    registered = slots * registrations_per_slot(standby, standby_max)
+    cap = registered  # what the configuration allows ("auto": its deepest, plus one)
+    most_registered = 0
     try:
         started = time.monotonic()
-        # Steady state: every slot's agent online and enabled (and its standby online).
+        # Steady state: every slot's agent online and enabled (and its standby online),
+        # and with "auto" every registration it will use made (it makes them while idle).
         while True:
             agents = org.agents(pool_id)
             online = [a for a in agents if a.online]
             enabled = [a for a in online if a.enabled]
-            if len(online) >= slots * per_slot and len(enabled) >= slots:
+            ready = len(online) >= slots * per_slot and len(enabled) >= slots
+            running = client.containers.list(filters={"name": config.agents.name_prefix})
+            if (
+                ready
+                and len(agents) >= registered
+                and len(online) == slots * per_slot
+                and len(running) == slots * per_slot  # "auto": its extra lanes stopped again
+            ):
                 break
             if time.monotonic() - started > 120 or daemon.poll() is not None:
                 raise SystemExit(f"agents did not come up; see {work / 'daemon.log'}")
@@ -111,6 +155,7 @@ def one_run(
         while any(org.job(i).result is None for i in ids):
             if daemon.poll() is not None:
                 raise SystemExit("daemon died")
+            most_registered = max(most_registered, len(org.agents(pool_id)))
             time.sleep(0.05)
         busy = time.time() - busy_since
         cpu1 = proc.cpu_times()
@@ -140,6 +185,9 @@ def one_run(
     minutes = busy / 60
     return {
         "standby": standby,
+        "standby_min": standby_min if standby == "auto" else None,
+        "registered_agents_max": most_registered,
+        "registered_agents_cap": cap,
         "slots": slots,
         "job_seconds": job_seconds,
         "jobs": len(ids),
@@ -174,14 +222,15 @@ def table(runs: list[dict[str, Any]]) -> str:
     """The Markdown table of BENCHMARKS.md."""
     head = (
         "| slots | job | standby | gap p50 / p95 / max | makespan (ideal) | overlaps "
-        "| Azure req/min | poll reads/min | per job: writes + reads | CPU busy | RSS |\n"
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n"
+        "| Azure req/min | poll reads/min | per job: writes + reads | CPU busy | RSS | agents (cap) |\n"
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n"
     )
     rows = []
     for r in runs:
         g = r["gap_s"]
         rows.append(
-            f"| {r['slots']} | {r['job_seconds']:g} s | {'on' if r['standby'] else 'off'} "
+            f"| {r['slots']} | {r['job_seconds']:g} s | {mode_name(r['standby'])}"
+            f"{'' if r.get('standby_min') in (None, 1) else ' (min ' + str(r['standby_min']) + ')'} "
             f"| {g['p50']} / {g['p95']} / {g['max']} s "
             f"| {r['makespan_s']} s ({r['ideal_makespan_s']} s, {r['makespan_over_ideal']}×) "
             f"| {r['jobs_overlapping_on_a_slot']} "
@@ -189,7 +238,8 @@ def table(runs: list[dict[str, Any]]) -> str:
             f"| {r['azure_writes_per_job']} + "
             f"{r['azure_history_reads_per_job'] + r['azure_rereads_per_job']:.2f} "
             f"| {r['daemon_cpu_pct_busy']} % "
-            f"| {r['daemon_rss_mib']} MiB |"
+            f"| {r['daemon_rss_mib']} MiB "
+            f"| {r['registered_agents_max']} ({r['registered_agents_cap']}) |"
         )
     return head + "\n".join(rows) + "\n"
 
@@ -201,6 +251,12 @@ def main() -> None:
     parser.add_argument("--slots", type=int, nargs="+", default=[2, 4])
     parser.add_argument("--job-seconds", type=float, nargs="+", default=[3.0, 12.0])
     parser.add_argument("--jobs-per-slot", type=int, default=6)
+    parser.add_argument(
+        "--standby", type=mode_of, nargs="+", default=[True, False], help="on off N auto"
+    )
+    parser.add_argument("--standby-max", type=int, default=3, help='with "auto"')
+    parser.add_argument("--standby-min", type=int, default=1, help='with "auto"')
+    parser.add_argument("--repeat", type=int, default=1, help="runs of each mode, alternated")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "standby.json")
     args = parser.parse_args()
     client = docker.from_env()
@@ -209,17 +265,20 @@ def main() -> None:
     began = time.time()
     for job_seconds in args.job_seconds:
         for slots in args.slots:
-            for standby in (True, False):
-                result = one_run(
-                    client,
-                    image,
-                    slots=slots,
-                    job_seconds=job_seconds,
-                    jobs_per_slot=args.jobs_per_slot,
-                    standby=standby,
-                )
-                print(json.dumps(result), flush=True)
-                runs.append(result)
+            for _ in range(args.repeat):
+                for standby in args.standby:
+                    result = one_run(
+                        client,
+                        image,
+                        slots=slots,
+                        job_seconds=job_seconds,
+                        jobs_per_slot=args.jobs_per_slot,
+                        standby=standby,
+                        standby_max=args.standby_max,
+                        standby_min=args.standby_min,
+                    )
+                    print(json.dumps(result), flush=True)
+                    runs.append(result)
     out = {
         "machine": machine(),
         "agent_startup_s": {

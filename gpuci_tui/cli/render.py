@@ -18,7 +18,9 @@ def render_status(snap: SupervisorSnapshot, now: float | None = None) -> str:
     if daemon_up is not None:
         mode += f", up {duration(daemon_up)}"
     flags = [f for f, on in (("PAUSED", snap.paused), ("STOPPING", snap.stopping)) if on]
-    standby = "hot standby on" if snap.standby else "hot standby off"
+    # One standby per slot is the default: only a deeper (or "auto") one is spelled out.
+    depth = f", standby {snap.standby_depth}" if snap.standby_depth not in ("", "1") else ""
+    standby = f"hot standby on{depth}" if snap.standby else "hot standby off"
     lines = [
         f"gpuci-tui {mode}{' ' + ' '.join(flags) if flags else ''} — {snap.org_url} pool "
         f"'{snap.pool}' — {snap.desired_count} slot(s), {standby}",

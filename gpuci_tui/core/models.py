@@ -394,6 +394,8 @@ class SupervisorSnapshot:
     protocol: int = PROTOCOL_VERSION
     standby: bool = False
     """Hot standby is on: each running slot keeps a second, disabled agent ready."""
+    standby_depth: str = ""
+    """Standby lanes per slot: ``off``, ``1``, or ``2/3 (auto)`` (now / at most)."""
     groups: tuple[GroupSummary, ...] = ()
     """The agent groups, when the configuration has ``[groups.NAME]`` tables."""
     pools: tuple[PoolSummary, ...] = ()

@@ -156,6 +156,9 @@ class StatusBar(Widget):
             left.append(" · pool ", style="bright_black")
             left.append(snap.pool, style="bold")
             left.append(f"  agents {running}/{snap.desired_count}", style="bold")
+            if snap.standby_depth not in ("", "1", "off"):
+                # A deeper or "auto" standby: its depth now (and at the most).
+                left.append(f"  standby {snap.standby_depth}", style="cyan")
         right_width = right.cell_len
         left.truncate(max(0, width - right_width - 1), overflow="ellipsis")
         gap = max(1, width - left.cell_len - right_width)

@@ -32,6 +32,7 @@ from gpuci_tui.core.engine.lifecycle import EngineState, Lane, PoolView, lane_na
 from gpuci_tui.core.engine.planner import FAST_POLL, decide
 from gpuci_tui.core.engine.rollout import advance, begin
 from gpuci_tui.core.engine.settings import SupervisorConfig
+from gpuci_tui.core.engine.standby_auto import AutoStandby
 from gpuci_tui.core.engine.steps import (
     Action,
     AgentChecked,
@@ -97,7 +98,10 @@ class World:
 
     seed: int
     slots: int = 2
-    standby: bool = True
+    standby: bool | int = True
+    """Standby lanes per slot (True: one), or with ``auto`` where "auto" starts."""
+    auto: AutoStandby | None = None
+    """``standby = "auto"``: the depth follows the queue (`engine.standby_auto`)."""
     register_delay: tuple[float, float] = (0.5, 6.0)
     session_delay: tuple[float, float] = (0.5, 3.0)
     job_length: tuple[float, float] = (1.0, 8.0)
@@ -139,7 +143,9 @@ class World:
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
         slots = tuple(new_slot("h", n) for n in range(self.slots))
-        self.state = EngineState("h", self.slots, slots, standby=self.standby, spec="s0")
+        self.state = EngineState(
+            "h", self.slots, slots, standby=self.standby, spec="s0", auto=self.auto
+        )
         self.running = {n: {} for n in range(self.slots)}
 
     # ------------------------------------------------------------------ the clock
@@ -186,7 +192,7 @@ class World:
         for slot in self.state.slots:
             capable = [lane for lane in slot.lanes if lane.capable]
             standby = [lane for lane in slot.lanes if lane.live and not lane.capable]
-            if len(capable) != 1 or (self.standby and len(standby) != 1):
+            if len(capable) != 1 or len(standby) != int(self.state.standby):
                 problems.append(f"slot {slot.number}: {slot}")
         return problems
 
@@ -309,7 +315,7 @@ class World:
     def _read(self) -> None:
         began = self.now
         agents = tuple(self._agent(reg, True) for reg in self.regs.values())
-        view = PoolView(pool_id=42, began_at=began, agents=agents)
+        view = PoolView(pool_id=42, began_at=began, agents=agents, queued_jobs=len(self.queue))
         # The answer arrives a little later: the world may have moved on meanwhile.
         self.at(self.rng.uniform(0.05, 0.5), lambda: self.observe(PoolRead(view)))
         interval = FAST_POLL if self.fast else self.poll_interval

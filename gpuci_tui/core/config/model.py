@@ -87,9 +87,19 @@ class AgentsConfig:
     """Optional Docker memory limit per agent, e.g. ``"64g"``."""
     docker_socket: bool = False
     """Opt-in: mount /var/run/docker.sock for container jobs (root-equivalent on the host)."""
-    standby: bool = True
-    """Hot standby: keep a second agent per slot registered, online and disabled, and
-    enable it the moment the active agent's container exits (two registrations per slot)."""
+    standby: bool | int | str = True
+    """Hot standby: keep agents per slot registered, online and disabled, and enable one
+    the moment the active agent's container exits. ``true`` (= 1): one standby, two
+    registrations per slot; ``N``: N standbys, N + 1 registrations; ``"auto"``: between
+    ``standby_min`` and ``standby_max``, sized to the queue (`engine.standby_auto`)."""
+    standby_min: int = 1
+    """With ``standby = "auto"``: standbys per slot kept while idle."""
+    standby_max: int = 3
+    """With ``standby = "auto"``: standbys per slot at the most (each slot registers
+    ``standby_max + 1`` agents once)."""
+    max_agents: int | None = None
+    """With ``standby = "auto"``: registered agents of this group at the most (the cap
+    bounds the standbys per slot to ``max_agents // count - 1``); None: no cap."""
     gpu_admission: GpuAdmission = field(default_factory=GpuAdmission)
     """Who else may use a slot's GPUs while its agent takes jobs (see `gpu_admission`)."""
     gpu_hold_down: float = 10.0

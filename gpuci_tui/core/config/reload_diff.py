@@ -43,6 +43,9 @@ _RESTART_AGENTS = {
     "gpus_per_slot": "each slot's GPUs are planned from the host's topology when the daemon starts",
     "name_prefix": "the agents, their containers and the instance's lock are named after it",
     "standby": "each slot's second registration is planned when the daemon starts",
+    "standby_min": "each slot's further registrations are planned when the daemon starts",
+    "standby_max": "each slot's further registrations are planned when the daemon starts",
+    "max_agents": "each slot's further registrations are planned when the daemon starts",
     "docker_socket": "the per-slot agent directories on the host are set up when the daemon starts",
 }
 #: Other sections: the fields that apply live; every other field needs a restart (`_WHY`).

@@ -328,11 +328,30 @@ def validate_docker_socket(value: object) -> bool:
     return value
 
 
-def validate_standby(value: object) -> bool:
-    """Check the hot standby switch: true or false."""
-    if not isinstance(value, bool):
-        raise ConfigError(f"must be true or false, got {show(value)}", key="agents.standby")
-    return value
+#: Standby lanes per slot at the most (lanes ``b`` to ``h``; see `engine.standby_auto`).
+MAX_STANDBY = 7
+
+
+def validate_standby(value: object) -> bool | int | str:
+    """Check the hot standby depth: true, false, a whole number of standbys or "auto"."""
+    if isinstance(value, bool) or value == "auto":
+        return value
+    if isinstance(value, int) and 0 <= value <= MAX_STANDBY:
+        return value
+    raise ConfigError(
+        f'must be true, false, a whole number from 0 to {MAX_STANDBY} or "auto", got {show(value)}',
+        key="agents.standby",
+    )
+
+
+def validate_standby_bound(name: str, value: object) -> int:
+    """Check ``standby_min`` or ``standby_max``: a whole number of standbys per slot."""
+    return _whole(value, f"agents.{name}", 0, MAX_STANDBY)
+
+
+def validate_max_agents(value: object) -> int | None:
+    """Check the cap on a group's registered agents: a whole number of at least 1 (or none)."""
+    return None if value is None else _whole(value, "agents.max_agents", 1)
 
 
 # --------------------------------------------------------------------------- [supervisor], [keys]

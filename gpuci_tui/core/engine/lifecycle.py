@@ -1,10 +1,11 @@
 """The slot lifecycle's state: operator intent, lane phases, and what the server said.
 
 A *slot* owns a share of the host (its GPUs). It runs one agent container at a
-time that may take a job, plus, with hot standby, a second one that is ready
-but disabled on the server. The two are the slot's *lanes*: lane ``a`` is
-``{name_prefix}-{slot}``, lane ``b`` is ``{name_prefix}-{slot}-b``. Each lane is
-one fixed agent registration, so a slot never has more than two.
+time that may take a job, plus, with hot standby, one or more that are ready
+but disabled on the server (the standby *depth*, `standby_depth`). These are the
+slot's *lanes*: lane ``a`` is ``{name_prefix}-{slot}``, lane ``b`` is
+``{name_prefix}-{slot}-b``, then ``-c``, ``-d``, ... Each lane is one fixed agent
+registration, so a slot never has more registrations than lanes.
 
 Everything here is frozen: the planner (`planner.decide`) and the transitions
 (`transitions.apply`) are pure functions from one `EngineState` to the next,
@@ -29,6 +30,7 @@ from gpuci_tui.core.protocols import Agent
 
 if TYPE_CHECKING:
     from gpuci_tui.core.engine.rollout_state import Rollout
+    from gpuci_tui.core.engine.standby_state import AutoStandby
 
 
 class Intent(StrEnum):
@@ -45,10 +47,20 @@ class Intent(StrEnum):
 
 
 class Lane(StrEnum):
-    """One of a slot's two agent registrations."""
+    """One of a slot's agent registrations (``a``: active at first, then standbys)."""
 
     A = "a"
     B = "b"
+    C = "c"
+    D = "d"
+    E = "e"
+    F = "f"
+    G = "g"
+    H = "h"
+
+
+#: Every lane, in order: a slot with ``n`` lanes uses the first ``n``.
+LANES: tuple[Lane, ...] = tuple(Lane)
 
 
 class LanePhase(StrEnum):
@@ -206,7 +218,8 @@ class SlotRecord:
     """Everything the engine knows about one slot."""
 
     number: int
-    lanes: tuple[LaneRecord, LaneRecord]
+    lanes: tuple[LaneRecord, ...]
+    """In lane order; at least ``a`` and ``b`` (more once a deeper standby widened it)."""
     intent: Intent = Intent.RUN
     restart_ids: frozenset[str] = frozenset()
     """With intent RESTART: the containers to replace."""
@@ -227,14 +240,18 @@ class SlotRecord:
     """When an agent of this slot last left to update itself (exit 12); None after a job."""
 
     def lane(self, lane: Lane) -> LaneRecord:
-        """The record of ``lane``."""
-        return self.lanes[0] if lane is Lane.A else self.lanes[1]
+        """The record of ``lane`` (the slot must have it: see `standby_depth.widened`)."""
+        return next(record for record in self.lanes if record.lane is lane)
+
+    def has(self, lane: Lane) -> bool:
+        """The slot has a record for ``lane``."""
+        return any(record.lane is lane for record in self.lanes)
 
     def with_lane(self, record: LaneRecord) -> SlotRecord:
-        """A copy with ``record`` replacing its lane."""
-        if record.lane is Lane.A:
-            return replace(self, lanes=(record, self.lanes[1]))
-        return replace(self, lanes=(self.lanes[0], record))
+        """A copy with ``record`` replacing its lane (or added, in lane order)."""
+        others = [lane for lane in self.lanes if lane.lane is not record.lane]
+        lanes = sorted([*others, record], key=lambda r: LANES.index(r.lane))
+        return replace(self, lanes=tuple(lanes))
 
     def find(self, container_id: str) -> LaneRecord | None:
         """The lane whose current, dying, extra or stale container is ``container_id``."""
@@ -270,17 +287,14 @@ def gate_of(state: EngineState, slot: SlotRecord) -> Gate:
 def lane_name(prefix: str, slot: int, lane: Lane) -> str:
     """Agent and container name of ``lane`` of ``slot``."""
     base = f"{prefix}-{slot}"
-    return base if lane is Lane.A else f"{base}-b"
+    return base if lane is Lane.A else f"{base}-{lane.value}"
 
 
-def new_slot(prefix: str, number: int, intent: Intent = Intent.RUN) -> SlotRecord:
-    """A slot with two empty lanes."""
+def new_slot(prefix: str, number: int, intent: Intent = Intent.RUN, lanes: int = 2) -> SlotRecord:
+    """A slot with ``lanes`` empty lanes (two unless a deeper standby needs more)."""
     return SlotRecord(
         number=number,
-        lanes=(
-            LaneRecord(Lane.A, lane_name(prefix, number, Lane.A)),
-            LaneRecord(Lane.B, lane_name(prefix, number, Lane.B)),
-        ),
+        lanes=tuple(LaneRecord(lane, lane_name(prefix, number, lane)) for lane in LANES[:lanes]),
         intent=intent,
     )
 
@@ -311,7 +325,11 @@ class EngineState:
     prefix: str
     desired: int
     slots: tuple[SlotRecord, ...] = ()
-    standby: bool = True
+    standby: int = 1
+    """Standby lanes per slot now (0: off; True/False read as 1/0). With ``auto`` set,
+    `standby_auto` moves it between its bounds."""
+    auto: AutoStandby | None = None
+    """``standby = "auto"``: the bounds and what the rule has learnt (`standby_auto`)."""
     paused: bool = False
     stopping: bool = False
     stop_drain: bool = False
@@ -379,5 +397,11 @@ class EngineState:
 
     @property
     def used_lanes(self) -> tuple[Lane, ...]:
-        """The lanes that run agents: both with standby, only ``a`` without."""
-        return (Lane.A, Lane.B) if self.standby else (Lane.A,)
+        """The lanes that run agents: ``a`` and one per standby (only ``a`` without)."""
+        return LANES[: 1 + max(0, min(int(self.standby), len(LANES) - 1))]
+
+    @property
+    def lane_count(self) -> int:
+        """Lanes each slot keeps records for: two, or as many as the deepest standby."""
+        deepest = self.auto.most if self.auto is not None else int(self.standby)
+        return max(2, min(len(LANES), 1 + deepest))

@@ -32,6 +32,7 @@ from gpuci_tui.core.engine.lifecycle import (
 from gpuci_tui.core.engine.planner_hold import plan_held
 from gpuci_tui.core.engine.planner_run import Draft, plan_run, take_out
 from gpuci_tui.core.engine.rollout import mark_outdated
+from gpuci_tui.core.engine.standby_auto import observe, retire_at, widened
 from gpuci_tui.core.engine.steps import (
     Action,
     CheckAgent,
@@ -68,9 +69,15 @@ def decide(state: EngineState, now: float) -> tuple[EngineState, Plan]:
     fast = False
     wakes: list[float] = [t for t in (state.start_retry_at, state.server_retry_at) if t > now]
     forgotten: list[int] = []
+    # "auto" standby: the depth the queue asks for, and when its hold-down ends.
+    state = observe(state, now)
+    if (retire := retire_at(state)) is not None and retire > now:
+        wakes.append(retire)
     for slot in state.slots:
         # A container on another spec than its slot's target is replaced like a restart.
         slot = _finish_restart(mark_outdated(state, slot))
+        # A deeper standby needs more lanes than the slot has records for.
+        slot = widened(slot, state.prefix, state.lane_count)
         if slot.intent is Intent.RETIRE and slot.settled:
             state = state.without_slot(slot.number)
             forgotten.append(slot.number)

@@ -25,6 +25,7 @@ from __future__ import annotations
 from gpuci_tui.core.engine.gpu_admission import CUDA_INCOMPATIBLE, GateKind
 from gpuci_tui.core.engine.lifecycle import LanePhase, LaneRecord, gate_of
 from gpuci_tui.core.engine.planner_run import Draft, leaving_why, take_out
+from gpuci_tui.core.engine.standby_auto import unused_why
 
 
 def plan_held(draft: Draft) -> None:
@@ -39,7 +40,7 @@ def plan_held(draft: Draft) -> None:
     for lane in slot.lanes:
         leaving = lane.container_id is not None and lane.container_id in slot.restart_ids
         if lane.lane not in used or leaving:
-            take_out(draft, lane, leaving_why(slot, lane) if leaving else "standby is off")
+            take_out(draft, lane, leaving_why(slot, lane) if leaving else unused_why(draft.state))
         else:
             _hold(draft, lane, starts_nothing=starts_nothing)
 

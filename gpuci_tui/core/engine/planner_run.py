@@ -1,16 +1,17 @@
 """Planning a running slot: which lane takes jobs, the hot standby, taking lanes out.
 
 A running slot wants exactly one *active* lane (enabled, taking jobs) and,
-with standby on, the other lane *ready*: its container up, its agent online
-but disabled. When the active agent's container exits after its job, the
-standby is enabled at once (one PATCH) and a fresh container is started for
-the exited lane, which comes back disabled because a re-registration keeps
-the ``enabled`` flag (so that flag is set to False before the new start).
+with standby on, its other used lanes *ready* (one per standby, see
+`standby_auto`): containers up, agents online but disabled. When the active
+agent's container exits after its job, a standby is enabled at once (one
+PATCH) and a fresh container is started for the exited lane, which comes
+back disabled because a re-registration keeps the ``enabled`` flag (so that
+flag is set to False before the new start).
 
 A lane name that was never registered comes back *enabled* when first
-registered. So the second lane of a slot is only ever registered for the
-first time while the first lane cannot take a job (disabled and confirmed
-idle, or gone): a one-time bootstrap, after which both registrations exist.
+registered. So a further lane of a slot is only ever registered for the
+first time while no other lane can take a job (disabled and confirmed idle,
+or gone): a one-time bootstrap per name, after which the registration exists.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from gpuci_tui.core.engine.lifecycle import (
     LaneRecord,
     SlotRecord,
 )
+from gpuci_tui.core.engine.standby_auto import registering, unused_why, within_cap
 from gpuci_tui.core.engine.steps import (
     Action,
     CheckAgent,
@@ -163,7 +165,7 @@ def leaving_why(slot: SlotRecord, lane: LaneRecord) -> str:
 def plan_run(draft: Draft) -> None:
     """Plan a slot whose intent is RUN or RESTART."""
     slot, state = draft.slot, draft.state
-    used = state.used_lanes
+    used = used_lanes(draft)
 
     def leaving(lane: LaneRecord) -> bool:
         return lane.container_id is not None and lane.container_id in slot.restart_ids
@@ -175,8 +177,9 @@ def plan_run(draft: Draft) -> None:
     active = capable[0] if capable else None
     if active is not None:
         if active.lane not in used or leaving(active):
-            why = leaving_why(slot, active) if leaving(active) else "standby is off"
-            if leaving(active) and not active.busy and _fresh_standby_coming(draft, active):
+            why = leaving_why(slot, active) if leaving(active) else unused_why(draft.state)
+            fresh = _fresh_standby_coming(draft, active, used)
+            if leaving(active) and not active.busy and fresh:
                 draft.say(f"{why}: {active.name} serves until the fresh standby is ready")
             else:
                 take_out(draft, active, why)
@@ -190,15 +193,27 @@ def plan_run(draft: Draft) -> None:
         if active is not None and lane.lane is active.lane:
             continue
         if lane.lane not in used or leaving(lane):
-            take_out(draft, lane, leaving_why(slot, lane) if leaving(lane) else "standby is off")
+            take_out(
+                draft, lane, leaving_why(slot, lane) if leaving(lane) else unused_why(draft.state)
+            )
         elif active is not None:
             # With no active lane chosen yet (names still held, paused, backing off)
             # no lane is "the other one": nothing to prepare.
             _standby(draft, lane, active)
 
 
-def _rank(lane: LaneRecord) -> tuple[int, str]:
-    return _PHASE_RANK.get(lane.phase, 3), lane.lane.value
+def used_lanes(draft: Draft) -> tuple[Lane, ...]:
+    """The lanes the slot runs now: the standby depth's, and one being registered ("auto")."""
+    fresh = [lane for lane in draft.slot.lanes if absent(lane)]
+    used = within_cap(draft.state, draft.state.used_lanes, fresh)
+    extra = registering(draft.state, draft.slot, fresh)
+    return used if extra is None else (*used, extra)
+
+
+def _rank(lane: LaneRecord) -> tuple[int, float, str]:
+    # Among booting standbys, the one started first is online first (deeper standbys
+    # restart one after another, not in lane order).
+    return _PHASE_RANK.get(lane.phase, 3), lane.started_at or 0.0, lane.lane.value
 
 
 def _choose_active(
@@ -293,23 +308,29 @@ def _standby(draft: Draft, lane: LaneRecord, active: LaneRecord | None) -> None:
         draft.fast = True
 
 
-def _fresh_standby_coming(draft: Draft, active: LaneRecord) -> bool:
-    """A restart keeps the active lane serving while its replacement standby boots."""
-    state = draft.state
-    if not state.standby:
+def _fresh_standby_coming(draft: Draft, active: LaneRecord, used: tuple[Lane, ...]) -> bool:
+    """A restart keeps the active lane serving while a replacement standby boots."""
+    state, slot = draft.state, draft.slot
+    others = [slot.lane(lane) for lane in used if lane is not active.lane]
+    if not state.standby or not others:
         return False
-    other = draft.slot.lane(Lane.B if active.lane is Lane.A else Lane.A)
-    if other.container_id is not None and other.container_id in draft.slot.restart_ids:
+
+    def stays(lane: LaneRecord) -> bool:
+        return lane.container_id is None or lane.container_id not in slot.restart_ids
+
+    if any(
+        lane.live and lane.disabled_idle and lane.phase is LanePhase.READY and stays(lane)
+        for lane in others
+    ):
+        return False  # a ready standby takes over now
+    if not all(stays(lane) for lane in others) or any(lane.live for lane in others):
         return True
-    if other.live:
-        return not (other.disabled_idle and other.phase is LanePhase.READY)
-    if other.agent_id is None:
+    if all(lane.agent_id is None for lane in others):
         return False
     # Its replacement starts as soon as it may: its old container's name freed (the dead
     # one removed, the stop call answered), a backoff or an engine pause over. The active
     # keeps serving meanwhile, unless nothing will start (paused, stopping, parked).
-    state = draft.state
-    return not (state.paused or state.stopping or draft.slot.parked)
+    return not (state.paused or state.stopping or slot.parked)
 
 
 def _settle_conflict(draft: Draft, capable: list[LaneRecord], used: tuple[Lane, ...]) -> None:

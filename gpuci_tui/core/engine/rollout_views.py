@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from gpuci_tui.core.engine.lifecycle import EngineState, Intent, LaneRecord, SlotRecord, gate_of
 from gpuci_tui.core.engine.rollout import counts, progress_words
 from gpuci_tui.core.engine.rollout_state import Phase
+from gpuci_tui.core.engine.standby_auto import depth_text
 from gpuci_tui.core.models import RolloutSnapshot
 from gpuci_tui.core.wording import plural
 
@@ -60,8 +61,9 @@ def preview_lines(before: EngineState, after: EngineState) -> tuple[str, ...]:
     lines: list[str] = []
     if after.desired != before.desired:
         lines.append(f"count: {before.desired} -> {plural(after.desired, 'slot')}")
-    if after.standby != before.standby:
-        lines.append(f"standby: {'on' if after.standby else 'off'}")
+    if after.standby != before.standby or (after.auto is None) != (before.auto is None):
+        depth = depth_text(after)
+        lines.append(f"standby: {'on' if depth == '1' else depth}")
     rollout = after.rollout
     if rollout is not None and rollout is not before.rollout:
         lines.extend(_change_lines(after))

@@ -20,6 +20,7 @@ from gpuci_tui.core.engine.lifecycle import (
     gate_of,
 )
 from gpuci_tui.core.engine.rollout_views import rollout_snapshots
+from gpuci_tui.core.engine.standby_auto import depth_text
 from gpuci_tui.core.gpu_readings import JobGpuNow
 from gpuci_tui.core.models import (
     AgentSnapshot,
@@ -334,7 +335,8 @@ def supervisor_snapshot(
         docker=state.docker,
         azure_requests=azure_requests,
         started_at=meta.started_at,
-        standby=state.standby,
+        standby=bool(state.standby),
+        standby_depth=depth_text(state),
         gpu_accounting=gpu_now is not None,
         gpu_gates=gpu_gates,
         rollouts=rollout_snapshots(state, group),

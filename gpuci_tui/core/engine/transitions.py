@@ -19,9 +19,9 @@ from gpuci_tui.core.engine.lifecycle import (
     LaneRecord,
     Op,
     SlotRecord,
-    new_slot,
 )
 from gpuci_tui.core.engine.settings import SupervisorConfig
+from gpuci_tui.core.engine.standby_auto import listed_slots
 from gpuci_tui.core.engine.steps import (
     AgentChecked,
     AgentWritten,
@@ -402,12 +402,7 @@ def _listed(state: EngineState, obs: Listed, rules: SupervisorConfig) -> Step:
             dead.setdefault(key, set()).add(info.id)
             corpses.setdefault(key, []).append(info)
     outputs: list[Output] = []
-    for number, _ in sorted(set(live) | set(dead)):
-        if state.slot(number) is None and (
-            number < state.desired or (number, Lane.A) in live or (number, Lane.B) in live
-        ):
-            intent = Intent.RUN if number < state.desired else Intent.RETIRE
-            state = state.with_slot(new_slot(state.prefix, number, intent))
+    state = listed_slots(state, set(live), set(dead))
     for slot in state.slots:
         for lane in slot.lanes:
             key = (slot.number, lane.lane)

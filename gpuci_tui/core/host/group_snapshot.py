@@ -85,13 +85,14 @@ def merged_snapshot(sup: GroupSupervisor) -> SupervisorSnapshot:
         azure_requests=sup.api.request_count,
         started_at=sup.started_at,
         standby=any(s.standby for s in snaps.values()),
+        standby_depth=", ".join(dict.fromkeys(s.standby_depth for s in snaps.values())),
         groups=tuple(
             GroupSummary(
                 name=name,
                 pool=child.config.azure.pool,
                 name_prefix=child.config.agents.name_prefix,
                 desired_count=snaps[name].desired_count,
-                standby=child.config.agents.standby,
+                standby=bool(child.config.agents.standby),
             )
             for name, child in sup.children.items()
         ),

@@ -23,6 +23,7 @@ from gpuci_tui.core.engine.rollout import base_spec, begin
 from gpuci_tui.core.engine.rollout_state import Phase
 from gpuci_tui.core.engine.rollout_views import describe, preview_lines
 from gpuci_tui.core.engine.settings import SupervisorConfig
+from gpuci_tui.core.engine.standby_auto import depth_of
 from gpuci_tui.core.host.executor import Executor
 from gpuci_tui.core.host.reporter import Reporter
 
@@ -71,8 +72,11 @@ def reconfigured(
     agents = config.agents
     if agents.count != state.desired:
         state, _ = apply_command(state, Scale(agents.count))
-    if agents.standby != state.standby:
-        state = replace(state, standby=agents.standby)
+    depth, auto = depth_of(
+        agents.standby, least=agents.standby_min, most=agents.standby_max, cap=agents.max_agents
+    )
+    if (auto is None) != (state.auto is None) or (auto is None and depth != state.standby):
+        state = replace(state, standby=depth, auto=auto)
     return state
 
 

@@ -39,6 +39,7 @@ from gpuci_tui.core.engine.planner import decide
 from gpuci_tui.core.engine.preview import CommandPreview, preview
 from gpuci_tui.core.engine.rollout import advance
 from gpuci_tui.core.engine.snapshots import SnapshotMeta, supervisor_snapshot
+from gpuci_tui.core.engine.standby_auto import depth_of
 from gpuci_tui.core.engine.steps import Action, GpuObserved, JobEnded, Note, Observation
 from gpuci_tui.core.gpu.accounting import key_of
 from gpuci_tui.core.host.container_observer import ContainerObserver
@@ -127,10 +128,14 @@ class Supervisor:
         self.labels = instance_labels(config, extra_labels)
         self.rules = config.supervisor
         agents = config.agents
+        depth, auto = depth_of(
+            agents.standby, least=agents.standby_min, most=agents.standby_max, cap=agents.max_agents
+        )
         self.state = EngineState(
             prefix=agents.name_prefix,
             desired=agents.count,
-            standby=agents.standby,
+            standby=depth,
+            auto=auto,
             slots=tuple(new_slot(agents.name_prefix, n) for n in range(agents.count)),
             spec=config_hash(config),
         )

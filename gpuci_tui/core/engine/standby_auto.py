@@ -1,0 +1,281 @@
+"""Standby depth: how many standby lanes each slot keeps, and ``standby = "auto"``.
+
+A slot runs one agent that may take a job (its *active* lane) and ``depth``
+standby lanes: registered, online and disabled on the server. Every agent runs
+one job and exits (``--once``), and a registration needs the agent's whole
+start-up (~9 s) before its next job; so one standby hides the start-up only
+from jobs at least that long. With jobs of length ``j`` and a start-up ``s``,
+a slot keeps its GPUs busy with ``1 + ceil(s / j)`` lanes: each lane runs one
+job, then restarts while the others run theirs.
+
+``"auto"`` moves the depth between ``least`` and ``most`` (and a cap on the
+group's registrations), from what the engine sees (`observe`):
+
+- it *adds* lanes while jobs are queued and either the recent jobs are
+  shorter than the recent agent start-ups (``ceil(start-up / job)`` standbys),
+  or the queue outgrows the agents that could take it (a standby per queued
+  job per slot), up to ``most``;
+- it *retires* the extra lanes once nothing asked for them during
+  ``hold_down`` seconds (they hold no job: they are stopped at once).
+
+A lane name registered for the first time comes up *enabled* (see
+`planner_run`), so a new lane is registered only while its slot is idle. With
+"auto", each slot registers its lanes up to the deepest it may use once, while
+idle (`registering`), and stops them again: later the depth grows by starting
+containers on existing, disabled registrations, which come back disabled. The
+price is ``slots x (1 + most)`` registrations in the pool (offline while not
+used) and, while the depth is up, one idle container per extra lane.
+
+Only the rules live here: pure functions of the state and the time, tested
+as tables on a fake clock (``tests/core/engine/test_standby_auto.py``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import replace
+
+from gpuci_tui.core.engine.lifecycle import (
+    LANES,
+    EngineState,
+    Intent,
+    Lane,
+    LanePhase,
+    LaneRecord,
+    SlotRecord,
+    lane_name,
+    new_slot,
+)
+from gpuci_tui.core.engine.standby_state import AutoStandby
+
+__all__ = ["AutoStandby", "depth_of", "observe", "wanted"]
+
+#: The deepest standby a slot may have (lanes ``b`` to ``h``).
+DEEPEST = len(LANES) - 1
+
+
+def depth_of(
+    standby: bool | int | str, *, least: int = 1, most: int = 3, cap: int | None = None
+) -> tuple[int, AutoStandby | None]:
+    """The engine's depth and "auto" settings from ``[agents] standby`` and its bounds.
+
+    ``true`` is one standby (two registrations per slot, as before depths
+    existed), ``false`` none; "auto" starts at its idle depth, ``least``.
+    """
+    if standby == "auto":
+        return max(0, least), AutoStandby(least=max(0, least), most=max(least, most), cap=cap)
+    return int(standby), None
+
+
+def per_slot_most(auto: AutoStandby, slots: int) -> int:
+    """The deepest standby ``auto`` allows with ``slots`` slots (the cap shared out)."""
+    most = min(auto.most, DEEPEST)
+    if auto.cap is not None and slots > 0:
+        most = min(most, max(0, auto.cap // slots - 1))
+    return max(0, most)
+
+
+def wanted(
+    auto: AutoStandby, *, slots: int, queued: int, ready: int, current: int, now: float
+) -> tuple[int, float | None]:
+    """The depth "auto" asks for now, and the new start of its hold-down.
+
+    Args:
+        auto: Bounds and learnt start-up and job lengths.
+        slots: Slots of the group (the cap is shared among them).
+        queued: Jobs queued in the pool (as last read).
+        ready: Agents of the group that could take a job or be enabled for one now.
+        current: The depth in force.
+        now: Engine clock.
+    """
+    top = per_slot_most(auto, slots)
+    floor = min(auto.least, top)
+    want = floor
+    if queued > 0:
+        if 0 < auto.job_s < auto.startup_s:
+            # Enough lanes that a lane's restart hides behind the others' jobs.
+            want = max(want, math.ceil(auto.startup_s / auto.job_s))
+        if queued > ready:
+            want = max(want, math.ceil(queued / max(1, slots)))
+    want = max(floor, min(want, top))
+    if queued > 0 and want >= current:
+        return want, now
+    if want >= current:
+        return want, auto.demand_at
+    if auto.demand_at is not None and now - auto.demand_at < auto.hold_down:
+        return min(max(current, floor), top), auto.demand_at
+    return want, auto.demand_at
+
+
+def learn(auto: AutoStandby, state: EngineState, now: float) -> AutoStandby:
+    """Start-ups and job lengths measured from the lanes as they are now.
+
+    The engine plans after every observation and reads the pool every second
+    while a lane boots, so both are good to about a second: enough to tell a
+    3-s job from a 9-s start-up.
+    """
+    booting, running = set(auto.booting), set(auto.running)
+    startup, job = auto.startup_s, auto.job_s
+    names: set[str] = set()
+    for _, lane in state.lanes():
+        names.add(lane.name)
+        if lane.live and lane.started_at is not None:
+            key = (lane.name, lane.started_at)
+            if not lane.online:
+                booting.add(key)
+            elif key in booting:
+                booting.discard(key)
+                startup = now - lane.started_at
+        seen = {item for item in running if item[0] == lane.name}
+        current = lane.job.request_id if lane.job is not None else None
+        for item in seen:
+            if item[1] != current:
+                running.discard(item)
+                job = max(0.1, now - item[2])
+        if current is not None and not any(item[1] == current for item in seen):
+            running.add((lane.name, current, now))
+    booting = {item for item in booting if item[0] in names}
+    return replace(
+        auto,
+        startup_s=startup,
+        job_s=job,
+        booting=frozenset(booting),
+        running=frozenset(item for item in running if item[0] in names),
+    )
+
+
+def ready_agents(state: EngineState) -> int:
+    """Agents that could take a job now or be enabled for one (active or standby, idle)."""
+    return sum(
+        1
+        for slot, lane in state.lanes()
+        if slot.intent is Intent.RUN and lane.phase is LanePhase.READY and lane.job is None
+    )
+
+
+def observe(state: EngineState, now: float) -> EngineState:
+    """The state with "auto"'s depth and what it learnt brought up to ``now``."""
+    auto = state.auto
+    if auto is None:
+        return state
+    auto = learn(auto, state, now)
+    pool = state.pool
+    queued = pool.queued_jobs if pool is not None else 0
+    depth, demand_at = wanted(
+        auto,
+        slots=max(1, state.desired),
+        queued=queued,
+        ready=ready_agents(state),
+        current=int(state.standby),
+        now=now,
+    )
+    return replace(state, standby=depth, auto=replace(auto, demand_at=demand_at))
+
+
+def retire_at(state: EngineState) -> float | None:
+    """When "auto" may retire its extra lanes (wake the planner then), or None."""
+    auto = state.auto
+    if auto is None or auto.demand_at is None:
+        return None
+    if int(state.standby) <= min(auto.least, per_slot_most(auto, max(1, state.desired))):
+        return None
+    return auto.demand_at + auto.hold_down
+
+
+def lane_limit(state: EngineState) -> int:
+    """Lanes a slot may ever register: the configured depth, or "auto"'s deepest, plus one."""
+    if state.auto is None:
+        return len(state.used_lanes)
+    return 1 + per_slot_most(state.auto, max(1, state.desired))
+
+
+def widened(slot: SlotRecord, prefix: str, lanes: int) -> SlotRecord:
+    """``slot`` with records for its first ``lanes`` lanes (existing records kept)."""
+    for lane in LANES[:lanes]:
+        if not slot.has(lane):
+            slot = slot.with_lane(LaneRecord(lane, lane_name(prefix, slot.number, lane)))
+    return slot
+
+
+def listed_slots(
+    state: EngineState, live: set[tuple[int, Lane]], dead: set[tuple[int, Lane]]
+) -> EngineState:
+    """Slots and lanes for the containers a listing found, (slot, lane), before adoption.
+
+    A slot below the desired count, or with a live container above it (to
+    retire), gets a record; a slot gets records for every lane a container was
+    found in (a deeper standby before the daemon restarted).
+    """
+    found = live | dead
+    for number, _ in sorted(found):
+        if state.slot(number) is None and (
+            number < state.desired or any(n == number for n, _ in live)
+        ):
+            intent = Intent.RUN if number < state.desired else Intent.RETIRE
+            state = state.with_slot(new_slot(state.prefix, number, intent, state.lane_count))
+    for slot in state.slots:
+        deepest = max((LANES.index(lane) + 1 for n, lane in found if n == slot.number), default=0)
+        state = state.with_slot(widened(slot, state.prefix, deepest))
+    return state
+
+
+def registered(state: EngineState) -> int:
+    """Agents of this group registered in the pool, or being registered now.
+
+    From the pool's own list, so the registrations of slots retired by a
+    scale-down, still in the pool until removed, count too.
+    """
+    pattern = re.compile(rf"{re.escape(state.prefix)}-\d+(-[b-{LANES[-1].value}])?")
+    pool = state.pool
+    names = {a.name for a in pool.agents if pattern.fullmatch(a.name)} if pool else set()
+    names |= {lane.name for _, lane in state.lanes() if lane.agent_id is not None or lane.live}
+    return len(names)
+
+
+def within_cap(
+    state: EngineState, used: tuple[Lane, ...], never_registered: list[LaneRecord]
+) -> tuple[Lane, ...]:
+    """``used`` less the never-registered lanes (but ``a``) once "auto" is at its cap."""
+    auto = state.auto
+    if auto is None or auto.cap is None or registered(state) < auto.cap:
+        return used
+    fresh = {lane.lane for lane in never_registered}
+    return tuple(lane for lane in used if lane is Lane.A or lane not in fresh)
+
+
+def registering(
+    state: EngineState, slot: SlotRecord, never_registered: list[LaneRecord]
+) -> Lane | None:
+    """With "auto": the lane beyond the current depth to register now, if the slot is idle.
+
+    ``never_registered``: the slot's lanes a read showed unregistered. One at a
+    time, and only while nothing is queued and no lane of the slot has a job:
+    the new registration comes up enabled, so the slot is set aside meanwhile.
+    """
+    if state.auto is None or slot.intent is not Intent.RUN or not state.standby:
+        return None
+    pool = state.pool
+    if pool is None or pool.queued_jobs > 0 or any(lane.job for lane in slot.lanes):
+        return None
+    used = state.used_lanes
+    limit = lane_limit(state)
+    if state.auto.cap is not None and registered(state) >= state.auto.cap:
+        return None
+    for lane in never_registered:
+        if lane.lane not in used and LANES.index(lane.lane) < limit:
+            return lane.lane
+    return None
+
+
+def unused_why(state: EngineState) -> str:
+    """Why a lane beyond the standby depth is taken out."""
+    return "standby is off" if not state.standby else "beyond the standby depth"
+
+
+def depth_text(state: EngineState) -> str:
+    """The standby depth as shown: ``off``, ``1``, ``2/3 (auto)``."""
+    if state.auto is not None:
+        most = per_slot_most(state.auto, max(1, state.desired))
+        return f"{int(state.standby)}/{most} (auto)"
+    return str(int(state.standby)) if state.standby else "off"
