@@ -251,6 +251,20 @@ class CudaChecked:
     """Why the image cannot start, with the fix; empty: it can."""
 
 
+@dataclass(frozen=True)
+class PoolRole:
+    """Whether the organisation lets our identity manage the pool (read by the pool observer).
+
+    Checked at start, rarely after that, and soon after a registration failed; a
+    refusal is the organisation's problem, not a slot's: every start waits (no
+    slot counts it towards parking) until a later check finds the role back.
+    """
+
+    at: float
+    refused: str = ""
+    """Why the identity may not register agents, with the fix; empty: it may."""
+
+
 Observation = (
     Listed
     | Started
@@ -270,6 +284,7 @@ Observation = (
     | ServerFailed
     | GpuObserved
     | CudaChecked
+    | PoolRole
 )
 
 # =========================================================================== actions
