@@ -133,6 +133,22 @@ class SimEntra:
         with self._lock:
             self._apps[client_id.lower()].secrets = {secret: expires}
 
+    def set_pool_admin(self, admin: bool, client_id: str = "") -> int:
+        """Give (or take) the pools' Administrator role; returns how many apps changed.
+
+        ``client_id`` empty: every application. A control for drills and demos: the
+        organisation's answer changes at once for tokens already issued, as Azure's does.
+        """
+        with self._lock:
+            apps = [
+                a
+                for a in self._apps.values()
+                if not client_id or a.client_id.lower() == client_id.lower()
+            ]
+            for app in apps:
+                app.pool_admin = admin
+        return len(apps)
+
     def add_certificate(self, client_id: str, pem: str) -> None:
         """Register another certificate (its public part, PEM) on the application."""
         with self._lock:
