@@ -92,6 +92,9 @@ class SimEntra:
         self.sign_ins: list[tuple[str, str]] = []
         """(client_id, how) per successful sign-in: ``secret`` | ``certificate`` | ``msi`` |
         ``federated``."""
+        self.sign_in_times: list[float] = []
+        """When each of `sign_ins` happened (this tenant's clock): drills check that a
+        token was renewed before the previous one expired."""
 
     # ------------------------------------------------------------------ setup
 
@@ -273,6 +276,7 @@ class SimEntra:
         token = jwt.encode(claims, self._key, algorithm="HS256")
         with self._lock:
             self.sign_ins.append((app.client_id, how))
+            self.sign_in_times.append(now)
         return {
             "token_type": "Bearer",
             "expires_in": int(self.token_lifetime),

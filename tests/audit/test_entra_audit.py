@@ -83,12 +83,24 @@ def test_tokens_expire_and_the_secret_rotates_while_jobs_run(sp_rig: Rig) -> Non
     status = rig.cli("status").stdout
     assert "azure: ok" in status and "— service principal gpuci-lab · token valid" in status
     first = len(entra.sign_ins)
+    t0 = time.time()
     deadline = time.monotonic() + 25
     jobs = []
     while time.monotonic() < deadline:
         jobs += run(rig, 2)
     assert len(entra.sign_ins) > first, "the token was renewed while jobs ran"
-    assert all(rig.org.job(j).result == "succeeded" for j in jobs)
+    assert all(rig.org.job(j).result == "succeeded" for j in jobs), "no job dropped"
+    # Renewed before expiry: each sign-in came while the previous token had more than a
+    # minute left (the daemon renews 5 min before; a minute covers a loaded machine), so
+    # no call had to carry an expired token.
+    times = entra.sign_in_times
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    assert gaps and all(g < entra.token_lifetime - 60 for g in gaps), gaps
+    # At most one retried call: the organisation refused (401/203) at most one request of
+    # the daemon or its agents (the transport then acquires a new token and retries once).
+    refused = [e for e in rig.org.request_log(t0) if e.status in (401, 203)]
+    assert len(refused) <= 1, [(e.method, e.route, e.status) for e in refused]
+    assert rig.org.request_log(t0), "the log saw the calls"
 
     # Rotation: Entra takes only the new secret from now on, the file holds it.
     entra.set_secret(CLIENT, ROTATED)
