@@ -68,6 +68,9 @@ class HostRow:
     standby: int = 0
     """Hot standby agents ready to take over."""
     parked: int = 0
+    stale_registrations: int = 0
+    """Registrations of this host left in the pool, offline and backing no container
+    (`SupervisorSnapshot.stale`; its dashboard's ``x`` lists and removes them)."""
     drained: int = 0
     """Draining or drained slots."""
     queued: int | None = None
@@ -208,6 +211,7 @@ def host_row(label: str, target: str, status: HostStatus) -> HostRow:
         starting=sum(1 for s in slots if starting(s, paused=snapshot.paused)),
         standby=sum(1 for s in slots if s.standby == "ready"),
         parked=sum(1 for s in slots if s.state is SlotState.PARKED),
+        stale_registrations=len(snapshot.stale),
         drained=sum(1 for s in slots if s.state in (SlotState.DRAINING, SlotState.DRAINED)),
         queued=snapshot.pool_summary.queued_jobs,
         queue_read_at=on_our_clock(snapshot, snapshot.pool_summary.jobs_read_at, status.updated_at),
