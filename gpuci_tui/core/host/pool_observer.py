@@ -251,8 +251,17 @@ class PoolObserver:
         pool = self._pool
         if pool is None or began < self._next_role or not isinstance(self.api, PoolRoleApi):
             return None
-        manageable = await asyncio.to_thread(self.api.can_manage_pool, pool)
         self._last_role = began
+        try:
+            manageable = await asyncio.to_thread(self.api.can_manage_pool, pool)
+        except AzureRateLimitError:
+            raise  # the one backoff applies to every call
+        except AzureError as exc:
+            # The pool was read: a failed check must not lose that read (or mark the
+            # organisation down); it is asked again soon, the word so far stands.
+            log.warning("could not check the pool role: %s", exc)
+            self._next_role = began + ROLE_SOON_GAP
+            return None
         credential = getattr(self.api, "credential", None)
         who = credential.describe() if isinstance(credential, Credential) else ""
         refused = "" if manageable else refusal(who, pool.name)

@@ -119,3 +119,36 @@ async def test_a_client_without_the_check_is_never_held() -> None:
     seen: list[Observation] = []
     await observer.cycle(seen.append)
     assert [type(o) for o in seen] == [PoolRead]
+
+
+async def test_a_failed_check_keeps_the_read_and_is_asked_again_soon() -> None:
+    from gpuci_tui.core.errors import AzureServerError
+    from gpuci_tui.core.host.pool_role import ROLE_SOON_GAP
+
+    now = [1000.0]
+    api = RoleApi()
+    answers: list[bool | Exception] = [AzureServerError("500"), True]
+
+    def check(pool: Pool) -> bool:
+        api.checks += 1
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    api.can_manage_pool = check  # type: ignore[method-assign]
+    observer = PoolObserver(
+        api,  # type: ignore[arg-type]
+        "gpu",
+        clock=lambda: now[0],
+        interval=10.0,
+        report=lambda kind, message: None,
+    )
+    seen: list[Observation] = []
+    await observer.cycle(seen.append)
+    assert [type(o) for o in seen] == [PoolRead], "the read is delivered, no word on the role"
+    assert observer.health.state is HealthState.OK
+    now[0] += ROLE_SOON_GAP
+    seen.clear()
+    await observer.cycle(seen.append)
+    assert seen[1:] == [PoolRole(now[0], "")] and api.checks == 2
