@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import docker
 import pytest
 
 from gpuci_tui.core.config.loader import save_config
@@ -102,6 +103,34 @@ def test_tokens_expire_and_the_secret_rotates_while_jobs_run(sp_rig: Rig) -> Non
     assert len(refused) <= 1, [(e.method, e.route, e.status) for e in refused]
     assert rig.org.request_log(t0), "the log saw the calls"
 
+    # A token the organisation refuses before its time while jobs run (clock skew, a
+    # revocation): every call in flight at that instant is refused once and retried once
+    # with a new token, which one sign-in serves for all of them; nothing is refused after
+    # that, and no job is dropped. (Expiring in the normal way, above, retries nothing.)
+    t1 = time.time()
+    offset = entra.token_lifetime + 1.0
+    entra.clock = lambda: time.time() + offset
+    jumped = len(entra.sign_ins)
+    jobs = run(rig, 2)
+    wait_for(lambda: len(entra.sign_ins) > jumped, 30, "a sign-in after the early expiry")
+    jobs += run(rig, 2)
+    assert all(rig.org.job(j).result == "succeeded" for j in jobs), "no job dropped"
+    public = [e for e in rig.org.request_log(t1) if not e.private]
+    refused = [e for e in public if e.status in (401, 203)]
+    first_ok = min(e.at for e in public if e.status == 200)
+    assert refused and all(e.at < first_ok for e in refused), "none once the new token is used"
+    # The daemon's callers that can be in flight at once: the pool read, a history read,
+    # a write (a measured run: 3, one sign-in for all of them).
+    assert len(refused) <= 4, [(e.method, e.route) for e in refused]
+    signed_in = [t - offset for t in entra.sign_in_times[jumped:]]  # on the real clock
+    assert sum(1 for t in signed_in if t <= first_ok) == 1, "one sign-in for every refused call"
+    for e in refused:  # each refused call was retried, once, and answered
+        assert any((o.method, o.route, o.status) == (e.method, e.route, 200) for o in public)
+    # An agent container that started in that instant registered with the refused token:
+    # its start fails once and the next one gets the new token.
+    registrations = [e for e in rig.org.request_log(t1) if e.private and e.status == 401]
+    assert len(registrations) <= rig.lanes * 2, [(e.route, e.at - t1) for e in registrations]
+
     # Rotation: Entra takes only the new secret from now on, the file holds it.
     entra.set_secret(CLIENT, ROTATED)
     Path(rig.env["GPUCI_CLIENT_SECRET_FILE"]).write_text(ROTATED + "\n")
@@ -119,7 +148,10 @@ def test_tokens_expire_and_the_secret_rotates_while_jobs_run(sp_rig: Rig) -> Non
             assert secret not in " ".join(proc.cmdline())
             assert secret.encode() not in Path(f"/proc/{proc.pid}/environ").read_bytes()
         for c in rig.containers():
-            c.reload()
+            try:
+                c.reload()
+            except docker.errors.NotFound:
+                continue  # an agent that ended after its job meanwhile: nothing to read
             assert secret not in json.dumps(c.attrs)
     assert "eyJ" not in log, "no access token in the daemon's log"
 
