@@ -229,3 +229,12 @@ def test_a_hosts_stale_registrations_are_counted_and_named_in_its_detail() -> No
     row = host_row("gpu3", "ci@gpu3", up(replace(healthy_snapshot(), stale=left)))
     assert row.stale_registrations == 2
     assert "· stale registrations 2" in host_detail(row, NOW).plain
+
+
+def test_a_hosts_refused_pool_role_is_its_problem_in_words() -> None:
+    reason = "the service principal gpuci-lab is not an Administrator of pool gpu: add it in …"
+    azure = HealthSnapshot(HealthState.AUTH_FAILED, reason + " (agent starts wait…)",
+                           pool_role=reason)  # fmt: skip
+    row = host_row("gpu3", "ci@gpu3", up(replace(healthy_snapshot(), azure=azure)))
+    assert row.problems[0] == f"agent starts wait: {reason}"
+    assert row.severity is Severity.ERROR and "PAT was rejected" not in " ".join(row.problems)

@@ -114,7 +114,9 @@ def host_problems(snapshot: SupervisorSnapshot) -> list[tuple[Severity, str]]:
     """What needs attention on a reachable host, most severe first."""
     found: list[tuple[Severity, str]] = []
     azure = snapshot.azure
-    if azure.state in _AZURE_WORDS:
+    if azure.pool_role:  # signed in, but may not register agents
+        found.append((Severity.ERROR, f"agent starts wait: {azure.pool_role}"))
+    elif azure.state in _AZURE_WORDS:
         level = Severity.ERROR if azure.state in _BAD_HEALTH else Severity.WARNING
         detail = f": {azure.message}" if azure.message else ""
         found.append((level, _AZURE_WORDS[azure.state] + detail))

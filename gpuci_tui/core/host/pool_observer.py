@@ -286,7 +286,7 @@ class PoolObserver:
                 f"{ROLE_RETRY:.0f} s; running jobs are not affected)"
             )
             self.health = HealthSnapshot(
-                HealthState.AUTH_FAILED, message, now, None, identity, expires
+                HealthState.AUTH_FAILED, message, now, None, identity, expires, self.role_refused
             )
             return
         self.health = HealthSnapshot(HealthState.OK, "", now, None, identity, expires)

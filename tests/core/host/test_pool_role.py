@@ -78,6 +78,7 @@ async def test_checked_at_start_rarely_after_and_every_minute_while_missing() ->
     assert observer.role_refused == role.refused
     health = observer.health
     assert health.state is HealthState.AUTH_FAILED and "agent starts wait" in health.message
+    assert health.pool_role == role.refused, "the header says it is the role, not a rejection"
     assert observer.blocked_until() == 0.0, "job results and the checks go on"
     # While refused: every ROLE_RETRY, and a failed registration does not shorten it.
     observer.check_role_soon()
