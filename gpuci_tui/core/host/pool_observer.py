@@ -140,12 +140,13 @@ class PoolObserver:
         At most one check per `ROLE_SOON_GAP`; while the role is missing, the
         `ROLE_RETRY` cadence is kept (a failing registration must not shorten it).
         """
-        if self.role_refused:
-            return
+        if self.role_refused or not isinstance(self.api, PoolRoleApi):
+            return  # a client that cannot say is never held: no read for nothing
         soon = 0.0 if self._last_role is None else self._last_role + ROLE_SOON_GAP
         if soon < self._next_role:
             self._next_role = soon
-            self._wake.set()
+            if soon <= self.clock():
+                self._wake.set()  # due now; else the cycle that comes first asks
 
     def want_capabilities(self) -> None:
         """Read the agents with their capabilities now (a dry run or prune asked for them)."""

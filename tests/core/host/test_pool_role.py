@@ -120,6 +120,9 @@ async def test_a_client_without_the_check_is_never_held() -> None:
     seen: list[Observation] = []
     await observer.cycle(seen.append)
     assert [type(o) for o in seen] == [PoolRead]
+    observer._wake.clear()
+    observer.check_role_soon()  # a failed registration: no read for a check it cannot make
+    assert not observer._wake.is_set()
 
 
 async def test_a_failed_check_keeps_the_read_and_is_asked_again_soon() -> None:
