@@ -220,6 +220,9 @@ class HealthSnapshot:
     to say and for health other than Azure DevOps'."""
     pat_expires_at: float | None = None
     """When the PAT expires (``[azure] pat_expires``); None: not a PAT, or not known."""
+    pool_role: str = ""
+    """Why the organisation refuses our identity the pool (``auth_failed`` while the rest
+    works: reads and running jobs go on, agent starts wait); empty: it does not."""
 
 
 @dataclass(frozen=True)

@@ -92,6 +92,9 @@ class SimEntra:
         self.sign_ins: list[tuple[str, str]] = []
         """(client_id, how) per successful sign-in: ``secret`` | ``certificate`` | ``msi`` |
         ``federated``."""
+        self.sign_in_times: list[float] = []
+        """When each of `sign_ins` happened (this tenant's clock): drills check that a
+        token was renewed before the previous one expired."""
 
     # ------------------------------------------------------------------ setup
 
@@ -132,6 +135,22 @@ class SimEntra:
         """Replace the application's secrets by ``secret`` (a rotation)."""
         with self._lock:
             self._apps[client_id.lower()].secrets = {secret: expires}
+
+    def set_pool_admin(self, admin: bool, client_id: str = "") -> int:
+        """Give (or take) the pools' Administrator role; returns how many apps changed.
+
+        ``client_id`` empty: every application. A control for drills and demos: the
+        organisation's answer changes at once for tokens already issued, as Azure's does.
+        """
+        with self._lock:
+            apps = [
+                a
+                for a in self._apps.values()
+                if not client_id or a.client_id.lower() == client_id.lower()
+            ]
+            for app in apps:
+                app.pool_admin = admin
+        return len(apps)
 
     def add_certificate(self, client_id: str, pem: str) -> None:
         """Register another certificate (its public part, PEM) on the application."""
@@ -257,6 +276,7 @@ class SimEntra:
         token = jwt.encode(claims, self._key, algorithm="HS256")
         with self._lock:
             self.sign_ins.append((app.client_id, how))
+            self.sign_in_times.append(now)
         return {
             "token_type": "Bearer",
             "expires_in": int(self.token_lifetime),

@@ -21,6 +21,9 @@ offline    agent_id, session                           ok=1
 require_   version, [bad_hash=0|1]                     ok=1, current
 agent      (a control for demos and drills, not an agent call: the organisation now requires
            agent ``version``; ``bad_hash=1`` lists wrong SHA-256s for its packages)
+pool_role  admin=0|1, [client_id]                      ok=1, changed
+           (a control: take or give back the pools' Administrator role of a service
+           principal, or of every one; a drill of issue 21)
 =========  ==========================================  ===================================
 
 Failures answer ``error=<plain reason>`` with 401 (PAT), 404 (pool), 409
@@ -45,7 +48,16 @@ from gpuci_tui.sim.records import (
 )
 
 MAX_POLL_SECONDS = 20.0
-ROUTES = ("register", "session", "poll", "heartbeat", "finish", "offline", "require_agent")
+ROUTES = (
+    "register",
+    "session",
+    "poll",
+    "heartbeat",
+    "finish",
+    "offline",
+    "require_agent",
+    "pool_role",
+)
 
 
 def parse_lines(body: bytes) -> dict[str, str]:
@@ -72,6 +84,10 @@ def handle(
             org.require_agent_version(fields.get("version", ""))
             org.packages.corrupt_hash(fields.get("bad_hash") == "1")
             return 200, {"ok": 1, "current": org.packages.current}
+        if route == "pool_role":
+            admin = fields.get("admin") == "1"
+            changed = org.entra.set_pool_admin(admin, fields.get("client_id", ""))
+            return 200, {"ok": 1, "changed": changed}
         if route == "register":
             if stopping.wait(org.startup.register):
                 return 503, {"error": "the organisation is shutting down"}

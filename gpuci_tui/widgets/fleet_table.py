@@ -267,6 +267,10 @@ def host_detail(row: HostRow, now: float, collapsed: Sequence[tuple[str, Text]] 
         elif row.queue_read_at is not None:
             # The queue is read less often than the agents: say how old it is.
             text.append(f" · queue {row.queued} read {ago(row.queue_read_at, now)}")
+        if row.stale_registrations:
+            # Only when some are left: its dashboard's x lists them and removes them.
+            text.append(" · stale registrations ", style="bright_black")
+            text.append(str(row.stale_registrations), style="yellow")
     if not row.problems:
         text.append(" · ")
         text.append("all well", style="green")

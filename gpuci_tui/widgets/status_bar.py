@@ -39,6 +39,11 @@ def azure_health(health: HealthSnapshot, now: float, *, short: bool = False) -> 
             text = Text(f"⚠ {who}", style="bold yellow")  # works, but not for long
         else:
             text = Text(f"✓ {who}" if who else "✓ PAT valid", style="green")
+    elif state is HealthState.AUTH_FAILED and health.pool_role:
+        # Signed in, but may not register agents: say that, not "rejected".
+        name = "PAT" if pat else who.split(" · ")[0]
+        words = "not pool Administrator" if short else "is not the pool's Administrator"
+        text = Text(f"✗ {name} {words}; agents wait", style="bold red")
     elif state is HealthState.AUTH_FAILED:
         text = Text(
             "✗ PAT rejected" if pat else f"✗ {who.split(' · ')[0]} refused", style="bold red"

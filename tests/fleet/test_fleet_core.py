@@ -213,3 +213,28 @@ def test_a_drained_host_with_queued_jobs_is_not_all_well() -> None:
         snapshot, slots=drained, pool_summary=replace(snapshot.pool_summary, queued_jobs=0)
     )
     assert host_row("gpu3", "gpu3", up(calm)).problems == ()
+
+
+def test_a_hosts_stale_registrations_are_counted_and_named_in_its_detail() -> None:
+    from gpuci_tui.core.registrations import StaleRegistration
+    from gpuci_tui.widgets.fleet_table import host_detail
+
+    quiet = host_row("gpu3", "ci@gpu3", up(healthy_snapshot()))
+    assert quiet.stale_registrations == 0
+    assert "stale registrations" not in host_detail(quiet, NOW).plain, "only when some are left"
+    left = tuple(
+        StaleRegistration(1000 + n, f"gpu3-{n}", "offline", None, "an earlier name prefix")
+        for n in range(2)
+    )
+    row = host_row("gpu3", "ci@gpu3", up(replace(healthy_snapshot(), stale=left)))
+    assert row.stale_registrations == 2
+    assert "· stale registrations 2" in host_detail(row, NOW).plain
+
+
+def test_a_hosts_refused_pool_role_is_its_problem_in_words() -> None:
+    reason = "the service principal gpuci-lab is not an Administrator of pool gpu: add it in …"
+    azure = HealthSnapshot(HealthState.AUTH_FAILED, reason + " (agent starts wait…)",
+                           pool_role=reason)  # fmt: skip
+    row = host_row("gpu3", "ci@gpu3", up(replace(healthy_snapshot(), azure=azure)))
+    assert row.problems[0] == f"agent starts wait: {reason}"
+    assert row.severity is Severity.ERROR and "PAT was rejected" not in " ".join(row.problems)

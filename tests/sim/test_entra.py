@@ -208,6 +208,53 @@ def test_a_managed_identity_signs_in_through_the_metadata_endpoint(
     assert world.org.entra.sign_ins[-1][1] == "msi"
 
 
+def _on_arc(world: World, monkeypatch: pytest.MonkeyPatch, token_dir: Path) -> None:
+    """Point msal at the simulated Azure Arc endpoint and its challenge files in ``token_dir``.
+
+    msal takes the endpoint from the environment, but reads the challenge file from a
+    fixed directory (``/var/opt/azcmagent/tokens``, root's and the himds group's):
+    its private table of those directories is the one thing a test must patch.
+    """
+    import msal.managed_identity as mi
+
+    monkeypatch.setenv("IDENTITY_ENDPOINT", world.login.arc_endpoint)
+    monkeypatch.setenv("IMDS_ENDPOINT", world.login.url)
+    monkeypatch.delenv("IDENTITY_HEADER", raising=False)  # else msal takes App Service's way
+    monkeypatch.setitem(mi._supported_arc_platforms_and_their_prefixes, "linux", str(token_dir))
+
+
+@pytest.mark.parametrize("client_id", ["", "99999999-2222-4333-8444-555555555555"])
+def test_a_managed_identity_on_azure_arc_answers_the_file_challenge(
+    world: World, monkeypatch: pytest.MonkeyPatch, client_id: str
+) -> None:
+    world.org.entra.add_app("gpuci-arc", client_id=client_id or None, managed_identity=True)
+    _on_arc(world, monkeypatch, world.login.arc_dir)
+    cred = make_credential(
+        world.azure(auth="managed-identity", client_id=client_id, tenant_id=""),
+        "",
+        http_client=world.session,
+    )
+    assert world.client(cred).validate_pat("gpu").ok  # type: ignore[arg-type]
+    assert cred.describe().startswith("managed identity gpuci-arc · token valid")
+    assert world.org.entra.sign_ins[-1][1] == "msi"
+    assert world.login.arc_challenges == 1
+    assert list(world.login.arc_dir.iterdir()) == [], "the challenge file is used once"
+
+
+def test_an_arc_challenge_file_out_of_reach_is_told_with_the_fix(
+    world: World, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    world.org.entra.add_app("gpuci-arc", managed_identity=True)
+    _on_arc(world, monkeypatch, tmp_path / "not-the-himds-directory")
+    cred = make_credential(
+        world.azure(auth="managed-identity", client_id="", tenant_id=""),
+        "",
+        http_client=world.session,
+    )
+    with pytest.raises(AzureAuthError, match="himds group"):
+        cred.authorization()
+
+
 def _certificate(passphrase: bytes | None) -> tuple[str, str]:
     """(key + certificate PEM, certificate PEM) of a fresh self-signed RSA certificate."""
     from cryptography import x509

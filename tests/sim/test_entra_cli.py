@@ -116,3 +116,69 @@ def test_check_config_live_checks_a_pat_too(
     assert main(["--config", str(config), "check-config", "--live"]) == exitcodes.OK
     out = capsys.readouterr().out
     assert "identity: PAT" in out and "can be managed" in out and pat not in out
+
+
+def test_a_certificate_with_a_passphrase_from_the_cli(
+    world: World,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The certificate path of ``[azure]``: ``token set`` stores its key's passphrase (not the
+    key), ``check-config`` signs in with the certificate and checks the pool."""
+    import dataclasses
+
+    from gpuci_tui.core.config.loader import load_config
+    from tests.keyring_fakes import MemoryKeyring
+    from tests.sim.test_entra import _certificate
+
+    backend = MemoryKeyring()
+    monkeypatch.setattr("gpuci_tui.core.secrets.token_store.default_backend", lambda: backend)
+    pem, cert = _certificate(passphrase=b"cli-passphrase-0123")
+    key_file = tmp_path / "sp.pem"
+    key_file.write_text(pem)
+    key_file.chmod(0o600)
+    world.app.secrets.clear()  # only the certificate signs in
+    world.org.entra.add_certificate(CLIENT, cert)
+    config = world.config(tmp_path / "config.toml")
+    loaded = load_config(config)
+    azure = dataclasses.replace(loaded.azure, client_certificate=str(key_file))
+    save_config(dataclasses.replace(loaded, azure=azure), config)
+
+    monkeypatch.setattr("sys.stdin", io.StringIO("cli-passphrase-0123\n"))
+    assert main(["--config", str(config), "token", "set", "--stdin"]) == exitcodes.OK
+    assert "certificate passphrase stored in the keyring" in capsys.readouterr().out
+    assert list(backend.items.values()) == ["cli-passphrase-0123"]
+    assert main(["--config", str(config), "check-config"]) == exitcodes.OK
+    out = capsys.readouterr().out
+    assert "identity: service principal gpuci-lab · token valid" in out and "can be managed" in out
+    assert {how for _, how in world.org.entra.sign_ins} == {"certificate"}
+    key_file.chmod(0o644)  # a private key others can read is refused, with the fix
+    assert main(["--config", str(config), "check-config"]) == exitcodes.CREDENTIALS
+    assert "chmod 600" in capsys.readouterr().out
+
+
+def test_a_managed_identity_from_the_cli(
+    world: World,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Nothing to store (``token set`` says so); ``check-config`` signs in through the
+    metadata endpoint and checks the pool, including a missing pool role."""
+    from gpuci_tui.core.secrets.entra_msal import MI_ENDPOINT_VAR
+
+    app = world.org.entra.add_app("gpuci-vm", managed_identity=True)
+    monkeypatch.setenv(MI_ENDPOINT_VAR, world.login.url)
+    config = tmp_path / "config.toml"
+    azure = AzureConfig(url=world.server.org_url, pool="gpu", auth="managed-identity")
+    agents = AgentsConfig(count=1, image="acme/agent:1", name_prefix="h", gpus="none")
+    save_config(Config(azure=azure, agents=agents), config)
+    assert main(["--config", str(config), "token", "set", "--stdin"]) == exitcodes.OK
+    assert "no secret to store" in capsys.readouterr().out
+    assert main(["--config", str(config), "check-config"]) == exitcodes.OK
+    out = capsys.readouterr().out
+    assert "identity: managed identity gpuci-vm · token valid" in out and "can be managed" in out
+    app.pool_admin = False
+    assert main(["--config", str(config), "check-config"]) == exitcodes.CREDENTIALS
+    assert "is not its Administrator" in capsys.readouterr().out

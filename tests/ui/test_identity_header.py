@@ -20,3 +20,15 @@ def test_a_pat_reads_as_before() -> None:
         "✓ PAT valid"
     )
     assert azure_health(HealthSnapshot(HealthState.AUTH_FAILED), 100.0).plain == "✗ PAT rejected"
+
+
+def test_a_refused_pool_role_is_said_as_such_not_as_a_rejection() -> None:
+    reason = "the service principal gpuci-lab is not an Administrator of pool gpu: add it in …"
+    role = HealthSnapshot(HealthState.AUTH_FAILED, reason, 100.0, identity=WHO, pool_role=reason)
+    text = azure_health(role, 100.0).plain
+    assert text.startswith("✗ service principal gpuci-lab is not the pool's Administrator; agents")
+    assert "refused" not in text and "rejected" not in text
+    pat = HealthSnapshot(HealthState.AUTH_FAILED, reason, 100.0, pool_role=reason)
+    assert azure_health(pat, 100.0, short=True).plain.startswith(
+        "✗ PAT not pool Administrator; agents wait"
+    )

@@ -337,6 +337,9 @@ class EngineState:
     """Every start waits until then (the PAT could not be read, the engine was down)."""
     server_retry_at: float = 0.0
     """Every server write waits until then (Azure DevOps failed or rate-limited us)."""
+    org_refused: str = ""
+    """Why the organisation refuses our identity the pool (`steps.PoolRole`): every start
+    waits while it is set, and no slot counts the refused registrations as failures."""
     pool: PoolView | None = None
     """The latest successful read of the pool."""
     docker: HealthSnapshot = field(default_factory=HealthSnapshot)

@@ -42,6 +42,7 @@ from gpuci_tui.core.engine.steps import (
     StartAgent,
     StopAgent,
 )
+from gpuci_tui.core.engine.transitions_server import ORG_WAIT
 
 #: Read interval while some lane waits for a server-side step (see `Plan.poll_fast`).
 FAST_POLL = 1.0
@@ -92,6 +93,9 @@ def decide(state: EngineState, now: float) -> tuple[EngineState, Plan]:
         elif gate_of(state, slot).closed:
             plan_held(draft)
         else:
+            used = state.used_lanes
+            if state.org_refused and any(not x.live for x in slot.lanes if x.lane in used):
+                draft.say(f"{ORG_WAIT}{state.org_refused}")
             plan_run(draft)
         slot = _mark(draft)
         state = state.with_slot(slot)

@@ -97,6 +97,7 @@ class Draft:
             and not slot.parked
             and (slot.backoff_until is None or slot.backoff_until <= now)
             and state.start_retry_at <= now
+            and not state.org_refused
             and lane.name_free
             and not self.claimed(lane)
             and (lane.retry_at is None or lane.retry_at <= now)

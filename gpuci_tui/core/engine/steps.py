@@ -271,6 +271,20 @@ class PackageCached:
     """The cached newer package's version; empty: new containers keep the image's agent."""
 
 
+@dataclass(frozen=True)
+class PoolRole:
+    """Whether the organisation lets our identity manage the pool (read by the pool observer).
+
+    Checked at start, rarely after that, and soon after a registration failed; a
+    refusal is the organisation's problem, not a slot's: every start waits (no
+    slot counts it towards parking) until a later check finds the role back.
+    """
+
+    at: float
+    refused: str = ""
+    """Why the identity may not register agents, with the fix; empty: it may."""
+
+
 Observation = (
     Listed
     | Started
@@ -291,6 +305,7 @@ Observation = (
     | GpuObserved
     | CudaChecked
     | PackageCached
+    | PoolRole
 )
 
 # =========================================================================== actions

@@ -41,6 +41,7 @@ from gpuci_tui.core.engine.steps import (
     Output,
     PackageCached,
     PoolRead,
+    PoolRole,
     Removed,
     ServerFailed,
     Started,
@@ -51,12 +52,7 @@ from gpuci_tui.core.engine.steps import (
 from gpuci_tui.core.engine.timings import gap_start
 from gpuci_tui.core.engine.transitions_gpu import cuda_checked, gpu_observed
 from gpuci_tui.core.engine.transitions_pull import pull_failed
-from gpuci_tui.core.engine.transitions_server import (
-    agent_checked,
-    agent_written,
-    pool_read,
-    server_failed,
-)
+from gpuci_tui.core.engine.transitions_server import server_step
 from gpuci_tui.core.models import ExitInfo, HealthSnapshot, HealthState, ImageUsed
 from gpuci_tui.core.protocols import ContainerInfo
 
@@ -81,17 +77,8 @@ class Step:
 def apply(state: EngineState, obs: Observation, rules: SupervisorConfig) -> Step:
     """Fold ``obs`` into ``state``."""
     match obs:
-        case PoolRead():
-            new, notes = pool_read(state, obs)
-            return Step(new, notes)
-        case AgentWritten():
-            new, notes = agent_written(state, obs)
-            return Step(new, notes)
-        case AgentChecked():
-            new, notes = agent_checked(state, obs)
-            return Step(new, notes)
-        case ServerFailed():
-            return Step(server_failed(state, obs))
+        case PoolRead() | AgentWritten() | AgentChecked() | ServerFailed() | PoolRole():
+            return Step(*server_step(state, obs))
         case GpuObserved():
             new, notes = gpu_observed(state, obs)
             return Step(new, notes)
@@ -313,7 +300,9 @@ def _died(state: EngineState, slot: SlotRecord, obs: Died, rules: SupervisorConf
         restart_ids=slot.restart_ids - {obs.container_id},
         job_gap_from=gap_start(slot, lane, lane.took_job or info.took_job, obs.at),
     )
-    slot, updating = settle_exit(slot, lane, obs.code, (failure, info.reason), obs.at, rules)
+    # While the organisation refuses the pool, a failed registration is not the slot's.
+    judged = (failure and not state.org_refused, info.reason)
+    slot, updating = settle_exit(slot, lane, obs.code, judged, obs.at, rules)
     if slot.intent in (Intent.DRAIN, Intent.RETIRE) and not slot.live:
         slot = replace(slot, message="drained")
     kind = "slot_parked" if slot.parked else "agent_updating" if updating else "container_exited"

@@ -14,11 +14,42 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from gpuci_tui.core.engine.agent_exit import AGENT_ERROR, CONFIG_FAILED
 from gpuci_tui.core.engine.lifecycle import EngineState, LanePhase, LaneRecord, Op, SlotRecord
-from gpuci_tui.core.engine.steps import AgentChecked, AgentWritten, Note, PoolRead, ServerFailed
+from gpuci_tui.core.engine.steps import (
+    AgentChecked,
+    AgentWritten,
+    Note,
+    PoolRead,
+    PoolRole,
+    ServerFailed,
+)
 from gpuci_tui.core.engine.timings import startup_note, with_gap
 from gpuci_tui.core.models import JobInfo
 from gpuci_tui.core.protocols import Agent, JobRequest
+
+#: Exit codes of an agent whose registration the organisation may have refused: the
+#: emulator and the Python agent program exit 1 on a 403, start.sh 10 (config.sh failed).
+REGISTRATION_EXITS = frozenset({AGENT_ERROR, CONFIG_FAILED})
+#: What a slot that cannot start says while the organisation refuses the pool.
+ORG_WAIT = "waiting for the organisation: "
+
+ServerObservation = PoolRead | AgentWritten | AgentChecked | ServerFailed | PoolRole
+
+
+def server_step(state: EngineState, obs: ServerObservation) -> tuple[EngineState, tuple[Note, ...]]:
+    """Fold in what the organisation said (a read, our write, a re-read, a failure, the role)."""
+    match obs:
+        case PoolRead():
+            return pool_read(state, obs)
+        case AgentWritten():
+            return agent_written(state, obs)
+        case AgentChecked():
+            return agent_checked(state, obs)
+        case ServerFailed():
+            return server_failed(state, obs), ()
+        case PoolRole():
+            return pool_role(state, obs)
 
 
 def job_info(request: JobRequest) -> JobInfo:
@@ -150,3 +181,34 @@ def server_failed(state: EngineState, obs: ServerFailed) -> EngineState:
     slot = replace(slot.with_lane(lane), message=f"waiting for Azure DevOps: {obs.message}")
     retry = max(state.server_retry_at, obs.retry_at)
     return replace(state.with_slot(slot), server_retry_at=retry)
+
+
+def pool_role(state: EngineState, obs: PoolRole) -> tuple[EngineState, tuple[Note, ...]]:
+    """The organisation's word on our identity's pool role: starts wait or resume.
+
+    A refusal is nobody's slot's fault: the failed registrations that led to the
+    check are forgiven (a slot parked for them is unparked), so when the role is
+    back every slot starts at once, without a backoff or an operator's resume.
+    """
+    before = state.org_refused
+    if obs.refused == before:
+        return state, ()
+    if obs.refused:
+        slots = tuple(_excused(slot) for slot in state.slots)
+        note = Note("org_refused", f"agent starts wait: {obs.refused}")
+    else:
+        slots = tuple(
+            replace(slot, message="") if slot.message.startswith(ORG_WAIT) else slot
+            for slot in state.slots
+        )
+        note = Note("org_restored", "the organisation lets us manage the pool again: agents start")
+    return replace(state, slots=slots, org_refused=obs.refused), (note,)
+
+
+def _excused(slot: SlotRecord) -> SlotRecord:
+    """``slot`` with the failure streak of its refused registrations forgotten."""
+    last = slot.last_exit
+    refused = last is not None and last.code in REGISTRATION_EXITS and not last.took_job
+    if not refused or not (slot.failures or slot.parked):
+        return slot
+    return replace(slot, failures=0, parked=False, backoff_until=None, message="")

@@ -68,6 +68,9 @@ class HostRow:
     standby: int = 0
     """Hot standby agents ready to take over."""
     parked: int = 0
+    stale_registrations: int = 0
+    """Registrations of this host left in the pool, offline and backing no container
+    (`SupervisorSnapshot.stale`; its dashboard's ``x`` lists and removes them)."""
     drained: int = 0
     """Draining or drained slots."""
     queued: int | None = None
@@ -111,7 +114,9 @@ def host_problems(snapshot: SupervisorSnapshot) -> list[tuple[Severity, str]]:
     """What needs attention on a reachable host, most severe first."""
     found: list[tuple[Severity, str]] = []
     azure = snapshot.azure
-    if azure.state in _AZURE_WORDS:
+    if azure.pool_role:  # signed in, but may not register agents
+        found.append((Severity.ERROR, f"agent starts wait: {azure.pool_role}"))
+    elif azure.state in _AZURE_WORDS:
         level = Severity.ERROR if azure.state in _BAD_HEALTH else Severity.WARNING
         detail = f": {azure.message}" if azure.message else ""
         found.append((level, _AZURE_WORDS[azure.state] + detail))
@@ -208,6 +213,7 @@ def host_row(label: str, target: str, status: HostStatus) -> HostRow:
         starting=sum(1 for s in slots if starting(s, paused=snapshot.paused)),
         standby=sum(1 for s in slots if s.standby == "ready"),
         parked=sum(1 for s in slots if s.state is SlotState.PARKED),
+        stale_registrations=len(snapshot.stale),
         drained=sum(1 for s in slots if s.state in (SlotState.DRAINING, SlotState.DRAINED)),
         queued=snapshot.pool_summary.queued_jobs,
         queue_read_at=on_our_clock(snapshot, snapshot.pool_summary.jobs_read_at, status.updated_at),

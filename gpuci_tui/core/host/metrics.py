@@ -154,6 +154,11 @@ class Metrics:
             "gpuci_docker_images_removed", "Unused images removed to keep [docker] min_free "
             "free on Docker's data root.", registry=r,
         )  # fmt: skip
+        self.registrations_removed = Counter(
+            "gpuci_registrations_removed", "Stale registrations of this host removed from the "
+            "pool (agents prune, the console's stale view, [azure] remove_offline_after).",
+            registry=r,
+        )  # fmt: skip
         self.pulls = Counter(
             "gpuci_image_pulls", "Image pulls ended, by result (ok, failed).", ["result"],
             registry=r,
@@ -215,6 +220,8 @@ class Metrics:
             self.start_failures.labels(group).inc()
         elif event.kind == "image_removed":
             self.images_removed.inc()
+        elif event.kind == "registration_removed":  # one event per removal (stale_watch)
+            self.registrations_removed.inc()
         elif event.kind in _PULL_RESULTS:
             self.pulls.labels(_PULL_RESULTS[event.kind]).inc()
         elif event.kind in ("container_exited", "agent_updating") and event.slot is not None:

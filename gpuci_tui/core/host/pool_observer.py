@@ -10,6 +10,10 @@ Failures never stop local replenishing: the observer backs off (longer for
 auth failures, as told for rate limits) and the health says why. The
 engine's own writes report their failures here too (`failed`), so one
 health and one backoff cover every call to the organisation.
+
+It also checks, rarely, that the organisation lets our identity manage the
+pool (`pool_role`), and tells the engine (`steps.PoolRole`): a refusal holds
+every start with the reason instead of letting each slot fail and park.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from collections.abc import Callable
 from gpuci_tui.core.azure.demands import waiting_for_agents
 from gpuci_tui.core.engine.agent_versions import demanded_version
 from gpuci_tui.core.engine.lifecycle import PoolView
-from gpuci_tui.core.engine.steps import Observation, PoolRead
+from gpuci_tui.core.engine.steps import Observation, PoolRead, PoolRole
 from gpuci_tui.core.errors import (
     AzureAuthError,
     AzureError,
@@ -31,8 +35,15 @@ from gpuci_tui.core.errors import (
     AzureScopeError,
     AzureUnreachableError,
 )
+from gpuci_tui.core.host.pool_role import (
+    ROLE_INTERVAL,
+    ROLE_RETRY,
+    ROLE_SOON_GAP,
+    PoolRoleApi,
+    refusal,
+)
 from gpuci_tui.core.models import HealthSnapshot, HealthState
-from gpuci_tui.core.protocols import Agent, AgentPoolApi, JobRequest
+from gpuci_tui.core.protocols import Agent, AgentPoolApi, JobRequest, Pool
 from gpuci_tui.core.secrets.credentials import Credential, renewal_due
 
 log = logging.getLogger("gpuci_tui.supervisor.azure")
@@ -82,6 +93,11 @@ class PoolObserver:
         self.interval = interval
         self.health = HealthSnapshot()
         self.pool_id: int | None = None
+        self._pool: Pool | None = None
+        self._next_role = 0.0
+        self._last_role: float | None = None
+        self.role_refused = ""
+        """Why the organisation refuses our identity the pool (empty: it does not)."""
         self._report = report
         self._wake = asyncio.Event()
         self._fast_for: dict[object, bool] = {}
@@ -117,6 +133,20 @@ class PoolObserver:
             due = self._jobs_read_at + JOBREQUESTS_MIN_GAP
             self._next_jobrequests = min(self._next_jobrequests, due)
         self._wake.set()
+
+    def check_role_soon(self) -> None:
+        """A registration failed (or a write got a 403): ask whether the role is still there.
+
+        At most one check per `ROLE_SOON_GAP`; while the role is missing, the
+        `ROLE_RETRY` cadence is kept (a failing registration must not shorten it).
+        """
+        if self.role_refused or not isinstance(self.api, PoolRoleApi):
+            return  # a client that cannot say is never held: no read for nothing
+        soon = 0.0 if self._last_role is None else self._last_role + ROLE_SOON_GAP
+        if soon < self._next_role:
+            self._next_role = soon
+            if soon <= self.clock():
+                self._wake.set()  # due now; else the cycle that comes first asks
 
     def want_capabilities(self) -> None:
         """Read the agents with their capabilities now (a dry run or prune asked for them)."""
@@ -177,7 +207,7 @@ class PoolObserver:
         try:
             if self.pool_id is None:
                 pool = await asyncio.to_thread(self.api.resolve_pool, self.pool_name)
-                self.pool_id = pool.id
+                self.pool_id, self._pool = pool.id, pool
             began = self.clock()
             full = self.on_capabilities is not None and began >= self._next_capabilities
             if full:
@@ -192,6 +222,7 @@ class PoolObserver:
                 self._count_requests(requests)
                 self._jobs_read_at = began
                 self._next_jobrequests = began + JOBREQUESTS_INTERVAL
+            role = await self._check_role(began)
         except AzureError as exc:
             if isinstance(exc, AzureNotFoundError):
                 self.pool_id = None  # the pool was deleted or renamed: resolve it again
@@ -207,6 +238,8 @@ class PoolObserver:
             waiting=self._waiting,
         )
         deliver(PoolRead(view))
+        if role is not None:
+            deliver(role)
         if full and self.on_capabilities is not None:
             self._next_capabilities = began + CAPABILITIES_INTERVAL
             self.on_capabilities(view.agents, began)
@@ -214,13 +247,50 @@ class PoolObserver:
         # A queue read asked for by a job change and held back by the gap comes on time.
         return max(0.0, min(delay, self._next_jobrequests - self.clock()))
 
+    async def _check_role(self, began: float) -> PoolRole | None:
+        """Ask whether our identity may manage the pool, when a check is due (one GET)."""
+        pool = self._pool
+        if pool is None or began < self._next_role or not isinstance(self.api, PoolRoleApi):
+            return None
+        self._last_role = began
+        try:
+            manageable = await asyncio.to_thread(self.api.can_manage_pool, pool)
+        except AzureRateLimitError:
+            raise  # the one backoff applies to every call
+        except AzureError as exc:
+            # The pool was read: a failed check must not lose that read (or mark the
+            # organisation down); it is asked again soon, the word so far stands.
+            log.warning("could not check the pool role: %s", exc)
+            self._next_role = began + ROLE_SOON_GAP
+            return None
+        credential = getattr(self.api, "credential", None)
+        who = credential.describe() if isinstance(credential, Credential) else ""
+        refused = "" if manageable else refusal(who, pool.name)
+        self._next_role = began + (ROLE_RETRY if refused else ROLE_INTERVAL)
+        if refused != self.role_refused:
+            log.warning("pool role: %s", refused or "the identity may manage the pool again")
+        self.role_refused = refused
+        return PoolRole(began, refused)
+
     # ------------------------------------------------------------------ health
 
     def answered(self) -> None:
         """The organisation answered a call: healthy again."""
         self._error_streak = 0
         identity, expires = self._identity()
-        self.health = HealthSnapshot(HealthState.OK, "", self.clock(), None, identity, expires)
+        now = self.clock()
+        if self.role_refused:
+            # Said as an auth failure (header, status), but without a retry time: reads,
+            # job results and the role checks go on (`blocked_until` stays 0).
+            message = (
+                f"{self.role_refused} (agent starts wait; checked again every "
+                f"{ROLE_RETRY:.0f} s; running jobs are not affected)"
+            )
+            self.health = HealthSnapshot(
+                HealthState.AUTH_FAILED, message, now, None, identity, expires, self.role_refused
+            )
+            return
+        self.health = HealthSnapshot(HealthState.OK, "", now, None, identity, expires)
 
     def failed(self, exc: AzureError) -> float:
         """Record a failed call; returns the seconds to wait before calling again."""
@@ -230,6 +300,8 @@ class PoolObserver:
             state, delay = HealthState.RATE_LIMITED, max(exc.retry_after, 1.0)
         elif isinstance(exc, AzureAuthError | AzureScopeError):
             state, delay = HealthState.AUTH_FAILED, MAX_ERROR_BACKOFF
+            if isinstance(exc, AzureScopeError):
+                self.check_role_soon()  # a 403 on a write: is the pool's role gone?
         elif isinstance(exc, AzureUnreachableError):
             state = HealthState.UNREACHABLE
             delay = min(2.0 * 2 ** (self._error_streak - 1), MAX_ERROR_BACKOFF)

@@ -40,7 +40,8 @@ from gpuci_tui.core.engine.preview import CommandPreview, preview
 from gpuci_tui.core.engine.rollout import advance
 from gpuci_tui.core.engine.snapshots import SnapshotMeta, supervisor_snapshot
 from gpuci_tui.core.engine.standby_auto import depth_of
-from gpuci_tui.core.engine.steps import Action, GpuObserved, JobEnded, Note, Observation
+from gpuci_tui.core.engine.steps import Action, Died, GpuObserved, JobEnded, Note, Observation
+from gpuci_tui.core.engine.transitions_server import REGISTRATION_EXITS
 from gpuci_tui.core.gpu.accounting import key_of
 from gpuci_tui.core.host.container_observer import ContainerObserver
 from gpuci_tui.core.host.executor import Executor
@@ -333,6 +334,8 @@ class Supervisor:
         self._inbox.put_nowait(None)
 
     def _observe(self, obs: Observation) -> None:
+        if isinstance(obs, Died) and obs.code in REGISTRATION_EXITS:
+            self.pool.check_role_soon()  # refused by the organisation? (not the slot's fault)
         step = advance(self.state, obs, self.rules)
         moved = step.state.rollout is not self.state.rollout
         self.state = step.state

@@ -126,11 +126,22 @@ def managed_identity_acquirer(
         try:
             result: Mapping[str, Any] = client.acquire_token_for_client(resource=ADO_RESOURCE)
         except requests.RequestException:
-            host = os.environ.get(MI_ENDPOINT_VAR, "http://169.254.169.254")
+            host = os.environ.get("IDENTITY_ENDPOINT") or os.environ.get(
+                MI_ENDPOINT_VAR, "http://169.254.169.254"
+            )
             raise AzureAuthError(
                 f"No managed identity endpoint answers at {host}: this host is not an Azure VM "
                 "(or Azure Arc-enabled server) with a managed identity. Assign one to the VM, "
                 'or use auth = "service-principal".'
+            ) from None
+        except OSError as exc:  # after RequestException, which is an OSError too
+            # Azure Arc: its endpoint asked us to read a challenge file that root and the
+            # himds group own; the daemon's user is not in that group.
+            raise AzureAuthError(
+                f"Azure Arc's identity endpoint gave a challenge file this user cannot read "
+                f"({type(exc).__name__}: {getattr(exc, 'filename', '') or exc}). Add the user "
+                "gpuci-tui runs as to the himds group (sudo usermod -aG himds USER), then "
+                "restart it."
             ) from None
         return result
 

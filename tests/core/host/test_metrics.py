@@ -383,3 +383,14 @@ def test_agent_versions_are_an_info_metric_with_a_warning_count() -> None:
         "cached_agent": "4.270.0",
     }
     assert value(metrics, "gpuci_agent_version_info", **info) == 1
+
+
+def test_stale_registrations_removed_are_counted() -> None:
+    metrics = Metrics()
+    assert value(metrics, "gpuci_registrations_removed_total") == 0
+    for at in (1.0, 2.0):
+        metrics.observe_event(
+            SupervisorEvent(at=at, kind="registration_removed", message="removed stale ...")
+        )
+    metrics.observe_event(SupervisorEvent(at=3.0, kind="image_removed", message="removed"))
+    assert value(metrics, "gpuci_registrations_removed_total") == 2

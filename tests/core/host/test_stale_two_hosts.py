@@ -11,7 +11,7 @@ from gpuci_tui.core.config.loader import AgentsConfig, AzureConfig, Config
 from gpuci_tui.core.docker import agentspec
 from gpuci_tui.core.engine.settings import SupervisorConfig
 from gpuci_tui.core.engine.stale import MARKER_HOST, MARKER_INSTANCE
-from gpuci_tui.core.host import group_supervisor
+from gpuci_tui.core.host import group_stale
 from gpuci_tui.core.host.group_supervisor import GroupSupervisor
 from gpuci_tui.core.host.stale_watch import own_instances
 from gpuci_tui.core.models import SlotState
@@ -34,7 +34,7 @@ def config(prefix: str, count: int) -> Config:
 def as_host(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
     """This process is host ``name`` (the marker its agents carry and its daemon checks)."""
     monkeypatch.setattr(agentspec, "host_marker", lambda: name)
-    monkeypatch.setattr(group_supervisor, "host_marker", lambda: name)
+    monkeypatch.setattr(group_stale, "host_marker", lambda: name)
 
 
 def status(org: SimOrg, name: str) -> str | None:

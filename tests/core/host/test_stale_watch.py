@@ -111,9 +111,17 @@ async def test_our_offline_leftovers_are_listed_then_removed(world: World) -> No
     assert "earlier name prefix" in dry.message and "offline 8d00h (since " in dry.message
     assert world.names() >= {"box-5", "old-0"}, "a dry run removes nothing"
 
+    from gpuci_tui.core.host.metrics import Metrics, follow
+
+    metrics = Metrics()
+    counting = asyncio.create_task(follow(sup, metrics))
     result = await sup.execute(Prune())
     assert result.ok, result.message
     assert result.message == "removed 2 stale registrations"
+    # Each removal's event reaches Prometheus as the daemon feeds it (issue 21).
+    name = "gpuci_registrations_removed_total"
+    await wait_until(lambda: metrics.registry.get_sample_value(name) == 2, what=name)
+    counting.cancel()
     assert world.names() == {"box-0", "box-0-b", "other-0", "box-6", "legacy-0", "box-7"}
     removed = [e for e in sup.events if e.kind == "registration_removed"]
     assert sorted(e.agent for e in removed) == ["box-5", "old-0"]
