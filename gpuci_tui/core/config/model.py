@@ -92,8 +92,11 @@ class AgentsConfig:
     the moment the active agent's container exits. ``true`` (= 1): one standby, two
     registrations per slot; ``N``: N standbys, N + 1 registrations; ``"auto"``: between
     ``standby_min`` and ``standby_max``, sized to the queue (`engine.standby_auto`)."""
-    standby_min: int = 1
-    """With ``standby = "auto"``: standbys per slot kept while idle."""
+    standby_min: int = 2
+    """With ``standby = "auto"``: standbys per slot kept while idle. Two by default: a burst
+    of short jobs then starts on ready agents while "auto" starts more (each new lane needs a
+    whole agent start-up first; with one, a 3-s job burst runs at 1.30-1.36x the ideal, with
+    two at 1.18x: BENCHMARKS.md)."""
     standby_max: int = 3
     """With ``standby = "auto"``: standbys per slot at the most (each slot registers
     ``standby_max + 1`` agents once)."""

@@ -25,7 +25,7 @@ def test_standby_values(tmp_path: Path, value: object) -> None:
 
 def test_auto_bounds_default_to_one_standby_at_idle(tmp_path: Path) -> None:
     agents = loaded(tmp_path, standby="auto")
-    assert (agents.standby_min, agents.standby_max, agents.max_agents) == (1, 3, None)
+    assert (agents.standby_min, agents.standby_max, agents.max_agents) == (2, 3, None)
     agents = loaded(tmp_path, standby="auto", standby_min=0, standby_max=5, max_agents=9)
     assert (agents.standby_min, agents.standby_max, agents.max_agents) == (0, 5, 9)
 
