@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from gpuci_tui.core.command_types import GpuClear
+from gpuci_tui.core.engine.gpu_health import HealthBook
 from gpuci_tui.core.gpu_readings import (
     GpuFrame,
     GpuHealthReading,
@@ -177,3 +178,18 @@ async def test_a_clear_releases_a_flapping_quarantine_at_once(
     assert (await sup.execute(GpuClear("0"))).ok
     await wait_until(lambda: enabled(sup, 0), timeout=2, what="released at once by the clear")
     assert time.monotonic() - cleared < 2.0
+
+
+@pytest.mark.parametrize("gpus", ["none", "all"])
+def test_slots_of_none_or_all_gpus_are_never_held_for_a_gpu_named_none_or_all(
+    env: Env, gpus: str
+) -> None:
+    """``gpus = "none"``/``"all"`` are policies, not GPU ids: the gates read them as such
+    (the supervisor once passed ``("none",)``, and the docker demo's slots were held with
+    "GPU none is not seen by the driver")."""
+    agents = replace(env.config.agents, gpus=gpus)
+    sup = Supervisor(replace(env.config, agents=agents), api=env.api, runtime=env.runtime,
+                     tokens=StaticTokens())  # fmt: skip
+    sup.observe_gpus(frame(), HealthBook(), (), lambda pid: False)
+    readings = dict(sup._gate_readings)  # noqa: SLF001 - what the gates said, before any loop
+    assert readings and all(r.kind.value == "open" for r in readings.values()), readings

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from gpuci_tui.core.command_types import Command, CommandResult, GpuClear, Stop
 from gpuci_tui.core.config.loader import Config
 from gpuci_tui.core.docker.agentspec import config_hash, instance_id, instance_labels
-from gpuci_tui.core.docker.slot_devices import device_label, watched_ids
+from gpuci_tui.core.docker.slot_devices import device_label, watched_gpus, watched_ids
 from gpuci_tui.core.engine.commands import apply_command
 from gpuci_tui.core.engine.gpu_admission import GateReading, GpuAdmission, slot_reading
 from gpuci_tui.core.engine.lifecycle import EngineState, new_slot
@@ -410,7 +410,7 @@ class Supervisor:
         readings = tuple(
             (
                 slot.number,
-                slot_reading(self._gpus(slot.number), frame, book, rule, ours, xids),
+                slot_reading(watched_gpus(self.config, slot.number), frame, book, rule, ours, xids),
             )
             for slot in self.state.slots
         )
