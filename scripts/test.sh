@@ -54,7 +54,7 @@ log "mypy (strict on the whole gpuci_tui package)"
 "$VENV/bin/mypy" gpuci_tui
 log "pytest"
 set +e
-"$VENV/bin/python" -m pytest -q -p no:cacheprovider "$@"
+"$VENV/bin/python" -m pytest -q -p no:cacheprovider --durations=30 "$@"
 rc=$?
 set -e
 if [ $rc -eq 5 ]; then

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import io
+import sys
+import threading
+import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -26,8 +29,23 @@ async def wait_for(
     deadline = loop.time() + timeout
     while not predicate():
         if loop.time() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what or predicate}")
+            raise AssertionError(
+                f"timed out after {timeout} s waiting for {what or predicate}\n{_threads()}"
+            )
         await pilot.pause(0.02)
+
+
+def _threads() -> str:
+    """Where every other thread stands: a wait that fails on a worker says which call hangs."""
+    frames = sys._current_frames()
+    lines = []
+    for thread in threading.enumerate():
+        frame = frames.get(thread.ident or -1)
+        if thread is threading.current_thread() or frame is None:
+            continue
+        stack = "".join(traceback.format_stack(frame, limit=6))
+        lines.append(f"--- thread {thread.name}:\n{stack}")
+    return "\n".join(lines) or "(no other threads)"
 
 
 async def choose(pilot: Pilot[Any], selector: str, timeout: float = 10.0) -> None:

@@ -70,18 +70,27 @@ class Setup:
         await self.pilot.pause()
 
     async def next(self) -> None:
-        """Press Next (ctrl+n) and wait until the check has run."""
+        """Press Next (ctrl+n) and wait until the check has run.
+
+        A check may sign in (an OpenID metadata request, a token request, then the
+        organisation, each a fresh TLS connection): with both cores busy at the end of
+        a long run that took over 10 s once, so this deadline is 30 s.
+        """
         index = self.wizard.index
         await self.pilot.press("ctrl+n")
-        await wait_for(
-            self.pilot,
-            lambda: (
-                not isinstance(self.app.screen, WizardScreen)
-                or self.wizard.index != index
-                or bool(self.message and not self.message.endswith("…"))
-            ),
-            what="the step's check",
-        )
+        try:
+            await wait_for(
+                self.pilot,
+                lambda: (
+                    not isinstance(self.app.screen, WizardScreen)
+                    or self.wizard.index != index
+                    or bool(self.message and not self.message.endswith("…"))
+                ),
+                timeout=30.0,
+                what="the step's check",
+            )
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\nthe step says: {self.message!r}") from None
 
     async def at(self, index: int) -> None:
         await wait_for(self.pilot, lambda: self.wizard.index == index, what=f"step {index + 1}")
