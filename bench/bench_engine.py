@@ -40,6 +40,7 @@ from gpuci_tui.core.docker.agentspec import LABEL_INSTANCE, LABEL_SLOT, instance
 from gpuci_tui.core.engine.settings import SupervisorConfig
 from gpuci_tui.sim.image import build_emulator_image
 from gpuci_tui.sim.org import SimOrg
+from gpuci_tui.sim.records import AgentStartup
 from gpuci_tui.sim.server import SimServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -131,12 +132,35 @@ class World:
     env: dict[str, str]
 
 
-def make_world(slots: int, poll_interval: float, prefix: str = "bench") -> World:
-    """Organisation with one pool, served; config, PAT file and XDG directories written."""
-    client = docker.from_env()
-    image = build_emulator_image(client)
+def make_world(
+    slots: int,
+    poll_interval: float,
+    prefix: str = "bench",
+    *,
+    client: Any = None,
+    image: str | None = None,
+    heartbeat_timeout: float = 10.0,
+    startup: AgentStartup | None = None,
+    **agents: Any,
+) -> World:
+    """Organisation with one pool, served; config, PAT file and XDG directories written.
+
+    Args:
+        slots: The agent count.
+        poll_interval: The supervisor's pool poll.
+        prefix: Names the agents, the PAT, the organisation and the work directory.
+        client: A Docker client the caller has (else one from the environment).
+        image: The agent image (else the emulator image, built).
+        heartbeat_timeout: The organisation's (seconds without a heartbeat: offline).
+        startup: How long the simulated agents take to start (else the organisation's).
+        **agents: More ``[agents]`` settings (``standby``, ``standby_max``, ...).
+    """
+    if client is None:
+        client = docker.from_env()
+    if image is None:
+        image = build_emulator_image(client)
     pat = f"{prefix}-" + uuid.uuid4().hex * 2
-    org = SimOrg(f"{prefix}-org", heartbeat_timeout=10.0)
+    org = SimOrg(f"{prefix}-org", heartbeat_timeout=heartbeat_timeout, startup=startup)
     org.add_pat(pat)
     pool_id = org.add_pool("gpu")
     server = SimServer(org)
@@ -150,6 +174,7 @@ def make_world(slots: int, poll_interval: float, prefix: str = "bench") -> World
             name_prefix=f"{prefix}{uuid.uuid4().hex[:4]}",
             network="host",
             gpus="none",
+            **agents,
         ),
         supervisor=SupervisorConfig(poll_interval=poll_interval),
     )
@@ -168,7 +193,7 @@ def make_world(slots: int, poll_interval: float, prefix: str = "bench") -> World
     return World(client, org, pool_id, server, work, config, config_path, env)
 
 
-def launch_daemon(world: World) -> subprocess.Popen[bytes]:
+def launch_daemon(world: World, cwd: Path | None = None) -> subprocess.Popen[bytes]:
     """``gpuci-tui run`` for ``world``, logging to ``daemon.log`` in its directory."""
     log = open(world.work / "daemon.log", "wb")  # noqa: SIM115
     return subprocess.Popen(
@@ -177,6 +202,7 @@ def launch_daemon(world: World) -> subprocess.Popen[bytes]:
         stdout=log,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
+        cwd=cwd,
     )
 
 

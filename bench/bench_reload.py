@@ -28,28 +28,22 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
-import sys
-import tempfile
 import threading
 import time
-import uuid
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import docker
-from bench_engine import machine, stop_daemon
+from bench_engine import launch_daemon, machine, make_world, stop_daemon
 
-from gpuci_tui.core.config.loader import AgentsConfig, AzureConfig, Config, save_config
+from gpuci_tui.core.config.loader import save_config
 from gpuci_tui.core.config.paths import socket_path
 from gpuci_tui.core.docker.agentspec import LABEL_INSTANCE, LABEL_LANE, LABEL_SLOT, instance_id
-from gpuci_tui.core.engine.settings import SupervisorConfig
 from gpuci_tui.core.host.control import ControlError, request
 from gpuci_tui.sim.image import build_emulator_image
 from gpuci_tui.sim.org import SimOrg
 from gpuci_tui.sim.records import REALISTIC_STARTUP, AgentStartup
-from gpuci_tui.sim.server import SimServer
 
 ROOT = Path(__file__).resolve().parent.parent
 V2 = "gpuci-bench/agent:v2"
@@ -125,42 +119,17 @@ def run(
     client: Any, image: str, *, slots: int, startup: AgentStartup, reload: bool = True
 ) -> dict[str, Any]:
     """One run; ``reload`` False: the same jobs without a reload (the baseline)."""
-    pat = "bench-" + uuid.uuid4().hex * 2
-    org = SimOrg("bench-org", heartbeat_timeout=15.0, startup=startup)
-    org.add_pat(pat)
-    pool_id = org.add_pool("gpu")
-    server = SimServer(org)
-    server.start()
-    work = Path(tempfile.mkdtemp(prefix="gpuci-reload-"))
-    config = Config(
-        azure=AzureConfig(url=server.url, pool="gpu"),
-        agents=AgentsConfig(
-            count=slots,
-            image=image,
-            name_prefix=f"rl{uuid.uuid4().hex[:4]}",
-            network="host",
-            gpus="none",
-            standby=True,
-        ),  # fmt: skip
-        supervisor=SupervisorConfig(poll_interval=10.0),
-    )
-    instance = instance_id(config)
-    config_path = work / "config.toml"
-    save_config(config, config_path)
-    (work / "pat").write_text(pat)
-    (work / "pat").chmod(0o600)
-    env = dict(os.environ, GPUCI_PAT_FILE=str(work / "pat"), PYTHONPATH=str(ROOT))
-    for var, sub in (("XDG_STATE_HOME", "state"), ("XDG_RUNTIME_DIR", "run"),
-                     ("XDG_DATA_HOME", "data")):  # fmt: skip
-        (work / sub).mkdir(mode=0o700)
-        env[var] = str(work / sub)
-    # The daemon's control socket lies under its XDG_RUNTIME_DIR: look for it there.
-    os.environ["XDG_RUNTIME_DIR"] = env["XDG_RUNTIME_DIR"]
-    log = open(work / "daemon.log", "wb")  # noqa: SIM115
-    daemon = subprocess.Popen(
-        [sys.executable, "-m", "gpuci_tui.cli.main", "--config", str(config_path), "run"],
-        env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT,
+    world = make_world(
+        slots, 10.0, "rl", client=client, image=image, heartbeat_timeout=15.0, startup=startup,
+        standby=True,
     )  # fmt: skip
+    org, pool_id, server = world.org, world.pool_id, world.server
+    work, config, config_path = world.work, world.config, world.config_path
+    instance = instance_id(config)
+    world.env["PYTHONPATH"] = str(ROOT)
+    # The daemon's control socket lies under its XDG_RUNTIME_DIR: look for it there.
+    os.environ["XDG_RUNTIME_DIR"] = world.env["XDG_RUNTIME_DIR"]
+    daemon = launch_daemon(world, cwd=ROOT)
     sampler = Sampler(org, pool_id, slots)
     try:
         wait(lambda: steady(instance, slots), 180, "steady state before the reload")

@@ -21,26 +21,17 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 import docker
 import psutil
-from bench_engine import machine, percentile, stop_daemon
+from bench_engine import launch_daemon, machine, make_world, percentile, stop_daemon
 
-from gpuci_tui.core.config.loader import AgentsConfig, AzureConfig, Config, save_config
-from gpuci_tui.core.engine.settings import SupervisorConfig
 from gpuci_tui.sim.image import build_emulator_image
-from gpuci_tui.sim.org import SimOrg
 from gpuci_tui.sim.records import REALISTIC_STARTUP
-from gpuci_tui.sim.server import SimServer
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -85,44 +76,22 @@ def one_run(
     standby_min: int = 1,
 ) -> dict[str, Any]:
     """One mode on one scenario, with a fresh organisation and daemon."""
-    pat = "bench-" + uuid.uuid4().hex * 2
-    org = SimOrg("bench-org", heartbeat_timeout=15.0, startup=REALISTIC_STARTUP)
-    org.add_pat(pat)
-    pool_id = org.add_pool("gpu")
-    server = SimServer(org)
-    server.start()
-    work = Path(tempfile.mkdtemp(prefix="gpuci-standby-"))
-    config = Config(
-        azure=AzureConfig(url=server.url, pool="gpu"),
-        agents=AgentsConfig(
-            count=slots,
-            image=image,
-            name_prefix=f"sb{uuid.uuid4().hex[:4]}",
-            network="host",
-            gpus="none",
-            standby=standby,
-            standby_max=standby_max,
-            standby_min=standby_min,
-        ),
-        supervisor=SupervisorConfig(poll_interval=10.0),
+    world = make_world(
+        slots,
+        10.0,
+        "sb",
+        client=client,
+        image=image,
+        heartbeat_timeout=15.0,
+        startup=REALISTIC_STARTUP,
+        standby=standby,
+        standby_max=standby_max,
+        standby_min=standby_min,
     )
-    config_path = work / "config.toml"
-    save_config(config, config_path)
-    (work / "pat").write_text(pat)
-    (work / "pat").chmod(0o600)
-    env = dict(os.environ, GPUCI_PAT_FILE=str(work / "pat"))
-    for var, sub in (("XDG_STATE_HOME", "state"), ("XDG_RUNTIME_DIR", "run"),
-                     ("XDG_DATA_HOME", "data")):  # fmt: skip
-        (work / sub).mkdir(mode=0o700)
-        env[var] = str(work / sub)
-    log = open(work / "daemon.log", "wb")  # noqa: SIM115
-    daemon = subprocess.Popen(
-        [sys.executable, "-m", "gpuci_tui.cli.main", "--config", str(config_path), "run"],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-    )
+    org, pool_id, server, work, config = (
+        world.org, world.pool_id, world.server, world.work, world.config
+    )  # fmt: skip
+    daemon = launch_daemon(world)
     per_slot = 1 + (standby_min if standby == "auto" else int(standby))
     registered = slots * registrations_per_slot(standby, standby_max)
     cap = registered  # what the configuration allows ("auto": its deepest, plus one)

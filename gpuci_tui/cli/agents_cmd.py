@@ -23,7 +23,7 @@ from gpuci_tui.core.errors import AzureError
 from gpuci_tui.core.host.control import ControlClient, ControlError
 
 from . import exitcodes
-from .common import CliExit, fail, load, socket_for
+from .common import CliExit, fail, load, no_daemon, socket_for
 
 if TYPE_CHECKING:
     from gpuci_tui.core.config.loader import Config
@@ -86,8 +86,7 @@ def run_agents(
     except CliExit as exc:
         return fail(exc)
     except ControlError as exc:
-        print(f"gpuci-tui: {exc}", file=sys.stderr)
-        return exitcodes.NO_DAEMON
+        return no_daemon(exc)
 
 
 def _daemon(config: Config) -> Send | None:

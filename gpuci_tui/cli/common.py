@@ -5,12 +5,16 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpuci_tui.core.config.loader import Config, daemon_instance
 from gpuci_tui.core.gpu_readings import GpuFrame
 from gpuci_tui.core.protocols import ImageConfig
 
 from . import exitcodes
+
+if TYPE_CHECKING:
+    from gpuci_tui.core.command_types import CommandResult
 
 
 class CliExit(Exception):
@@ -129,3 +133,18 @@ def fail(exc: CliExit) -> int:
     """Print the message of ``exc`` and return its code."""
     print(f"gpuci-tui: {exc.message}", file=sys.stderr)
     return exc.code
+
+
+def no_daemon(exc: Exception) -> int:
+    """Print why the daemon did not answer (a `ControlError`) and return NO_DAEMON."""
+    print(f"gpuci-tui: {exc}", file=sys.stderr)
+    return exitcodes.NO_DAEMON
+
+
+def print_result(result: CommandResult) -> int:
+    """Print the daemon's answer to a command (a refusal to stderr) and return its code."""
+    if not result.ok:
+        print(f"gpuci-tui: {result.message}", file=sys.stderr)
+        return exitcodes.FAILED
+    print(result.message)
+    return exitcodes.OK

@@ -27,7 +27,7 @@ from gpuci_tui.core.store.file import damage_notice
 from gpuci_tui.core.wire import to_dict
 
 from . import exitcodes
-from .common import CliExit, fail, load, socket_for
+from .common import CliExit, fail, load, no_daemon, print_result, socket_for
 from .render import render_status
 
 
@@ -95,18 +95,15 @@ def run_control_command(args: argparse.Namespace) -> int:
         client = ControlClient(path)
         for command in commands:
             result = client.send(command)
-            if not result.ok:
-                print(f"gpuci-tui: {result.message}", file=sys.stderr)
-                return exitcodes.FAILED
-            print(result.message)
+            if (code := print_result(result)) != exitcodes.OK:
+                return code
         if args.command == "drain" and args.wait:
             return _wait_drained(path, commands, args.timeout)
         return exitcodes.OK
     except CliExit as exc:
         return fail(exc)
     except ControlError as exc:
-        print(f"gpuci-tui: {exc}", file=sys.stderr)
-        return exitcodes.NO_DAEMON
+        return no_daemon(exc)
 
 
 def _status(path: Path, as_json: bool, metrics_listen: str = "") -> int:

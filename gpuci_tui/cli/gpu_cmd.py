@@ -17,7 +17,7 @@ from gpuci_tui.core.engine.preview import gpu_clear_words
 from gpuci_tui.core.host.control import ControlClient, ControlError
 
 from . import exitcodes
-from .common import CliExit, fail, load, socket_for
+from .common import CliExit, fail, load, no_daemon, print_result, socket_for
 from .gpu_caps_cmd import add_caps_parser, run_caps
 
 
@@ -61,13 +61,8 @@ def run_gpu(args: argparse.Namespace) -> int:
                 print("not cleared")
                 return exitcodes.OK
         result = client.send(command)
-        if not result.ok:
-            print(f"gpuci-tui: {result.message}", file=sys.stderr)
-            return exitcodes.FAILED
-        print(result.message)
-        return exitcodes.OK
+        return print_result(result)
     except CliExit as exc:
         return fail(exc)
     except ControlError as exc:
-        print(f"gpuci-tui: {exc}", file=sys.stderr)
-        return exitcodes.NO_DAEMON
+        return no_daemon(exc)

@@ -10,14 +10,13 @@ changes). The same reload as SIGHUP on ``gpuci-tui run``.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from gpuci_tui.core.command_types import Reload
 from gpuci_tui.core.host.control import ControlClient, ControlError
 
 from . import exitcodes
-from .common import CliExit, config_path, fail, load, socket_for
+from .common import CliExit, config_path, fail, load, no_daemon, print_result, socket_for
 
 __all__ = ["add_reload_parser", "run_reload"]
 
@@ -80,13 +79,8 @@ def run_reload(args: argparse.Namespace) -> int:
             path = linked if _reachable(linked) else path
         command = Reload(dry_run=args.dry_run, canary=args.canary, canary_jobs=args.canary_jobs)
         result = ControlClient(path, timeout=30.0).send(command)
-        if not result.ok:
-            print(f"gpuci-tui: {result.message}", file=sys.stderr)
-            return exitcodes.FAILED
-        print(result.message)
-        return exitcodes.OK
+        return print_result(result)
     except CliExit as exc:
         return fail(exc)
     except ControlError as exc:
-        print(f"gpuci-tui: {exc}", file=sys.stderr)
-        return exitcodes.NO_DAEMON
+        return no_daemon(exc)

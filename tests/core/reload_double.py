@@ -7,6 +7,31 @@ import pytest
 from gpuci_tui.core.command_types import CommandResult
 from gpuci_tui.core.config.loader import Config
 from gpuci_tui.core.host.supervisor import Supervisor
+from gpuci_tui.sim.runtime import DEFAULT_IMAGE
+
+
+def two_groups(url: str, name_prefix: str) -> str:
+    """A configuration of groups ``a`` and ``b`` (one slot each, no GPUs, no standby)."""
+    return f"""
+[azure]
+url = "{url}"
+pool = "gpu"
+
+[agents]
+image = "{DEFAULT_IMAGE}"
+name_prefix = "{name_prefix}"
+gpus = "none"
+standby = false
+
+[supervisor]
+poll_interval = 0.5
+
+[groups.a]
+count = 1
+
+[groups.b]
+count = 1
+"""
 
 
 class Recorded:

@@ -6,36 +6,26 @@ The real binary runs with the project's fake libnvidia-ml.so.1 (built by the
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
+
+from tests.core.nvml_helpers import cli_on_fake_nvml
 
 
 def test_check_config_counts_host_gpus_for_per_agent(fake_nvml_lib: Path, tmp_path: Path) -> None:
     """`check-config` asks NVML how many GPUs there are: 3 per-agent slots on 2 GPUs fail."""
 
-    from gpuci_tui.core.config.loader import AgentsConfig, AzureConfig, Config, save_config
-
-    path = tmp_path / "config.toml"
-    agents = AgentsConfig(count=2, image="acme/agent:1", name_prefix="h", gpus="per-agent")
-    save_config(Config(azure=AzureConfig("https://dev.azure.com/acme", "gpu"), agents=agents), path)
-    state = tmp_path / "nvml-state"
-    state.write_text(
+    path, cli = cli_on_fake_nvml(
+        fake_nvml_lib,
+        tmp_path,
+        "per-agent",
         "driver 580.82.07\ncuda 13000\ncuda_v2 13000\n"
         "gpu NVIDIA_L4 GPU-1 0 0 0 23034 34 16000 72000 0\n"
-        "gpu NVIDIA_L4 GPU-2 0 0 0 23034 34 16000 72000 0\n"
+        "gpu NVIDIA_L4 GPU-2 0 0 0 23034 34 16000 72000 0\n",
     )
-    env = dict(os.environ, LD_LIBRARY_PATH=str(fake_nvml_lib.parent), FAKE_NVML_STATE=str(state))
 
     def check() -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "gpuci_tui.cli.main", "--config", str(path), "check-config"],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        return cli("check-config")
 
     ok = check()
     assert ok.returncode == 0, ok.stderr

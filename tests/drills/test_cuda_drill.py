@@ -56,15 +56,22 @@ def cuda_image(docker_client: Any, emulator_image: str) -> str:
     return tag
 
 
-@pytest.fixture
-def rig(
-    tmp_path: Path, docker_client: Any, cuda_image: str, nvml_lib: Path
+def _one_gpu_slot(
+    tmp_path: Path, docker_client: Any, image: str, nvml_lib: Path
 ) -> Iterator[tuple[Rig, NvmlState]]:
-    for rig in make_rig(tmp_path, docker_client, cuda_image, count=1, agents={"gpus": "all"}):
+    """One slot with ``gpus = "all"`` on ``image``, the fake driver at 535."""
+    for rig in make_rig(tmp_path, docker_client, image, count=1, agents={"gpus": "all"}):
         state = NvmlState(tmp_path / "nvml.state")
         state.write(D535)
         rig.env.update(LD_LIBRARY_PATH=str(nvml_lib.parent), FAKE_NVML_STATE=str(state.path))
         yield rig, state
+
+
+@pytest.fixture
+def rig(
+    tmp_path: Path, docker_client: Any, cuda_image: str, nvml_lib: Path
+) -> Iterator[tuple[Rig, NvmlState]]:
+    yield from _one_gpu_slot(tmp_path, docker_client, cuda_image, nvml_lib)
 
 
 def held(rig: Rig) -> bool:
@@ -143,11 +150,7 @@ def plain_rig(
     tmp_path: Path, docker_client: Any, emulator_image: str, nvml_lib: Path
 ) -> Iterator[tuple[Rig, NvmlState]]:
     """One GPU slot on the emulator image (no CUDA requirement), the driver at 535."""
-    for rig in make_rig(tmp_path, docker_client, emulator_image, count=1, agents={"gpus": "all"}):
-        state = NvmlState(tmp_path / "nvml.state")
-        state.write(D535)
-        rig.env.update(LD_LIBRARY_PATH=str(nvml_lib.parent), FAKE_NVML_STATE=str(state.path))
-        yield rig, state
+    yield from _one_gpu_slot(tmp_path, docker_client, emulator_image, nvml_lib)
 
 
 def test_a_reload_to_an_image_the_driver_cannot_run_is_refused_before_any_start(

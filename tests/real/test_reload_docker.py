@@ -20,13 +20,6 @@ from tests.real.rig import Rig, make_rig, wait_for
 pytestmark = pytest.mark.docker
 
 
-@pytest.fixture(scope="session")
-def emulator_image(docker_client: Any) -> str:
-    from gpuci_tui.sim.image import build_emulator_image
-
-    return build_emulator_image(docker_client)
-
-
 @pytest.fixture
 def rig(tmp_path: Path, docker_client: Any, emulator_image: str) -> Iterator[Rig]:
     yield from make_rig(tmp_path, docker_client, emulator_image, count=1)

@@ -45,10 +45,7 @@ def org(monkeypatch: pytest.MonkeyPatch) -> Iterator[Org]:
 async def test_a_service_principal_is_set_up_end_to_end(tmp_path: Path, org: Org) -> None:
     backend = MemoryKeyring()
     async with wizard(tmp_path, token_store=TokenStore(backend=backend)) as w:
-        await w.at(0)
-        await w.fill("#url", org.server.org_url)
-        await w.next()
-        await w.at(1)
+        await _to_sign_in(w, org)
         assert w.field("#pat").has_focus, "the PAT stays the default"
         await w.pilot.click("#auth-service-principal")
         await w.pilot.pause()
@@ -93,6 +90,14 @@ async def test_a_service_principal_is_set_up_end_to_end(tmp_path: Path, org: Org
         assert SECRET not in w.config_path.read_text()
 
 
+async def _to_sign_in(w: Setup, org: Org) -> None:
+    """Past the organisation step (the simulated organisation's URL) to the sign-in step."""
+    await w.at(0)
+    await w.fill("#url", org.server.org_url)
+    await w.next()
+    await w.at(1)
+
+
 async def _finish(w: Setup, pool: str = "gpu-a100") -> str:
     """From step 2 to the review (the pool, then the later steps as they are); its text."""
     await w.fill("#pool-name", pool)
@@ -114,10 +119,7 @@ async def test_a_managed_identity_needs_no_secret_and_is_written(
     monkeypatch.setenv(MI_ENDPOINT_VAR, org.login.url)  # the VM metadata endpoint, simulated
     backend = MemoryKeyring()
     async with wizard(tmp_path, token_store=TokenStore(backend=backend)) as w:
-        await w.at(0)
-        await w.fill("#url", org.server.org_url)
-        await w.next()
-        await w.at(1)
+        await _to_sign_in(w, org)
         await w.pilot.click("#auth-managed-identity")
         await w.pilot.pause()
         # Only the client id (empty: the system-assigned identity): no tenant, secret or file.
@@ -156,10 +158,7 @@ async def test_a_service_principal_with_a_certificate_file_is_written(
     org.org.entra.add_certificate(CLIENT, cert)
     backend = MemoryKeyring()
     async with wizard(tmp_path, token_store=TokenStore(backend=backend)) as w:
-        await w.at(0)
-        await w.fill("#url", org.server.org_url)
-        await w.next()
-        await w.at(1)
+        await _to_sign_in(w, org)
         await w.pilot.click("#auth-service-principal")
         await w.pilot.pause()
         await w.fill("#tenant-id", TENANT)

@@ -105,12 +105,8 @@ def check_pat(api: PoolDirectory, pool_name: str | None, kind: str = "pat") -> P
             )
         pool = api.resolve_pool(pool_name)
         manageable = api.can_manage_pool(pool)
-    except AzurePoolAmbiguousError as exc:
-        return PatCheck(False, "pool_ambiguous", str(exc), user=user)
-    except AzureNotFoundError as exc:
-        return PatCheck(False, "pool_not_found", str(exc), user=user)
     except GpuciError as exc:
-        return PatCheck(False, reason_for(exc), str(exc), user=user)
+        return _pool_failure(exc, user)
     if not manageable:
         return PatCheck(
             False,
@@ -144,12 +140,8 @@ def _check_identity(
             return PatCheck(True, "ok", f"The {who} can see {count} agent pool(s).", user=user)
         pool = api.resolve_pool(pool_name)
         manageable = api.can_manage_pool(pool)
-    except AzurePoolAmbiguousError as exc:
-        return PatCheck(False, "pool_ambiguous", str(exc), user=user)
-    except AzureNotFoundError as exc:
-        return PatCheck(False, "pool_not_found", str(exc), user=user)
     except GpuciError as exc:
-        return PatCheck(False, reason_for(exc), str(exc), user=user)
+        return _pool_failure(exc, user)
     if not manageable:
         return PatCheck(
             False,
@@ -166,6 +158,17 @@ def _check_identity(
         user=user,
         pool=pool,
     )
+
+
+def _pool_failure(exc: GpuciError, user: str | None) -> PatCheck:
+    """The failed `PatCheck` for an error raised while listing or resolving pools."""
+    if isinstance(exc, AzurePoolAmbiguousError):  # before its base, AzureNotFoundError
+        reason = "pool_ambiguous"
+    elif isinstance(exc, AzureNotFoundError):
+        reason = "pool_not_found"
+    else:
+        reason = reason_for(exc)
+    return PatCheck(False, reason, str(exc), user=user)
 
 
 def reason_for(exc: GpuciError) -> str:

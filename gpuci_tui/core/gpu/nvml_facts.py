@@ -25,13 +25,32 @@ T = TypeVar("T")
 _MIB = 1024 * 1024
 
 
-def _call(fn: Callable[..., T], *args: Any) -> T | None:
-    """One NVML call; any NVML error (not supported, missing from the driver, lost) → None."""
+def nvml_call(
+    fn: Callable[..., T], *args: Any, fact: str = "capability", logger: logging.Logger = log
+) -> T | None:
+    """One NVML call; any NVML error (not supported, missing from the driver, lost) → None.
+
+    Args:
+        fn: The pynvml function.
+        *args: Its arguments.
+        fact: What the caller leaves out when the call fails (for the debug log).
+        logger: The caller's logger.
+    """
     try:
         return fn(*args)
     except pynvml.NVMLError as exc:
-        log.debug("%s: %s (capability left out)", getattr(fn, "__name__", "nvml"), exc)
+        logger.debug("%s: %s (%s left out)", getattr(fn, "__name__", "nvml"), exc, fact)
         return None
+
+
+def memory_mib(handle: Any, fact: str = "capability", logger: logging.Logger = log) -> int | None:
+    """A device's (GPU's or MIG device's) total memory in MiB, None when NVML cannot say.
+
+    ``fact`` and ``logger`` are `nvml_call`'s.
+    """
+    # Total is the same in v1 and v2; v1 answers on every driver.
+    memory = nvml_call(pynvml.nvmlDeviceGetMemoryInfo, handle, fact=fact, logger=logger)
+    return int(memory.total) // _MIB if memory is not None else None
 
 
 def _mig_capable(handle: Any) -> bool | None:
@@ -47,24 +66,18 @@ def _mig_capable(handle: Any) -> bool | None:
     return True
 
 
-def _memory_mib(handle: Any) -> int | None:
-    # Total is the same in v1 and v2; v1 answers on every driver.
-    memory = _call(pynvml.nvmlDeviceGetMemoryInfo, handle)
-    return int(memory.total) // _MIB if memory is not None else None
-
-
 def _gpu(index: int) -> GpuFacts:
-    handle = _call(pynvml.nvmlDeviceGetHandleByIndex, index)
+    handle = nvml_call(pynvml.nvmlDeviceGetHandleByIndex, index)
     if handle is None:
         return GpuFacts(index=index)
-    name = _call(pynvml.nvmlDeviceGetName, handle)
-    uuid = _call(pynvml.nvmlDeviceGetUUID, handle)
-    compute = _call(pynvml.nvmlDeviceGetCudaComputeCapability, handle)
+    name = nvml_call(pynvml.nvmlDeviceGetName, handle)
+    uuid = nvml_call(pynvml.nvmlDeviceGetUUID, handle)
+    compute = nvml_call(pynvml.nvmlDeviceGetCudaComputeCapability, handle)
     return GpuFacts(
         index=index,
         uuid=str(uuid) if uuid is not None else None,
         name=str(name) if name is not None else None,
-        memory_total_mib=_memory_mib(handle),
+        memory_total_mib=memory_mib(handle),
         compute_capability=(int(compute[0]), int(compute[1])) if compute is not None else None,
         mig_capable=_mig_capable(handle),
     )
@@ -83,4 +96,4 @@ def read_nvml_facts(sampler: GpuSampler) -> HostGpuFacts:
     return HostGpuFacts(host.driver_version, host.cuda_driver_version, gpus)
 
 
-__all__ = ["read_nvml_facts"]
+__all__ = ["memory_mib", "nvml_call", "read_nvml_facts"]

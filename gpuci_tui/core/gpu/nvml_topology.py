@@ -22,21 +22,16 @@ from typing import Any, TypeVar
 import pynvml
 
 from gpuci_tui.core.config.slot_shapes import HostTopology, MigDevice, profile_of
+from gpuci_tui.core.gpu.nvml_facts import memory_mib, nvml_call
 from gpuci_tui.core.protocols import GpuSampler
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-_MIB = 1024 * 1024
-
 
 def _call(fn: Callable[..., T], *args: Any) -> T | None:
-    try:
-        return fn(*args)
-    except pynvml.NVMLError as exc:
-        log.debug("%s: %s (topology fact left out)", getattr(fn, "__name__", "nvml"), exc)
-        return None
+    return nvml_call(fn, *args, fact="topology fact", logger=log)
 
 
 def _text(value: object) -> str | None:
@@ -55,14 +50,13 @@ def _mig_devices(parent: int, handle: Any) -> tuple[MigDevice, ...]:
         uuid = _text(_call(pynvml.nvmlDeviceGetUUID, mig))
         if not uuid:
             continue  # a device without a UUID cannot be given to a container
-        memory = _call(pynvml.nvmlDeviceGetMemoryInfo, mig)
         found.append(
             MigDevice(
                 parent=parent,
                 index=index,
                 uuid=uuid,
                 profile=profile_of(_text(_call(pynvml.nvmlDeviceGetName, mig))),
-                memory_mib=int(memory.total) // _MIB if memory is not None else None,
+                memory_mib=memory_mib(mig, fact="topology fact", logger=log),
             )
         )
     return tuple(found)

@@ -65,6 +65,19 @@ def peer_uid(sock: socket.socket) -> int | None:
     return int(uid)
 
 
+def socket_alive(path: Path) -> bool:
+    """Whether a daemon answers on the Unix socket ``path`` (a connect within a second)."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(1.0)
+    try:
+        probe.connect(str(path))
+    except OSError:
+        return False
+    finally:
+        probe.close()
+    return True
+
+
 def message(op: Op, command: Command | None = None) -> dict[str, Any]:
     """The request object of ``op`` (``command`` for the ``command`` and ``preview`` ops)."""
     if command is None:

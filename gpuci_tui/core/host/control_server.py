@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpuci_tui.core.host.control import MAX_LINE, OPS, ControlError, peer_uid
+from gpuci_tui.core.host.control import MAX_LINE, OPS, ControlError, peer_uid, socket_alive
 from gpuci_tui.core.host.handle import Supervised
 from gpuci_tui.core.host.log_serving import MIN_INTERVAL, LogsTail, logs_answer
 from gpuci_tui.core.host.serving import (
@@ -86,7 +86,7 @@ class ControlServer:
         """Bind the socket (0600 from the first instant) and accept connections."""
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         if self.path.exists() or self.path.is_symlink():
-            if _socket_alive(self.path):
+            if socket_alive(self.path):
                 raise ControlError(f"another gpuci-tui daemon is serving {self.path}")
             self.path.unlink()
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -233,15 +233,3 @@ def _line(message: dict[str, Any]) -> bytes:
 async def _send(writer: asyncio.StreamWriter, message: dict[str, Any]) -> None:
     writer.write(_line(message))
     await writer.drain()
-
-
-def _socket_alive(path: Path) -> bool:
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    probe.settimeout(1.0)
-    try:
-        probe.connect(str(path))
-    except OSError:
-        return False
-    finally:
-        probe.close()
-    return True

@@ -19,12 +19,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
-import socket
 from pathlib import Path
 
 from gpuci_tui.core.config.loader import Config, daemon_instance
 from gpuci_tui.core.config.paths import socket_path
 from gpuci_tui.core.errors import GpuciError
+from gpuci_tui.core.host.control import socket_alive
 
 __all__ = ["SocketLinks", "config_link"]
 
@@ -35,18 +35,6 @@ def config_link(path: Path) -> Path:
     """Where the daemon started from the file ``path`` keeps a link to its socket."""
     digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]
     return socket_path(f"config-{digest}")
-
-
-def _alive(path: Path) -> bool:
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    probe.settimeout(1.0)
-    try:
-        probe.connect(str(path))
-    except OSError:
-        return False
-    finally:
-        probe.close()
-    return True
 
 
 class SocketLinks:
@@ -66,7 +54,7 @@ class SocketLinks:
                 if path.resolve() == self.target.resolve():
                     self.made.append(path)
                     return
-                if _alive(path):
+                if socket_alive(path):
                     log.warning("not linking %s: another daemon answers there", path)
                     return
                 path.unlink()

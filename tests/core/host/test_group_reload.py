@@ -20,29 +20,10 @@ from gpuci_tui.core.models import SlotState
 from gpuci_tui.sim.api import SimPoolApi
 from gpuci_tui.sim.org import SimOrg
 from gpuci_tui.sim.runtime import DEFAULT_IMAGE, SimulatedRuntime
-from tests.core.reload_double import Recorded
+from tests.core.reload_double import Recorded, two_groups
 from tests.core.supervisor_env import PAT, StaticTokens, wait_until
 
-TEXT = f"""
-[azure]
-url = "http://127.0.0.1:9"
-pool = "gpu"
-
-[agents]
-image = "{DEFAULT_IMAGE}"
-name_prefix = "box"
-gpus = "none"
-standby = false
-
-[supervisor]
-poll_interval = 0.5
-
-[groups.a]
-count = 1
-
-[groups.b]
-count = 1
-"""
+TEXT = two_groups("http://127.0.0.1:9", "box")
 
 WITHOUT_B = TEXT.replace("[groups.b]\ncount = 1\n", "")
 WITH_C = WITHOUT_B + "\n[groups.c]\ncount = 1\n"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
 from gpuci_tui.core.errors import AzureError, AzureRateLimitError
 from gpuci_tui.core.host.pool_observer import PROBE_WAIT, PoolObserver
@@ -12,6 +13,17 @@ from gpuci_tui.core.protocols import Agent, JobRequest, Pool
 from tests.core.supervisor_env import wait_until
 
 RETRY_AFTER = 1.5
+
+
+def observer_on(api: object, clock: Callable[[], float]) -> PoolObserver:
+    """An observer of pool ``gpu`` on ``api`` (a stand-in client), polling every 10 s."""
+    return PoolObserver(
+        api,  # type: ignore[arg-type]
+        "gpu",
+        clock=clock,
+        interval=10.0,
+        report=lambda kind, message: None,
+    )
 
 
 class LimitedApi:
@@ -33,13 +45,7 @@ class LimitedApi:
 
 async def test_a_wake_during_a_rate_limit_waits_for_retry_after() -> None:
     api = LimitedApi()
-    observer = PoolObserver(
-        api,  # type: ignore[arg-type]
-        "gpu",
-        clock=time.time,
-        interval=10.0,
-        report=lambda kind, message: None,
-    )
+    observer = observer_on(api, time.time)
     task = asyncio.create_task(observer.run(lambda observation: None))
     try:
         await wait_until(lambda: len(api.calls) == 1, what="the first read")
@@ -80,13 +86,7 @@ async def test_a_job_change_brings_the_queue_read_forward_but_not_closer_than_th
 
     now = [1000.0]
     api = CountingApi()
-    observer = PoolObserver(
-        api,  # type: ignore[arg-type]
-        "gpu",
-        clock=lambda: now[0],
-        interval=10.0,
-        report=lambda kind, message: None,
-    )
+    observer = observer_on(api, lambda: now[0])
     views: list[PoolRead] = []
 
     async def cycle() -> float:
@@ -120,13 +120,7 @@ async def test_a_job_change_brings_the_queue_read_forward_but_not_closer_than_th
 
 def test_a_job_change_during_a_backoff_changes_nothing() -> None:
     """The backoff alone decides when the organisation is called again."""
-    observer = PoolObserver(
-        CountingApi(),  # type: ignore[arg-type]
-        "gpu",
-        clock=lambda: 1000.0,
-        interval=10.0,
-        report=lambda kind, message: None,
-    )
+    observer = observer_on(CountingApi(), lambda: 1000.0)
     observer.failed(AzureRateLimitError("rate limited", retry_after=30.0))
     observer.jobs_changed()
     assert not observer._wake.is_set()
@@ -138,13 +132,7 @@ def test_after_a_backoff_only_the_observers_read_probes_the_organisation() -> No
     Otherwise every waiting part calls at the retry time, each with its own retries.
     """
     now = [1000.0]
-    observer = PoolObserver(
-        CountingApi(),  # type: ignore[arg-type]
-        "gpu",
-        clock=lambda: now[0],
-        interval=10.0,
-        report=lambda kind, message: None,
-    )
+    observer = observer_on(CountingApi(), lambda: now[0])
     assert observer.blocked_until() == 0.0, "nothing failed yet: anyone may call"
     delay = observer.failed(AzureError("HTTP 500"))
     assert observer.blocked_until() == now[0] + delay

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from gpuci_tui.core.engine.steps import Observation, PoolRead, PoolRole
 from gpuci_tui.core.errors import AzureScopeError
-from gpuci_tui.core.host.pool_observer import PoolObserver
 from gpuci_tui.core.host.pool_role import ROLE_INTERVAL, ROLE_RETRY, refusal
 from gpuci_tui.core.models import HealthState
 from gpuci_tui.core.protocols import Agent, JobRequest, Pool
 from gpuci_tui.core.secrets.credentials import PatCredential
+from tests.core.host.test_pool_observer import observer_on
 
 SP = "the service principal gpuci-lab is not an Administrator of pool gpu: add it in "
 WHERE = "Organization settings → Agent pools → gpu → Security"
@@ -50,13 +50,7 @@ def test_the_refusal_in_words() -> None:
 async def test_checked_at_start_rarely_after_and_every_minute_while_missing() -> None:
     now = [1000.0]
     api = RoleApi()
-    observer = PoolObserver(
-        api,  # type: ignore[arg-type]
-        "gpu",
-        clock=lambda: now[0],
-        interval=10.0,
-        report=lambda kind, message: None,
-    )
+    observer = observer_on(api, lambda: now[0])
     seen: list[Observation] = []
 
     async def cycle(after: float = 10.0) -> list[PoolRole]:
@@ -93,13 +87,7 @@ async def test_checked_at_start_rarely_after_and_every_minute_while_missing() ->
 async def test_a_403_on_a_write_asks_for_a_check() -> None:
     now = [1000.0]
     api = RoleApi()
-    observer = PoolObserver(
-        api,  # type: ignore[arg-type]
-        "gpu",
-        clock=lambda: now[0],
-        interval=10.0,
-        report=lambda kind, message: None,
-    )
+    observer = observer_on(api, lambda: now[0])
     await observer.cycle(lambda obs: None)
     observer.failed(AzureScopeError("403"))
     now[0] += 60.0  # the write's backoff is over
@@ -110,13 +98,7 @@ async def test_a_403_on_a_write_asks_for_a_check() -> None:
 async def test_a_client_without_the_check_is_never_held() -> None:
     from tests.core.host.test_pool_observer import CountingApi
 
-    observer = PoolObserver(
-        CountingApi(),  # type: ignore[arg-type]
-        "gpu",
-        clock=lambda: 1000.0,
-        interval=10.0,
-        report=lambda kind, message: None,
-    )
+    observer = observer_on(CountingApi(), lambda: 1000.0)
     seen: list[Observation] = []
     await observer.cycle(seen.append)
     assert [type(o) for o in seen] == [PoolRead]
@@ -141,13 +123,7 @@ async def test_a_failed_check_keeps_the_read_and_is_asked_again_soon() -> None:
         return answer
 
     api.can_manage_pool = check  # type: ignore[method-assign]
-    observer = PoolObserver(
-        api,  # type: ignore[arg-type]
-        "gpu",
-        clock=lambda: now[0],
-        interval=10.0,
-        report=lambda kind, message: None,
-    )
+    observer = observer_on(api, lambda: now[0])
     seen: list[Observation] = []
     await observer.cycle(seen.append)
     assert [type(o) for o in seen] == [PoolRead], "the read is delivered, no word on the role"

@@ -25,30 +25,11 @@ from gpuci_tui.core.host.handle import Supervised
 from gpuci_tui.core.models import SlotState
 from gpuci_tui.sim.api import SimPoolApi
 from gpuci_tui.sim.org import SimOrg
-from gpuci_tui.sim.runtime import DEFAULT_IMAGE, SimulatedRuntime
-from tests.core.reload_double import Recorded
+from gpuci_tui.sim.runtime import SimulatedRuntime
+from tests.core.reload_double import Recorded, two_groups
 from tests.core.supervisor_env import PAT, StaticTokens, wait_until
 
-TEXT = f"""
-[azure]
-url = "http://127.0.0.1:9/reload"
-pool = "gpu"
-
-[agents]
-image = "{DEFAULT_IMAGE}"
-name_prefix = "rl"
-gpus = "none"
-standby = false
-
-[supervisor]
-poll_interval = 0.5
-
-[groups.a]
-count = 1
-
-[groups.b]
-count = 1
-"""
+TEXT = two_groups("http://127.0.0.1:9/reload", "rl")
 NEW = (
     TEXT.replace("[groups.a]\ncount = 1", '[groups.a]\ncount = 1\nimage = "repo/agent:v2"')
     .replace("[groups.b]\ncount = 1\n", "[groups.c]\ncount = 1\n")
