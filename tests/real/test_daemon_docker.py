@@ -26,13 +26,6 @@ pytestmark = pytest.mark.docker
 
 
 @pytest.fixture(scope="session")
-def emulator_image(docker_client: Any) -> str:
-    from gpuci_tui.sim.image import build_emulator_image
-
-    return build_emulator_image(docker_client)
-
-
-@pytest.fixture(scope="session")
 def broken_image(docker_client: Any, busybox_image: str) -> str:
     """An image whose container exits 1 at once (a crash-looping agent)."""
     return build_broken_image(docker_client, busybox_image)

@@ -25,13 +25,6 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoopbackRegis
         yield started
 
 
-@pytest.fixture(scope="session")
-def emulator_image(docker_client: Any) -> str:
-    from gpuci_tui.sim.image import build_emulator_image
-
-    return build_emulator_image(docker_client)
-
-
 def pushed(client: Any, image: str, ref: str) -> None:
     """``image`` pushed as ``ref``, whose local tag is then removed (its layers stay)."""
     repo, _, tag = ref.rpartition(":")

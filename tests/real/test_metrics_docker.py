@@ -20,13 +20,6 @@ from tests.real.rig import Rig, make_rig, wait_for
 pytestmark = pytest.mark.docker
 
 
-@pytest.fixture(scope="session")
-def emulator_image(docker_client: Any) -> str:
-    from gpuci_tui.sim.image import build_emulator_image
-
-    return build_emulator_image(docker_client)
-
-
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
