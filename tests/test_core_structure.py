@@ -36,7 +36,7 @@ PREFIX = "gpuci_tui.core."
 TIERS: dict[str, int] = {
     # 0, the base: values and words every part speaks.
     "models": 0, "command_types": 0, "protocols": 0, "errors": 0, "wording": 0, "formatting": 0, "wire": 0,
-    "registrations": 0,
+    "registrations": 0, "host_readings": 0,
     "gpu_readings": 0,
     "packages": 0,
     # 1, the pure engine: state + observation + time -> actions.

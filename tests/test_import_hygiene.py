@@ -49,7 +49,7 @@ ENGINE_MAY_LOAD = ("gpuci_tui.core.engine",) + tuple(
     f"gpuci_tui.core.{name}"
     for name in (
         "models", "command_types", "protocols", "errors", "wording", "formatting", "wire",
-        "registrations",
+        "registrations", "host_readings",
         "gpu_readings",
     )
 )  # fmt: skip

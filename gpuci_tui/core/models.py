@@ -13,6 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+# The pool's, the disk's and the agent versions' readings live in `host_readings`;
+# re-exported here because this module is where every caller takes the vocabulary.
+from gpuci_tui.core.host_readings import AgentVersionsSnapshot as AgentVersionsSnapshot
+from gpuci_tui.core.host_readings import DisabledAgents as DisabledAgents
+from gpuci_tui.core.host_readings import DiskSnapshot as DiskSnapshot
+from gpuci_tui.core.host_readings import ImageAgentVersion as ImageAgentVersion
+from gpuci_tui.core.host_readings import PoolSummary as PoolSummary
 from gpuci_tui.core.registrations import StaleRegistration
 
 #: Bumped when a field changes meaning; additions do not bump it.
@@ -223,106 +230,6 @@ class HealthSnapshot:
     pool_role: str = ""
     """Why the organisation refuses our identity the pool (``auth_failed`` while the rest
     works: reads and running jobs go on, agent starts wait); empty: it does not."""
-
-
-@dataclass(frozen=True)
-class DiskSnapshot:
-    """Free space of the Docker engine's data root, as the disk watch last read it."""
-
-    state: str = "unknown"
-    """``ok``, ``low`` (below ``[docker] min_free``: unused images are removed),
-    ``critical`` (below ``[docker] hard_floor``: no pull starts) or ``unknown``."""
-    root: str = ""
-    """The engine's data root (``DockerRootDir``)."""
-    free_bytes: int | None = None
-    """None: not known (the data root is not visible from here, or not read yet)."""
-    total_bytes: int | None = None
-    min_free_bytes: int | None = None
-    """The watermark below which unused images are removed (None: never)."""
-    hard_floor_bytes: int = 0
-    message: str = ""
-    checked_at: float | None = None
-    images_removed: int = 0
-    """Images removed to free space since the daemon started."""
-
-
-@dataclass(frozen=True)
-class ImageAgentVersion:
-    """The agent version one group's image bakes (its ``io.gpuci.agent-version`` label)."""
-
-    group: str
-    image: str
-    baked: str | None = None
-    """None: the image has no such label (not built by dockeragent/build.sh) or is absent."""
-
-
-@dataclass(frozen=True)
-class AgentVersionsSnapshot:
-    """The organisation's agent version, the images' and the host's package cache."""
-
-    org_version: str | None = None
-    """The newest agent the organisation offers (``packages/agent``); None: not read yet."""
-    images: tuple[ImageAgentVersion, ...] = ()
-    cached: str | None = None
-    """The newest verified package in the host's cache, mounted into new agent containers
-    whose image is older (None: none)."""
-    demanded: str | None = None
-    """The highest ``Agent.Version -gtVersion`` queued jobs demand (None: none)."""
-    warnings: tuple[str, ...] = ()
-    message: str = ""
-    """The last fetch problem (a refused package, a failed download); empty when none."""
-    checked_at: float | None = None
-
-
-@dataclass(frozen=True)
-class DisabledAgents:
-    """Why the pool's disabled agents are disabled, one count per reason.
-
-    Each disabled agent counts once, under the first reason that holds, in this order.
-    """
-
-    busy: int = 0
-    """Ours, running a job: disabled so its slot's next registration comes up as a standby."""
-    leaving: int = 0
-    """Ours, being drained, restarted or retired."""
-    held: int = 0
-    """Ours, held back from jobs by GPU admission or health."""
-    standby: int = 0
-    """Ours, a hot standby (disabled on purpose until its slot needs it)."""
-    idle: int = 0
-    """Ours, a registration with no container now (its slot starts one when needed)."""
-    others: int = 0
-    """Not this host's: disabled by a person in Azure DevOps, or another host's agents."""
-
-    @property
-    def ours(self) -> int:
-        """This host's disabled agents, whatever the reason."""
-        return self.busy + self.leaving + self.held + self.standby + self.idle
-
-
-@dataclass(frozen=True)
-class PoolSummary:
-    """The pool as the server sees it (all agents, not only ours)."""
-
-    pool_id: int | None = None
-    name: str = ""
-    online: int = 0
-    offline: int = 0
-    disabled: int = 0
-    queued_jobs: int = 0
-    running_jobs: int = 0
-    standby: int = 0
-    """How many of the disabled agents are this host's hot standbys (disabled on purpose)."""
-    disabled_why: DisabledAgents = field(default_factory=DisabledAgents)
-    """The ``disabled`` agents by reason (from the same read of the pool)."""
-    read_at: float | None = None
-    """When the agents were read (online, offline, disabled; None: not read yet)."""
-    jobs_read_at: float | None = None
-    """When ``queued_jobs`` was read: the job requests are read less often, and again
-    soon after a job starts or ends here. ``running_jobs`` is as fresh as the
-    supervisor knows: its own agents' jobs from the engine, the others' from ``read_at``."""
-    waiting: tuple[str, ...] = ()
-    """Queued jobs no agent of the pool can take, by reason (``no agent with gpu.product = …``)."""
 
 
 @dataclass(frozen=True)

@@ -191,5 +191,5 @@ def test_slots_of_none_or_all_gpus_are_never_held_for_a_gpu_named_none_or_all(
     sup = Supervisor(replace(env.config, agents=agents), api=env.api, runtime=env.runtime,
                      tokens=StaticTokens())  # fmt: skip
     sup.observe_gpus(frame(), HealthBook(), (), lambda pid: False)
-    readings = dict(sup._gate_readings)  # noqa: SLF001 - what the gates said, before any loop
+    readings = dict(sup.gpus.readings)  # what the gates said, before any loop
     assert readings and all(r.kind.value == "open" for r in readings.values()), readings

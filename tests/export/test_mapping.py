@@ -14,10 +14,10 @@ from gpuci_tui.core.export.k8s import (
     DEFAULT_GROUP,
     ExportError,
     ExportOptions,
-    memory_quantity,
     render_manifests,
     resource_name,
 )
+from gpuci_tui.core.export.k8s_options import memory_quantity
 
 from .conftest import AGENTS, AZURE, Render
 

@@ -1,7 +1,9 @@
 """Azure DevOps agent-pool client: the real `AgentPoolApi`.
 
 `AzureDevOpsClient` knows the endpoints (pools, agents, job requests,
-connectionData) and what their failures mean to an operator; the transport
+connectionData) and what their failures mean to an operator (a pool's agents and
+job requests, and the reading of answers, are its base `PoolAgentCalls` in
+`pool_agents.py`); the transport
 underneath (`http.py`) handles auth, retries and rate limits, and
 `parse.py` turns the JSON into the dataclasses of `core/protocols.py`.
 
@@ -16,49 +18,30 @@ Example:
 
 from __future__ import annotations
 
-import logging
 import random
 import time
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any
 
 import requests
 
 from gpuci_tui import __version__
 from gpuci_tui.core.azure.errors import AzurePoolAmbiguousError, no_pool_message
-from gpuci_tui.core.azure.http import Answer, AzureTransport, TokenProvider
+from gpuci_tui.core.azure.http import AzureTransport, TokenProvider
 from gpuci_tui.core.azure.packages import PACKAGES, newest_first, parse_agent_package
-from gpuci_tui.core.azure.parse import (
-    MalformedError,
-    RateLimitState,
-    as_mapping,
-    collection,
-    opt_str,
-    parse_agent,
-    parse_items,
-    parse_job_request,
-    parse_pool,
-)
+from gpuci_tui.core.azure.parse import RateLimitState, as_mapping, opt_str, parse_pool
+from gpuci_tui.core.azure.pool_agents import LOG, POOLS, PoolAgentCalls
 from gpuci_tui.core.azure.validate import check_pat
 from gpuci_tui.core.errors import AzureAuthError, AzureError, AzureNotFoundError
 from gpuci_tui.core.packages import AgentPackage
-from gpuci_tui.core.protocols import Agent, JobRequest, PatCheck, Pool
+from gpuci_tui.core.protocols import PatCheck, Pool
 from gpuci_tui.core.secrets.credentials import Credential
-
-LOG = logging.getLogger("gpuci_tui.azure")
-
-POOLS = "_apis/distributedtask/pools"
-
-JOB_REQUEST_PAGE_CAP = 20
-"""Most pages of job requests read per call; unfinished requests rarely fill one."""
-
-T = TypeVar("T")
 
 __all__ = ["AzureDevOpsClient", "AzurePoolAmbiguousError", "RateLimitState"]
 
 
-class AzureDevOpsClient:
+class AzureDevOpsClient(PoolAgentCalls):
     """Talks to one Azure DevOps organisation with one PAT; thread-safe.
 
     Args:
@@ -137,16 +120,6 @@ class AzureDevOpsClient:
     def credential(self) -> Credential:
         """What this client signs in with (the header and ``status`` describe it)."""
         return self._http.credential
-
-    @property
-    def org_url(self) -> str:
-        """The normalised organisation URL."""
-        return self._http.org.url
-
-    @property
-    def org_name(self) -> str:
-        """The organisation's name, for messages."""
-        return self._http.org.name
 
     @property
     def request_count(self) -> int:
@@ -245,144 +218,6 @@ class AzureDevOpsClient:
             visible = None
         return no_pool_message(name, self.org_name, visible)
 
-    # ------------------------------------------------------------------ agents
-
-    def list_agents(
-        self, pool_id: int, *, agent_name: str | None = None, include_capabilities: bool = False
-    ) -> list[Agent]:
-        """All agents of the pool with their assigned requests, in one call.
-
-        Args:
-            pool_id: The pool.
-            agent_name: Only the agent with this name.
-            include_capabilities: Also fetch ``systemCapabilities`` (larger answer).
-
-        Raises:
-            AzureNotFoundError: The pool does not exist (any more).
-        """
-        params = {"includeAssignedRequest": "true"}
-        if include_capabilities:
-            params["includeCapabilities"] = "true"
-        if agent_name:
-            params["agentName"] = agent_name
-        try:
-            answer = self._http.request(
-                "GET", f"{POOLS}/{int(pool_id)}/agents", params=params, pool_endpoint=True
-            )
-        except AzureNotFoundError:
-            raise self._pool_gone(pool_id) from None
-        return self._items(answer, parse_agent, "agent")
-
-    def get_agent(
-        self, pool_id: int, agent_id: int, *, include_capabilities: bool = False
-    ) -> Agent | None:
-        """One agent with its assigned request; None when it is not registered."""
-        params = {"includeAssignedRequest": "true"}
-        if include_capabilities:
-            params["includeCapabilities"] = "true"
-        try:
-            answer = self._http.request(
-                "GET", self._agent_path(pool_id, agent_id), params=params, pool_endpoint=True
-            )
-        except AzureNotFoundError:
-            return None
-        return self._one(answer, parse_agent, "agent")
-
-    def set_agent_enabled(self, pool_id: int, agent_id: int, enabled: bool) -> Agent:
-        """Enable or disable an agent; a disabled agent gets no new jobs.
-
-        Raises:
-            AzureNotFoundError: The agent is no longer registered.
-            AzureScopeError: The PAT may read but not manage the pool.
-        """
-        try:
-            answer = self._http.request(
-                "PATCH",
-                self._agent_path(pool_id, agent_id),
-                json_body={"id": int(agent_id), "enabled": bool(enabled)},
-                pool_endpoint=True,
-            )
-        except AzureNotFoundError:
-            raise AzureNotFoundError(
-                f"Agent {agent_id} is no longer registered in pool {pool_id}."
-            ) from None
-        if answer.body is None:  # some servers answer 204: read the agent back
-            agent = self.get_agent(pool_id, agent_id)
-            if agent is None:
-                raise AzureNotFoundError(
-                    f"Agent {agent_id} is no longer registered in pool {pool_id}."
-                )
-            return agent
-        agent = self._one(answer, parse_agent, "agent")
-        if agent.enabled != bool(enabled):
-            LOG.warning(
-                "Asked to %s agent %s but the service reports enabled=%s",
-                "enable" if enabled else "disable",
-                agent.name,
-                agent.enabled,
-            )
-        return agent
-
-    def delete_agent(self, pool_id: int, agent_id: int) -> None:
-        """Delete a registration; one that is already gone is not an error."""
-        try:
-            self._http.request("DELETE", self._agent_path(pool_id, agent_id), pool_endpoint=True)
-        except AzureNotFoundError:
-            LOG.debug("Agent %s of pool %s was already deleted", agent_id, pool_id)
-
-    # ------------------------------------------------------------------ job requests
-
-    def last_job(self, pool_id: int, agent_id: int) -> JobRequest | None:
-        """The agent's most recent finished job request (its result, times, pipeline).
-
-        One call: ``jobrequests?agentId=…&completedRequestCount=1`` (the documented
-        way to read one agent's history, azure-devops-api.md §2.8).
-        """
-        params = {"agentId": str(int(agent_id)), "completedRequestCount": "1"}
-        try:
-            answer = self._http.request(
-                "GET", f"{POOLS}/{int(pool_id)}/jobrequests", params=params, pool_endpoint=True
-            )
-        except AzureNotFoundError:
-            raise self._pool_gone(pool_id) from None
-        finished = [r for r in self._items(answer, parse_job_request, "job request") if r.result]
-        return max(finished, key=lambda r: (r.finish_time or "", r.request_id), default=None)
-
-    def list_job_requests(self, pool_id: int) -> list[JobRequest]:
-        """The pool's unfinished job requests (queued and running).
-
-        Uses ``completedRequestCount=0`` and follows ``X-MS-ContinuationToken``
-        for at most `JOB_REQUEST_PAGE_CAP` pages.
-
-        Raises:
-            AzureNotFoundError: The pool does not exist (any more).
-        """
-        found: dict[int, JobRequest] = {}
-        continuation: str | None = None
-        for _ in range(JOB_REQUEST_PAGE_CAP):
-            params = {"completedRequestCount": "0"}
-            if continuation:
-                params["continuationToken"] = continuation
-            try:
-                answer = self._http.request(
-                    "GET", f"{POOLS}/{int(pool_id)}/jobrequests", params=params, pool_endpoint=True
-                )
-            except AzureNotFoundError:
-                raise self._pool_gone(pool_id) from None
-            for request in self._items(answer, parse_job_request, "job request"):
-                found.setdefault(request.request_id, request)
-            if not answer.continuation_token or answer.continuation_token == continuation:
-                break
-            continuation = answer.continuation_token
-        else:
-            LOG.warning(
-                "Pool %s has more than %d pages of unfinished job requests; read only those",
-                pool_id,
-                JOB_REQUEST_PAGE_CAP,
-            )
-        # completedRequestCount=0 should leave finished ones out; make sure of it.
-        return [r for r in found.values() if r.result is None and r.finish_time is None]
-
     def agent_packages(self, platform: str) -> list[AgentPackage]:
         """The agent packages the organisation offers for ``platform``, newest first (§2.9)."""
         answer = self._http.request("GET", PACKAGES, params={"platform": platform})
@@ -415,34 +250,3 @@ class AzureDevOpsClient:
             pool_endpoint=True,
         )
         return any(p.id == pool.id for p in self._items(answer, parse_pool, "pool"))
-
-    # ------------------------------------------------------------------ helpers
-
-    @staticmethod
-    def _agent_path(pool_id: int, agent_id: int) -> str:
-        return f"{POOLS}/{int(pool_id)}/agents/{int(agent_id)}"
-
-    def _pool_gone(self, pool_id: int) -> AzureNotFoundError:
-        return AzureNotFoundError(
-            f"There is no agent pool with id {pool_id} in {self.org_name} (was it deleted?). "
-            "Check the pool name in the configuration."
-        )
-
-    def _unreadable(self, what: str, why: str) -> str:
-        return (
-            f"Azure DevOps sent an answer about {what} that gpuci-tui cannot read ({why}). "
-            f"Check that {self.org_url} is an Azure DevOps organisation URL."
-        )
-
-    def _items(self, answer: Answer, parser: Callable[[object], T], what: str) -> list[T]:
-        try:
-            items = collection(answer.body)
-        except MalformedError as exc:
-            raise AzureError(self._unreadable(f"{what}s", str(exc))) from None
-        return parse_items(items, parser, what)
-
-    def _one(self, answer: Answer, parser: Callable[[object], T], what: str) -> T:
-        try:
-            return parser(answer.body)
-        except MalformedError as exc:
-            raise AzureError(self._unreadable(f"the {what}", str(exc))) from None

@@ -10,7 +10,8 @@ should see. It owns the things every endpoint shares:
   access token is re-acquired once before the rejection is reported;
 * refusing to send the PAT in clear text (``http://``) to anything but loopback;
 * retries with exponential backoff and jitter for 5xx and dropped connections;
-* ``Retry-After`` / ``X-RateLimit-*`` handling, without blocking callers for long;
+* ``Retry-After`` / ``X-RateLimit-*`` handling, without blocking callers for long
+  (`rate_limits`);
 * a request counter and the latest rate-limit figures, both thread-safe;
 * an optional observer told the status of every attempt (the daemon's metrics).
 
@@ -39,11 +40,11 @@ from gpuci_tui.core.azure.errors import (
     redirect_error,
 )
 from gpuci_tui.core.azure.parse import RateLimitState, parse_retry_after, server_message
+from gpuci_tui.core.azure.rate_limits import MAX_INLINE_WAIT, RateLimits
 from gpuci_tui.core.errors import (
     AzureAuthError,
     AzureError,
     AzureNotFoundError,
-    AzureRateLimitError,
     AzureScopeError,
     AzureServerError,
     AzureUnreachableError,
@@ -57,12 +58,6 @@ from gpuci_tui.core.secrets.credentials import (
 from gpuci_tui.core.secrets.redaction import redact
 
 LOG = logging.getLogger("gpuci_tui.azure")
-
-MAX_INLINE_WAIT = 5.0
-"""Longest ``Retry-After`` the client sleeps through itself; longer ones are raised."""
-
-DEFAULT_RATE_LIMIT_WAIT = 30.0
-"""Assumed wait after a 429 that names no ``Retry-After`` and no reset time."""
 
 BACKOFF_BASE = 0.5
 BACKOFF_CAP = 8.0
@@ -137,8 +132,7 @@ class AzureTransport:
         self._jitter = jitter
         self._lock = threading.Lock()
         self._count = 0
-        self._rate = RateLimitState()
-        self._blocked_until = 0.0
+        self._limits = RateLimits()
         self._identity_fingerprint: str | None = None
         self.observer: Callable[[int | None], None] | None = None
         """Told each attempt's HTTP status (None: no answer), from the calling thread."""
@@ -163,8 +157,7 @@ class AzureTransport:
     @property
     def rate_limit_state(self) -> RateLimitState:
         """The latest rate-limit figures (a frozen copy)."""
-        with self._lock:
-            return self._rate
+        return self._limits.state
 
     def forget_identity(self) -> None:
         """Forget that a PAT was accepted (its answer turned out to be anonymous)."""
@@ -221,7 +214,7 @@ class AzureTransport:
         attempt = 0
         reacquired = False
         while True:
-            self._raise_if_blocked()
+            self._limits.raise_if_blocked(self._clock())
             # Checked before every send, not just at construction: the URL is
             # the last thing standing between the PAT and a clear-text network.
             self.org.check_safe(url)
@@ -298,19 +291,6 @@ class AzureTransport:
             headers["Content-Type"] = "application/json"
         return headers
 
-    def _raise_if_blocked(self) -> None:
-        now = self._clock()
-        with self._lock:
-            blocked_until = self._blocked_until
-        if now < blocked_until:
-            wait = blocked_until - now
-            # Sending anyway would only extend the block: answer from memory.
-            raise AzureRateLimitError(
-                f"Azure DevOps is rate-limiting this PAT's user; not sending requests for "
-                f"another {wait:.0f} s. Polling less often avoids this.",
-                retry_after=wait,
-            )
-
     def _backoff(self, attempt: int) -> float:
         ceiling = min(BACKOFF_CAP, BACKOFF_BASE * (2.0**attempt))
         return ceiling * (0.5 + 0.5 * self._jitter())
@@ -327,7 +307,7 @@ class AzureTransport:
         """Raise for a failed answer; return a delay to retry after, or None for success."""
         status = response.status_code
         now = self._clock()
-        self._note_rate_limit(response.headers, now)
+        self._limits.note(response.headers, now)
         if status == 203:
             raise AzureAuthError(self.credential.rejected_message())
         if 300 <= status < 400:
@@ -350,21 +330,9 @@ class AzureTransport:
             detail = redact(server_message(response.content), token)
             raise AzureNotFoundError(f"Azure DevOps has no {shown} ({detail or 'HTTP 404'}).")
         if status == 429:
-            wait = parse_retry_after(response.headers, now)
-            if wait is None:
-                wait = DEFAULT_RATE_LIMIT_WAIT
-            self._note_throttle(now + wait, now)
-            if wait <= MAX_INLINE_WAIT and attempt < self._max_retries:
-                LOG.warning("%s %s rate-limited; retrying in %.1f s", method, shown, wait)
-                return wait
-            with self._lock:
-                self._blocked_until = max(self._blocked_until, now + wait)
-            resource = response.headers.get("X-RateLimit-Resource")
-            what = f" (limit: {resource})" if resource else ""
-            raise AzureRateLimitError(
-                f"Azure DevOps is rate-limiting this PAT's user{what}; retry in {wait:.0f} s. "
-                "Polling less often, or a PAT of a user that no other tool uses, avoids this.",
-                retry_after=wait,
+            may_retry = attempt < self._max_retries
+            return self._limits.too_many(
+                response.headers, now, may_retry=may_retry, what=f"{method} {shown}"
             )
         if status >= 500:
             wait = parse_retry_after(response.headers, now)
@@ -407,23 +375,6 @@ class AzureTransport:
             body=body,
             continuation_token=response.headers.get("X-MS-ContinuationToken") or None,
         )
-
-    # ------------------------------------------------------------------ rate limits
-
-    def _note_rate_limit(self, headers: Mapping[str, str], now: float) -> None:
-        with self._lock:
-            self._rate = state = self._rate.updated(headers, now)
-        if state.delay_s is not None and state.throttled_until is not None:
-            LOG.info(
-                "Azure DevOps delayed a request by %.1f s (rate limit %s); slow down until %s",
-                state.delay_s,
-                state.resource or "unknown",
-                time.strftime("%H:%M:%S", time.localtime(state.throttled_until)),
-            )
-
-    def _note_throttle(self, until: float, now: float) -> None:
-        with self._lock:
-            self._rate = self._rate.throttled_to(until, now)
 
 
 _NO_PROXY = ("http", "https", "all")

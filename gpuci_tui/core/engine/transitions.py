@@ -2,18 +2,18 @@
 
 `apply(state, observation, rules)` returns the next `EngineState` and the
 notes it produced (operator events, finished jobs). Container facts are
-handled here; what the server said is in `transitions_server`. Nothing here
-does I/O or reads the clock: every time comes with the observation.
+handled here (a container's end in `transitions_exit`); what the server said
+is in `transitions_server`. Nothing here does I/O or reads the clock: every
+time comes with the observation.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from gpuci_tui.core.engine.exits import count_failure, judge_exit, leftover_exit, settle_exit
+from gpuci_tui.core.engine.exits import count_failure, leftover_exit
 from gpuci_tui.core.engine.lifecycle import (
     EngineState,
-    Intent,
     Lane,
     LanePhase,
     LaneRecord,
@@ -32,7 +32,6 @@ from gpuci_tui.core.engine.steps import (
     EngineAnswered,
     EngineLost,
     GpuObserved,
-    JobEnded,
     Listed,
     LogTail,
     Note,
@@ -49,7 +48,12 @@ from gpuci_tui.core.engine.steps import (
     Stopped,
     image_used,
 )
-from gpuci_tui.core.engine.timings import gap_start
+from gpuci_tui.core.engine.transitions_exit import (
+    container_destroyed,
+    container_died,
+    container_removed,
+    forget_container,
+)
 from gpuci_tui.core.engine.transitions_gpu import cuda_checked, gpu_observed
 from gpuci_tui.core.engine.transitions_pull import pull_failed
 from gpuci_tui.core.engine.transitions_server import server_step
@@ -60,8 +64,6 @@ from gpuci_tui.core.protocols import ContainerInfo
 TOKEN_RETRY = 30.0
 #: Pause of every start after the engine could not be reached (not counted against a slot).
 ENGINE_RETRY = 2.0
-#: Pause before removing a dead container again after Docker refused to.
-REMOVE_RETRY = 2.0
 
 _LIVE_STATUSES = frozenset({"running", "restarting", "paused"})
 
@@ -110,17 +112,17 @@ def apply(state: EngineState, obs: Observation, rules: SupervisorConfig) -> Step
         case Appeared():
             return _appeared(state, slot, obs)
         case Died():
-            return _died(state, slot, obs, rules)
+            return Step(*container_died(state, slot, obs, rules))
         case OutOfMemory():
             lane = slot.lane(obs.lane)
             if lane.container_id == obs.container_id:
                 return Step(state.with_slot(slot.with_lane(replace(lane, oom=True))))
         case Destroyed():
-            return _destroyed(state, slot, obs, rules)
+            return Step(*container_destroyed(state, slot, obs, rules))
         case Stopped():
             return Step(state.with_slot(_stopped(slot, obs)))
         case Removed():
-            return _removed(state, slot, obs)
+            return Step(*container_removed(state, slot, obs))
         case LogTail():
             for lane in slot.lanes:  # the read answered: the container may go now
                 if lane.reading_logs == obs.container_id:
@@ -176,11 +178,11 @@ def _started(state: EngineState, slot: SlotRecord, obs: Started, rules: Supervis
     if early is not None and early[0] == obs.container_id:
         # It exited before start() returned: its die event was kept for now.
         died = Died(slot.number, obs.lane, early[0], early[1], early[2])
-        after = _died(step.state, slot, died, rules)
-        step = Step(after.state, step.outputs + after.outputs)
+        after, ended = container_died(step.state, slot, died, rules)
+        step = Step(after, step.outputs + ended)
         if gone == obs.container_id:
             slot = step.state.slot(slot.number) or slot
-            cleared = _forget_container(slot.lane(obs.lane), obs.container_id)
+            cleared = forget_container(slot.lane(obs.lane), obs.container_id)
             step = Step(step.state.with_slot(slot.with_lane(cleared)), step.outputs)
     return step
 
@@ -246,124 +248,6 @@ def _appeared(state: EngineState, slot: SlotRecord, obs: Appeared) -> Step:
     return Step(state.with_slot(slot.with_lane(lane)), (note,))
 
 
-def _died(state: EngineState, slot: SlotRecord, obs: Died, rules: SupervisorConfig) -> Step:
-    lane = slot.lane(obs.lane)
-    if obs.container_id in lane.extra_ids:
-        lane = replace(lane, extra_ids=lane.extra_ids - {obs.container_id})
-        return Step(state.with_slot(slot.with_lane(lane)))
-    if obs.container_id != lane.container_id:
-        if lane.op is Op.START and lane.container_id is None:
-            lane = replace(lane, early_exit=(obs.container_id, obs.code, obs.at))
-            return Step(state.with_slot(slot.with_lane(lane)))
-        return Step(state)
-    info, failure = judge_exit(lane, obs.code, obs.at, rules)
-    outputs: list[Output] = []
-    if lane.took_job or info.took_job:
-        outputs.append(
-            JobEnded(
-                slot.number,
-                lane.lane,
-                lane.name,
-                obs.container_id,
-                lane.job,
-                lane.started_at,
-                info,
-                lane.agent_id,
-                lane.xids,
-                lane.image,
-            )
-        )
-    ended = replace(
-        lane,
-        phase=LanePhase.EXITED,
-        container_id=None,
-        started_at=None,
-        dying_id=obs.container_id,
-        died_at=obs.at,
-        remove_retry_at=None,
-        ended_at=obs.at,
-        job=None,
-        took_job=False,
-        online=False,
-        oom=False,
-        xids=(),
-        image=ImageUsed(),
-        stop_requested=False,
-        logs_of=obs.container_id if failure else lane.logs_of,
-        # A registration disabled before its container ended can take no job any more.
-        idle_verified=lane.enabled is False,
-    )
-    slot = replace(
-        slot.with_lane(ended),
-        last_exit=info,
-        jobs_done=slot.jobs_done + (1 if lane.took_job else 0),
-        restart_ids=slot.restart_ids - {obs.container_id},
-        job_gap_from=gap_start(slot, lane, lane.took_job or info.took_job, obs.at),
-    )
-    # While the organisation refuses the pool, a failed registration is not the slot's.
-    judged = (failure and not state.org_refused, info.reason)
-    slot, updating = settle_exit(slot, lane, obs.code, judged, obs.at, rules)
-    if slot.intent in (Intent.DRAIN, Intent.RETIRE) and not slot.live:
-        slot = replace(slot, message="drained")
-    kind = "slot_parked" if slot.parked else "agent_updating" if updating else "container_exited"
-    outputs.insert(
-        0, Note(kind, f"{lane.name} exited: {info.reason}", slot.number, agent=lane.name)
-    )
-    if lane.took_job or info.took_job:
-        outputs.insert(
-            1, Note("job_finished", f"{lane.name} finished its job", slot.number, agent=lane.name)
-        )
-    return Step(state.with_slot(slot), tuple(outputs))
-
-
-def _destroyed(
-    state: EngineState, slot: SlotRecord, obs: Destroyed, rules: SupervisorConfig
-) -> Step:
-    lane = slot.lane(obs.lane)
-    known = (lane.dying_id, *lane.extra_ids, *lane.stale_ids)
-    if lane.container_id is None and lane.op is Op.START and obs.container_id not in known:
-        # Its start has not returned yet: keep the destroy for when it does.
-        lane = replace(lane, early_destroyed=obs.container_id)
-        return Step(state.with_slot(slot.with_lane(lane)))
-    if obs.container_id == lane.container_id:
-        # Removed without a die we saw (stream gap): an exit of unknown code first.
-        died = Died(slot.number, obs.lane, obs.container_id, None, obs.at)
-        step = _died(state, slot, died, rules)
-        state, outputs = step.state, step.outputs
-        slot = state.slot(obs.slot) or slot
-        lane = slot.lane(obs.lane)
-    else:
-        outputs = ()
-    lane = _forget_container(lane, obs.container_id)
-    return Step(state.with_slot(slot.with_lane(lane)), outputs)
-
-
-def _removed(state: EngineState, slot: SlotRecord, obs: Removed) -> Step:
-    lane = replace(slot.lane(obs.lane), removing=None)
-    if obs.error is None:
-        lane = _forget_container(lane, obs.container_id)
-        return Step(state.with_slot(slot.with_lane(lane)))
-    # Still there, holding the name (no auto-remove will take it): try again shortly.
-    first = lane.remove_retry_at is None
-    lane = replace(lane, remove_retry_at=obs.at + REMOVE_RETRY)
-    message = f"{lane.name}: could not remove {obs.container_id[:12]}: {obs.error}; retrying"
-    notes = (Note("docker_error", message, slot.number, agent=lane.name),) if first else ()
-    return Step(state.with_slot(slot.with_lane(lane)), notes)
-
-
-def _forget_container(lane: LaneRecord, container_id: str) -> LaneRecord:
-    if lane.dying_id == container_id:
-        lane = replace(lane, dying_id=None, died_at=None)
-    lane = replace(
-        lane, extra_ids=lane.extra_ids - {container_id}, stale_ids=lane.stale_ids - {container_id}
-    )
-    if lane.dying_id is None and not lane.stale_ids:
-        lane = replace(lane, remove_retry_at=None)
-    if not lane.live and lane.dying_id is None and lane.phase is LanePhase.EXITED:
-        lane = replace(lane, phase=LanePhase.EMPTY)
-    return lane
-
-
 def _stopped(slot: SlotRecord, obs: Stopped) -> SlotRecord:
     lane = replace(slot.lane(obs.lane), op=None)
     if obs.error is None:
@@ -421,13 +305,13 @@ def _listed(state: EngineState, obs: Listed, rules: SupervisorConfig) -> Step:
             if gone:
                 # Gone while we were not looking (stream gap): count it as an exit.
                 assert lane.container_id is not None
-                step = _died(
+                state, ended = container_died(
                     state,
                     slot,
                     Died(slot.number, lane.lane, lane.container_id, None, obs.at),
                     rules,
                 )
-                state, outputs = step.state, outputs + list(step.outputs)
+                outputs = outputs + list(ended)
                 slot = state.slot(slot.number) or slot
     docker = HealthSnapshot(HealthState.OK, "", obs.at)
     return Step(replace(state, docker=docker), tuple(outputs))

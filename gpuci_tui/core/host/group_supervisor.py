@@ -5,7 +5,7 @@ A configuration with ``[groups.NAME]`` tables runs one supervisor per group
 share a pool share one `PoolObserver`, so the pool is read once per cycle
 whatever the number of groups; their events go to one `Broadcaster`, tagged
 with the group; the snapshot is the groups' snapshots side by side; commands
-are routed by their ``group`` (``GROUP/SLOT`` on the command line).
+are routed by their ``group`` (``GROUP/SLOT`` on the command line; `group_commands`).
 ``reload`` (`group_reload`) changes the groups while they run: every group's
 supervisor, from the start or added by a reload, is built by one factory
 (`GroupSupervisor.add_group`); a removed group drains and is forgotten once empty.
@@ -20,20 +20,7 @@ from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from gpuci_tui.core.command_types import (
-    Command,
-    CommandResult,
-    Drain,
-    GpuClear,
-    Pause,
-    Prune,
-    Reload,
-    Restart,
-    Resume,
-    Scale,
-    Stop,
-    Unpause,
-)
+from gpuci_tui.core.command_types import Command, CommandResult, GpuClear, Prune, Reload
 from gpuci_tui.core.config.loader import (
     AgentGroup,
     Config,
@@ -47,6 +34,7 @@ from gpuci_tui.core.engine.preview import CommandPreview, preview
 from gpuci_tui.core.engine.steps import JobEnded
 from gpuci_tui.core.host.agent_updates import AgentUpdates
 from gpuci_tui.core.host.gpu_gates import clear_gpu
+from gpuci_tui.core.host.group_commands import execute_routed, preview_routed
 from gpuci_tui.core.host.group_reload import preview_reload, reload
 from gpuci_tui.core.host.group_snapshot import merged_snapshot
 from gpuci_tui.core.host.group_stale import pool_stale_watch, prune_pools
@@ -383,26 +371,6 @@ class GroupSupervisor:
 
     # ------------------------------------------------------------------ commands
 
-    def _route(self, command: Command) -> tuple[list[Supervisor], str | None]:
-        """The groups ``command`` is for, or why it cannot be routed."""
-        names = ", ".join(self.children)
-        if self.implicit:
-            return list(self.children.values()), None
-        if isinstance(command, Pause | Unpause | Stop):
-            return list(self.children.values()), None
-        group = getattr(command, "group", None)
-        if group is not None:
-            child = self.children.get(group)
-            if child is None:
-                return [], f"no agent group {group!r} (groups are {names})"
-            return [child], None
-        if isinstance(command, Scale):
-            return [], f"scale: name the group to scale (groups are {names})"
-        if isinstance(command, Drain | Resume | Restart) and command.slots is not None:
-            example = f"{next(iter(self.children))}/{command.slots[0]}"
-            return [], f"name the group of the slots, e.g. {example} (groups are {names})"
-        return list(self.children.values()), None
-
     async def execute(self, command: Command) -> CommandResult:
         """Carry out ``command`` on the groups it is for."""
         if isinstance(command, GpuClear):
@@ -413,30 +381,12 @@ class GroupSupervisor:
             return await reload(self, command)
         if isinstance(command, Prune):
             return await prune_pools(self.stale, command, self.reporter.event)
-        targets, problem = self._route(command)
-        if problem is not None:
-            return CommandResult(False, problem)
-        results = [await child.execute(command) for child in targets]
-        if len(results) == 1:
-            return results[0]
-        message = "; ".join(
-            f"{child.group}: {result.message}"
-            for child, result in zip(targets, results, strict=True)
-        )
-        return CommandResult(all(r.ok for r in results), message)
+        return await execute_routed(self.children, self.implicit, command)
 
     def preview(self, command: Command) -> CommandPreview:
         """What ``command`` would do, over the groups it is for."""
-        name = type(command).__name__.lower()
         if isinstance(command, GpuClear):
             return preview(self.snapshot(), command)
         if isinstance(command, Reload):
             return preview_reload(self, command)
-        targets, problem = self._route(command)
-        if problem is not None:
-            return CommandPreview(name, False, problem)
-        answers = [child.preview(command) for child in targets]
-        failed = next((a for a in answers if not a.ok), None)
-        if failed is not None:
-            return failed
-        return CommandPreview(name, True, effects=tuple(e for a in answers for e in a.effects))
+        return preview_routed(self.children, self.implicit, command)

@@ -21,28 +21,26 @@ taken. It never stops a container whose agent has a job.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from gpuci_tui.core.command_types import Command, CommandResult, GpuClear, Stop
 from gpuci_tui.core.config.loader import Config
 from gpuci_tui.core.docker.agentspec import config_hash, instance_id, instance_labels
-from gpuci_tui.core.docker.slot_devices import device_label, watched_gpus, watched_ids
+from gpuci_tui.core.docker.slot_devices import device_label
 from gpuci_tui.core.engine.commands import apply_command
-from gpuci_tui.core.engine.gpu_admission import GateReading, GpuAdmission, slot_reading
+from gpuci_tui.core.engine.gpu_admission import GpuAdmission
 from gpuci_tui.core.engine.lifecycle import EngineState, new_slot
 from gpuci_tui.core.engine.planner import decide
 from gpuci_tui.core.engine.preview import CommandPreview, preview
 from gpuci_tui.core.engine.rollout import advance
 from gpuci_tui.core.engine.snapshots import SnapshotMeta, supervisor_snapshot
 from gpuci_tui.core.engine.standby_auto import depth_of
-from gpuci_tui.core.engine.steps import Action, Died, GpuObserved, JobEnded, Note, Observation
+from gpuci_tui.core.engine.steps import Action, Died, JobEnded, Note, Observation
 from gpuci_tui.core.engine.transitions_server import REGISTRATION_EXITS
-from gpuci_tui.core.gpu.accounting import key_of
 from gpuci_tui.core.host.container_observer import ContainerObserver
 from gpuci_tui.core.host.executor import Executor
 from gpuci_tui.core.host.gpu_gates import clear_gpu
@@ -50,6 +48,8 @@ from gpuci_tui.core.host.pool_observer import PoolObserver
 from gpuci_tui.core.host.reconfigure import apply_reload, preview_reload
 from gpuci_tui.core.host.reporter import Broadcaster, Reporter, Update, report_note
 from gpuci_tui.core.host.rollout_intent import load_intent, save_data
+from gpuci_tui.core.host.slot_gpus import SlotGpus
+from gpuci_tui.core.host.task_set import TaskSet
 from gpuci_tui.core.models import SupervisorSnapshot
 from gpuci_tui.core.packages import AgentPackageMount
 from gpuci_tui.core.protocols import AgentPoolApi, ContainerRuntime, TokenSource
@@ -168,14 +168,14 @@ class Supervisor:
         )
         self._intent = intent_store
         self._on_job_finished = on_job_finished
-        self._gpu_use = gpu_use
+        self.gpus = SlotGpus(self.instance, clock, gpu_use)
+        """Which GPUs each slot watches, their gate readings, what a busy slot's job uses."""
         self.gatekeeper = gatekeeper
         """The host's GPU admission and health watch (``gpu clear``, the GPUs' states)."""
-        self._gate_readings: tuple[tuple[int, GateReading], ...] = ()
         self.started_at: float | None = None
         self._meta: SnapshotMeta | None = None
         self._inbox: asyncio.Queue[Observation | None] = asyncio.Queue()
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks = TaskSet(self._kick)
         self._wake_at: float | None = None
 
     # ================================================================== public API
@@ -199,17 +199,12 @@ class Supervisor:
         try:
             self._observe(await self.containers.listing())
             if self._owns_pool:
-                self._spawn(self.pool.run(self._inbox.put_nowait))
-            self._spawn(self.containers.ping_forever(self._inbox.put_nowait))
+                self._tasks.spawn(self.pool.run(self._inbox.put_nowait))
+            self._tasks.spawn(self.containers.ping_forever(self._inbox.put_nowait))
             await self._loop()
         finally:
             self.containers.stop()
-            pending = list(self._tasks)
-            for task in pending:
-                task.cancel()
-            if pending:
-                # Bounded: a stuck blocking call must not keep the daemon from exiting.
-                await asyncio.wait(pending, timeout=5.0)
+            await self._tasks.cancel()  # bounded (see TaskSet.cancel)
             self.reporter.event("supervisor_stopped", "supervisor stopped; agents left running")
             self.reporter.publish_now()
 
@@ -231,10 +226,10 @@ class Supervisor:
             self.clock(),
             azure=self.pool.health,
             azure_requests=self.api.request_count,
-            gpus_of=self._gpus,
+            gpus_of=lambda number: self.gpus.ids(self.config, number),
             devices_of=lambda number: device_label(self.config, number),
             group=self.group,
-            gpu_now=None if self._gpu_use is None else self._gpu_now,
+            gpu_now=None if self.gpus.gpu_use is None else self.gpus.job_now,
             gpu_gates=() if self.gatekeeper is None else self.gatekeeper.gates,
             image=self.config.agents.image,
         )
@@ -360,7 +355,7 @@ class Supervisor:
         for number in plan.forgotten:
             self.reporter.event("slot_removed", f"slot {number} retired", number)
         for action in plan.actions:
-            self._spawn(self._carry_out(action))
+            self._tasks.spawn(self._carry_out(action))
         self.pool.set_fast(plan.poll_fast, client=self)
         self._wake_at = plan.wake_at
         if plan.actions or plan.forgotten:
@@ -371,19 +366,7 @@ class Supervisor:
         if obs is not None:
             self._inbox.put_nowait(obs)
 
-    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-
-    def _task_done(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("internal task failed", exc_info=task.exception())
-        with contextlib.suppress(RuntimeError):  # the loop may be closing
-            self._kick()
-
-    # ================================================================== GPUs
+    # ================================================================== GPUs (`slot_gpus`)
 
     @property
     def gpu_admission(self) -> GpuAdmission:
@@ -392,7 +375,7 @@ class Supervisor:
 
     def slot_gpu_ids(self) -> set[str]:
         """Every GPU id its slots use (``all`` for every GPU)."""
-        return {gpu for slot in self.state.slots for gpu in self._gpus(slot.number)}
+        return self.gpus.used(self.config, self.state.slots)
 
     def observe_gpus(
         self,
@@ -406,38 +389,11 @@ class Supervisor:
 
         ``cleared``: GPUs (index, UUID or ``all``) an operator has just cleared.
         """
-        rule = self.gpu_admission
-        readings = tuple(
-            (
-                slot.number,
-                slot_reading(watched_gpus(self.config, slot.number), frame, book, rule, ours, xids),
-            )
-            for slot in self.state.slots
-        )
-        # Every frame while a gate is closed (a flapping GPU's hold-down counts frames);
-        # otherwise only a change, so an all-clear host costs nothing per sample.
-        closed = any(slot.gate.closed for slot in self.state.slots)
-        if readings == self._gate_readings and not closed:
-            return
-        self._gate_readings = readings
-        # A slot is concerned when it uses a cleared GPU, or every GPU ("all" on either side).
-        mine = frozenset(
-            slot.number
-            for slot in self.state.slots
-            if cleared and ("all" in cleared or {"all", *cleared} & set(self._gpus(slot.number)))
-        )
-        hold_down = self.config.agents.gpu_hold_down
-        self.deliver(GpuObserved(self.clock(), readings, hold_down, cleared=mine))
+        obs = self.gpus.observation(self.config, self.state.slots, frame, book, xids, ours, cleared)
+        if obs is not None:
+            self.deliver(obs)
 
     # ================================================================== helpers
-
-    def _gpu_now(self, slot: int, agent: str) -> JobGpuNow | None:
-        # The accountant keys a job by the agent that runs it (see accounting.key_of).
-        assert self._gpu_use is not None  # noqa: S101 - only passed on when set
-        return self._gpu_use(key_of(self.instance, slot, agent))
-
-    def _gpus(self, slot: int) -> tuple[str, ...]:
-        return watched_ids(self.config, slot)  # a MIG slot's parent GPU
 
     def _load_intent(self) -> None:
         if self._intent is not None:

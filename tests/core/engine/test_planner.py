@@ -27,7 +27,7 @@ from gpuci_tui.core.engine.steps import (
     StartAgent,
     StopAgent,
 )
-from gpuci_tui.core.engine.transitions import REMOVE_RETRY
+from gpuci_tui.core.engine.transitions_exit import REMOVE_RETRY
 from gpuci_tui.core.protocols import ContainerInfo
 from tests.core.lifecycle_helpers import (
     ABSENT,
