@@ -79,6 +79,8 @@ class JobInfo:
     assign_time: str | None = None
     """ISO-8601 UTC time the server assigned the job."""
     result: str | None = None
+    queue_time: str | None = None
+    """ISO-8601 UTC time the job was queued (with ``assign_time``: its queue wait)."""
 
 
 @dataclass(frozen=True)

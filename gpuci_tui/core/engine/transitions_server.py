@@ -61,6 +61,7 @@ def job_info(request: JobRequest) -> JobInfo:
         definition_id=request.definition_id,
         assign_time=request.assign_time,
         result=request.result,
+        queue_time=request.queue_time,
     )
 
 

@@ -30,8 +30,9 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from gpuci_tui.core.engine.timings import GAP_NOTE, STARTUP_NOTE
 from gpuci_tui.core.gpu_readings import GpuFrame
 from gpuci_tui.core.host.handle import Supervised
+from gpuci_tui.core.host.job_recorder import seconds_between
 from gpuci_tui.core.host.metrics_state import MIB, StateCollector, group_label
-from gpuci_tui.core.models import SlotState, SupervisorEvent, SupervisorSnapshot
+from gpuci_tui.core.models import JobInfo, SlotState, SupervisorEvent, SupervisorSnapshot
 from gpuci_tui.core.store.history import JobRecord
 
 JOB_RESULTS = frozenset(
@@ -63,6 +64,8 @@ AZURE_OUTCOMES = (
 
 
 #: The image puller's events that end a pull, and their result label.
+MAX_WAITED = 4096
+"""Running jobs whose queue wait was observed, remembered until their history row."""
 _PULL_RESULTS = {"pull_done": "ok", "pull_failed": "failed"}
 
 
@@ -109,6 +112,9 @@ class Metrics:
         self.gpu_frame = gpu_frame
         # Slot -> when it lost its agent (event time), until the snapshot shows it idle again.
         self._lost_at: dict[tuple[str, int], float] = {}
+        # Jobs whose queue wait was observed when a snapshot showed them running; their
+        # history row must not count it again (insertion-ordered, bounded: see _waited).
+        self._waited: dict[int, None] = {}
         r = self.registry
         self.jobs = Counter(
             "gpuci_jobs", "Jobs finished on this host's agents, by Azure DevOps result.",
@@ -119,8 +125,9 @@ class Metrics:
             ["group"], buckets=DURATION_BUCKETS, registry=r,
         )  # fmt: skip
         self.queue_wait = Histogram(
-            "gpuci_job_queue_wait_seconds", "How long finished jobs waited from queueing to "
-            "assignment to an agent.", ["group"], buckets=QUEUE_WAIT_BUCKETS, registry=r,
+            "gpuci_job_queue_wait_seconds", "How long jobs waited from queueing to assignment "
+            "to an agent (observed when a job is seen running, else when it ends).", ["group"],
+            buckets=QUEUE_WAIT_BUCKETS, registry=r,
         )  # fmt: skip
         self.gpu_peak = Histogram(
             "gpuci_job_gpu_memory_peak_bytes", "Peak GPU memory of finished jobs (jobs seen "
@@ -188,6 +195,8 @@ class Metrics:
         """Keep ``snapshot`` for scrapes; a slot serving again ends its replenish interval."""
         self.latest = snapshot
         for slot in snapshot.slots:
+            for job in (slot.job, *(agent.job for agent in slot.agents)):
+                self._queue_wait_of(slot.group, job)
             key = (slot.group, slot.slot)
             if key not in self._lost_at:
                 continue
@@ -203,6 +212,23 @@ class Metrics:
                 SlotState.QUARANTINED,
             ):
                 del self._lost_at[key]  # not replenished on purpose: no latency to measure
+
+    def _queue_wait_of(self, group: str, job: JobInfo | None) -> None:
+        """Observe a running job's queue wait once, when a snapshot first shows it.
+
+        At its end would be hours late for a long job: a queue that grows shows on the
+        dashboard while it grows. A job that starts and ends between two reads is
+        observed from its history row instead (`job_recorded`).
+        """
+        if job is None or job.request_id in self._waited:
+            return
+        seconds = seconds_between(job.queue_time, job.assign_time)
+        if seconds is None:
+            return
+        self.queue_wait.labels(group_label(group)).observe(seconds)
+        self._waited[job.request_id] = None
+        if len(self._waited) > MAX_WAITED:  # rows that never came (a daemon restart)
+            del self._waited[next(iter(self._waited))]
 
     def observe_event(self, event: SupervisorEvent) -> None:
         """Count container starts and failures; note when a slot lost its agent; record the
@@ -235,7 +261,10 @@ class Metrics:
         self.jobs.labels(label, result_label(record.result)).inc()
         if record.duration_s is not None:
             self.job_duration.labels(label).observe(record.duration_s)
-        if record.queue_wait_s is not None:
+        waited = record.request_id is not None and record.request_id in self._waited
+        if waited:
+            del self._waited[record.request_id]  # type: ignore[arg-type]
+        elif record.queue_wait_s is not None:  # ended between two reads: never seen running
             self.queue_wait.labels(label).observe(record.queue_wait_s)
         if record.peak_gpu_memory_mib is not None:
             self.gpu_peak.labels(label).observe(record.peak_gpu_memory_mib * MIB)

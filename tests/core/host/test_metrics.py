@@ -174,6 +174,27 @@ def test_finished_jobs_feed_the_counter_and_histograms() -> None:
     assert value(metrics, "gpuci_job_gpu_memory_peak_bytes_count", group="a100") is None
 
 
+def test_a_running_jobs_queue_wait_is_observed_once_when_it_is_first_seen() -> None:
+    metrics = Metrics()
+    job = JobInfo(
+        17, queue_time="2026-11-26T10:00:00+00:00", assign_time="2026-11-26T10:00:42+00:00"
+    )
+    busy = slot(1, SlotState.BUSY, group="a100", job=job)
+    metrics.observe_snapshot(snapshot([busy], at=90))
+    metrics.observe_snapshot(snapshot([busy], at=95))  # the same job, read again
+    assert value(metrics, "gpuci_job_queue_wait_seconds_count", group="a100") == 1
+    assert value(metrics, "gpuci_job_queue_wait_seconds_sum", group="a100") == 42.0
+    # Its history row (at the job's end) does not count it a second time ...
+    metrics.job_recorded("a100", record(request_id=17, queue_wait_s=42.0))
+    assert value(metrics, "gpuci_job_queue_wait_seconds_count", group="a100") == 1
+    # ... but a job that started and ended between two reads is observed from its row.
+    metrics.job_recorded("a100", record(request_id=18, queue_wait_s=5.0))
+    assert value(metrics, "gpuci_job_queue_wait_seconds_count", group="a100") == 2
+    # A job without the server's times is not a wait of 0.
+    metrics.observe_snapshot(snapshot([slot(2, SlotState.BUSY, group="a100", job=JobInfo(19))]))
+    assert value(metrics, "gpuci_job_queue_wait_seconds_count", group="a100") == 2
+
+
 def test_replenish_latency_runs_from_the_exit_to_the_next_idle_snapshot() -> None:
     metrics = Metrics()
     metrics.observe_snapshot(snapshot([slot(1, SlotState.BUSY), slot(2, SlotState.IDLE)], at=90))
