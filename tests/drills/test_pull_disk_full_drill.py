@@ -29,7 +29,8 @@ from typing import Any
 
 import pytest
 
-from gpuci_tui.core.config.loader import DockerConfig, MetricsConfig, save_config
+from gpuci_tui.core.config.docker_disk import DockerConfig
+from gpuci_tui.core.config.loader import MetricsConfig, save_config
 from gpuci_tui.core.docker.runtime import DockerRuntime
 from gpuci_tui.core.errors import ImagePullError
 from gpuci_tui.core.host.image_puller import ImagePuller
