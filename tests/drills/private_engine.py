@@ -6,7 +6,9 @@ to take Docker away from the supervisor starts this one instead, with its own
 socket, data root, exec root and pid file (and so its own managed containerd
 under the exec root), no bridge and no iptables rules, and stops it at the end.
 Images are copied in from the host engine (``docker save`` → ``docker load``),
-never pulled.
+or pulled from the test's own loopback registry (tests/real/registry.py), never
+from outside. `small_root_engine` gives one whose data root is a small tmpfs, so
+that "free space" is small and real (the disk and full-disk pull drills).
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tests.real.rig import wait_for
 
@@ -180,3 +184,34 @@ def private_engine() -> Iterator[PrivateEngine]:
         engine.remove()
         # The promise this module exists for: the host's engine is the one it was.
         assert host_engine_pid() == host_before, "the host's Docker engine changed under the test"
+
+
+@contextlib.contextmanager
+def small_root_engine(
+    size: int, kind: type[PrivateEngine] = PrivateEngine
+) -> Iterator[PrivateEngine]:
+    """A started private engine (of ``kind``) whose data root is a tmpfs of ``size`` bytes.
+
+    Mounting needs root; without it the drill fails (never skips): a disk drill
+    that did not run is not a pass.
+    """
+    if os.geteuid() != 0:
+        pytest.fail(
+            "mounting a tmpfs data root needs root: run the suite as root (as CI does); "
+            "a disk drill that did not run is not a pass"
+        )
+    root = Path(tempfile.mkdtemp(prefix="gpuci-dk-", dir="/tmp"))  # short: socket path limit
+    engine = kind(root)
+    host_before = host_engine_pid()
+    try:
+        (root / "data").mkdir()
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(root / "data")],
+            check=True,
+            capture_output=True,
+        )
+        engine.start()
+        yield engine
+    finally:
+        engine.remove()  # stops it and unmounts everything under its root, the tmpfs too
+        assert host_engine_pid() == host_before, "the host's Docker engine changed"

@@ -11,8 +11,6 @@ to remove an image a container uses. The host's engine is never touched.
 from __future__ import annotations
 
 import os
-import subprocess
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +19,7 @@ import pytest
 
 from gpuci_tui.core.docker.runtime import DockerRuntime
 from gpuci_tui.core.host.disk_watch import DiskWatch
-from tests.drills.private_engine import PrivateEngine, host_engine_pid
+from tests.drills.private_engine import PrivateEngine, small_root_engine
 from tests.real.rig import Rig, make_rig, wait_for
 
 pytestmark = pytest.mark.docker
@@ -33,27 +31,9 @@ TMPFS = 300 * MIB
 @pytest.fixture
 def small_engine(docker_client: Any, busybox_image: str) -> Iterator[PrivateEngine]:
     """A private engine whose data root is a 300 MiB tmpfs, with busybox copied in."""
-    if os.geteuid() != 0:
-        pytest.fail(
-            "mounting a tmpfs data root needs root: run the suite as root (as CI does); "
-            "a disk drill that did not run is not a pass"
-        )
-    root = Path(tempfile.mkdtemp(prefix="gpuci-dk-", dir="/tmp"))
-    engine = PrivateEngine(root)
-    host_before = host_engine_pid()
-    try:
-        (root / "data").mkdir()
-        subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", f"size={TMPFS}", "tmpfs", str(root / "data")],
-            check=True,
-            capture_output=True,
-        )
-        engine.start()
+    with small_root_engine(TMPFS) as engine:
         engine.copy_image(docker_client, busybox_image)
         yield engine
-    finally:
-        engine.remove()  # stops it and unmounts everything under its root, the tmpfs too
-        assert host_engine_pid() == host_before, "the host's Docker engine changed"
 
 
 def build(client: Any, tag: str, base: str, context: Path, blob_mib: int = 20) -> str:

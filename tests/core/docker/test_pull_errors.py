@@ -33,6 +33,8 @@ def test_the_registry_of_a_reference(image: str, registry: str, login: str) -> N
         ("read tcp 127.0.0.1:55886->127.0.0.1:51575: read: connection reset by peer", None, "unreachable"),
         ("unexpected EOF", None, "unreachable"),
         ("write /var/lib/docker/tmp/GetImageBlob1: no space left on device", None, "disk"),
+        # Docker 20.10's words in the full-disk drill: the download fits, unpacking it does not.
+        ("failed to register layer: Error processing tar file(exit status 1): write /blob: no space left on device", None, "disk"),
         ("something else entirely", 500, "other"),
     ],
 )  # fmt: skip
