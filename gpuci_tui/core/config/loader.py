@@ -352,8 +352,6 @@ def _agents_table(agents: AgentsConfig) -> dict[str, Any]:
     table = {f.name: getattr(agents, f.name) for f in dataclasses.fields(agents)}
     table["gpus"] = gpus_to_toml(table["gpus"], table.pop("gpu_ids"))
     table["gpu_admission"] = agents.gpu_admission.to_toml()
-    if agents.standby_schedule is not None:
-        table["standby_schedule"] = agents.standby_schedule.to_toml()
     return table
 
 
