@@ -9,6 +9,8 @@ through both changes, so the change lands on busy slots too.
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
 
 from gpuci_tui.core.engine.lifecycle import Lane
@@ -33,7 +35,7 @@ def probe(world: World, times: tuple[float, ...]) -> dict[float, tuple[int, int]
         seen[t] = (int(world.state.standby), deep)
 
     for t in times:
-        world.at(t, lambda t=t: look(t))
+        world.at(t, partial(look, t))
     return seen
 
 
