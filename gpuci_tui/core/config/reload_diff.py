@@ -215,6 +215,8 @@ def _agent_value(agents: AgentsConfig, name: str) -> Any:
     value = getattr(agents, name)
     if name == "gpus" and agents.gpu_ids:
         return f"{value} {list(agents.gpu_ids)}"
+    if name == "standby_schedule" and value is not None:
+        return f"[{value.words()}]"
     return value
 
 

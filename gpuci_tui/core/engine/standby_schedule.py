@@ -51,6 +51,21 @@ class StandbySchedule:
                 table[name] = {time_text(second): count for second, count in entries}
         return table
 
+    def words(self) -> str:
+        """Short, one line: ``Europe/Berlin: mon-fri 08:00=3 19:00=1, sat 00:00=0``."""
+        parts: list[str] = []
+        first = 0
+        while first < len(DAYS):
+            last = first
+            while last + 1 < len(DAYS) and self.days[last + 1] == self.days[first]:
+                last += 1  # consecutive days alike are written once
+            if self.days[first]:
+                name = DAYS[first][:3] + (f"-{DAYS[last][:3]}" if last > first else "")
+                times = " ".join(f"{time_text(s)}={c}" for s, c in self.days[first])
+                parts.append(f"{name} {times}")
+            first = last + 1
+        return f"{self.time_zone}: {', '.join(parts)}"
+
 
 @dataclass(frozen=True)
 class Scheduled:

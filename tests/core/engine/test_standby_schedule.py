@@ -125,3 +125,5 @@ def test_table_as_written() -> None:
     assert time_text(hm("08:00")) == "08:00" and time_text(hm("08:00") + 5) == "08:00:05"
     assert OFFICE.to_toml()["friday"] == {"08:00": 3, "19:00": 1}
     assert "sunday" not in OFFICE.to_toml()
+    assert OFFICE.words() == "Europe/Berlin: mon-fri 08:00=3 19:00=1, sat 00:00=0"
+    assert WRAP.words() == "UTC: mon 06:00=0, sun 22:00=4"
