@@ -2,9 +2,10 @@
 
 The schedule is written for the next seconds of today (UTC, every day): two
 standbys from ``LEAD`` seconds after the start, none from 12 s later. The
-lanes come up at the scheduled second, not before, and go again after, and
-``status`` names the schedule in force; a reload changes it live. (The supervisor keeps the real clock:
-the simulated organisation stamps its agents with it.)
+lanes come up at the scheduled second, not before, and go again after;
+``status`` names the schedule in force; a reload changes it live. (The
+supervisor keeps the real clock: the simulated organisation stamps its agents
+with it. The fake-clock version is `tests.core.engine.test_standby_schedule_world`.)
 """
 
 from __future__ import annotations
