@@ -20,7 +20,11 @@ def render_status(snap: SupervisorSnapshot, now: float | None = None) -> str:
     flags = [f for f, on in (("PAUSED", snap.paused), ("STOPPING", snap.stopping)) if on]
     # One standby per slot is the default: only a deeper (or "auto") one is spelled out.
     depth = f", standby {snap.standby_depth}" if snap.standby_depth not in ("", "1") else ""
+    # A schedule that gives no standby now still says when it gives some.
+    scheduled = snap.standby_depth.partition("; ")[2]
     standby = f"hot standby on{depth}" if snap.standby else "hot standby off"
+    if scheduled and not snap.standby:
+        standby += f"; {scheduled}"
     lines = [
         f"gpuci-tui {mode}{' ' + ' '.join(flags) if flags else ''} — {snap.org_url} pool "
         f"'{snap.pool}' — {snap.desired_count} slot(s), {standby}",

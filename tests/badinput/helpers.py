@@ -123,6 +123,6 @@ PAT = "corpusPAT" + uuid.uuid4().hex + uuid.uuid4().hex[:11]
 AGAIN = "copy it again from Azure DevOps (User settings > Personal access tokens)."
 AGENTS_KEYS = (
     "count, image, name_prefix, network, gpus, gpus_per_slot, volumes, oom_score_adj, mem_limit, docker_socket, "
-    "standby, standby_min, standby_max, max_agents, gpu_admission, gpu_hold_down, pull, "
+    "standby, standby_min, standby_max, max_agents, standby_schedule, gpu_admission, gpu_hold_down, pull, "
     "pull_check_interval"
 )

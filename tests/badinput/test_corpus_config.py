@@ -229,6 +229,48 @@ CONFIG_CASES = [
         "before its slot takes jobs again), got -5",
     ),
     ConfigCase(
+        "standby-schedule-unknown-day",
+        setv("agents", "standby_schedule", {"weekday": {"08:00": 1}}),
+        "agents.standby_schedule.weekday",
+        'unknown key; did you mean "weekdays"? allowed: time_zone, every_day, weekdays, weekend, '
+        "monday, tuesday, wednesday, thursday, friday, saturday, sunday",
+    ),
+    ConfigCase(
+        "standby-schedule-bad-time",
+        setv("agents", "standby_schedule", {"weekdays": {"8am": 1}}),
+        "agents.standby_schedule.weekdays",
+        'has the time "8am"; write times as "HH:MM", 24-hour, from "00:00" to "23:59"',
+    ),
+    ConfigCase(
+        "standby-schedule-count-over-the-lanes",
+        setv("agents", "standby_schedule", {"weekdays": {"08:00": 9}}),
+        "agents.standby_schedule.weekdays",
+        "gives 9 standbys at 08:00; a count is a whole number from 0 to 7 (the deepest standby)",
+    ),
+    ConfigCase(
+        "standby-schedule-over-auto-max",
+        combine(
+            setv("agents", "standby", "auto"),
+            setv("agents", "standby_schedule", {"sunday": {"08:00": 5}}),
+        ),
+        "agents.standby_schedule.sunday",
+        'gives 5 standbys, more than standby_max (3) allows with standby = "auto"; lower the '
+        "count or raise standby_max",
+    ),
+    ConfigCase(
+        "standby-schedule-bad-zone",
+        setv("agents", "standby_schedule", {"time_zone": "CEST", "weekdays": {"08:00": 1}}),
+        "agents.standby_schedule.time_zone",
+        'is not a known time zone; use an IANA name such as "Europe/Berlin", "America/New_York" '
+        'or "UTC"; got "CEST"',
+    ),
+    ConfigCase(
+        "standby-schedule-no-times",
+        setv("agents", "standby_schedule", {"time_zone": "UTC"}),
+        "agents.standby_schedule",
+        'has no times; give at least one day, e.g. weekdays = { "08:00" = 3, "19:00" = 1 }',
+    ),
+    ConfigCase(
         "unknown-key-with-suggestion",
         setv("agents", "cuont", 3),
         "agents.cuont",

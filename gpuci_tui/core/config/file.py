@@ -302,6 +302,8 @@ def _agents_toml(agents: Any, *, always: tuple[str, ...], base: Any = None) -> d
     out.pop("gpu_ids", None)
     if "gpu_admission" in out:
         out["gpu_admission"] = agents.gpu_admission.to_toml()
+    if out.get("standby_schedule") is not None:
+        out["standby_schedule"] = agents.standby_schedule.to_toml()
     return out
 
 

@@ -52,6 +52,7 @@ from gpuci_tui.core.config.observe import (
     validate_metrics,
 )
 from gpuci_tui.core.config.pull import validate_pull, validate_pull_check_interval
+from gpuci_tui.core.config.schedule import check_schedule_limit, parse_schedule
 from gpuci_tui.core.config.validate import (
     GPU_POLICIES,
     NETWORK_MODES,
@@ -118,6 +119,7 @@ _FIELDS: dict[str, Callable[[object], object]] = {
     "agents.standby_min": partial(rules.validate_standby_bound, "standby_min"),
     "agents.standby_max": partial(rules.validate_standby_bound, "standby_max"),
     "agents.max_agents": rules.validate_max_agents,
+    "agents.standby_schedule": parse_schedule,
     "agents.gpu_admission": parse_admission,
     "agents.gpu_hold_down": validate_hold_down,
     "agents.pull": validate_pull,
@@ -315,6 +317,7 @@ def _cross_checks(
         )
         errors.append(ConfigError(problem, key="agents.count"))
     errors.extend(check_per_slot("agents", values["agents"].get("gpus", "all"), per_slot))
+    errors.extend(check_schedule_limit("agents", values["agents"]))
     errors.extend(check_metrics_remote(sections["metrics"] or {}, values["metrics"]))
     if not any(
         name in (sections["docker"] or {}) and name not in values["docker"]

@@ -17,6 +17,7 @@ from gpuci_tui.core.config.fleet import FleetConfig
 from gpuci_tui.core.config.observe import GpuConfig, HistoryConfig, MetricsConfig
 from gpuci_tui.core.engine.gpu_admission import GpuAdmission
 from gpuci_tui.core.engine.settings import SupervisorConfig
+from gpuci_tui.core.engine.standby_schedule import StandbySchedule
 
 #: Name of the one group an ``[agents]``-only configuration runs.
 DEFAULT_GROUP = "default"
@@ -103,6 +104,10 @@ class AgentsConfig:
     max_agents: int | None = None
     """With ``standby = "auto"``: registered agents of this group at the most (the cap
     bounds the standbys per slot to ``max_agents // count - 1``); None: no cap."""
+    standby_schedule: StandbySchedule | None = None
+    """``[agents.standby_schedule]``: standbys per slot by weekday and time in a time zone
+    (Managed DevOps Pools' semantics, `engine.standby_schedule`). With ``standby = N`` the
+    count in force replaces N; with "auto" it is the floor kept while idle. None: none."""
     gpu_admission: GpuAdmission = field(default_factory=GpuAdmission)
     """Who else may use a slot's GPUs while its agent takes jobs (see `gpu_admission`)."""
     gpu_hold_down: float = 10.0

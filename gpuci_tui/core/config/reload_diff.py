@@ -37,6 +37,7 @@ _LIVE_AGENTS = {
     "mem_limit": "the slots' containers are replaced one by one",
     "gpu_admission": "applies at the next GPU sample",
     "gpu_hold_down": "applies at the next GPU sample",
+    "standby_schedule": "applies now: standby lanes are added, or idle ones retired, to its count",
 }
 #: Agent values a running daemon cannot change, and why (what was bound at start).
 _RESTART_AGENTS = {
@@ -214,6 +215,8 @@ def _agent_value(agents: AgentsConfig, name: str) -> Any:
     value = getattr(agents, name)
     if name == "gpus" and agents.gpu_ids:
         return f"{value} {list(agents.gpu_ids)}"
+    if name == "standby_schedule" and value is not None:
+        return f"[{value.words()}]"
     return value
 
 

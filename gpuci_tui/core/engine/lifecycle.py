@@ -30,6 +30,7 @@ from gpuci_tui.core.protocols import Agent
 
 if TYPE_CHECKING:
     from gpuci_tui.core.engine.rollout_state import Rollout
+    from gpuci_tui.core.engine.standby_schedule import Scheduled, StandbySchedule
     from gpuci_tui.core.engine.standby_state import AutoStandby
 
 
@@ -330,6 +331,10 @@ class EngineState:
     `standby_auto` moves it between its bounds."""
     auto: AutoStandby | None = None
     """``standby = "auto"``: the bounds and what the rule has learnt (`standby_auto`)."""
+    schedule: StandbySchedule | None = None
+    """``[agents.standby_schedule]``: its count replaces ``standby`` (or is "auto"'s floor)."""
+    scheduled: Scheduled | None = None
+    """The schedule as last evaluated (`standby_auto.observe`); None without one."""
     paused: bool = False
     stopping: bool = False
     stop_drain: bool = False

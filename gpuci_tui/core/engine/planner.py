@@ -32,7 +32,7 @@ from gpuci_tui.core.engine.lifecycle import (
 from gpuci_tui.core.engine.planner_hold import plan_held
 from gpuci_tui.core.engine.planner_run import Draft, plan_run, take_out
 from gpuci_tui.core.engine.rollout import mark_outdated
-from gpuci_tui.core.engine.standby_auto import observe, retire_at, widened
+from gpuci_tui.core.engine.standby_auto import next_change_at, observe, retire_at, widened
 from gpuci_tui.core.engine.steps import (
     Action,
     CheckAgent,
@@ -74,6 +74,8 @@ def decide(state: EngineState, now: float) -> tuple[EngineState, Plan]:
     state = observe(state, now)
     if (retire := retire_at(state)) is not None and retire > now:
         wakes.append(retire)
+    if (change := next_change_at(state)) is not None and change > now:
+        wakes.append(change)  # the schedule's next count applies on its second
     for slot in state.slots:
         # A container on another spec than its slot's target is replaced like a restart.
         slot = _finish_restart(mark_outdated(state, slot))

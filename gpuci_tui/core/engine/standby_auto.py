@@ -47,6 +47,7 @@ from gpuci_tui.core.engine.lifecycle import (
     lane_name,
     new_slot,
 )
+from gpuci_tui.core.engine.standby_schedule import in_force
 from gpuci_tui.core.engine.standby_state import AutoStandby
 
 __all__ = ["AutoStandby", "depth_of", "observe", "wanted"]
@@ -154,8 +155,37 @@ def ready_agents(state: EngineState) -> int:
     )
 
 
+def scheduled(state: EngineState, now: float) -> EngineState:
+    """The state with the standby schedule evaluated at ``now``.
+
+    The count in force is the depth itself with ``standby = N`` (so a change
+    of schedule adds or retires lanes as a change of N does), and the floor
+    with "auto" (see `least`).
+    """
+    if state.schedule is None:
+        return state if state.scheduled is None else replace(state, scheduled=None)
+    now_in = in_force(state.schedule, now)
+    state = replace(state, scheduled=now_in)
+    if now_in is not None and state.auto is None:
+        state = replace(state, standby=now_in.count)
+    return state
+
+
+def least(state: EngineState) -> int:
+    """The standbys "auto" keeps while idle: the schedule's count in force, else ``standby_min``."""
+    if state.scheduled is not None:
+        return state.scheduled.count
+    return state.auto.least if state.auto is not None else int(state.standby)
+
+
+def next_change_at(state: EngineState) -> float | None:
+    """When the schedule's count next changes (wake the planner then), or None."""
+    return state.scheduled.next_at if state.scheduled is not None else None
+
+
 def observe(state: EngineState, now: float) -> EngineState:
-    """The state with "auto"'s depth and what it learnt brought up to ``now``."""
+    """The state with the schedule's count and "auto"'s depth and learning brought up to ``now``."""
+    state = scheduled(state, now)
     auto = state.auto
     if auto is None:
         return state
@@ -163,7 +193,7 @@ def observe(state: EngineState, now: float) -> EngineState:
     pool = state.pool
     queued = pool.queued_jobs if pool is not None else 0
     depth, demand_at = wanted(
-        auto,
+        replace(auto, least=least(state)),
         slots=max(1, state.desired),
         queued=queued,
         ready=ready_agents(state),
@@ -178,7 +208,7 @@ def retire_at(state: EngineState) -> float | None:
     auto = state.auto
     if auto is None or auto.demand_at is None:
         return None
-    if int(state.standby) <= min(auto.least, per_slot_most(auto, max(1, state.desired))):
+    if int(state.standby) <= min(least(state), per_slot_most(auto, max(1, state.desired))):
         return None
     return auto.demand_at + auto.hold_down
 
@@ -274,8 +304,13 @@ def unused_why(state: EngineState) -> str:
 
 
 def depth_text(state: EngineState) -> str:
-    """The standby depth as shown: ``off``, ``1``, ``2/3 (auto)``."""
+    """The standby depth as shown: ``off``, ``1``, ``2/3 (auto)``, with the schedule after a ``;``.
+
+    E.g. ``3; schedule: 3 until 19:00 (Europe/Berlin)``.
+    """
     if state.auto is not None:
         most = per_slot_most(state.auto, max(1, state.desired))
-        return f"{int(state.standby)}/{most} (auto)"
-    return str(int(state.standby)) if state.standby else "off"
+        depth = f"{int(state.standby)}/{most} (auto)"
+    else:
+        depth = str(int(state.standby)) if state.standby else "off"
+    return f"{depth}; {state.scheduled.label}" if state.scheduled is not None else depth

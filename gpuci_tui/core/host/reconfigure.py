@@ -23,7 +23,7 @@ from gpuci_tui.core.engine.rollout import base_spec, begin
 from gpuci_tui.core.engine.rollout_state import Phase
 from gpuci_tui.core.engine.rollout_views import describe, preview_lines
 from gpuci_tui.core.engine.settings import SupervisorConfig
-from gpuci_tui.core.engine.standby_auto import depth_of
+from gpuci_tui.core.engine.standby_auto import depth_of, scheduled
 from gpuci_tui.core.host.executor import Executor
 from gpuci_tui.core.host.reporter import Reporter
 
@@ -77,7 +77,8 @@ def reconfigured(
     )
     if (auto is None) != (state.auto is None) or (auto is None and depth != state.standby):
         state = replace(state, standby=depth, auto=auto)
-    return state
+    # A changed schedule applies live: its count in force now, as the next plan would have it.
+    return scheduled(replace(state, schedule=agents.standby_schedule), supervisor.clock())
 
 
 def apply_reload(

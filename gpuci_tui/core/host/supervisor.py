@@ -137,6 +137,7 @@ class Supervisor:
             desired=agents.count,
             standby=depth,
             auto=auto,
+            schedule=agents.standby_schedule,
             slots=tuple(new_slot(agents.name_prefix, n) for n in range(agents.count)),
             spec=config_hash(config),
         )

@@ -103,7 +103,7 @@ def test_unknown_section_and_keys_suggest_the_closest(tmp_path: Path) -> None:
         "[groups], [supervisor], [gpu], [history], [metrics], [docker], [keys], [fleet]",
         'agents.imgae: unknown key; did you mean "image"? allowed: count, image, name_prefix, '
         "network, gpus, gpus_per_slot, volumes, oom_score_adj, mem_limit, docker_socket, standby, "
-        "standby_min, standby_max, max_agents, gpu_admission, gpu_hold_down, pull, "
+        "standby_min, standby_max, max_agents, standby_schedule, gpu_admission, gpu_hold_down, pull, "
         "pull_check_interval",
         'agents.volumes[0].contianer: unknown key; did you mean "container"? allowed: host, '
         "container, env",

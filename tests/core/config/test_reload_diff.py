@@ -70,6 +70,10 @@ ONE_GROUP = [
      "second registration"),
     (('name_prefix = "box"', 'name_prefix = "box"\ngpu_hold_down = 30.0'), "agents.gpu_hold_down",
      True, "next GPU sample"),
+    (('name_prefix = "box"', 'name_prefix = "box"\n\n[agents.standby_schedule]\n'
+      'time_zone = "Europe/Berlin"\nweekdays = { "08:00" = 3, "19:00" = 1 }\n'
+      'saturday = { "00:00" = 0 }'), "agents.standby_schedule", True,
+     '(unset) -> "[Europe/Berlin: mon-fri 08:00=3 19:00=1, sat 00:00=0]": applies now'),
     (('name_prefix = "box"', 'name_prefix = "box"\n\n[metrics]\nlisten = "127.0.0.1:9464"'),
      "metrics.listen", False, "bound when the daemon starts"),
     (('name_prefix = "box"', 'name_prefix = "box"\n\n[supervisor]\ncanary_jobs = 5'),
