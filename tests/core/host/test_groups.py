@@ -144,8 +144,8 @@ def test_an_agents_only_file_is_one_group_with_the_same_identity(tmp_path: Path)
             '[groups.a]\ncount = 1\nimgae = "x"\n',
             'groups.a.imgae: unknown key; did you mean "image"? allowed: count, image, name_prefix, '
             "network, gpus_per_slot, oom_score_adj, mem_limit, docker_socket, standby, standby_min, "
-            "standby_max, max_agents, gpu_admission, gpu_hold_down, pull, pull_check_interval, "
-            "gpus, volumes, pool",
+            "standby_max, max_agents, standby_schedule, gpu_admission, gpu_hold_down, pull, "
+            "pull_check_interval, gpus, volumes, pool",
         ),
         (
             '[groups.a]\ncount = 1\ngpus = ["zero"]\n',
