@@ -96,9 +96,15 @@ class Screens(Tmux):
     def focused(self) -> str:
         """The text line of the field drawn with the focused border ('' if none is on screen)."""
         lines = self._run("capture-pane", "-e", "-p", "-t", "t").splitlines()
-        for line, below in zip(lines, lines[1:], strict=False):
-            if "▊▔" in SGR.sub("", line) and f"\x1b[{self.focus_colour}m" in line:
-                return SGR.sub("", below)
+        plain = [SGR.sub("", line) for line in lines]
+        for row, line in enumerate(lines):
+            if f"\x1b[{self.focus_colour}m" not in line:
+                continue
+            # Its top border, or its bottom one when scrolling left the top above the view.
+            if "▊▔" in plain[row] and row + 1 < len(plain):
+                return plain[row + 1]
+            if "▊▁" in plain[row] and row > 0:
+                return plain[row - 1]
         return ""
 
     def wait_focus(self, text: str, timeout: float = 30.0) -> str:
