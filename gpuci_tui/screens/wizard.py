@@ -45,7 +45,8 @@ class ReviewStep(Step):
     def entered(self) -> None:
         """Render the summary of the draft; Enter saves."""
         draft = self.draft
-        last = f" … {draft.name_prefix}-{draft.count}" if draft.count > 1 else ""
+        # Slots count from 0 (README: slot 0 is {name_prefix}-0): name the agents that will run.
+        last = f" … {draft.name_prefix}-{draft.count - 1}" if draft.count > 1 else ""
         volumes = [
             f"{v.host} → {v.container}" + (f" (${v.env})" if v.env else "") for v in draft.volumes
         ]
@@ -60,7 +61,7 @@ class ReviewStep(Step):
             f"Pool          {draft.pool}",
             f"Image         {draft.image}",
             *(f"              ! {warning}" for warning in draft.image_warnings),
-            f"Agents        {draft.count} ({draft.name_prefix}-1{last}), GPUs: "
+            f"Agents        {draft.count} ({draft.name_prefix}-0{last}), GPUs: "
             f"{gpu_text(draft.gpu_policy, draft.gpu_ids, draft.gpus_per_slot)}, "
             f"network: {draft.network}",
             f"Volumes       {volumes[0] if volumes else 'none'}",

@@ -166,7 +166,7 @@ class AgentsStep(Step):
         yield Static("Number of agents", classes="field-label")
         yield Input(value=str(config.agents.count) if config else "", id="count", type="integer")
         yield Static(
-            "Name prefix (agents and containers are named PREFIX-1, PREFIX-2, …)",
+            "Name prefix (agents and containers are named PREFIX-0, PREFIX-1, …)",
             classes="field-label",
         )
         yield Input(value=config.agents.name_prefix if config else "", id="prefix")

@@ -33,6 +33,15 @@ METHODS = (
 class IdentityChoice(Vertical):
     """How gpuci-tui signs in, and a service principal's or identity's fields."""
 
+    # A Vertical is 1fr high: inside the step's scroll area it would get only the rows left
+    # on screen and clip the fields below them (at 80x24, every field), out of reach of
+    # the scrolling. As high as its content, the step scrolls to each field instead.
+    DEFAULT_CSS = """
+    IdentityChoice, IdentityChoice > #entra-fields {
+        height: auto;
+    }
+    """
+
     def __init__(self, azure: AzureConfig | None, *, id: str) -> None:
         """Preset from the existing configuration's ``[azure]`` (None: a PAT)."""
         super().__init__(id=id)

@@ -22,7 +22,7 @@ from tests.ui.fakes import (
     FakeAzure,
     FakeTokenStore,
 )
-from tests.ui.helpers import text_of, wait_for
+from tests.ui.helpers import screen_text, text_of, wait_for
 from tests.ui.scenarios import sample_config
 from tests.ui.wizard_harness import ABSENT, URL, wizard
 
@@ -52,6 +52,14 @@ async def test_url_step_rejects_with_a_plain_reason(
         await w.next()
         assert w.wizard.index == 0
         assert w.message.startswith(expected), w.message
+
+
+async def test_the_title_shows_a_long_config_path_whole_at_80_columns(tmp_path: Path) -> None:
+    """The path that Save writes wraps under the title instead of vanishing (found in tmux)."""
+    async with wizard(tmp_path, size=(80, 24)) as w:
+        assert len(f"gpuci-tui setup  ●○○○○○○  writes {w.config_path}") > 80
+        shown = "".join(screen_text(w.app).split())
+        assert f"writes{w.config_path}" in shown, screen_text(w.app)
 
 
 async def test_url_is_normalised_and_http_allowed_for_loopback(tmp_path: Path) -> None:

@@ -178,7 +178,7 @@ async def test_review_save_writes_the_config_and_opens_the_dashboard(tmp_path: P
             "PAT           valid for Jane Doe; stored in the OS keyring",
             "Pool          gpu-a100",
             f"Image         {IMAGE}",
-            "Agents        4 (gpuhost-1 … gpuhost-4), GPUs: all, network: bridge",
+            "Agents        4 (gpuhost-0 … gpuhost-3), GPUs: all, network: bridge",
             f"Volumes       {data} → /datasets/data",
         ]
         assert not w.config_path.exists(), "nothing is written before Save"

@@ -17,7 +17,7 @@ from gpuci_tui.sim.org import SimOrg
 from gpuci_tui.sim.server import SimServer
 from tests.keyring_fakes import MemoryKeyring
 from tests.ui.helpers import text_of, wait_for
-from tests.ui.wizard_harness import Setup, wizard
+from tests.ui.wizard_harness import URL, Setup, wizard
 
 SECRET = "Q~wizard.secret-0123456789abcdefghijklmno"
 CLIENT = "11111111-2222-4333-8444-555555555555"
@@ -185,3 +185,30 @@ async def test_a_service_principal_with_a_certificate_file_is_written(
     assert backend.items == {}, "a certificate stays in its file"
     assert {how for _, how in org.org.entra.sign_ins} == {"certificate"}
     assert "PRIVATE KEY" not in w.config_path.read_text()
+
+
+async def test_every_service_principal_field_is_reachable_on_an_80x24_terminal(
+    tmp_path: Path,
+) -> None:
+    """The fields under the method buttons scroll into view as Tab reaches them.
+
+    The identity block was as high as the rows left on screen and clipped what was
+    below them: at 80x24 every field was invisible (found through tmux).
+    """
+    async with wizard(tmp_path, size=(80, 24)) as w:
+        await w.at(0)
+        await w.fill("#url", URL)
+        await w.next()
+        await w.at(1)
+        await w.pilot.press("tab", "down", "enter")  # the method buttons: service principal
+        await w.pilot.pause()
+        screen = w.app.screen.region
+        for name in ("tenant-id", "client-id", "client-secret", "client-certificate", "authority"):
+            await w.pilot.press("tab")
+            await w.pilot.pause()
+            field = w.field(f"#{name}")
+            assert field.has_focus, w.app.focused
+            assert field.region.height == 3 and screen.contains_region(field.region), (
+                name,
+                field.region,
+            )
