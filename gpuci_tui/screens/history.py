@@ -23,6 +23,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Input, Static
+from textual.worker import Worker
 
 from gpuci_tui.core.errors import GpuciError
 from gpuci_tui.core.store.history import JobQuery, JobRecord, read_history
@@ -82,6 +83,8 @@ class HistoryScreen(Screen[None]):
         self.loads = 0
         """Reads of the history shown so far (tests wait on it)."""
         self.trend_loads = 0
+        self._reading: list[Worker[None]] = []
+        """The last history and trend reads started (a tick waits for them)."""
 
     def compose(self) -> Iterable[Widget]:
         """Status line, filters, table, trend, footer."""
@@ -109,7 +112,7 @@ class HistoryScreen(Screen[None]):
         self.table.focus()
         self._show_result_filter()
         self._load()
-        self.set_interval(self.services.history_interval, self._load)
+        self.set_interval(self.services.history_interval, self._refresh)
 
     # ------------------------------------------------------------------ reading
 
@@ -122,8 +125,19 @@ class HistoryScreen(Screen[None]):
             limit=HISTORY_ROWS,
         )
 
+    def _refresh(self) -> None:
+        """The periodic re-read, skipped while the last read still runs.
+
+        A thread worker cannot be stopped: on a slow disk or a busy host, reads started
+        on every tick pile up, each slower than the last (six at once were seen, and the
+        screen fell seconds behind). A filter change still reads at once (`_load`).
+        """
+        if any(not worker.is_finished for worker in self._reading):
+            return
+        self._load()
+
     def _load(self) -> None:
-        self._read(self.job_query())
+        self._reading = [self._read(self.job_query())]
 
     @work(thread=True, exclusive=True, group="history", exit_on_error=False)
     def _read(self, query: JobQuery) -> None:
@@ -207,7 +221,8 @@ class HistoryScreen(Screen[None]):
             self.trend.show(None, [])
             return
         if force or pipeline != self.trend.pipeline:
-            self._read_trend(pipeline)
+            reading = [worker for worker in self._reading if not worker.is_finished]
+            self._reading = [*reading, self._read_trend(pipeline)]
 
     @on(DataTable.RowHighlighted, "#history-table")
     def _on_highlighted(self) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -154,6 +155,37 @@ async def test_new_jobs_appear_without_a_key(history_file: Path) -> None:
         assert selected is not None and selected.run == "20251122.16", "the cursor stays put"
         await pilot.press("up")
         await wait_for(pilot, lambda: screen.trend.memory[-1:] == [60 * GIB_MIB], what="trend")
+
+
+async def test_a_slow_read_is_not_overlapped_by_the_next_refresh(
+    history_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reads started on every tick of a 10 ms refresh while each takes 150 ms would pile up
+    threads (seen at the end of a loaded CI run); the refresh waits for the last read."""
+    import gpuci_tui.screens.history as view
+
+    lock, running, most = threading.Lock(), [0], [0]
+    read = view.read_history
+
+    def slow_read(path: Path, query: Any) -> Any:
+        if query.pipeline is not None:  # the trend's read: one per table read
+            return read(path, query)
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        try:
+            threading.Event().wait(0.15)  # a slow disk, in the reader's thread
+            return read(path, query)
+        finally:
+            with lock:
+                running[0] -= 1
+
+    monkeypatch.setattr(view, "read_history", slow_read)
+    app = app_for(history_file, history_interval=0.01)
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await open_history(pilot)
+        await wait_for(pilot, lambda: screen.loads >= 4, what="four refreshes")
+    assert most[0] == 1, f"{most[0]} reads ran at once"
 
 
 async def test_no_history_yet_and_an_unreadable_file_are_explained(tmp_path: Path) -> None:
