@@ -15,6 +15,7 @@ import tarfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -39,6 +40,30 @@ def _isolated_home(
         monkeypatch.setenv(var, str(path))
     for var in ("GPUCI_CONFIG", "GPUCI_PAT", "GPUCI_PAT_FILE", "PYTHON_KEYRING_BACKEND"):
         monkeypatch.delenv(var, raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _simulated_agents_end(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every simulated agent a test started ends with the test.
+
+    A supervisor leaves its agents running when it stops (a restarted daemon adopts
+    them), so the agents of a test's `SimulatedRuntime` (threads that long-poll their
+    organisation) outlived it: at the end of a full run some 170 of them were still
+    waking every poll, and the last tests' event loops ran late for it.
+    """
+    from gpuci_tui.sim.runtime import SimulatedRuntime
+
+    created: list[SimulatedRuntime] = []
+    init = SimulatedRuntime.__init__
+
+    def recording_init(self: SimulatedRuntime, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        created.append(self)
+
+    monkeypatch.setattr(SimulatedRuntime, "__init__", recording_init)
+    yield
+    for runtime in created:
+        runtime.close()
 
 
 def _require(ok: bool, what: str) -> None:
