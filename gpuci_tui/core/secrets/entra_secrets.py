@@ -27,7 +27,7 @@ from pathlib import Path
 
 from gpuci_tui.core.config.validate import validate_org_url
 from gpuci_tui.core.errors import GpuciError
-from gpuci_tui.core.secrets.redaction import register_secret
+from gpuci_tui.core.secrets.redaction import register_secret, register_secrets
 from gpuci_tui.core.secrets.token_store import SERVICE, TokenStore
 
 log = logging.getLogger(__name__)
@@ -183,8 +183,7 @@ def load_certificate(
     if callable(passphrase):
         passphrase = passphrase() if "ENCRYPTED" in key else None
     # Log lines are single lines: each line of the key's body is redacted on its own.
-    for line in key.splitlines()[1:-1]:
-        register_secret(line)
+    register_secrets(key.splitlines()[1:-1])
     try:
         serialization.load_pem_private_key(
             key.encode(), passphrase.encode() if passphrase else None

@@ -57,3 +57,33 @@ def test_a_secret_file_is_read_like_the_pat_file(
     with caplog.at_level(logging.WARNING):
         assert store.get_secret("https://dev.azure.com/acme", "client-secret", "c") == secret
     assert "chmod 600" in caplog.text, "open to the group: warned, as GPUCI_PAT_FILE is"
+
+
+def test_a_keys_lines_are_registered_with_one_rebuild_of_the_pattern(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pattern holds every registered form, so each rebuild costs more as the registry
+    grows: one per line of a key was 20 s in a process with 7,700 forms."""
+    import re
+
+    from gpuci_tui.core.secrets import redaction
+    from gpuci_tui.core.secrets.entra_secrets import load_certificate
+    from tests.sim.test_entra import _certificate
+
+    pem, _ = _certificate(passphrase=None)
+    path = tmp_path / "sp.pem"
+    path.write_text(pem)
+    path.chmod(0o600)
+    rebuilds: list[int] = []
+    compile_ = re.compile
+
+    def compile_counted(pattern: str, flags: int = 0) -> re.Pattern[str]:
+        rebuilds.append(1)
+        return compile_(pattern, flags)
+
+    monkeypatch.setattr(redaction.re, "compile", compile_counted)
+    load_certificate(str(path), None)
+    monkeypatch.undo()
+    assert len(rebuilds) == 1
+    body = pem.split("-----BEGIN PRIVATE KEY-----\n", 1)[1].splitlines()
+    assert len(body) > 20 and redact(f"leaked {body[3]}") == "leaked ***"
