@@ -25,15 +25,14 @@ from typing import TYPE_CHECKING, ClassVar
 from textual import on, work
 from textual.binding import BindingType
 from textual.containers import Horizontal
-from textual.reactive import var
-from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import DataTable
 
 from gpuci_tui.core.gpu_readings import GpuFrame, GpuHostInfo
-from gpuci_tui.core.host.reconnect import Backoff, Reconnector
-from gpuci_tui.core.models import SlotSnapshot, SupervisorSnapshot
+from gpuci_tui.core.host.control.reconnect import Backoff, Reconnector
+from gpuci_tui.core.models import SupervisorSnapshot
 from gpuci_tui.screens.dashboard_actions import DASHBOARD_BINDINGS, DashboardCommands
+from gpuci_tui.screens.dashboard_base import DashboardBase
 from gpuci_tui.ui_messages import (
     GpuFrameSampled,
     SnapshotReceived,
@@ -61,7 +60,7 @@ RECONNECT_BACKOFF = Backoff(base=0.5, cap=RECONNECT_MAX, jitter=0.0)
 FOOTER_DROP_ORDER = ("image_pull", "pause", "scale_down", "scale_up", "history", "logs")
 
 
-class DashboardScreen(Screen[None]):
+class DashboardScreen(DashboardBase):
     """Live view of the supervisor, the GPUs and the pool, with the agent keys."""
 
     BINDINGS: ClassVar[list[BindingType]] = list(DASHBOARD_BINDINGS)
@@ -75,15 +74,9 @@ class DashboardScreen(Screen[None]):
     # job's reason, stale registrations, a roll-out, agent versions, must not be cut).
     VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-medium"), (40, "-tall")]
 
-    # always_update: an unchanged snapshot still tells the header the link is back.
-    snapshot: var[SupervisorSnapshot | None] = var(None, always_update=True, init=False)
-    """The supervisor's newest snapshot (None until the first one)."""
-
     def __init__(self, services: Services) -> None:
         """Create the dashboard; it follows ``services.handle`` once mounted."""
-        super().__init__(id="dashboard")
-        self.services = services
-        self.handle = services.handle
+        super().__init__(services, id="dashboard")
         self.gpu_frames = 0
         self._waiting = "connecting to the supervisor…"
         self.reconnector = Reconnector()
@@ -148,11 +141,6 @@ class DashboardScreen(Screen[None]):
     def selected_slot_key(self) -> str | None:
         """The ``SLOT`` or ``GROUP/SLOT`` under the table cursor."""
         return self.agents_table.selected_key
-
-    def selected_slot(self) -> SlotSnapshot | None:
-        """The selected slot as the newest snapshot has it (None: nothing selected)."""
-        key = self.selected_slot_key()
-        return None if self.snapshot is None or key is None else self.snapshot.slot_by_key(key)
 
     # ------------------------------------------------------------------ life cycle
 

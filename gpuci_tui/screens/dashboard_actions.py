@@ -53,7 +53,7 @@ def gpu_clear_prompt(answer: CommandPreview, gpu: str) -> Prompt:
 
 
 if TYPE_CHECKING:
-    from gpuci_tui.screens.dashboard import DashboardScreen
+    from gpuci_tui.screens.dashboard_base import DashboardBase
 
 DASHBOARD_BINDINGS = [
     Binding("d", "drain", "Drain", id="drain",
@@ -109,13 +109,13 @@ PALETTE_TITLES = {
 
 
 class DashboardCommands:
-    """What the dashboard's keys do, on behalf of the `DashboardScreen` that owns it.
+    """What the dashboard's keys do, on behalf of the dashboard that owns it.
 
     It reads the screen's handle, snapshot and selected slot when a key is pressed,
     and runs its workers and dialogs on that screen (so they end with it).
     """
 
-    def __init__(self, screen: DashboardScreen) -> None:
+    def __init__(self, screen: DashboardBase) -> None:
         """Act for ``screen``."""
         self.screen = screen
         self.pending_desired: int | None = None

@@ -22,7 +22,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from gpuci_tui.core.fleet.remote_logs import RemoteLogs
-from gpuci_tui.core.host.reconnect import RetryNow
+from gpuci_tui.core.host.control.reconnect import RetryNow
 from gpuci_tui.screens.dashboard import DashboardScreen
 from gpuci_tui.screens.history import HistoryScreen
 from gpuci_tui.screens.logs import LogScreen
@@ -102,7 +102,7 @@ class HostDashboardScreen(DashboardScreen):
         """Follow the selected agent's container output over ssh, through the host's bridge.
 
         Read-only, like the log view everywhere; the daemon serves only its own agents'
-        containers, redacted and paced (`core.host.log_serving`).
+        containers, redacted and paced (`core.host.control.log_serving`).
         """
         logs_tail = getattr(self.member.handle, "logs_tail", None)
         slot = self.selected_slot()

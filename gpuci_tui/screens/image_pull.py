@@ -16,17 +16,17 @@ from typing import TYPE_CHECKING
 from gpuci_tui.core.config.loader import agent_groups
 from gpuci_tui.core.docker.pull_progress import PullProgress
 from gpuci_tui.core.errors import GpuciError
-from gpuci_tui.core.host.image_puller import ImagePuller, ImageRegistry
+from gpuci_tui.core.host.images.puller import ImagePuller, ImageRegistry
 from gpuci_tui.core.models import SlotSnapshot
 
 if TYPE_CHECKING:
-    from gpuci_tui.screens.dashboard import DashboardScreen
+    from gpuci_tui.screens.dashboard_base import DashboardBase
 
 #: Seconds between two progress notifications when no layer finished in between.
 NOTIFY_EVERY = 5.0
 
 
-def image_of(screen: DashboardScreen, slot: SlotSnapshot) -> str:
+def image_of(screen: DashboardBase, slot: SlotSnapshot) -> str:
     """The image the configuration names for ``slot`` (its group's), as the snapshot says."""
     if slot.image:
         return slot.image
@@ -42,7 +42,7 @@ def image_of(screen: DashboardScreen, slot: SlotSnapshot) -> str:
 class ConsolePull:
     """Pulls started from the dashboard: at most one per image at a time."""
 
-    def __init__(self, screen: DashboardScreen) -> None:
+    def __init__(self, screen: DashboardBase) -> None:
         """Pull for ``screen`` (its workers end with it)."""
         self.screen = screen
         self.running: set[str] = set()

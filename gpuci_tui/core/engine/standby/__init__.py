@@ -1,0 +1,1 @@
+"""Standby depth: ``standby = N``, ``"auto"`` and the standby schedule."""
