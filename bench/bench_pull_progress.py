@@ -34,7 +34,7 @@ import docker
 
 from gpuci_tui.core.docker.pull_progress import PullProgress
 from gpuci_tui.core.docker.runtime import DockerRuntime
-from gpuci_tui.core.host.image_puller import ImagePuller
+from gpuci_tui.core.host.images.puller import ImagePuller
 from tests.conftest import FIXTURE_IMAGE
 from tests.real.registry import (
     loopback_registry,

@@ -40,7 +40,7 @@ from bench_engine import launch_daemon, machine, make_world, stop_daemon
 from gpuci_tui.core.config.loader import save_config
 from gpuci_tui.core.config.paths import socket_path
 from gpuci_tui.core.docker.agentspec import LABEL_INSTANCE, LABEL_LANE, LABEL_SLOT, instance_id
-from gpuci_tui.core.host.control import ControlError, request
+from gpuci_tui.core.host.control.client import ControlError, request
 from gpuci_tui.sim.image import build_emulator_image
 from gpuci_tui.sim.org import SimOrg
 from gpuci_tui.sim.records import REALISTIC_STARTUP, AgentStartup

@@ -27,9 +27,9 @@ from gpuci_tui.core.protocols import ContainerRuntime, GpuSampler
 if TYPE_CHECKING:
     from gpuci_tui.core.azure.client import AzureDevOpsClient
     from gpuci_tui.core.host.assemble import Assembly
-    from gpuci_tui.core.host.group_supervisor import GroupSupervisor
     from gpuci_tui.core.host.handle import SupervisorHandle
     from gpuci_tui.core.host.instance import DaemonPaths
+    from gpuci_tui.core.host.supervision.group_supervisor import GroupSupervisor
     from gpuci_tui.core.models import SlotSnapshot
     from gpuci_tui.core.store.history import JobHistory
     from gpuci_tui.demo_auth import DemoIdentity

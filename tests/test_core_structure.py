@@ -50,6 +50,23 @@ TIERS: dict[str, int] = {
     "fleet": 4, "export": 4,
 }  # fmt: skip
 ENGINE = "engine"
+#: Inside ``host`` the same rule, one level down: its sub-packages (and top-level modules)
+#: have an order of their own. The base says what a supervisor is and how it reports
+#: (`handle`, `reporter`); the parts around the engine (GPUs, images, observers) come
+#: next; then the supervisor that runs them and the control socket that serves it; then
+#: the metrics, which read both; then the one assembly, and the daemon on top.
+HOST_TIERS: dict[str, int] = {
+    "instance": 0, "memory": 0, "reporter": 0,
+    "gpus": 1,
+    "handle": 2,
+    "images": 3, "observers": 3,
+    "supervision": 4, "control": 4,
+    "metrics": 5,
+    "assemble": 6,
+    "daemon": 7,
+}  # fmt: skip
+#: The most modules one folder of core may hold: a larger one is a wing waiting to be named.
+MAX_MODULES_PER_FOLDER = 20
 #: Standard-library modules that talk to the outside world (files, processes, network,
 #: devices, clocks, logs) or third-party ones that do: the engine imports none of them.
 OUTSIDE = frozenset(
@@ -253,9 +270,17 @@ def _engine_modules(modules: dict[str, ast.Module]) -> list[str]:
 
 def test_the_engine_is_found_by_its_directory() -> None:
     engine = _engine_modules(_modules())
-    on_disk = {p.stem for p in (CORE / ENGINE).glob("*.py") if p.stem != "__init__"}
-    assert {n.rsplit(".", 1)[-1] for n in engine if "." in n} == on_disk
-    assert {"engine.lifecycle", "engine.transitions", "engine.planner"} <= set(engine)
+    on_disk = {
+        ".".join(p.relative_to(CORE).with_suffix("").parts)
+        for p in (CORE / ENGINE).rglob("*.py")
+        if p.stem != "__init__"
+    }
+    assert {n for n in engine if "." in n} >= on_disk
+    assert {
+        "engine.lifecycle",
+        "engine.transitions.apply",
+        "engine.planning.planner",
+    } <= set(engine)
 
 
 def test_the_engine_imports_only_the_base_and_pure_standard_library() -> None:
@@ -282,6 +307,82 @@ def test_the_engine_imports_only_the_base_and_pure_standard_library() -> None:
         for (name, line, why), module in offences.items()
     )
     assert found == [], "the engine is not a leaf:\n" + "\n".join(found)
+
+
+# --------------------------------------------------------------------------- inside host
+
+
+def _host_modules(modules: dict[str, ast.Module]) -> dict[str, ast.Module]:
+    """The host's modules, renamed as if ``host`` were core (``host.gpus.gates`` -> ``gpus.gates``),
+    with their imports of ``gpuci_tui.core.host.`` read as imports of core's: the order and
+    cycle checks above then apply one level down unchanged."""
+    inner: dict[str, ast.Module] = {}
+    for name, tree in modules.items():
+        if not name.startswith("host."):
+            continue
+        source = ast.unparse(tree).replace("gpuci_tui.core.host.", PREFIX)
+        inner[name[len("host.") :]] = ast.parse(source)
+    return inner
+
+
+def _host_parts() -> set[str]:
+    found = set()
+    for path in (CORE / "host").rglob("*.py"):
+        parts = path.relative_to(CORE / "host").parts
+        found.add(parts[0] if len(parts) > 1 else path.stem)
+    return found - {"__init__"}
+
+
+def test_every_part_of_host_has_a_tier() -> None:
+    parts = _host_parts()
+    assert {"supervision", "control", "observers", "daemon"} <= parts
+    assert sorted(parts - set(HOST_TIERS)) == [], "add these to HOST_TIERS"
+
+
+def test_no_part_of_host_imports_a_part_of_a_higher_tier() -> None:
+    inner = _host_modules(_modules())
+    offences = [
+        o.replace("core/", "core/host/", 1)
+        for o in _order_offences(inner, HOST_TIERS)
+        if "(no tier for" not in o  # imports of core's other packages, checked above
+    ]
+    assert offences == [], "imports against host's order:\n" + "\n".join(offences)
+
+
+def test_the_parts_of_host_import_each_other_without_cycles() -> None:
+    inner = _host_modules(_modules())
+    graph = _package_graph(inner)
+    parts = _host_parts()
+    cycle = _cycle({a: {b for b in edges if b in parts} for a, edges in graph.items()})
+    assert cycle is None, f"host's parts import each other in a circle: {cycle}"
+
+
+def test_no_folder_of_core_holds_more_than_twenty_modules() -> None:
+    """A folder that grows past it holds several concerns: name them as sub-packages."""
+    sizes = {
+        str(folder.relative_to(CORE.parent)): sum(
+            1 for p in folder.glob("*.py") if p.stem != "__init__"
+        )
+        for folder in [CORE, *(p for p in CORE.rglob("*") if p.is_dir())]
+        if folder.name != "__pycache__"
+    }
+    over = {name: n for name, n in sizes.items() if n > MAX_MODULES_PER_FOLDER}
+    assert sizes["core/host"] > 0 and sizes["core/engine"] > 0
+    assert over == {}, f"folders over {MAX_MODULES_PER_FOLDER} modules: {over}"
+
+
+def test_the_host_order_check_names_an_import_against_it() -> None:
+    modules = _fake(
+        **{
+            "host.gpus.gates": "from gpuci_tui.core.host.supervision.supervisor import Supervisor\n",
+            "host.supervision.supervisor": "from gpuci_tui.core.host.gpus.gates import GpuGatekeeper\n",
+        }
+    )
+    offences = _order_offences(_host_modules(modules), HOST_TIERS)
+    assert offences == [
+        "core/gpus/gates.py:1 -> gpuci_tui.core.supervision.supervisor "
+        "(gpus, tier 1, imports supervision, tier 4)"
+    ]
 
 
 # --------------------------------------------------------------------------- the checks can fail

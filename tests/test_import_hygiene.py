@@ -16,7 +16,7 @@ def _core_modules() -> list[str]:
 
 
 def test_core_has_modules() -> None:
-    assert "gpuci_tui.core.host.supervisor" in _core_modules()
+    assert "gpuci_tui.core.host.supervision.supervisor" in _core_modules()
 
 
 def test_core_never_imports_textual_or_rich() -> None:
@@ -98,9 +98,9 @@ def _outside_the_engine(loaded: list[str]) -> list[str]:
 def test_the_engine_loads_only_itself_the_base_and_pure_standard_library() -> None:
     """Every module of ``core.engine``, imported in a fresh interpreter, pulls in nothing else."""
     modules = _engine_modules()
-    assert "gpuci_tui.core.engine.transitions" in modules
+    assert "gpuci_tui.core.engine.transitions.apply" in modules
     loaded = _loaded_by(modules)
-    assert "gpuci_tui.core.engine.transitions" in loaded
+    assert "gpuci_tui.core.engine.transitions.apply" in loaded
     outside = _outside_the_engine(loaded)
     assert outside == [], f"importing the engine loaded: {', '.join(outside)}"
 

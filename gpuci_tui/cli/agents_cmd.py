@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpuci_tui.core.command_types import CommandResult, Prune
 from gpuci_tui.core.errors import AzureError
-from gpuci_tui.core.host.control import ControlClient, ControlError
+from gpuci_tui.core.host.control.client import ControlClient, ControlError
 
 from . import exitcodes
 from .common import CliExit, fail, load, no_daemon, socket_for
@@ -107,7 +107,7 @@ def _direct(config: Config, api: AgentPoolApi | None) -> Send:
     from gpuci_tui.core.config.loader import agent_groups
     from gpuci_tui.core.docker.agentspec import host_marker
     from gpuci_tui.core.engine.stale import stale_registrations
-    from gpuci_tui.core.host.stale_watch import (
+    from gpuci_tui.core.host.observers.stale_watch import (
         current_lane_names,
         describe,
         held_by_a_daemon,

@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpuci_tui.core.host.control import MAX_LINE, OPS, line_of, message
+from gpuci_tui.core.host.control.client import MAX_LINE, OPS, line_of, message
 from gpuci_tui.core.models import PROTOCOL_VERSION
 
 from . import exitcodes

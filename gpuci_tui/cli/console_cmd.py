@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from gpuci_tui.core.config.loader import Config, daemon_instance
 from gpuci_tui.core.errors import GpuciError
-from gpuci_tui.core.host.control import ControlClient, ControlError, SocketHandle
+from gpuci_tui.core.host.control.client import ControlClient, ControlError, SocketHandle
 from gpuci_tui.core.host.handle import InProcessHandle, SupervisorHandle
 from gpuci_tui.core.protocols import GpuSampler, TokenSource
 

@@ -21,7 +21,7 @@ from gpuci_tui.core.command_types import (
 from gpuci_tui.core.config.file import is_ascii_number
 from gpuci_tui.core.config.observe import parse_listen
 from gpuci_tui.core.config.paths import history_db_path
-from gpuci_tui.core.host.control import ControlClient, ControlError, SocketHandle
+from gpuci_tui.core.host.control.client import ControlClient, ControlError, SocketHandle
 from gpuci_tui.core.models import SlotSnapshot, SlotState, SupervisorEvent
 from gpuci_tui.core.store.file import damage_notice
 from gpuci_tui.core.wire import to_dict

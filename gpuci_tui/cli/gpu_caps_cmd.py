@@ -33,7 +33,7 @@ def run_caps(args: argparse.Namespace) -> int:
     from gpuci_tui.core.gpu.nvml_facts import read_nvml_facts
     from gpuci_tui.core.gpu.nvml_sampler import NvmlSampler
     from gpuci_tui.core.gpu.nvml_topology import read_nvml_topology
-    from gpuci_tui.core.host.gpu_caps import SlotCapabilities
+    from gpuci_tui.core.host.gpus.caps import SlotCapabilities
 
     try:
         config = load(args)

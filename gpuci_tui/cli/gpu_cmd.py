@@ -14,7 +14,7 @@ from typing import Any
 
 from gpuci_tui.core.command_types import GpuClear
 from gpuci_tui.core.engine.preview import gpu_clear_words
-from gpuci_tui.core.host.control import ControlClient, ControlError
+from gpuci_tui.core.host.control.client import ControlClient, ControlError
 
 from . import exitcodes
 from .common import CliExit, fail, load, no_daemon, print_result, socket_for

@@ -99,7 +99,7 @@ def run_image(args: argparse.Namespace) -> int:
     from gpuci_tui.core.docker.runtime import DockerRuntime
     from gpuci_tui.core.engine.disk_gc import disk_state, pull_refusal
     from gpuci_tui.core.errors import ImagePullError, RuntimeUnavailableError
-    from gpuci_tui.core.host.image_puller import ImagePuller
+    from gpuci_tui.core.host.images.puller import ImagePuller
 
     try:
         config = load(args)

@@ -13,7 +13,7 @@ import argparse
 from pathlib import Path
 
 from gpuci_tui.core.command_types import Reload
-from gpuci_tui.core.host.control import ControlClient, ControlError
+from gpuci_tui.core.host.control.client import ControlClient, ControlError
 
 from . import exitcodes
 from .common import CliExit, config_path, fail, load, no_daemon, print_result, socket_for
@@ -60,7 +60,7 @@ def _reachable(path: Path) -> bool:
 
 def run_reload(args: argparse.Namespace) -> int:
     """Send ``reload`` to the daemon of the configuration file; print its answer."""
-    from gpuci_tui.core.host.socket_links import config_link
+    from gpuci_tui.core.host.control.socket_links import config_link
 
     try:
         if args.canary < 0 or (args.canary_jobs is not None and args.canary_jobs < 1):

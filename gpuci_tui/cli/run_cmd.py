@@ -120,7 +120,7 @@ def raise_file_limit() -> Callable[[], None]:
     Logged once the daemon is about to serve, so a run that stops on its
     configuration prints only why.
     """
-    from gpuci_tui.core.host.serving import raise_nofile_limit
+    from gpuci_tui.core.host.control.serving import raise_nofile_limit
 
     before, after, hard = raise_nofile_limit()
     return partial(

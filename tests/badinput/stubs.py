@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuci_tui.core.command_types import Command, CommandResult
-from gpuci_tui.core.host.control_server import ControlServer
+from gpuci_tui.core.host.control.server import ControlServer
 from gpuci_tui.core.models import SupervisorEvent, SupervisorSnapshot
 
 

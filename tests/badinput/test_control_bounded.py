@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from gpuci_tui.core.host import serving
-from gpuci_tui.core.host.control import ControlError, request
-from gpuci_tui.core.host.control_server import ControlServer
-from gpuci_tui.core.host.serving import BoundedListener, RateLimitedLog
+from gpuci_tui.core.host.control import serving
+from gpuci_tui.core.host.control.client import ControlError, request
+from gpuci_tui.core.host.control.server import ControlServer
+from gpuci_tui.core.host.control.serving import BoundedListener, RateLimitedLog
 from tests.badinput.stubs import StubSupervisor
 
 CAP = 4

@@ -20,7 +20,7 @@ import pytest
 
 from gpuci_tui.core.config.loader import MetricsConfig, save_config
 from gpuci_tui.core.config.paths import socket_path
-from gpuci_tui.core.host.serving import MAX_CLIENTS
+from gpuci_tui.core.host.control.serving import MAX_CLIENTS
 from tests.badinput.users import flood, local_user, open_fds, thread_count
 from tests.real.rig import Rig, make_rig, wait_for
 

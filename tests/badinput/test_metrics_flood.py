@@ -16,8 +16,8 @@ import time
 import pytest
 import requests
 
-from gpuci_tui.core.host.metrics import Metrics
-from gpuci_tui.core.host.metrics_server import MetricsServer
+from gpuci_tui.core.host.metrics.registry import Metrics
+from gpuci_tui.core.host.metrics.server import MetricsServer
 from tests.badinput.users import flood, local_user, open_fds
 
 CAP = 8

@@ -18,10 +18,10 @@ from gpuci_tui.core.engine.lifecycle import (
     SlotRecord,
     new_slot,
 )
-from gpuci_tui.core.engine.planner import Plan, decide
+from gpuci_tui.core.engine.planning.planner import Plan, decide
 from gpuci_tui.core.engine.settings import SupervisorConfig
 from gpuci_tui.core.engine.steps import Action, Died, Observation, Started
-from gpuci_tui.core.engine.transitions import apply
+from gpuci_tui.core.engine.transitions.apply import apply
 from gpuci_tui.core.models import JobInfo
 
 RULES = SupervisorConfig()

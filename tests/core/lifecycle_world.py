@@ -29,10 +29,10 @@ from gpuci_tui.core.command_types import Command
 from gpuci_tui.core.engine.commands import apply_command
 from gpuci_tui.core.engine.gpu_admission import FOREIGN_PROCESS, GateKind, GateReading
 from gpuci_tui.core.engine.lifecycle import EngineState, Lane, PoolView, lane_name, new_slot
-from gpuci_tui.core.engine.planner import FAST_POLL, decide
-from gpuci_tui.core.engine.rollout import advance, begin
+from gpuci_tui.core.engine.planning.planner import FAST_POLL, decide
+from gpuci_tui.core.engine.rollout.progress import advance, begin
 from gpuci_tui.core.engine.settings import SupervisorConfig
-from gpuci_tui.core.engine.standby_auto import AutoStandby
+from gpuci_tui.core.engine.standby.auto import AutoStandby
 from gpuci_tui.core.engine.steps import (
     Action,
     AgentChecked,

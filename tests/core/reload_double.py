@@ -6,7 +6,7 @@ import pytest
 
 from gpuci_tui.core.command_types import CommandResult
 from gpuci_tui.core.config.loader import Config
-from gpuci_tui.core.host.supervisor import Supervisor
+from gpuci_tui.core.host.supervision.supervisor import Supervisor
 from gpuci_tui.sim.runtime import DEFAULT_IMAGE
 
 

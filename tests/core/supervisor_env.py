@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 
 from gpuci_tui.core.config.loader import AgentsConfig, AzureConfig, Config
 from gpuci_tui.core.engine.settings import SupervisorConfig
-from gpuci_tui.core.host.supervisor import Supervisor
+from gpuci_tui.core.host.supervision.supervisor import Supervisor
 from gpuci_tui.sim.api import SimPoolApi
 from gpuci_tui.sim.org import SimOrg
 from gpuci_tui.sim.runtime import DEFAULT_IMAGE, SimulatedRuntime

@@ -24,7 +24,7 @@ from gpuci_tui.core.config.loader import (
 )
 from gpuci_tui.core.docker.agentspec import host_marker
 from gpuci_tui.core.engine.stale import MARKER_HOST, MARKER_INSTANCE
-from gpuci_tui.core.host.stale_watch import own_instances
+from gpuci_tui.core.host.observers.stale_watch import own_instances
 from gpuci_tui.sim.api import SimPoolApi
 from gpuci_tui.sim.org import SimOrg
 from tests.core.supervisor_env import PAT

@@ -14,7 +14,7 @@ import pytest
 
 from gpuci_tui.core.engine.gpu_admission import CUDA_INCOMPATIBLE, FOREIGN_PROCESS, GateKind
 from gpuci_tui.core.engine.lifecycle import EngineState, Gate, Intent, Lane, gate_of
-from gpuci_tui.core.engine.planner import decide
+from gpuci_tui.core.engine.planning.planner import decide
 from gpuci_tui.core.engine.snapshots import SnapshotMeta, supervisor_snapshot
 from gpuci_tui.core.engine.steps import (
     Action,
@@ -25,7 +25,7 @@ from gpuci_tui.core.engine.steps import (
     StartAgent,
     StopAgent,
 )
-from gpuci_tui.core.engine.transitions import apply
+from gpuci_tui.core.engine.transitions.apply import apply
 from gpuci_tui.core.models import HealthSnapshot, SlotState
 from tests.core.lifecycle_helpers import (
     ABSENT,

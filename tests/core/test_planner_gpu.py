@@ -14,7 +14,7 @@ import pytest
 
 from gpuci_tui.core.engine.gpu_admission import FOREIGN_PROCESS, GateKind, GateReading
 from gpuci_tui.core.engine.lifecycle import EngineState, Gate, Intent, Lane
-from gpuci_tui.core.engine.planner import decide
+from gpuci_tui.core.engine.planning.planner import decide
 from gpuci_tui.core.engine.steps import (
     Action,
     CheckAgent,
@@ -25,8 +25,8 @@ from gpuci_tui.core.engine.steps import (
     StartAgent,
     StopAgent,
 )
-from gpuci_tui.core.engine.transitions import apply
-from gpuci_tui.core.engine.transitions_gpu import next_gate
+from gpuci_tui.core.engine.transitions.apply import apply
+from gpuci_tui.core.engine.transitions.gpu import next_gate
 from tests.core.lifecycle_helpers import (
     ABSENT,
     ACTIVE,

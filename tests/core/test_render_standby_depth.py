@@ -5,8 +5,8 @@ from __future__ import annotations
 from gpuci_tui.cli.render import render_status
 from gpuci_tui.core.engine.lifecycle import EngineState
 from gpuci_tui.core.engine.snapshots import SnapshotMeta, supervisor_snapshot
-from gpuci_tui.core.engine.standby_auto import depth_of, observe
-from gpuci_tui.core.engine.standby_schedule import StandbySchedule
+from gpuci_tui.core.engine.standby.auto import depth_of, observe
+from gpuci_tui.core.engine.standby.schedule import StandbySchedule
 from gpuci_tui.core.models import HealthSnapshot, SupervisorSnapshot
 from gpuci_tui.core.wire import to_dict
 

@@ -35,7 +35,7 @@ from gpuci_tui.core.gpu_readings import (
     GpuSample,
     XidEvent,
 )
-from gpuci_tui.core.host.slot_layout import prepare_shapes
+from gpuci_tui.core.host.supervision.slot_layout import prepare_shapes
 
 MIGS = tuple(
     MigDevice(

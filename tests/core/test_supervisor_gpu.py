@@ -24,8 +24,8 @@ from gpuci_tui.core.gpu_readings import (
     GpuSample,
     XidEvent,
 )
-from gpuci_tui.core.host.gpu_gates import GpuGatekeeper
-from gpuci_tui.core.host.supervisor import Supervisor
+from gpuci_tui.core.host.gpus.gates import GpuGatekeeper
+from gpuci_tui.core.host.supervision.supervisor import Supervisor
 from gpuci_tui.core.models import SlotState
 from gpuci_tui.sim.records import AgentStartup
 from tests.core.supervisor_env import Env, StaticTokens, wait_until

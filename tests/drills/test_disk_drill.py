@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from gpuci_tui.core.docker.runtime import DockerRuntime
-from gpuci_tui.core.host.disk_watch import DiskWatch
+from gpuci_tui.core.host.images.disk_watch import DiskWatch
 from tests.drills.private_engine import PrivateEngine, small_root_engine
 from tests.real.rig import Rig, make_rig, wait_for
 

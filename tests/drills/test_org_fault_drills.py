@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from gpuci_tui.core.azure import http as azure_http
-from gpuci_tui.core.host.pool_observer import MAX_ERROR_BACKOFF
+from gpuci_tui.core.host.observers.pool import MAX_ERROR_BACKOFF
 from tests.real.rig import Rig, SlotSampler, assert_jobs_clean, make_rig, slot_of_agent, wait_for
 
 pytestmark = pytest.mark.docker

@@ -33,7 +33,7 @@ from gpuci_tui.core.config.docker_disk import DockerConfig
 from gpuci_tui.core.config.loader import MetricsConfig, save_config
 from gpuci_tui.core.docker.runtime import DockerRuntime
 from gpuci_tui.core.errors import ImagePullError
-from gpuci_tui.core.host.image_puller import ImagePuller
+from gpuci_tui.core.host.images.puller import ImagePuller
 from tests.drills.private_engine import PrivateEngine, small_root_engine
 from tests.real.registry import LoopbackRegistry, free_port, loopback_registry, publish, unique_repo
 from tests.real.rig import Rig, make_rig, wait_for

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from gpuci_tui.core.docker.runtime import DockerRuntime
-from gpuci_tui.core.host.image_puller import ImagePuller
+from gpuci_tui.core.host.images.puller import ImagePuller
 from tests.drills.private_engine import PrivateEngine, host_engine_pid
 from tests.real.registry import ThrottledProxy, loopback_registry, publish, unique_repo
 from tests.real.rig import wait_for

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from gpuci_tui.core.host.metrics import Metrics
+from gpuci_tui.core.host.metrics.registry import Metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "examples" / "grafana-dashboard.json"

@@ -15,9 +15,9 @@ from gpuci_tui.core.command_types import Command, CommandResult
 from gpuci_tui.core.config.fleet_host import parse_target
 from gpuci_tui.core.engine.preview import CommandPreview
 from gpuci_tui.core.fleet.link import Fleet, FleetMember
-from gpuci_tui.core.host.control import ControlError
+from gpuci_tui.core.host.control.client import ControlError
+from gpuci_tui.core.host.control.reconnect import Backoff
 from gpuci_tui.core.host.handle import Update
-from gpuci_tui.core.host.reconnect import Backoff
 from gpuci_tui.core.models import HealthSnapshot, HealthState, PoolSummary, SupervisorSnapshot
 from gpuci_tui.services import Services
 from tests.ui.fakes import FakeHandle, make_services

@@ -15,8 +15,8 @@ from gpuci_tui.core.docker.agentspec import instance_id
 from gpuci_tui.core.engine.snapshots import daemon_uptime
 from gpuci_tui.core.fleet.link import HostStatus, LinkState
 from gpuci_tui.core.fleet.rows import daemon_started, host_row
-from gpuci_tui.core.host.control import request
-from gpuci_tui.core.host.control_server import ControlServer
+from gpuci_tui.core.host.control.client import request
+from gpuci_tui.core.host.control.server import ControlServer
 from gpuci_tui.core.models import SupervisorSnapshot
 from gpuci_tui.core.wire import snapshot_from_dict, to_dict
 from gpuci_tui.widgets.fleet_table import host_detail, uptimes

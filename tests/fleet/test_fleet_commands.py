@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from gpuci_tui.app import make_app
 from gpuci_tui.core.command_types import Drain, Restart, Resume
-from gpuci_tui.core.host.control import ControlError
+from gpuci_tui.core.host.control.client import ControlError
 from gpuci_tui.screens.confirm import ConfirmScreen
 from gpuci_tui.screens.fleet import FleetScreen
 from tests.fleet.fakes import (

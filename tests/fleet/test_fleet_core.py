@@ -9,7 +9,7 @@ import pytest
 
 from gpuci_tui.core.fleet.link import HostLink, HostStatus, LinkState
 from gpuci_tui.core.fleet.rows import Severity, fleet_rows, fleet_totals, gpus_busy, host_row
-from gpuci_tui.core.host.reconnect import Backoff
+from gpuci_tui.core.host.control.reconnect import Backoff
 from gpuci_tui.core.models import (
     HealthSnapshot,
     HealthState,

@@ -13,7 +13,7 @@ import pytest
 
 from gpuci_tui.app import make_app
 from gpuci_tui.core.fleet.link import LinkState
-from gpuci_tui.core.host.control import ControlError
+from gpuci_tui.core.host.control.client import ControlError
 from gpuci_tui.core.models import SupervisorSnapshot
 from gpuci_tui.screens import dashboard
 from gpuci_tui.screens.fleet import FleetScreen

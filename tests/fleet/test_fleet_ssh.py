@@ -25,7 +25,7 @@ from gpuci_tui.core.config.fleet_host import parse_target
 from gpuci_tui.core.fleet.link import FleetMember, HostLink, HostStatus, LinkState
 from gpuci_tui.core.fleet.ssh_command import SshSettings
 from gpuci_tui.core.fleet.ssh_handle import SshHandle
-from gpuci_tui.core.host.reconnect import Backoff
+from gpuci_tui.core.host.control.reconnect import Backoff
 from tests.fleet.sshlab import GPUCI, ssh_lab
 
 pytestmark = pytest.mark.docker

@@ -6,8 +6,8 @@ import asyncio
 from collections.abc import AsyncIterator
 
 from gpuci_tui.core.fleet.link import HostLink, HostStatus, LinkState
+from gpuci_tui.core.host.control.reconnect import Backoff, Reconnector, RetryNow
 from gpuci_tui.core.host.handle import Update
-from gpuci_tui.core.host.reconnect import Backoff, Reconnector, RetryNow
 from tests.core.supervisor_env import wait_until
 from tests.fleet.fakes import SwitchHandle, healthy_snapshot, member
 from tests.ui.scenarios import NOW

@@ -15,8 +15,7 @@ from typing import Any
 
 from gpuci_tui.app import make_app
 from gpuci_tui.core.fleet.link import LinkState
-from gpuci_tui.core.host.control_server import ControlServer
-from gpuci_tui.core.host.log_serving import (
+from gpuci_tui.core.host.control.log_serving import (
     MAX_BYTES,
     MAX_LINE_CHARS,
     MAX_TAIL,
@@ -24,6 +23,7 @@ from gpuci_tui.core.host.log_serving import (
     bounded,
     logs_answer,
 )
+from gpuci_tui.core.host.control.server import ControlServer
 from gpuci_tui.core.secrets.redaction import register_secret
 from gpuci_tui.screens.fleet import FleetScreen
 from gpuci_tui.screens.fleet_host import HostDashboardScreen

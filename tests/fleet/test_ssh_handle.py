@@ -28,7 +28,7 @@ from gpuci_tui.core.fleet.ssh_command import (
     remote_command,
 )
 from gpuci_tui.core.fleet.ssh_handle import SshHandle
-from gpuci_tui.core.host.control import ControlError
+from gpuci_tui.core.host.control.client import ControlError
 from gpuci_tui.core.models import SupervisorSnapshot
 from tests.fleet.fakes import healthy_snapshot
 from tests.fleet.protocol_daemon import ProtocolDaemon

@@ -28,7 +28,7 @@ from gpuci_tui.core.config.loader import AgentsConfig, AzureConfig, Config, save
 from gpuci_tui.core.config.paths import socket_path
 from gpuci_tui.core.docker.agentspec import LABEL_INSTANCE, LABEL_LANE, LABEL_SLOT, instance_id
 from gpuci_tui.core.engine.settings import SupervisorConfig
-from gpuci_tui.core.host.control import ControlError, request
+from gpuci_tui.core.host.control.client import ControlError, request
 
 PAT = "it-pat-" + uuid.uuid4().hex + uuid.uuid4().hex[:12]
 

@@ -173,7 +173,7 @@ async def test_console_attaches_to_running_daemon_and_drains(rig: Rig, tmp_path:
     import asyncio
 
     from gpuci_tui.app import make_app
-    from gpuci_tui.core.host.control import SocketHandle
+    from gpuci_tui.core.host.control.client import SocketHandle
     from gpuci_tui.services import Services
     from gpuci_tui.sim.gpu_synthetic import SyntheticSampler
 
@@ -217,7 +217,7 @@ def test_console_starts_a_detached_daemon_that_outlives_it(
 ) -> None:
     """No daemon running: the console starts one in its own session (survives SSH hangup)."""
     from gpuci_tui.cli.console_cmd import start_detached_daemon
-    from gpuci_tui.core.host.control import request
+    from gpuci_tui.core.host.control.client import request
 
     monkeypatch.setenv("GPUCI_PAT_FILE", rig.env["GPUCI_PAT_FILE"])
     handle = start_detached_daemon(rig.config_path, rig.config)

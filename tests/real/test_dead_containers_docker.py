@@ -16,7 +16,7 @@ import pytest
 
 from gpuci_tui.core.docker.agentspec import build_spec
 from gpuci_tui.core.docker.runtime import DockerRuntime
-from gpuci_tui.core.host.supervisor import Supervisor
+from gpuci_tui.core.host.supervision.supervisor import Supervisor
 from gpuci_tui.core.models import SlotState
 from tests.core.supervisor_env import StaticTokens, make_env
 from tests.core.supervisor_env import wait_until as async_wait_until

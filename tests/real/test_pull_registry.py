@@ -18,7 +18,7 @@ import pytest
 from gpuci_tui.core.docker.pull_progress import PullProgress
 from gpuci_tui.core.docker.runtime import DockerRuntime
 from gpuci_tui.core.errors import ImagePullError
-from gpuci_tui.core.host.image_puller import ImagePuller
+from gpuci_tui.core.host.images.puller import ImagePuller
 from tests.real.registry import (
     LoopbackRegistry,
     docker_config,

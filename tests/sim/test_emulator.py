@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from gpuci_tui.core.host.agent_cache import AgentPackageCache
+from gpuci_tui.core.host.images.agent_cache import AgentPackageCache
 from gpuci_tui.sim import image as image_mod
 from gpuci_tui.sim.api import SimPoolApi
 from gpuci_tui.sim.image import HASH_LABEL, EmulatorImageError, build_emulator_image

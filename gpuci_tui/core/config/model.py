@@ -17,7 +17,7 @@ from gpuci_tui.core.config.fleet import FleetConfig
 from gpuci_tui.core.config.observe import GpuConfig, HistoryConfig, MetricsConfig
 from gpuci_tui.core.engine.gpu_admission import GpuAdmission
 from gpuci_tui.core.engine.settings import SupervisorConfig
-from gpuci_tui.core.engine.standby_schedule import StandbySchedule
+from gpuci_tui.core.engine.standby.schedule import StandbySchedule
 
 #: Name of the one group an ``[agents]``-only configuration runs.
 DEFAULT_GROUP = "default"

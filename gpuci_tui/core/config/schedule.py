@@ -24,7 +24,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from gpuci_tui.core.config.file import ConfigError, raise_if_any, show
 from gpuci_tui.core.config.model import AgentsConfig
 from gpuci_tui.core.config.validate import MAX_STANDBY, check_keys
-from gpuci_tui.core.engine.standby_schedule import DAYS, Entries, StandbySchedule
+from gpuci_tui.core.engine.standby.schedule import DAYS, Entries, StandbySchedule
 
 __all__ = ["SCHEDULE_KEYS", "check_schedule_limit", "parse_schedule"]
 

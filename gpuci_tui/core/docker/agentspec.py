@@ -101,7 +101,7 @@ def build_spec(
     started by the host's Docker, which mounts the agent's work and externals
     directories into the job container by their (host) paths.
 
-    ``capabilities`` (the slot's GPU facts, `core.host.gpu_caps`) become
+    ``capabilities`` (the slot's GPU facts, `core.host.gpus.caps`) become
     environment variables, which the agent reports as capabilities.
     ``agent_package``: a verified newer agent package from the host's cache, mounted
     read-only where start.sh prefers it to the image's agent (issue 20).

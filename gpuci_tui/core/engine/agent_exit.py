@@ -31,7 +31,7 @@ AGENT_UPDATING = 12
 """The agent exited to update itself (run.sh's 3/4) and did not come back: the
 server asked for a newer agent than the container has. Not a failure of the
 image: the next container starts with the package the daemon caches (see
-`gpuci_tui.core.host.agent_cache`)."""
+`gpuci_tui.core.host.images.agent_cache`)."""
 BAD_SETUP = 13
 """The container is set up wrongly: AZP_URL unset, the agent directory missing,
 or the run-as user does not exist. Fix the image or the configuration."""

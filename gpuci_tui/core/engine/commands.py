@@ -27,7 +27,7 @@ from gpuci_tui.core.command_types import (
 )
 from gpuci_tui.core.engine.gpu_health import NO_GPU_WATCH
 from gpuci_tui.core.engine.lifecycle import EngineState, Intent, SlotRecord, new_slot
-from gpuci_tui.core.engine.rollout_state import Rollout, rollout_data, rollout_from
+from gpuci_tui.core.engine.rollout.state import Rollout, rollout_data, rollout_from
 from gpuci_tui.core.engine.snapshots import primary
 from gpuci_tui.core.models import MAX_SLOTS
 from gpuci_tui.core.wording import plural

@@ -29,9 +29,9 @@ from gpuci_tui.core.models import ExitInfo, HealthSnapshot, ImageUsed, JobInfo
 from gpuci_tui.core.protocols import Agent
 
 if TYPE_CHECKING:
-    from gpuci_tui.core.engine.rollout_state import Rollout
-    from gpuci_tui.core.engine.standby_schedule import Scheduled, StandbySchedule
-    from gpuci_tui.core.engine.standby_state import AutoStandby
+    from gpuci_tui.core.engine.rollout.state import Rollout
+    from gpuci_tui.core.engine.standby.schedule import Scheduled, StandbySchedule
+    from gpuci_tui.core.engine.standby.state import AutoStandby
 
 
 class Intent(StrEnum):

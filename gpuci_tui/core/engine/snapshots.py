@@ -19,8 +19,8 @@ from gpuci_tui.core.engine.lifecycle import (
     SlotRecord,
     gate_of,
 )
-from gpuci_tui.core.engine.rollout_views import rollout_snapshots
-from gpuci_tui.core.engine.standby_auto import depth_text
+from gpuci_tui.core.engine.rollout.views import rollout_snapshots
+from gpuci_tui.core.engine.standby.auto import depth_text
 from gpuci_tui.core.gpu_readings import JobGpuNow
 from gpuci_tui.core.models import (
     AgentSnapshot,

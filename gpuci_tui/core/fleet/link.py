@@ -19,8 +19,8 @@ from enum import StrEnum
 
 from gpuci_tui.core.config.fleet_host import FleetHost
 from gpuci_tui.core.gpu_readings import GpuFrame, GpuHostInfo
+from gpuci_tui.core.host.control.reconnect import Backoff, Reconnector, RetryNow
 from gpuci_tui.core.host.handle import SupervisorHandle
-from gpuci_tui.core.host.reconnect import Backoff, Reconnector, RetryNow
 from gpuci_tui.core.models import SupervisorEvent, SupervisorSnapshot
 
 

@@ -5,7 +5,7 @@ The log view (`screens.logs.LogScreen`) polls a runtime's blocking
 reached over ssh: each call runs the handle's ``logs_tail`` on the console's
 event loop (where the ssh channel lives) and waits for it, boundedly. It can
 only read: the daemon answers for its own agents' containers, redacts every
-line and paces the answers (`core.host.log_serving`).
+line and paces the answers (`core.host.control.log_serving`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
-from gpuci_tui.core.host.control import ControlError
+from gpuci_tui.core.host.control.client import ControlError
 
 TIMEOUT = 30.0
 """Seconds one poll may take, ssh and the daemon's pacing included."""

@@ -31,7 +31,7 @@ from gpuci_tui.core.fleet.ssh_command import (
     explain_exit,
     ssh_options,
 )
-from gpuci_tui.core.host.control import (
+from gpuci_tui.core.host.control.client import (
     MAX_LINE,
     ControlError,
     line_of,

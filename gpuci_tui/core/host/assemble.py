@@ -33,22 +33,22 @@ from pathlib import Path
 from gpuci_tui.core.config.loader import Config, agent_groups, instance_id
 from gpuci_tui.core.engine.agent_versions import newest
 from gpuci_tui.core.gpu.accounting import JobAccountant, container_owners
-from gpuci_tui.core.host.agent_cache import AgentPackageCache
-from gpuci_tui.core.host.agent_updates import AgentUpdates
-from gpuci_tui.core.host.cuda_guard import CudaGuard, inspector
-from gpuci_tui.core.host.disk_watch import DiskWatch
-from gpuci_tui.core.host.gpu_caps import SlotCapabilities, facts_reader
-from gpuci_tui.core.host.gpu_gates import GpuGatekeeper
-from gpuci_tui.core.host.gpu_watch import GpuWatch
-from gpuci_tui.core.host.group_supervisor import GroupSupervisor
-from gpuci_tui.core.host.image_puller import ImagePuller, ImageRegistry
+from gpuci_tui.core.host.gpus.caps import SlotCapabilities, facts_reader
+from gpuci_tui.core.host.gpus.cuda_guard import CudaGuard, inspector
+from gpuci_tui.core.host.gpus.gates import GpuGatekeeper
+from gpuci_tui.core.host.gpus.watch import GpuWatch
+from gpuci_tui.core.host.images.agent_cache import AgentPackageCache
+from gpuci_tui.core.host.images.agent_updates import AgentUpdates
+from gpuci_tui.core.host.images.disk_watch import DiskWatch
+from gpuci_tui.core.host.images.puller import ImagePuller, ImageRegistry
 from gpuci_tui.core.host.instance import DaemonPaths, group_lock, intent_stores, lock_instance
-from gpuci_tui.core.host.job_recorder import JobRecorder
-from gpuci_tui.core.host.metrics import Metrics, follow
-from gpuci_tui.core.host.pool_observer import PoolObserver
+from gpuci_tui.core.host.metrics.registry import Metrics, follow
+from gpuci_tui.core.host.observers.job_recorder import JobRecorder
+from gpuci_tui.core.host.observers.pool import PoolObserver
 from gpuci_tui.core.host.reporter import Broadcaster
-from gpuci_tui.core.host.slot_layout import prepare_shapes
-from gpuci_tui.core.host.supervisor import Supervisor
+from gpuci_tui.core.host.supervision.group_supervisor import GroupSupervisor
+from gpuci_tui.core.host.supervision.slot_layout import prepare_shapes
+from gpuci_tui.core.host.supervision.supervisor import Supervisor
 from gpuci_tui.core.packages import AgentPackagesApi
 from gpuci_tui.core.protocols import (
     AgentPoolApi,

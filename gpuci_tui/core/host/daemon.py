@@ -20,8 +20,8 @@ from collections.abc import Callable
 from gpuci_tui.core.command_types import Reload
 from gpuci_tui.core.config.loader import Config
 from gpuci_tui.core.host.assemble import open_assembly
-from gpuci_tui.core.host.control_server import ControlServer
-from gpuci_tui.core.host.group_supervisor import GroupSupervisor
+from gpuci_tui.core.host.control.server import ControlServer
+from gpuci_tui.core.host.control.socket_links import SocketLinks
 from gpuci_tui.core.host.handle import Supervised
 from gpuci_tui.core.host.instance import (
     AlreadyRunningError,
@@ -31,9 +31,9 @@ from gpuci_tui.core.host.instance import (
     intent_stores,
 )
 from gpuci_tui.core.host.memory import trim_now_and_then
-from gpuci_tui.core.host.metrics_server import MetricsServer
-from gpuci_tui.core.host.socket_links import SocketLinks
-from gpuci_tui.core.host.token_sweeper import TokenFileRemover, TokenSweeper
+from gpuci_tui.core.host.metrics.server import MetricsServer
+from gpuci_tui.core.host.observers.token_sweeper import TokenFileRemover, TokenSweeper
+from gpuci_tui.core.host.supervision.group_supervisor import GroupSupervisor
 from gpuci_tui.core.protocols import AgentPoolApi, ContainerRuntime, GpuSampler, TokenSource
 
 __all__ = ["AlreadyRunningError", "DaemonPaths", "InstanceLock", "intent_stores", "serve"]

@@ -17,7 +17,7 @@ from gpuci_tui.core.engine.preview import CommandPreview
 from gpuci_tui.core.models import SupervisorEvent, SupervisorSnapshot
 
 if TYPE_CHECKING:
-    from gpuci_tui.core.host.gpu_gates import GpuGatekeeper
+    from gpuci_tui.core.host.gpus.gates import GpuGatekeeper
     from gpuci_tui.core.host.reporter import Reporter
 
 Update = SupervisorSnapshot | SupervisorEvent

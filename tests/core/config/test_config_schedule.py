@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from gpuci_tui.core.config.loader import load_config, save_config
-from gpuci_tui.core.engine.standby_schedule import StandbySchedule
+from gpuci_tui.core.engine.standby.schedule import StandbySchedule
 from tests.core.config_helpers import base_doc, problems, write
 
 OFFICE = {

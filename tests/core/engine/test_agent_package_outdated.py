@@ -22,7 +22,7 @@ from gpuci_tui.core.docker.agentspec import (
     placed,
 )
 from gpuci_tui.core.engine.lifecycle import EngineState, Lane
-from gpuci_tui.core.engine.rollout import advance
+from gpuci_tui.core.engine.rollout.progress import advance
 from gpuci_tui.core.engine.settings import SupervisorConfig
 from gpuci_tui.core.engine.steps import (
     Action,

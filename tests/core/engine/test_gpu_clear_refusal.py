@@ -15,7 +15,7 @@ from gpuci_tui.core.engine.gpu_health import (
 )
 from gpuci_tui.core.engine.lifecycle import EngineState
 from gpuci_tui.core.engine.preview import preview
-from gpuci_tui.core.host.gpu_gates import GpuGatekeeper, clear_gpu
+from gpuci_tui.core.host.gpus.gates import GpuGatekeeper, clear_gpu
 from gpuci_tui.core.models import GpuGateSnapshot, SupervisorSnapshot
 
 GPUS = [(0, "GPU-aa"), (1, "GPU-bb")]

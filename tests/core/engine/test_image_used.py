@@ -8,7 +8,7 @@ from gpuci_tui.core.docker.agentspec import LABEL_LANE, LABEL_SLOT, placed
 from gpuci_tui.core.engine.lifecycle import EngineState, Lane
 from gpuci_tui.core.engine.snapshots import SnapshotMeta, supervisor_snapshot
 from gpuci_tui.core.engine.steps import Died, JobEnded, Listed, Started
-from gpuci_tui.core.engine.transitions import apply
+from gpuci_tui.core.engine.transitions.apply import apply
 from gpuci_tui.core.models import HealthSnapshot, ImageUsed, SupervisorSnapshot
 from gpuci_tui.core.protocols import ContainerInfo
 from gpuci_tui.core.wire import snapshot_from_dict, to_dict

@@ -22,7 +22,7 @@ from gpuci_tui.core.engine.steps import (
     StartAgent,
     Started,
 )
-from gpuci_tui.core.engine.transitions import apply
+from gpuci_tui.core.engine.transitions.apply import apply
 from tests.core.lifecycle_helpers import NOW, RULES, UNKNOWN, actions, engine, observe, plan, slot0
 
 A = Lane.A

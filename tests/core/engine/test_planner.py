@@ -14,7 +14,7 @@ import pytest
 
 from gpuci_tui.core.docker.agentspec import LABEL_LANE, LABEL_SLOT, placed
 from gpuci_tui.core.engine.lifecycle import EngineState, Intent, Lane, LanePhase
-from gpuci_tui.core.engine.planner import decide
+from gpuci_tui.core.engine.planning.planner import decide
 from gpuci_tui.core.engine.steps import (
     Action,
     CheckAgent,
@@ -27,7 +27,7 @@ from gpuci_tui.core.engine.steps import (
     StartAgent,
     StopAgent,
 )
-from gpuci_tui.core.engine.transitions_exit import REMOVE_RETRY
+from gpuci_tui.core.engine.transitions.exit import REMOVE_RETRY
 from gpuci_tui.core.protocols import ContainerInfo
 from tests.core.lifecycle_helpers import (
     ABSENT,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from gpuci_tui.core.engine.lifecycle import Lane
 from gpuci_tui.core.engine.steps import StartAgent, StartFailed
-from gpuci_tui.core.engine.transitions import apply
-from gpuci_tui.core.engine.transitions_pull import PULL_RETRY
+from gpuci_tui.core.engine.transitions.apply import apply
+from gpuci_tui.core.engine.transitions.pull import PULL_RETRY
 from tests.core.lifecycle_helpers import RULES, UNKNOWN, actions, engine, slot0
 
 A = Lane.A

@@ -15,9 +15,9 @@ import pytest
 
 from gpuci_tui.core.docker.agentspec import LABEL_CONFIG, LABEL_LANE, LABEL_SLOT, placed
 from gpuci_tui.core.engine.lifecycle import EngineState, Intent, Lane, SlotRecord, new_slot
-from gpuci_tui.core.engine.rollout import CRASH_LOOP, advance, begin
-from gpuci_tui.core.engine.rollout_state import Phase
-from gpuci_tui.core.engine.rollout_views import (
+from gpuci_tui.core.engine.rollout.progress import CRASH_LOOP, advance, begin
+from gpuci_tui.core.engine.rollout.state import Phase
+from gpuci_tui.core.engine.rollout.views import (
     describe,
     preview_lines,
     rollout_snapshots,
@@ -124,7 +124,7 @@ def test_the_replacement_starts_on_the_target_spec() -> None:
 
 
 def test_an_outdated_slot_is_restarted_and_the_restart_ends_when_every_lane_is_current() -> None:
-    from gpuci_tui.core.engine.planner import decide
+    from gpuci_tui.core.engine.planning.planner import decide
 
     state, _ = decide(engine(on(OLD, ACTIVE), on(OLD, STANDBY), spec=NEW), NOW)
     assert slot0(state).intent is Intent.RESTART
@@ -137,7 +137,7 @@ def test_an_outdated_slot_is_restarted_and_the_restart_ends_when_every_lane_is_c
 
 
 def test_a_lane_current_again_after_a_rollback_is_unmarked_but_an_operator_restart_stays() -> None:
-    from gpuci_tui.core.engine.planner import decide
+    from gpuci_tui.core.engine.planning.planner import decide
 
     state = engine(ACTIVE, on(OLD, STANDBY), spec=NEW)  # a: of unknown spec
     state, _ = decide(state, NOW)

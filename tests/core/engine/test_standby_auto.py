@@ -20,8 +20,8 @@ from gpuci_tui.core.engine.lifecycle import (
     PoolView,
     new_slot,
 )
-from gpuci_tui.core.engine.planner import decide
-from gpuci_tui.core.engine.standby_auto import (
+from gpuci_tui.core.engine.planning.planner import decide
+from gpuci_tui.core.engine.standby.auto import (
     AutoStandby,
     depth_of,
     depth_text,

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from gpuci_tui.core.engine.standby_schedule import (
+from gpuci_tui.core.engine.standby.schedule import (
     DAYS,
     Entries,
     Scheduled,

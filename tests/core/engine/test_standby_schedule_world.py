@@ -14,8 +14,8 @@ from functools import partial
 import pytest
 
 from gpuci_tui.core.engine.lifecycle import Lane
-from gpuci_tui.core.engine.standby_schedule import DAYS, StandbySchedule
-from gpuci_tui.core.engine.standby_state import AutoStandby
+from gpuci_tui.core.engine.standby.schedule import DAYS, StandbySchedule
+from gpuci_tui.core.engine.standby.state import AutoStandby
 from tests.core.lifecycle_world import World
 
 THURSDAY = DAYS.index("thursday")

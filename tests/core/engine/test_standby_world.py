@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuci_tui.core.engine.standby_auto import AutoStandby
+from gpuci_tui.core.engine.standby.auto import AutoStandby
 from tests.core.lifecycle_world import World
 
 

@@ -22,7 +22,7 @@ from gpuci_tui.core.engine.steps import (
     Started,
     StartFailed,
 )
-from gpuci_tui.core.engine.transitions import ENGINE_RETRY, TOKEN_RETRY, apply
+from gpuci_tui.core.engine.transitions.apply import ENGINE_RETRY, TOKEN_RETRY, apply
 from gpuci_tui.core.models import HealthState, SlotState
 from gpuci_tui.core.protocols import Agent, ContainerInfo, JobRequest
 from tests.core.lifecycle_helpers import (

@@ -8,7 +8,7 @@ import json
 from gpuci_tui.core.engine.snapshots import SnapshotMeta, supervisor_snapshot
 from gpuci_tui.core.gpu.accounting import JobAccountant, JobKey, key_of
 from gpuci_tui.core.gpu_readings import GpuFrame, GpuHostInfo, GpuProcess, GpuSample, JobGpuNow
-from gpuci_tui.core.host.supervisor import Supervisor
+from gpuci_tui.core.host.supervision.supervisor import Supervisor
 from gpuci_tui.core.models import HealthSnapshot, SlotState
 from gpuci_tui.core.wire import snapshot_from_dict, to_dict
 from tests.core.lifecycle_helpers import ACTIVE, BUSY, NOW, STANDBY, engine

@@ -11,7 +11,7 @@ import pytest
 from gpuci_tui.core.config.slot_shapes import HostTopology, MigDevice, gpu_slots, mig_slots
 from gpuci_tui.core.gpu.capabilities import GpuFacts, HostGpuFacts
 from gpuci_tui.core.gpu.nvml_topology import read_nvml_topology, topology_reader
-from gpuci_tui.core.host.gpu_caps import mig_capabilities
+from gpuci_tui.core.host.gpus.caps import mig_capabilities
 from tests.core.nvml_helpers import NvmlState
 
 pytestmark = pytest.mark.nvml

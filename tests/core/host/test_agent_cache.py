@@ -11,7 +11,7 @@ from typing import BinaryIO
 
 import pytest
 
-from gpuci_tui.core.host.agent_cache import (
+from gpuci_tui.core.host.images.agent_cache import (
     VERSION_FILE,
     AgentPackageCache,
     PackageError,

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from gpuci_tui.core.engine.agent_versions import AGENT_VERSION_LABEL
-from gpuci_tui.core.host.agent_cache import AgentPackageCache
-from gpuci_tui.core.host.agent_updates import AgentUpdates, agent_platform
+from gpuci_tui.core.host.images.agent_cache import AgentPackageCache
+from gpuci_tui.core.host.images.agent_updates import AgentUpdates, agent_platform
 from gpuci_tui.core.models import SupervisorEvent
 from gpuci_tui.core.protocols import ImageConfig
 from gpuci_tui.sim.api import SimPoolApi

@@ -16,7 +16,7 @@ from gpuci_tui.core.config.paths import history_db_path
 from gpuci_tui.core.docker.agentspec import LABEL_GROUP
 from gpuci_tui.core.host.assemble import assemble
 from gpuci_tui.core.host.daemon import DaemonPaths
-from gpuci_tui.core.host.group_supervisor import GroupSupervisor
+from gpuci_tui.core.host.supervision.group_supervisor import GroupSupervisor
 from gpuci_tui.core.models import SlotState
 from gpuci_tui.core.store.history import JobHistory, JobQuery
 from gpuci_tui.sim.api import SimPoolApi

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from gpuci_tui.core.command_types import Drain, GpuClear
-from gpuci_tui.core.host.control import ControlClient, ControlError, line_of, message
+from gpuci_tui.core.host.control.client import ControlClient, ControlError, line_of, message
 from gpuci_tui.core.wire import to_dict
 from tests.ui.scenarios import loaded_snapshot
 

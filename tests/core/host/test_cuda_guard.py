@@ -20,8 +20,8 @@ from gpuci_tui.core.engine.gpu_admission import CUDA_INCOMPATIBLE
 from gpuci_tui.core.engine.steps import CudaChecked, Observation
 from gpuci_tui.core.gpu_readings import GpuFrame, GpuHostInfo, GpuSample
 from gpuci_tui.core.host.assemble import assemble
-from gpuci_tui.core.host.cuda_guard import CudaGuard
-from gpuci_tui.core.host.supervisor import Supervisor
+from gpuci_tui.core.host.gpus.cuda_guard import CudaGuard
+from gpuci_tui.core.host.supervision.supervisor import Supervisor
 from gpuci_tui.core.models import SlotState
 from gpuci_tui.core.protocols import ImageConfig
 from gpuci_tui.core.store.history import JobHistory

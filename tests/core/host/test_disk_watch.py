@@ -8,7 +8,7 @@ from pathlib import Path
 
 from gpuci_tui.core.config.loader import load_config
 from gpuci_tui.core.host.assemble import assemble
-from gpuci_tui.core.host.disk_watch import DiskWatch
+from gpuci_tui.core.host.images.disk_watch import DiskWatch
 from gpuci_tui.core.protocols import DiskUsage, DockerDisk, ImageInfo
 from gpuci_tui.core.store.history import JobHistory
 from gpuci_tui.core.wire import snapshot_from_dict, to_dict

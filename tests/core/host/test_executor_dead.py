@@ -7,7 +7,7 @@ from typing import Any
 from gpuci_tui.core.engine.lifecycle import Lane
 from gpuci_tui.core.engine.steps import FetchLogs, LogTail, RemoveContainer, Removed
 from gpuci_tui.core.errors import RuntimeUnavailableError
-from gpuci_tui.core.host.executor import Executor
+from gpuci_tui.core.host.supervision.executor import Executor
 from tests.core.supervisor_env import StaticTokens, make_env
 
 

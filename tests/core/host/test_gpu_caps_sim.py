@@ -14,8 +14,8 @@ from pathlib import Path
 from gpuci_tui.cli.render import render_status
 from gpuci_tui.core.gpu.capabilities import HostGpuFacts
 from gpuci_tui.core.host.assemble import assemble
-from gpuci_tui.core.host.gpu_caps import SlotCapabilities, facts_from_frame, facts_reader
-from gpuci_tui.core.host.supervisor import Supervisor
+from gpuci_tui.core.host.gpus.caps import SlotCapabilities, facts_from_frame, facts_reader
+from gpuci_tui.core.host.supervision.supervisor import Supervisor
 from gpuci_tui.core.store.history import JobHistory
 from gpuci_tui.sim.gpu_synthetic import FixtureSampler, SyntheticSampler
 from tests.core.supervisor_env import Env, StaticTokens, wait_until

@@ -14,8 +14,8 @@ import pytest
 
 from gpuci_tui.core.command_types import Reload
 from gpuci_tui.core.config.loader import Config, load_config
-from gpuci_tui.core.host.group_supervisor import GroupSupervisor
 from gpuci_tui.core.host.instance import AlreadyRunningError
+from gpuci_tui.core.host.supervision.group_supervisor import GroupSupervisor
 from gpuci_tui.core.models import SlotState
 from gpuci_tui.sim.api import SimPoolApi
 from gpuci_tui.sim.org import SimOrg

@@ -26,7 +26,7 @@ from gpuci_tui.core.config.loader import (
 from gpuci_tui.core.docker.agentspec import LABEL_GROUP, build_spec, slot_gpus
 from gpuci_tui.core.gpu.check import check_host_gpus
 from gpuci_tui.core.gpu_readings import GpuFrame, GpuHostInfo, GpuProcess, GpuSample
-from gpuci_tui.core.host.group_supervisor import GroupSupervisor
+from gpuci_tui.core.host.supervision.group_supervisor import GroupSupervisor
 from gpuci_tui.core.models import SlotState
 from gpuci_tui.sim.api import SimPoolApi
 from gpuci_tui.sim.org import SimOrg

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuci_tui.core.host.metrics import Metrics
-from gpuci_tui.core.host.pool_observer import PoolObserver
+from gpuci_tui.core.host.metrics.registry import Metrics
+from gpuci_tui.core.host.observers.pool import PoolObserver
 from gpuci_tui.core.models import HealthSnapshot, HealthState, SlotState
 from gpuci_tui.core.secrets.credentials import PatCredential
 from tests.core.host.test_metrics import slot, snapshot, value

@@ -17,7 +17,7 @@ from gpuci_tui.core.config.model import AgentsConfig
 from gpuci_tui.core.engine.lifecycle import Lane
 from gpuci_tui.core.engine.steps import StartFailed
 from gpuci_tui.core.errors import ImagePullError, RuntimeUnavailableError
-from gpuci_tui.core.host.image_puller import FAILURE_MEMORY, PRESENT_MEMORY, ImagePuller
+from gpuci_tui.core.host.images.puller import FAILURE_MEMORY, PRESENT_MEMORY, ImagePuller
 from gpuci_tui.core.models import SlotSnapshot, SlotState, SupervisorSnapshot
 from tests.core.supervisor_env import wait_until
 

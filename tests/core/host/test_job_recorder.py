@@ -9,9 +9,9 @@ from gpuci_tui.core.engine.lifecycle import Lane
 from gpuci_tui.core.engine.steps import JobEnded
 from gpuci_tui.core.gpu.accounting import JobAccountant, container_owners, key_of
 from gpuci_tui.core.gpu_readings import GpuFrame, GpuHostInfo, GpuProcess, GpuSample
-from gpuci_tui.core.host.gpu_watch import GpuWatch
-from gpuci_tui.core.host.job_recorder import JobRecorder, job_record, seconds_between
-from gpuci_tui.core.host.supervisor import Supervisor
+from gpuci_tui.core.host.gpus.watch import GpuWatch
+from gpuci_tui.core.host.observers.job_recorder import JobRecorder, job_record, seconds_between
+from gpuci_tui.core.host.supervision.supervisor import Supervisor
 from gpuci_tui.core.models import (
     AgentSnapshot,
     ExitInfo,

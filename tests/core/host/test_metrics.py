@@ -1,4 +1,4 @@
-"""The metrics of `gpuci_tui.core.host.metrics`, read back through prometheus_client's own text
+"""The metrics of `gpuci_tui.core.host.metrics.registry`, read back through prometheus_client's own text
 format and parser (what Prometheus scrapes), from snapshots, events, job rows and HTTP
 statuses given directly."""
 
@@ -13,7 +13,7 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpuci_tui.core.gpu_readings import GpuFrame, GpuHostInfo, GpuSample
-from gpuci_tui.core.host.metrics import Metrics, azure_outcome, follow, result_label
+from gpuci_tui.core.host.metrics.registry import Metrics, azure_outcome, follow, result_label
 from gpuci_tui.core.host.reporter import Broadcaster
 from gpuci_tui.core.models import (
     AgentVersionsSnapshot,
@@ -278,7 +278,7 @@ def test_a_slot_that_goes_straight_to_busy_is_replenished_too() -> None:
 
 def test_every_counter_has_a_zero_sample_before_its_first_event() -> None:
     """A Grafana panel shows 0, not "No data", for a group that has not finished a job yet."""
-    from gpuci_tui.core.host.metrics import AZURE_OUTCOMES, JOB_RESULTS
+    from gpuci_tui.core.host.metrics.registry import AZURE_OUTCOMES, JOB_RESULTS
 
     metrics = Metrics(groups=["default", "a100"])
     for group in ("default", "a100"):
@@ -302,7 +302,7 @@ def test_every_counter_has_a_zero_sample_before_its_first_event() -> None:
 
 
 def test_gpu_health_and_held_slots_by_bounded_reason() -> None:
-    from gpuci_tui.core.host.metrics_state import GATE_REASONS
+    from gpuci_tui.core.host.metrics.state import GATE_REASONS
     from gpuci_tui.core.models import GpuGateSnapshot
 
     metrics = Metrics()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpuci_tui.core.host.metrics import Metrics
+from gpuci_tui.core.host.metrics.registry import Metrics
 from gpuci_tui.core.models import SupervisorEvent
 from tests.core.host.test_metrics import value
 

@@ -13,8 +13,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gpuci_tui.core.azure.client import AzureDevOpsClient
 from gpuci_tui.core.errors import AzureNotFoundError
-from gpuci_tui.core.host.metrics import Metrics
-from gpuci_tui.core.host.metrics_server import MetricsListenError, MetricsServer
+from gpuci_tui.core.host.metrics.registry import Metrics
+from gpuci_tui.core.host.metrics.server import MetricsListenError, MetricsServer
 from gpuci_tui.sim.org import SimOrg
 from gpuci_tui.sim.server import SimServer
 

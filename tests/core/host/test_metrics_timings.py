@@ -9,8 +9,8 @@ import socket
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from gpuci_tui.core.host.metrics import Metrics, follow
-from gpuci_tui.core.host.metrics_server import MetricsServer
+from gpuci_tui.core.host.metrics.registry import Metrics, follow
+from gpuci_tui.core.host.metrics.server import MetricsServer
 from gpuci_tui.sim.agent_program import AgentTiming
 from gpuci_tui.sim.runtime import SimulatedRuntime
 from tests.core.supervisor_env import Env, wait_until

@@ -21,7 +21,7 @@ from gpuci_tui.cli import console_cmd, run_cmd
 from gpuci_tui.core.config.loader import Config, daemon_instance, load_config
 from gpuci_tui.core.gpu_readings import GpuFrame, GpuHealthReading, GpuHostInfo, GpuSample, XidEvent
 from gpuci_tui.core.host.assemble import open_assembly
-from gpuci_tui.core.host.control import SocketHandle
+from gpuci_tui.core.host.control.client import SocketHandle
 from gpuci_tui.core.host.daemon import serve
 from gpuci_tui.core.host.handle import Supervised, SupervisorHandle
 from gpuci_tui.core.host.instance import AlreadyRunningError, DaemonPaths, lock_instance

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 
 from gpuci_tui.core.errors import AzureError, AzureRateLimitError
-from gpuci_tui.core.host.pool_observer import PROBE_WAIT, PoolObserver
+from gpuci_tui.core.host.observers.pool import PROBE_WAIT, PoolObserver
 from gpuci_tui.core.models import HealthState
 from gpuci_tui.core.protocols import Agent, JobRequest, Pool
 from tests.core.supervisor_env import wait_until
@@ -82,7 +82,7 @@ class CountingApi:
 async def test_a_job_change_brings_the_queue_read_forward_but_not_closer_than_the_gap() -> None:
     """The queue is read every 30 s, and again soon after a job starts or ends here."""
     from gpuci_tui.core.engine.steps import PoolRead
-    from gpuci_tui.core.host.pool_observer import JOBREQUESTS_INTERVAL, JOBREQUESTS_MIN_GAP
+    from gpuci_tui.core.host.observers.pool import JOBREQUESTS_INTERVAL, JOBREQUESTS_MIN_GAP
 
     now = [1000.0]
     api = CountingApi()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from gpuci_tui.core.engine.steps import Observation, PoolRead, PoolRole
 from gpuci_tui.core.errors import AzureScopeError
-from gpuci_tui.core.host.pool_role import ROLE_INTERVAL, ROLE_RETRY, refusal
+from gpuci_tui.core.host.observers.pool_role import ROLE_INTERVAL, ROLE_RETRY, refusal
 from gpuci_tui.core.models import HealthState
 from gpuci_tui.core.protocols import Agent, JobRequest, Pool
 from gpuci_tui.core.secrets.credentials import PatCredential
@@ -109,7 +109,7 @@ async def test_a_client_without_the_check_is_never_held() -> None:
 
 async def test_a_failed_check_keeps_the_read_and_is_asked_again_soon() -> None:
     from gpuci_tui.core.errors import AzureServerError
-    from gpuci_tui.core.host.pool_role import ROLE_SOON_GAP
+    from gpuci_tui.core.host.observers.pool_role import ROLE_SOON_GAP
 
     now = [1000.0]
     api = RoleApi()

@@ -18,10 +18,10 @@ import pytest
 from gpuci_tui.cli import exitcodes
 from gpuci_tui.cli.main import main
 from gpuci_tui.core.config.loader import daemon_instance, load_config
-from gpuci_tui.core.host.control_server import ControlServer
+from gpuci_tui.core.host.control.server import ControlServer
 from gpuci_tui.core.host.daemon import DaemonPaths, serve
-from gpuci_tui.core.host.group_supervisor import GroupSupervisor
 from gpuci_tui.core.host.handle import Supervised
+from gpuci_tui.core.host.supervision.group_supervisor import GroupSupervisor
 from gpuci_tui.core.models import SlotState
 from gpuci_tui.sim.api import SimPoolApi
 from gpuci_tui.sim.org import SimOrg

@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from gpuci_tui.core.engine.rollout_state import Phase, Rollout
+from gpuci_tui.core.engine.rollout.state import Phase, Rollout
 from gpuci_tui.core.host.assemble import rollback_images
 
 

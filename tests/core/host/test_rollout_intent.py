@@ -16,10 +16,15 @@ from gpuci_tui.core.config.loader import Config, config_hash
 from gpuci_tui.core.config.model import AgentsConfig, AzureConfig, VolumeConfig
 from gpuci_tui.core.engine.commands import intent_data, restore_intent
 from gpuci_tui.core.engine.lifecycle import EngineState, new_slot
-from gpuci_tui.core.engine.rollout import begin, roll_back
-from gpuci_tui.core.engine.rollout_state import Phase, Rollout, rollout_data, rollout_from
+from gpuci_tui.core.engine.rollout.progress import begin, roll_back
+from gpuci_tui.core.engine.rollout.state import Phase, Rollout, rollout_data, rollout_from
 from gpuci_tui.core.host.reporter import Broadcaster
-from gpuci_tui.core.host.rollout_intent import load_intent, save_data, spec_config, spec_values
+from gpuci_tui.core.host.supervision.rollout_intent import (
+    load_intent,
+    save_data,
+    spec_config,
+    spec_values,
+)
 
 OLD = Config(
     azure=AzureConfig(url="https://dev.azure.com/org", pool="gpu"),

@@ -11,9 +11,9 @@ from gpuci_tui.core.config.loader import AgentsConfig, AzureConfig, Config
 from gpuci_tui.core.docker import agentspec
 from gpuci_tui.core.engine.settings import SupervisorConfig
 from gpuci_tui.core.engine.stale import MARKER_HOST, MARKER_INSTANCE
-from gpuci_tui.core.host import group_stale
-from gpuci_tui.core.host.group_supervisor import GroupSupervisor
-from gpuci_tui.core.host.stale_watch import own_instances
+from gpuci_tui.core.host.observers.stale_watch import own_instances
+from gpuci_tui.core.host.supervision import group_stale
+from gpuci_tui.core.host.supervision.group_supervisor import GroupSupervisor
 from gpuci_tui.core.models import SlotState
 from gpuci_tui.sim.api import SimPoolApi
 from gpuci_tui.sim.org import SimOrg

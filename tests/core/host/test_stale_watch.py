@@ -13,8 +13,8 @@ from gpuci_tui.core.command_types import Prune
 from gpuci_tui.core.config.loader import AgentsConfig, AzureConfig, Config
 from gpuci_tui.core.docker.agentspec import host_marker
 from gpuci_tui.core.engine.stale import MARKER_HOST, MARKER_INSTANCE
-from gpuci_tui.core.host.group_supervisor import GroupSupervisor
-from gpuci_tui.core.host.stale_watch import own_instances
+from gpuci_tui.core.host.observers.stale_watch import own_instances
+from gpuci_tui.core.host.supervision.group_supervisor import GroupSupervisor
 from gpuci_tui.core.models import SlotState
 from gpuci_tui.core.protocols import Agent, JobRequest, Pool
 from gpuci_tui.sim.api import SimPoolApi
@@ -111,7 +111,7 @@ async def test_our_offline_leftovers_are_listed_then_removed(world: World) -> No
     assert "earlier name prefix" in dry.message and "offline 8d00h (since " in dry.message
     assert world.names() >= {"box-5", "old-0"}, "a dry run removes nothing"
 
-    from gpuci_tui.core.host.metrics import Metrics, follow
+    from gpuci_tui.core.host.metrics.registry import Metrics, follow
 
     metrics = Metrics()
     counting = asyncio.create_task(follow(sup, metrics))
@@ -159,7 +159,7 @@ async def test_remove_offline_after_waits_for_the_age(world: World) -> None:
 def test_each_is_read_again_right_before_its_delete() -> None:
     """Judged stale, then back online (or busy) before the DELETE: kept, and said why."""
     from gpuci_tui.core.engine.stale import Ownership, stale_registrations
-    from gpuci_tui.core.host.stale_watch import remove_stale
+    from gpuci_tui.core.host.observers.stale_watch import remove_stale
 
     org = SimOrg(heartbeat_timeout=600.0)
     org.add_pat(PAT)
@@ -204,7 +204,7 @@ class FlagApi:
 
 async def test_capabilities_come_with_one_cycle_per_interval_or_when_asked() -> None:
     """The fast cycle reads every second: capabilities (a larger answer) only now and then."""
-    from gpuci_tui.core.host.pool_observer import CAPABILITIES_INTERVAL, PoolObserver
+    from gpuci_tui.core.host.observers.pool import CAPABILITIES_INTERVAL, PoolObserver
 
     api, now, full = FlagApi(), [1000.0], []
     observer = PoolObserver(

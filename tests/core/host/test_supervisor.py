@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from gpuci_tui.core.command_types import Drain, Pause, Restart, Resume, Scale, Unpause
-from gpuci_tui.core.host.supervisor import Supervisor
+from gpuci_tui.core.host.supervision.supervisor import Supervisor
 from gpuci_tui.core.models import SlotState
 from tests.core.supervisor_env import BROKEN, Env, wait_until
 

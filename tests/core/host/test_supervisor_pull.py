@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from gpuci_tui.core.engine import transitions_pull
+from gpuci_tui.core.engine.transitions import pull as transitions_pull
 from gpuci_tui.core.errors import ImagePullError
-from gpuci_tui.core.host import image_puller
-from gpuci_tui.core.host.group_supervisor import GroupSupervisor
-from gpuci_tui.core.host.image_puller import ImagePuller
+from gpuci_tui.core.host.images import puller as image_puller
+from gpuci_tui.core.host.images.puller import ImagePuller
+from gpuci_tui.core.host.supervision.group_supervisor import GroupSupervisor
 from gpuci_tui.core.models import SlotState
 from gpuci_tui.sim.runtime import SimulatedRuntime
 from tests.core.supervisor_env import StaticTokens, make_env, wait_until

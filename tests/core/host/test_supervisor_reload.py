@@ -12,7 +12,7 @@ import pytest
 
 from gpuci_tui.core.config.loader import Config
 from gpuci_tui.core.engine.steps import JobEnded
-from gpuci_tui.core.host.supervisor import Supervisor
+from gpuci_tui.core.host.supervision.supervisor import Supervisor
 from gpuci_tui.sim.records import AgentStartup
 from tests.core.supervisor_env import BROKEN, Env, StaticTokens, wait_until
 

@@ -15,8 +15,8 @@ import math
 import time
 from dataclasses import replace
 
-from gpuci_tui.core.engine.standby_schedule import StandbySchedule, time_text
-from gpuci_tui.core.host.supervisor import Supervisor
+from gpuci_tui.core.engine.standby.schedule import StandbySchedule, time_text
+from gpuci_tui.core.host.supervision.supervisor import Supervisor
 from gpuci_tui.sim.records import AgentStartup
 from tests.core.supervisor_env import Env, StaticTokens, wait_until
 

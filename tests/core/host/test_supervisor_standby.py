@@ -12,7 +12,7 @@ import pytest
 
 from gpuci_tui.core.command_types import Drain, Restart, Resume
 from gpuci_tui.core.engine.settings import SupervisorConfig
-from gpuci_tui.core.host.supervisor import Supervisor
+from gpuci_tui.core.host.supervision.supervisor import Supervisor
 from gpuci_tui.core.models import SlotState
 from gpuci_tui.sim.records import AgentStartup
 from tests.core.supervisor_env import Env, StaticTokens, wait_until

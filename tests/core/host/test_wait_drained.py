@@ -12,8 +12,8 @@ from gpuci_tui.cli import control_cmds, exitcodes
 from gpuci_tui.core.command_types import Drain
 from gpuci_tui.core.config.loader import load_config
 from gpuci_tui.core.host.assemble import assemble
-from gpuci_tui.core.host.control import ControlError
-from gpuci_tui.core.host.control_server import ControlServer
+from gpuci_tui.core.host.control.client import ControlError
+from gpuci_tui.core.host.control.server import ControlServer
 from gpuci_tui.core.models import SlotState
 from gpuci_tui.core.store.history import JobHistory
 from gpuci_tui.sim.api import SimPoolApi

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from gpuci_tui.core.engine.gpu_admission import CUDA_INCOMPATIBLE, GateKind
 from gpuci_tui.core.engine.lifecycle import LanePhase, LaneRecord, gate_of
-from gpuci_tui.core.engine.planner_run import Draft, leaving_why, take_out
-from gpuci_tui.core.engine.standby_auto import unused_why
+from gpuci_tui.core.engine.planning.run import Draft, leaving_why, take_out
+from gpuci_tui.core.engine.standby.auto import unused_why
 
 
 def plan_held(draft: Draft) -> None:

@@ -29,10 +29,10 @@ from gpuci_tui.core.engine.lifecycle import (
     SlotRecord,
     gate_of,
 )
-from gpuci_tui.core.engine.planner_hold import plan_held
-from gpuci_tui.core.engine.planner_run import Draft, plan_run, take_out
-from gpuci_tui.core.engine.rollout import mark_outdated
-from gpuci_tui.core.engine.standby_auto import next_change_at, observe, retire_at, widened
+from gpuci_tui.core.engine.planning.hold import plan_held
+from gpuci_tui.core.engine.planning.run import Draft, plan_run, take_out
+from gpuci_tui.core.engine.rollout.progress import mark_outdated
+from gpuci_tui.core.engine.standby.auto import next_change_at, observe, retire_at, widened
 from gpuci_tui.core.engine.steps import (
     Action,
     CheckAgent,
@@ -42,7 +42,7 @@ from gpuci_tui.core.engine.steps import (
     StartAgent,
     StopAgent,
 )
-from gpuci_tui.core.engine.transitions_server import ORG_WAIT
+from gpuci_tui.core.engine.transitions.server import ORG_WAIT
 
 #: Read interval while some lane waits for a server-side step (see `Plan.poll_fast`).
 FAST_POLL = 1.0

@@ -27,7 +27,7 @@ from gpuci_tui.core.engine.lifecycle import (
     LaneRecord,
     SlotRecord,
 )
-from gpuci_tui.core.engine.standby_auto import registering, unused_why, within_cap
+from gpuci_tui.core.engine.standby.auto import registering, unused_why, within_cap
 from gpuci_tui.core.engine.steps import (
     Action,
     CheckAgent,

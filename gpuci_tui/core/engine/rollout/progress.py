@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from gpuci_tui.core.engine.lifecycle import EngineState, Intent, LanePhase, SlotRecord, gate_of
-from gpuci_tui.core.engine.rollout_state import Phase, Rollout
+from gpuci_tui.core.engine.rollout.state import Phase, Rollout
 from gpuci_tui.core.engine.settings import SupervisorConfig
 from gpuci_tui.core.engine.steps import (
     Appeared,
@@ -40,7 +40,7 @@ from gpuci_tui.core.engine.steps import (
     Output,
     Started,
 )
-from gpuci_tui.core.engine.transitions import Step, apply
+from gpuci_tui.core.engine.transitions.apply import Step, apply
 
 #: Successful jobs on the canary slots before the other slots follow (``canary_jobs``).
 DEFAULT_CANARY_JOBS = 3

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from gpuci_tui.core.engine.lifecycle import EngineState, Intent, LaneRecord, SlotRecord, gate_of
-from gpuci_tui.core.engine.rollout import counts, progress_words
-from gpuci_tui.core.engine.rollout_state import Phase
-from gpuci_tui.core.engine.standby_auto import depth_text
+from gpuci_tui.core.engine.rollout.progress import counts, progress_words
+from gpuci_tui.core.engine.rollout.state import Phase
+from gpuci_tui.core.engine.standby.auto import depth_text
 from gpuci_tui.core.models import RolloutSnapshot
 from gpuci_tui.core.wording import plural
 

@@ -47,8 +47,8 @@ from gpuci_tui.core.engine.lifecycle import (
     lane_name,
     new_slot,
 )
-from gpuci_tui.core.engine.standby_schedule import in_force
-from gpuci_tui.core.engine.standby_state import AutoStandby
+from gpuci_tui.core.engine.standby.schedule import in_force
+from gpuci_tui.core.engine.standby.state import AutoStandby
 
 __all__ = ["AutoStandby", "depth_of", "observe", "wanted"]
 

@@ -21,7 +21,7 @@ from gpuci_tui.core.engine.lifecycle import (
     SlotRecord,
 )
 from gpuci_tui.core.engine.settings import SupervisorConfig
-from gpuci_tui.core.engine.standby_auto import listed_slots
+from gpuci_tui.core.engine.standby.auto import listed_slots
 from gpuci_tui.core.engine.steps import (
     AgentChecked,
     AgentWritten,
@@ -48,15 +48,15 @@ from gpuci_tui.core.engine.steps import (
     Stopped,
     image_used,
 )
-from gpuci_tui.core.engine.transitions_exit import (
+from gpuci_tui.core.engine.transitions.exit import (
     container_destroyed,
     container_died,
     container_removed,
     forget_container,
 )
-from gpuci_tui.core.engine.transitions_gpu import cuda_checked, gpu_observed
-from gpuci_tui.core.engine.transitions_pull import pull_failed
-from gpuci_tui.core.engine.transitions_server import server_step
+from gpuci_tui.core.engine.transitions.gpu import cuda_checked, gpu_observed
+from gpuci_tui.core.engine.transitions.pull import pull_failed
+from gpuci_tui.core.engine.transitions.server import server_step
 from gpuci_tui.core.models import ExitInfo, HealthSnapshot, HealthState, ImageUsed
 from gpuci_tui.core.protocols import ContainerInfo
 

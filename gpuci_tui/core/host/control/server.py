@@ -22,10 +22,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpuci_tui.core.host.control import MAX_LINE, OPS, ControlError, peer_uid, socket_alive
-from gpuci_tui.core.host.handle import Supervised
-from gpuci_tui.core.host.log_serving import MIN_INTERVAL, LogsTail, logs_answer
-from gpuci_tui.core.host.serving import (
+from gpuci_tui.core.host.control.client import MAX_LINE, OPS, ControlError, peer_uid, socket_alive
+from gpuci_tui.core.host.control.log_serving import MIN_INTERVAL, LogsTail, logs_answer
+from gpuci_tui.core.host.control.serving import (
     IDLE_TIMEOUT,
     MAX_CLIENTS,
     MAX_DEPTH,
@@ -35,6 +34,7 @@ from gpuci_tui.core.host.serving import (
     LineTooLongError,
     too_deep,
 )
+from gpuci_tui.core.host.handle import Supervised
 from gpuci_tui.core.models import PROTOCOL_VERSION, SupervisorSnapshot
 from gpuci_tui.core.secrets.redaction import redact
 from gpuci_tui.core.wire import command_from_dict, to_dict

@@ -24,7 +24,7 @@ from pathlib import Path
 from gpuci_tui.core.config.loader import Config, daemon_instance
 from gpuci_tui.core.config.paths import socket_path
 from gpuci_tui.core.errors import GpuciError
-from gpuci_tui.core.host.control import socket_alive
+from gpuci_tui.core.host.control.client import socket_alive
 
 __all__ = ["SocketLinks", "config_link"]
 

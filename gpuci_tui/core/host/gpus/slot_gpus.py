@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from gpuci_tui.core.engine.gpu_health import HealthBook
     from gpuci_tui.core.gpu.accounting import JobKey
     from gpuci_tui.core.gpu_readings import GpuFrame, JobGpuNow
-    from gpuci_tui.core.host.gpu_gates import Ours
+    from gpuci_tui.core.host.gpus.gates import Ours
 
 
 class SlotGpus:

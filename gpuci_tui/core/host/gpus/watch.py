@@ -15,8 +15,8 @@ from collections.abc import Callable, Mapping
 
 from gpuci_tui.core.gpu.accounting import JobAccountant, JobKey
 from gpuci_tui.core.gpu_readings import GpuFrame
-from gpuci_tui.core.host.cuda_guard import CudaGuard
-from gpuci_tui.core.host.gpu_gates import GpuGatekeeper
+from gpuci_tui.core.host.gpus.cuda_guard import CudaGuard
+from gpuci_tui.core.host.gpus.gates import GpuGatekeeper
 from gpuci_tui.core.protocols import GpuSampler
 
 log = logging.getLogger("gpuci_tui.gpu")

@@ -26,8 +26,8 @@ from dataclasses import replace
 
 from gpuci_tui.core.engine.agent_versions import AGENT_VERSION_LABEL, is_newer, version_warnings
 from gpuci_tui.core.engine.steps import PackageCached
-from gpuci_tui.core.host.agent_cache import AgentPackageCache, PackageError, PackageRefused
 from gpuci_tui.core.host.handle import Supervised
+from gpuci_tui.core.host.images.agent_cache import AgentPackageCache, PackageError, PackageRefused
 from gpuci_tui.core.host.reporter import Update
 from gpuci_tui.core.models import AgentVersionsSnapshot, ImageAgentVersion, SupervisorEvent
 from gpuci_tui.core.packages import AgentPackage, AgentPackageMount, AgentPackagesApi

@@ -24,7 +24,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from gpuci_tui.core.config.observe import parse_listen
 from gpuci_tui.core.errors import GpuciError
-from gpuci_tui.core.host.serving import MAX_CLIENTS, REQUEST_TIMEOUT, BoundedListener
+from gpuci_tui.core.host.control.serving import MAX_CLIENTS, REQUEST_TIMEOUT, BoundedListener
 
 log = logging.getLogger("gpuci_tui.metrics")
 

@@ -35,7 +35,7 @@ from gpuci_tui.core.errors import (
     AzureScopeError,
     AzureUnreachableError,
 )
-from gpuci_tui.core.host.pool_role import (
+from gpuci_tui.core.host.observers.pool_role import (
     ROLE_INTERVAL,
     ROLE_RETRY,
     ROLE_SOON_GAP,

@@ -39,7 +39,7 @@ from gpuci_tui.core.engine.stale import (
 )
 from gpuci_tui.core.errors import AzureError, GpuciError
 from gpuci_tui.core.formatting import duration
-from gpuci_tui.core.host.pool_observer import PoolObserver
+from gpuci_tui.core.host.observers.pool import PoolObserver
 from gpuci_tui.core.protocols import Agent, AgentPoolApi
 from gpuci_tui.core.registrations import StaleRegistration
 from gpuci_tui.core.wording import plural

@@ -40,8 +40,8 @@ from gpuci_tui.core.errors import (
     GpuciError,
     RuntimeUnavailableError,
 )
-from gpuci_tui.core.host.image_puller import ImagePuller
-from gpuci_tui.core.host.pool_observer import PoolObserver
+from gpuci_tui.core.host.images.puller import ImagePuller
+from gpuci_tui.core.host.observers.pool import PoolObserver
 from gpuci_tui.core.packages import AgentPackageMount
 from gpuci_tui.core.protocols import AgentPoolApi, ContainerRuntime, TokenSource
 from gpuci_tui.core.secrets.redaction import redact_lines

@@ -25,7 +25,7 @@ from gpuci_tui.core.command_types import (
     Unpause,
 )
 from gpuci_tui.core.engine.preview import CommandPreview
-from gpuci_tui.core.host.supervisor import Supervisor
+from gpuci_tui.core.host.supervision.supervisor import Supervisor
 
 
 def route(

@@ -44,7 +44,7 @@ from gpuci_tui.core.config.reload_diff import ConfigDiff, GroupDiff, diff_config
 from gpuci_tui.core.engine.preview import CommandPreview
 from gpuci_tui.core.errors import GpuciError
 from gpuci_tui.core.host.reporter import Broadcaster
-from gpuci_tui.core.host.supervisor import Supervisor
+from gpuci_tui.core.host.supervision.supervisor import Supervisor
 from gpuci_tui.core.models import SupervisorSnapshot
 
 __all__ = ["GroupSupervisor", "preview_reload", "reload"]

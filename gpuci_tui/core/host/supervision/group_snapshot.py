@@ -12,9 +12,9 @@ from typing import Protocol
 
 from gpuci_tui.core.config.loader import Config
 from gpuci_tui.core.engine.snapshots import pools_total, shared_pool
-from gpuci_tui.core.host.gpu_gates import GpuGatekeeper
-from gpuci_tui.core.host.pool_observer import PoolObserver
-from gpuci_tui.core.host.supervisor import Supervisor
+from gpuci_tui.core.host.gpus.gates import GpuGatekeeper
+from gpuci_tui.core.host.observers.pool import PoolObserver
+from gpuci_tui.core.host.supervision.supervisor import Supervisor
 from gpuci_tui.core.models import (
     GroupSummary,
     HealthSnapshot,

@@ -13,10 +13,10 @@ from typing import Protocol
 from gpuci_tui.core.command_types import CommandResult, Prune
 from gpuci_tui.core.config.loader import Config
 from gpuci_tui.core.docker.agentspec import host_marker
-from gpuci_tui.core.host.pool_observer import PoolObserver
+from gpuci_tui.core.host.observers.pool import PoolObserver
+from gpuci_tui.core.host.observers.stale_watch import StaleWatch, current_lane_names, own_instances
 from gpuci_tui.core.host.reporter import Broadcaster
-from gpuci_tui.core.host.stale_watch import StaleWatch, current_lane_names, own_instances
-from gpuci_tui.core.host.supervisor import Supervisor
+from gpuci_tui.core.host.supervision.supervisor import Supervisor
 from gpuci_tui.core.protocols import AgentPoolApi
 
 

@@ -32,16 +32,16 @@ from gpuci_tui.core.docker.agentspec import LABEL_GROUP
 from gpuci_tui.core.engine.disk_gc import pull_refusal
 from gpuci_tui.core.engine.preview import CommandPreview, preview
 from gpuci_tui.core.engine.steps import JobEnded
-from gpuci_tui.core.host.agent_updates import AgentUpdates
-from gpuci_tui.core.host.gpu_gates import clear_gpu
-from gpuci_tui.core.host.group_commands import execute_routed, preview_routed
-from gpuci_tui.core.host.group_reload import preview_reload, reload
-from gpuci_tui.core.host.group_snapshot import merged_snapshot
-from gpuci_tui.core.host.group_stale import pool_stale_watch, prune_pools
-from gpuci_tui.core.host.pool_observer import PoolObserver
+from gpuci_tui.core.host.gpus.gates import clear_gpu
+from gpuci_tui.core.host.images.agent_updates import AgentUpdates
+from gpuci_tui.core.host.observers.pool import PoolObserver
+from gpuci_tui.core.host.observers.stale_watch import StaleWatch
 from gpuci_tui.core.host.reporter import Broadcaster, GroupTap, Update
-from gpuci_tui.core.host.stale_watch import StaleWatch
-from gpuci_tui.core.host.supervisor import Supervisor
+from gpuci_tui.core.host.supervision.group_commands import execute_routed, preview_routed
+from gpuci_tui.core.host.supervision.group_reload import preview_reload, reload
+from gpuci_tui.core.host.supervision.group_snapshot import merged_snapshot
+from gpuci_tui.core.host.supervision.group_stale import pool_stale_watch, prune_pools
+from gpuci_tui.core.host.supervision.supervisor import Supervisor
 from gpuci_tui.core.models import (
     DiskSnapshot,
     SupervisorSnapshot,
@@ -52,8 +52,8 @@ from gpuci_tui.core.store.intent import IntentStore
 if TYPE_CHECKING:
     from gpuci_tui.core.gpu.accounting import JobKey
     from gpuci_tui.core.gpu_readings import JobGpuNow
-    from gpuci_tui.core.host.gpu_gates import GpuGatekeeper
-    from gpuci_tui.core.host.image_puller import ImagePuller
+    from gpuci_tui.core.host.gpus.gates import GpuGatekeeper
+    from gpuci_tui.core.host.images.puller import ImagePuller
 
 
 class GroupSupervisor:

@@ -19,13 +19,13 @@ from gpuci_tui.core.command_types import CommandResult, Scale
 from gpuci_tui.core.config.loader import Config, config_hash, instance_id
 from gpuci_tui.core.engine.commands import apply_command
 from gpuci_tui.core.engine.lifecycle import EngineState
-from gpuci_tui.core.engine.rollout import base_spec, begin
-from gpuci_tui.core.engine.rollout_state import Phase
-from gpuci_tui.core.engine.rollout_views import describe, preview_lines
+from gpuci_tui.core.engine.rollout.progress import base_spec, begin
+from gpuci_tui.core.engine.rollout.state import Phase
+from gpuci_tui.core.engine.rollout.views import describe, preview_lines
 from gpuci_tui.core.engine.settings import SupervisorConfig
-from gpuci_tui.core.engine.standby_auto import depth_of, scheduled
-from gpuci_tui.core.host.executor import Executor
+from gpuci_tui.core.engine.standby.auto import depth_of, scheduled
 from gpuci_tui.core.host.reporter import Reporter
+from gpuci_tui.core.host.supervision.executor import Executor
 
 
 class Supervisor(Protocol):

@@ -20,8 +20,8 @@ from gpuci_tui.core.config.loader import Config, config_hash
 from gpuci_tui.core.config.model import VolumeConfig
 from gpuci_tui.core.engine.commands import intent_data, restore_intent
 from gpuci_tui.core.engine.lifecycle import EngineState
-from gpuci_tui.core.engine.rollout_state import Phase
-from gpuci_tui.core.engine.rollout_views import describe
+from gpuci_tui.core.engine.rollout.state import Phase
+from gpuci_tui.core.engine.rollout.views import describe
 from gpuci_tui.core.host.reporter import Reporter
 
 __all__ = ["load_intent", "save_data"]

@@ -34,22 +34,22 @@ from gpuci_tui.core.docker.slot_devices import device_label
 from gpuci_tui.core.engine.commands import apply_command
 from gpuci_tui.core.engine.gpu_admission import GpuAdmission
 from gpuci_tui.core.engine.lifecycle import EngineState, new_slot
-from gpuci_tui.core.engine.planner import decide
+from gpuci_tui.core.engine.planning.planner import decide
 from gpuci_tui.core.engine.preview import CommandPreview, preview
-from gpuci_tui.core.engine.rollout import advance
+from gpuci_tui.core.engine.rollout.progress import advance
 from gpuci_tui.core.engine.snapshots import SnapshotMeta, supervisor_snapshot
-from gpuci_tui.core.engine.standby_auto import depth_of
+from gpuci_tui.core.engine.standby.auto import depth_of
 from gpuci_tui.core.engine.steps import Action, Died, JobEnded, Note, Observation
-from gpuci_tui.core.engine.transitions_server import REGISTRATION_EXITS
-from gpuci_tui.core.host.container_observer import ContainerObserver
-from gpuci_tui.core.host.executor import Executor
-from gpuci_tui.core.host.gpu_gates import clear_gpu
-from gpuci_tui.core.host.pool_observer import PoolObserver
-from gpuci_tui.core.host.reconfigure import apply_reload, preview_reload
+from gpuci_tui.core.engine.transitions.server import REGISTRATION_EXITS
+from gpuci_tui.core.host.gpus.gates import clear_gpu
+from gpuci_tui.core.host.gpus.slot_gpus import SlotGpus
+from gpuci_tui.core.host.observers.containers import ContainerObserver
+from gpuci_tui.core.host.observers.pool import PoolObserver
 from gpuci_tui.core.host.reporter import Broadcaster, Reporter, Update, report_note
-from gpuci_tui.core.host.rollout_intent import load_intent, save_data
-from gpuci_tui.core.host.slot_gpus import SlotGpus
-from gpuci_tui.core.host.task_set import TaskSet
+from gpuci_tui.core.host.supervision.executor import Executor
+from gpuci_tui.core.host.supervision.reconfigure import apply_reload, preview_reload
+from gpuci_tui.core.host.supervision.rollout_intent import load_intent, save_data
+from gpuci_tui.core.host.supervision.task_set import TaskSet
 from gpuci_tui.core.models import SupervisorSnapshot
 from gpuci_tui.core.packages import AgentPackageMount
 from gpuci_tui.core.protocols import AgentPoolApi, ContainerRuntime, TokenSource
@@ -59,8 +59,8 @@ if TYPE_CHECKING:
     from gpuci_tui.core.engine.gpu_health import HealthBook
     from gpuci_tui.core.gpu.accounting import JobKey
     from gpuci_tui.core.gpu_readings import GpuFrame, JobGpuNow
-    from gpuci_tui.core.host.gpu_gates import GpuGatekeeper, Ours
-    from gpuci_tui.core.host.image_puller import ImagePuller
+    from gpuci_tui.core.host.gpus.gates import GpuGatekeeper, Ours
+    from gpuci_tui.core.host.images.puller import ImagePuller
 
 log = logging.getLogger("gpuci_tui.supervisor")
 
