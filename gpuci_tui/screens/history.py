@@ -41,6 +41,16 @@ RESULT_FILTERS = ("all", "failed", "succeeded")
 """What `f` cycles through."""
 
 
+def _still_reading(worker: Worker[None]) -> bool:
+    """Whether ``worker`` still has a read to finish.
+
+    A worker cancelled before its task first ran (``exclusive``: a newer read of its
+    group replaced it) never runs and stays RUNNING in Textual, so "finished" alone
+    would keep the refresh waiting for it forever.
+    """
+    return not (worker.is_finished or worker.is_cancelled)
+
+
 @dataclass
 class HistoryLoaded(Message):
     """A read of the history finished: its rows, or why there are none."""
@@ -132,7 +142,7 @@ class HistoryScreen(Screen[None]):
         on every tick pile up, each slower than the last (six at once were seen, and the
         screen fell seconds behind). A filter change still reads at once (`_load`).
         """
-        if any(not worker.is_finished for worker in self._reading):
+        if any(_still_reading(worker) for worker in self._reading):
             return
         self._load()
 
@@ -221,7 +231,7 @@ class HistoryScreen(Screen[None]):
             self.trend.show(None, [])
             return
         if force or pipeline != self.trend.pipeline:
-            reading = [worker for worker in self._reading if not worker.is_finished]
+            reading = [worker for worker in self._reading if _still_reading(worker)]
             self._reading = [*reading, self._read_trend(pipeline)]
 
     @on(DataTable.RowHighlighted, "#history-table")
