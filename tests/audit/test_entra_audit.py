@@ -24,18 +24,11 @@ from gpuci_tui.sim.login import SimLogin
 from tests.audit.test_secret_audit import jobs_done, process_tree
 from tests.real.rig import Rig, make_rig, wait_for
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.daemon]
 
 CLIENT = "11111111-2222-4333-8444-555555555555"
 SECRET = "Q~audit.secret-0123456789abcdefghijklmnopq"
 ROTATED = "Q~rotated.secret-0123456789abcdefghijklmn"
-
-
-@pytest.fixture(scope="module")
-def emulator_image(docker_client: Any) -> str:
-    from gpuci_tui.sim.image import build_emulator_image
-
-    return build_emulator_image(docker_client)
 
 
 @pytest.fixture
