@@ -17,6 +17,9 @@ import pytest
 
 from tests import fixture_images
 
+# The tiers' hooks: component markers, --quick, the unmarked-component guard, serial tests.
+from tests.tiers import *  # noqa: F403 - pytest finds hooks by name in a conftest
+
 
 @pytest.fixture(autouse=True)
 def _isolated_home(

@@ -17,7 +17,7 @@ from gpuci_tui.core.azure import http as azure_http
 from gpuci_tui.core.host.observers.pool import MAX_ERROR_BACKOFF
 from tests.real.rig import Rig, SlotSampler, assert_jobs_clean, make_rig, slot_of_agent, wait_for
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.daemon]
 
 WINDOW = 60.0
 SERVER_ERROR_PHASE = 30.0

@@ -18,7 +18,7 @@ from gpuci_tui.core.docker.runtime import DockerRuntime
 from tests.real.docker_runtime_helpers import make_spec, secret
 from tests.real.rig import Rig, make_rig, wait_for
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.daemon]
 
 
 @pytest.fixture
