@@ -36,7 +36,7 @@ async def until(
     predicate: Callable[[], Any], timeout: float, what: str, detail: Callable[[], Any] = str
 ) -> Any:
     """`tests.waiting.wait_until_async`, saying ``detail()`` when it fails."""
-    return await wait_until_async(predicate, timeout, lambda: f"{what}: {detail()}")
+    return await wait_until_async(predicate, timeout, lambda: f"{what}: {detail()}", every=0.1)
 
 
 def leftover(control: Path) -> tuple[list[Any], list[Any], list[Path]] | None:

@@ -27,7 +27,7 @@ async def wait_for(
     state holds), so it is generous: with both cores busy a reconnect takes seconds.
     """
     try:
-        await wait_until_async(predicate, timeout, what, pause=pilot.pause)
+        await wait_until_async(predicate, timeout, what, pause=pilot.pause, every=0.02)
     except AssertionError as exc:
         raise AssertionError(f"{exc}\n{_threads()}") from None
 
