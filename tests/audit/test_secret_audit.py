@@ -319,6 +319,7 @@ print(json.dumps({"reply": data.decode()}))
 """
 
 
+@pytest.mark.root
 def test_control_socket_is_private_and_refuses_other_users(rig: Rig) -> None:
     rig.start_daemon()
     sock = socket_path(rig.instance)

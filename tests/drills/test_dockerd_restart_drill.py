@@ -20,6 +20,7 @@ from tests.real.rig import Rig, SlotSampler, assert_jobs_clean, make_rig, wait_f
 pytestmark = [
     pytest.mark.docker,
     pytest.mark.daemon,
+    pytest.mark.root,
     pytest.mark.serial(
         reason="stops and starts a whole Docker engine and its containerd (its own) under a "
         "running daemon: each start takes the cores for seconds, stalling the tests beside it"

@@ -31,7 +31,7 @@ from tests.fixture_images import FIXTURE_IMAGE, busybox_rootfs_tar
 from tests.real.docker_runtime_helpers import secret
 from tests.waiting import wait_until
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.root]
 
 MIG_UUID = "MIG-5f6ad0c3-1a3b-5c1e-9c2d-7f2e0b4a1c11"
 TOPOLOGY = HostTopology(

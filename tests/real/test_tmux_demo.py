@@ -117,6 +117,7 @@ def test_demo_dashboard_drain_restart_and_quit(demo: Tmux) -> None:
     assert marker.read_text().strip() == "0"
 
 
+@pytest.mark.docker
 def test_demo_docker_runs_real_emulator_containers_and_removes_them(
     tmp_path: Path, docker_client: object
 ) -> None:
