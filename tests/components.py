@@ -28,7 +28,7 @@ import os
 import shlex
 import subprocess
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,6 +77,7 @@ COMPONENTS = (
         "a real image registry (docker-registry) on 127.0.0.1",
         programs=frozenset({"docker-registry", "htpasswd"}),
     ),
+    # Known by its command line (`component_of`): `gpuci-tui … run`, `python -m … run`.
     Component("daemon", "a `gpuci-tui run` daemon started as a process of its own"),
     Component(
         "root",
@@ -247,8 +248,3 @@ def install_guards() -> Callable[[], None]:
             step()
 
     return uninstall
-
-
-def expression(markers: Iterable[str]) -> str:
-    """A ``-m`` expression for tests that carry none of ``markers``."""
-    return "not (" + " or ".join(markers) + ")"
