@@ -41,9 +41,14 @@ async def until(
 
 def leftover(control: Path) -> tuple[list[Any], list[Any], list[Path]] | None:
     """ssh clients, bridges (under the lab's sshd) and connection masters still there."""
-    ours = psutil.Process().children(recursive=True)
-    clients = [p.cmdline() for p in ours if p.name() == "ssh"]
-    bridges = [p.cmdline() for p in ours if "bridge" in p.cmdline()]
+    ours = []
+    for proc in psutil.Process().children(recursive=True):
+        try:
+            ours.append((proc.name(), proc.cmdline()))
+        except psutil.Error:
+            continue  # ended since the listing (or a zombie): it holds nothing
+    clients = [cmdline for name, cmdline in ours if name == "ssh"]
+    bridges = [cmdline for _, cmdline in ours if "bridge" in cmdline]
     masters = list(control.iterdir())
     found = (clients, bridges, masters)
     return found if found != ([], [], []) else None
