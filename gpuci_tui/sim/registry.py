@@ -31,7 +31,7 @@ from gpuci_tui.core.protocols import ImageConfig
 if TYPE_CHECKING:
     from gpuci_tui.sim.runtime import SimulatedRuntime
 
-__all__ = ["DEMO_LAYERS", "SimImageRegistry"]
+__all__ = ["DEMO_LAYERS", "REGISTRY_HEADER", "SimImageRegistry", "no_image_here"]
 
 DEMO_LAYERS = (28_000_000, 640_000_000, 820_000_000)
 """Layer sizes of the demo's image (bytes): a base, the CUDA libraries, the toolchain."""
@@ -41,6 +41,26 @@ TICK = 0.25
 """Seconds between two ``Downloading`` lines of a layer."""
 
 Line = Mapping[str, Any]
+
+REGISTRY_HEADER = "Docker-Distribution-API-Version"
+NOT_SERVED = (
+    "this is gpuci-tui's simulated organisation on 127.0.0.1: it serves no image to Docker. "
+    "The demo's simulated agents are not in Docker; the demo's console pulls their image "
+    "from its simulated registry (the i key), and `gpuci-tui demo --docker` runs a real "
+    "registry on 127.0.0.1"
+)
+
+
+def no_image_here(path: str) -> tuple[int, dict[str, Any]]:
+    """The simulated organisation's answer to Docker asking it for an image (``/v2/...``).
+
+    The demo names its image on the organisation's port, so a console that asks its
+    own Docker engine to pull it reaches 127.0.0.1, never a public registry; this
+    answer, in the registry API's error form, is what Docker then says.
+    """
+    if path.rstrip("/") == "/v2":
+        return 200, {}  # "a registry, API v2": Docker goes on to ask for the image
+    return 404, {"errors": [{"code": "NAME_UNKNOWN", "message": NOT_SERVED, "detail": None}]}
 
 
 @dataclass(frozen=True)

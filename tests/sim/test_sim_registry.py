@@ -83,3 +83,20 @@ def test_closing_ends_a_pull_in_flight_at_its_next_line() -> None:
     closing.publish(IMAGE, SIZES, behind=True)
     with pytest.raises(ImagePullError, match="stopped: the demo is ending"):
         closing.pull(IMAGE)
+
+
+def test_the_organisation_tells_docker_plainly_that_it_serves_no_image() -> None:
+    import requests
+
+    from gpuci_tui.sim.server import SimServer
+
+    with SimServer(SimOrg("demo-org")) as server:
+        ping = requests.get(f"{server.url}/v2/", timeout=10)
+        assert ping.status_code == 200
+        assert ping.headers["Docker-Distribution-API-Version"] == "registry/2.0"
+        asked = requests.get(f"{server.url}/v2/gpuci-sim/agent/manifests/1", timeout=10)
+    assert asked.status_code == 404
+    (error,) = asked.json()["errors"]
+    assert error["code"] == "NAME_UNKNOWN"
+    assert "serves no image to Docker" in error["message"]
+    assert "the i key" in error["message"]
