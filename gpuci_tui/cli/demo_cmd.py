@@ -13,11 +13,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import sys
+from typing import TYPE_CHECKING
 
 from gpuci_tui.core.errors import GpuciError
 
 from . import exitcodes
+
+if TYPE_CHECKING:
+    from gpuci_tui.core.config.loader import Config
 
 
 def run_demo(args: argparse.Namespace) -> int:
@@ -56,13 +61,12 @@ def run_demo(args: argparse.Namespace) -> int:
             _say(f"gpuci-tui demo: {exc}", error=True)
             return exitcodes.RUNTIME if args.docker else exitcodes.FAILED
         code = exitcodes.OK
+        console = not getattr(args, "no_console", False)
         session = None
         try:
+            _daemon_log(env.config, console)
             session = DemoSession(env, ending, say=_say)
-            session.run(
-                console=not getattr(args, "no_console", False),
-                readonly=bool(getattr(args, "readonly", False)),
-            )
+            session.run(console=console, readonly=bool(getattr(args, "readonly", False)))
         except KeyboardInterrupt:
             pass  # a signal while the daemon started: the clean-up below
         except GpuciError as exc:
@@ -74,6 +78,23 @@ def run_demo(args: argparse.Namespace) -> int:
             else:
                 env.close()
     return ending.exit_code if ending.signal is not None else code
+
+
+def _daemon_log(config: Config, console: bool) -> None:
+    """The demo's daemon logs as ``gpuci-tui run``: to stderr in the foreground
+    (``--no-console``), else (the console owns the terminal) to its log file in the
+    demo's folder, as a detached daemon's does.
+    """
+    from gpuci_tui.core.config.loader import daemon_instance
+    from gpuci_tui.core.config.paths import log_dir
+
+    from .run_cmd import setup_logging
+
+    if not console:
+        setup_logging("INFO")
+        return
+    path = log_dir() / f"daemon-{daemon_instance(config)}.log"
+    setup_logging("INFO", logging.FileHandler(path, encoding="utf-8"))
 
 
 def _say(text: str, *, error: bool = False) -> None:
