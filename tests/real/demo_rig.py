@@ -10,12 +10,15 @@ instance folder is taken from the lines it prints before the console starts.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import pty
 import re
 import signal
+import struct
 import subprocess
 import sys
+import termios
 import threading
 import time
 from pathlib import Path
@@ -48,6 +51,7 @@ class DemoProcess:
         self.args = args
         pid, fd = pty.fork()
         if pid == 0:  # the child: the demo, with the pty as its controlling terminal
+            fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 36, 120, 0, 0))
             os.execve(str(BINARY), [str(BINARY), "demo", *args], environment)
         self.pid, self.fd = pid, fd
         self._output = bytearray()
@@ -121,15 +125,17 @@ class DemoProcess:
 
 
 def cli(
-    config: Path, *args: str, environment: dict[str, str], stdin: str = ""
+    config: Path, *args: str, environment: dict[str, str], stdin: str = "", exported: bool = False
 ) -> subprocess.CompletedProcess[str]:
-    """``gpuci-tui --config CONFIG ARGS`` from "another shell" (the demo's is not entered)."""
+    """``gpuci-tui --config CONFIG ARGS`` from "another shell" (the demo's is not entered);
+    ``exported``: ``GPUCI_CONFIG=CONFIG gpuci-tui ARGS`` instead."""
+    named = [] if exported else ["--config", str(config)]
     return subprocess.run(
-        [str(BINARY), "--config", str(config), *args],
+        [str(BINARY), *named, *args],
         input=stdin,
         capture_output=True,
         text=True,
-        env=environment,
+        env={**environment, "GPUCI_CONFIG": str(config)} if exported else environment,
         timeout=180,
     )
 

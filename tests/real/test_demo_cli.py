@@ -123,7 +123,11 @@ def test_every_command_works_on_the_demo_and_stop_ends_it_leaving_nothing(tmp_pa
                 )
                 assert "Traceback" not in said, f"{attempt.args}:\n{said}"
                 assert attempt.says in said, f"{attempt.args}:\n{said}"
-        stopped = cli(config, "stop", environment=env)
+        # The other way the demo prints: `export GPUCI_CONFIG=...` once, then plain commands.
+        for args in (("status",), ("history", "--limit", "1"), ("token", "check")):
+            done = cli(config, *args, environment=env, exported=True)
+            assert done.returncode == 0, f"{args}: {done.stdout}{done.stderr}"
+        stopped = cli(config, "stop", environment=env, exported=True)
         assert stopped.returncode == 0, stopped.stderr
         assert demo.wait(60) == 0, demo.output
         assert f"removed {folder}" in demo.output
