@@ -125,7 +125,7 @@ class DemoEnvironment:
         from gpuci_tui.demo_keyring import DemoKeyring
 
         url = self.config.azure.url
-        store = EntraSecretStore(DemoKeyring())  # type: ignore[no-untyped-call]
+        store = EntraSecretStore(DemoKeyring())
         store.set_token(url, self.tokens.get_token(url))
         if self.identity is not None and self.identity.secret:
             store.set_secret(url, CLIENT_SECRET, self.config.azure.client_id, self.identity.secret)

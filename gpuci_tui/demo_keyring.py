@@ -54,6 +54,10 @@ class DemoKeyring(KeyringBackend):
     priority = _DemoOnly()
     """Viable only where the demo's environment names it (never keyring's own pick)."""
 
+    def __init__(self) -> None:
+        """A backend over `keyring_file` (found again at each call: the XDG directories)."""
+        super().__init__()  # type: ignore[no-untyped-call]
+
     def get_password(self, service: str, username: str) -> str | None:
         """The stored secret, or None."""
         with self._lock:

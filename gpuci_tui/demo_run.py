@@ -13,6 +13,9 @@ stop``), or on SIGINT, SIGTERM or SIGHUP (a closed terminal): the main thread's
 handlers (`Ending`) end the console, then the daemon, and
 `demo.DemoEnvironment.close` removes what the demo made. Signals that arrive
 during that clean-up are ignored: a second Ctrl+C cannot leave half of it behind.
+A console that has not quit `QUIT_GRACE` seconds after a signal (a closed
+terminal can hang Textual's shutdown) is not waited for: the clean-up runs
+without it, and the process exits.
 """
 
 from __future__ import annotations
@@ -211,6 +214,7 @@ class DemoSession:
         self.daemon = DemoDaemon(env, DaemonPaths.for_instance(daemon_instance(env.config)))
         self._finishing = threading.Lock()
         self._finished = False
+        self._grace: threading.Timer | None = None
 
     def run(self, *, console: bool, readonly: bool = False) -> None:
         """Run the daemon, and the console unless not ``console``, until the demo ends.
@@ -236,6 +240,8 @@ class DemoSession:
 
     def finish(self) -> None:
         """Stop the daemon and remove everything the demo made; once, from any thread."""
+        if self._grace is not None:
+            self._grace.cancel()  # the console quit in time: the clean-up is done here
         with self._finishing:
             if self._finished:
                 return
@@ -263,9 +269,10 @@ class DemoSession:
     def _quit_or_finish(self, loop: asyncio.AbstractEventLoop, app: Any) -> None:
         """A signal: quit the console; clean up without it if it has not quit in time."""
         soon(loop, app.exit)
-        timer = threading.Timer(QUIT_GRACE, self._finish_and_exit)
-        timer.daemon = True  # the normal end does not wait for it
-        timer.start()
+        if self._grace is None:
+            self._grace = threading.Timer(QUIT_GRACE, self._finish_and_exit)
+            self._grace.daemon = True  # the normal end does not wait for it
+            self._grace.start()
 
     def _finish_and_exit(self) -> None:
         self.finish()
