@@ -46,6 +46,8 @@ if TYPE_CHECKING:
 
 DEMO_POOL = "gpu-demo"
 DEMO_PREFIX = "demo-gpu"
+DEMO_GPU_MODEL = "h100"
+"""The demo's synthetic GPUs (`sim.gpu_synthetic.MODELS`): H100s, whatever the host has."""
 OLD_PREFIX = "demo-old"
 """The name prefix this demo host had "before": its offline leftovers are stale."""
 __all__ = ["DEMO_POOL", "DEMO_PREFIX", "OLD_PREFIX", "SEEDED_RUNS", "DemoEnvironment", "build_demo"]
@@ -113,7 +115,8 @@ class DemoEnvironment:
         if self.identity is not None and self.identity.ca_file is not None:
             # The simulated tenant signs in over TLS with a certificate of its own.
             extra["REQUESTS_CA_BUNDLE"] = str(self.identity.ca_file)
-        return DemoNotes(pid=os.getpid(), pull=self.pull_note, environment=extra)
+        gpus = "" if self.docker else f"{DEMO_GPU_MODEL}:{self.gpu.host_info().gpu_count}"
+        return DemoNotes(pid=os.getpid(), pull=self.pull_note, environment=extra, gpus=gpus)
 
     def store_secrets(self) -> None:
         """Put the demo's PAT (and client secret) in the demo's keyring (`demo_keyring`),
@@ -375,7 +378,7 @@ def _build(
 
     # With gpus = "per-agent", slot i owns GPU i: busy agents make their GPU work.
     gpu = SyntheticSampler(
-        gpus=max(1, min(agents, 8)), seed=seed, busy=busy, owner=owner, model="h100"
+        gpus=max(1, min(agents, 8)), seed=seed, busy=busy, owner=owner, model=DEMO_GPU_MODEL
     )
     env = DemoEnvironment(
         config=config,

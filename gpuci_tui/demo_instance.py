@@ -27,8 +27,12 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-__all__ = ["MARKER", "PREFIX", "DemoInstance", "DemoNotes", "adopt", "notes_of"]
+if TYPE_CHECKING:
+    from gpuci_tui.core.protocols import GpuSampler
+
+__all__ = ["MARKER", "PREFIX", "DemoInstance", "DemoNotes", "adopt", "demo_gpus", "notes_of"]
 
 MARKER = "demo-instance.json"
 """Beside the demo's configuration file: says the folder is a demo's instance."""
@@ -55,6 +59,9 @@ class DemoNotes:
     environment: Mapping[str, str] = field(default_factory=dict)
     """More variables a process on the instance needs (the demo tenant's CA, with
     ``--auth service-principal``)."""
+    gpus: str = ""
+    """The demo's synthetic GPUs, ``MODEL:COUNT`` (`sim.gpu_synthetic`): what its agents
+    have and advertise, instead of this host's ("": none, ``--docker``)."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +106,7 @@ class DemoInstance:
             "pid": notes.pid,
             "pull": notes.pull,
             "environment": dict(notes.environment),
+            "gpus": notes.gpus,
         }
         fd = os.open(self.marker_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as out:
@@ -142,6 +150,7 @@ def notes_of(config_file: Path) -> DemoNotes | None:
             pid=int(data["pid"]),
             pull=str(data.get("pull") or ""),
             environment={str(k): str(v) for k, v in dict(environment).items()},
+            gpus=str(data.get("gpus") or ""),
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -158,3 +167,19 @@ def adopt(config_file: Path) -> DemoNotes | None:
     if notes is not None:
         DemoInstance(config_file.parent).enter(notes.environment)
     return notes
+
+
+def demo_gpus(config_file: Path) -> GpuSampler | None:
+    """The GPUs of the demo whose configuration ``config_file`` is: its synthetic ones.
+
+    Commands that read "this host's" GPUs (``check-config``, ``gpu capabilities``)
+    read these for a demo's file: its agents run and advertise on them, not on the
+    host's. None for any other file, and for a demo without GPUs.
+    """
+    notes = notes_of(config_file)
+    model, _, count = (notes.gpus if notes is not None else "").partition(":")
+    if not count.isdigit():
+        return None
+    from gpuci_tui.sim.gpu_synthetic import SyntheticSampler
+
+    return SyntheticSampler(gpus=int(count), model=model, seed=0)

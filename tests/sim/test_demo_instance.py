@@ -15,7 +15,7 @@ from gpuci_tui.core.config import paths
 from gpuci_tui.core.config.loader import load_config
 from gpuci_tui.core.secrets.token_store import TokenStore
 from gpuci_tui.demo import build_demo
-from gpuci_tui.demo_instance import MARKER, DemoInstance, DemoNotes, adopt, notes_of
+from gpuci_tui.demo_instance import MARKER, DemoInstance, DemoNotes, adopt, demo_gpus, notes_of
 from gpuci_tui.demo_keyring import BACKEND_NAME, DemoKeyring
 
 URL = "http://127.0.0.1:8080/demo-org"
@@ -71,6 +71,22 @@ def test_a_marker_that_names_another_folder_or_is_a_link_is_not_adopted(
     assert notes_of(instance.config_path) is None
 
 
+def test_commands_read_the_demos_synthetic_gpus_for_its_file(
+    instance: DemoInstance, tmp_path: Path
+) -> None:
+    assert demo_gpus(tmp_path / "config.toml") is None, "any other file: this host's GPUs"
+    instance.publish(DemoNotes(pid=1))
+    assert demo_gpus(instance.config_path) is None, "a demo without GPUs (--docker)"
+    instance.publish(DemoNotes(pid=1, gpus="h100:3"))
+    sampler = demo_gpus(instance.config_path)
+    assert sampler is not None
+    try:
+        assert sampler.host_info().gpu_count == 3
+        assert {g.name for g in sampler.sample().gpus} == {"NVIDIA H100 80GB HBM3"}
+    finally:
+        sampler.close()
+
+
 def test_the_demos_keyring_keeps_its_secrets_in_the_folder(instance: DemoInstance) -> None:
     assert not DemoKeyring.viable, "never keyring's own pick outside a demo instance"
     instance.enter()
@@ -95,6 +111,7 @@ def test_the_demo_writes_its_configuration_and_close_removes_its_whole_folder() 
         image = env.config.agents.image
         assert image == f"127.0.0.1:{env.server.port}/gpuci-sim/agent:1", "never docker.io"
         assert "simulated runtime" in env.notes().pull
+        assert env.notes().gpus == "h100:1"
         assert env.server.listening
     finally:
         env.close()
