@@ -33,11 +33,15 @@ def config_path(args: argparse.Namespace) -> Path:
     return resolve_config_path(getattr(args, "config", None))
 
 
-def host_gpus() -> GpuFrame | None:
-    """One NVML sample of the host, or None when NVML is not available (then not checked)."""
-    from gpuci_tui.core.gpu.nvml_sampler import NvmlSampler
+def host_gpus(config_file: Path | None = None) -> GpuFrame | None:
+    """One NVML sample of the host, or None when NVML is not available (then not checked).
 
-    sampler = NvmlSampler()
+    For a demo's ``config_file``, the demo's synthetic GPUs (`demo_instance.demo_gpus`).
+    """
+    from gpuci_tui.core.gpu.nvml_sampler import NvmlSampler
+    from gpuci_tui.demo_instance import demo_gpus
+
+    sampler = (demo_gpus(config_file) if config_file else None) or NvmlSampler()
     try:
         frame = sampler.sample()
         return frame if frame.host.available else None
@@ -71,7 +75,7 @@ def load(
 
     try:
         path = config_path(args)
-        frame = host_gpus() if check_gpus else None
+        frame = host_gpus(path) if check_gpus else None
         config = load_config(
             path,
             gpu_count=frame.host.gpu_count if frame else None,

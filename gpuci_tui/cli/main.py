@@ -6,6 +6,7 @@ Run ``gpuci-tui COMMAND --help`` for each command. Exit codes: `exitcodes`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from collections.abc import Sequence
@@ -118,11 +119,21 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser(
         "demo",
         help="the console on a built-in simulated organisation (touches nothing real)",
+        description="A simulated organisation, a real daemon with its control socket and the "
+        "console, in a temporary folder of their own, all removed at the end (quit, "
+        "`gpuci-tui stop`, Ctrl+C, SIGTERM). It prints how another shell reaches it: "
+        "`gpuci-tui --config FOLDER/config.toml status`, and every other command.",
     )
     demo.add_argument(
         "--docker",
         action="store_true",
         help="use real emulator containers on the local Docker engine",
+    )
+    demo.add_argument(
+        "--no-console",
+        action="store_true",
+        help="run the demo's daemon in the foreground without the console (try the "
+        "command line on it from another shell; Ctrl+C ends the demo)",
     )
     demo.add_argument("--agents", type=int, default=4, help="number of slots (default 4)")
     demo.add_argument(
@@ -224,6 +235,8 @@ _TERMINAL_APPS = (None, "setup", "demo", "bridge")
 
 def _dispatch(args: argparse.Namespace) -> int:
     command = args.command
+    if command != "demo":
+        _adopt_demo(args)
     if command not in _TERMINAL_APPS:
         from .safe_output import install
 
@@ -290,6 +303,18 @@ def _dispatch(args: argparse.Namespace) -> int:
     from .console_cmd import run_console
 
     return run_console(args, setup=command == "setup")
+
+
+def _adopt_demo(args: argparse.Namespace) -> None:
+    """Given a running demo's configuration, use the demo's folder (`demo_instance.adopt`)."""
+    from gpuci_tui.core.errors import GpuciError
+    from gpuci_tui.demo_instance import adopt
+
+    from .common import config_path
+
+    # An unusable --config: the command itself says what is wrong with it.
+    with contextlib.suppress(GpuciError):
+        adopt(config_path(args))
 
 
 if __name__ == "__main__":

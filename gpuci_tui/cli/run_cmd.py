@@ -63,11 +63,13 @@ def cached_token(tokens: TokenSource, org_url: str) -> CachedToken:
     return CachedToken(tokens, org_url)
 
 
-def setup_logging(level: str) -> None:
-    """Log to stderr (journald under systemd) with every known secret redacted."""
+def setup_logging(level: str, handler: logging.Handler | None = None) -> None:
+    """Log to stderr (journald under systemd), or to ``handler``, with every known secret
+    redacted.
+    """
     from gpuci_tui.core.secrets.token_store import SecretRedactor
 
-    handler = logging.StreamHandler(sys.stderr)
+    handler = handler or logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     handler.addFilter(SecretRedactor())
     root = logging.getLogger()

@@ -163,8 +163,14 @@ def quit_body(
     """What quitting means for the agents, depending on where the supervisor runs.
 
     ``stop`` is the core's preview of stopping the supervisor (agents left running);
-    with it, the busy agents that keep running are counted.
+    with it, the busy agents that keep running are counted. ``demo``: the demo, whose
+    end removes everything it made.
     """
+    if mode == "demo":
+        return (
+            "This is the demo: quitting ends it. Its daemon, simulated organisation and "
+            "agents stop, and everything it made (its folder, containers, registry) is removed."
+        )
     if mode == "daemon":
         pid = f" (pid {snapshot.pid})" if snapshot is not None and snapshot.pid else ""
         return (

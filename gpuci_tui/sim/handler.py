@@ -16,6 +16,7 @@ from urllib.parse import parse_qs, urlsplit
 from gpuci_tui.sim import locations, private_api, wire
 from gpuci_tui.sim.org import MANAGE_SCOPE, READ_SCOPE
 from gpuci_tui.sim.records import AgentRecord, PatRecord, SimAuthError, SimError, SimScopeError
+from gpuci_tui.sim.registry import REGISTRY_HEADER, no_image_here
 
 if TYPE_CHECKING:
     from gpuci_tui.sim.server import SimServer, _HTTPServer
@@ -121,7 +122,9 @@ class SimRequestHandler(BaseHTTPRequestHandler):
         private = path.startswith("/_sim/")
         route = path if private else "/_download/agent" if download else "?"
         try:
-            if download:
+            if path == "/v2" or path.startswith("/v2/"):  # Docker, pulling the demo's image
+                reply = _Reply(*no_image_here(path), {REGISTRY_HEADER: "registry/2.0"})
+            elif download:
                 reply = self._download(path, method)
             elif private:
                 route = path

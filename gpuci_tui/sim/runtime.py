@@ -25,6 +25,7 @@ import secrets
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING
 
 from gpuci_tui.core.engine.agent_versions import AGENT_VERSION_LABEL
 from gpuci_tui.core.errors import (
@@ -37,6 +38,9 @@ from gpuci_tui.sim.agent_packages import BAKED_AGENT_VERSION
 from gpuci_tui.sim.agent_program import AgentTiming, SimContainer, run_agent
 from gpuci_tui.sim.disk import SimDisk
 from gpuci_tui.sim.org import SimOrg
+
+if TYPE_CHECKING:
+    from gpuci_tui.sim.registry import SimImageRegistry
 
 DEFAULT_IMAGE = "gpuci-sim/agent:1"
 
@@ -87,6 +91,9 @@ class SimulatedRuntime:
         self.image_configs: dict[str, ImageConfig] = {}
         """What `image_config` says of an image (a test may change it under a running
         supervisor); a present image without an entry declares nothing."""
+        self.registry: SimImageRegistry | None = None
+        """Where this engine pulls from (`ImageRegistry`); None: it pulls nothing (the tests'
+        default), the demo gives it a `sim.registry.SimImageRegistry`."""
 
     # ------------------------------------------------------------------ test knobs
 
