@@ -29,6 +29,7 @@ from gpuci_tui.core.protocols import GpuSampler, TokenSource
 
 from . import exitcodes
 from .common import CliExit, config_path, fail, load, socket_for
+from .reach import Reached, daemon_config, daemon_of
 
 if TYPE_CHECKING:
     from gpuci_tui.core.host.assemble import Assembly
@@ -198,20 +199,35 @@ def run_console(args: argparse.Namespace, setup: bool) -> int:
     except GpuciError as exc:
         return fail(CliExit(exitcodes.CONFIG, str(exc)))
     config: Config | None = None
+    broken: Reached | None = None
     if path.exists():
         try:
             config = load_config(path)
         except ConfigError as exc:
             if not setup:
-                return fail(
-                    CliExit(exitcodes.CONFIG, f"{exc}\nFix the file, or run `gpuci-tui setup`.")
-                )
+                try:
+                    # A daemon of this file runs on what it loaded: open on that, say the problem.
+                    broken = daemon_of(args, tell=False)
+                    config = daemon_config(broken)
+                except CliExit:
+                    return fail(
+                        CliExit(exitcodes.CONFIG, f"{exc}\nFix the file, or run `gpuci-tui setup`.")
+                    )
     foreground = bool(args.foreground)
 
     def notify(message: str) -> None:
         app.notify(message, title="Supervisor", severity="warning", markup=False)
 
     async def start_supervisor(cfg: Config) -> SupervisorHandle:
+        if broken is not None:
+            app.notify(
+                broken.notice(),
+                title="Configuration file",
+                severity="error",
+                timeout=60,
+                markup=False,
+            )
+            return SocketHandle(broken.socket)
         if foreground:
             # The App's current services: the wizard may have unlocked another token store.
             now = app.services

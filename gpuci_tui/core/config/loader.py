@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import tomllib
 from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
@@ -70,7 +71,8 @@ __all__ = [
     "DEFAULT_GROUP", "AgentGroup", "agent_groups", "for_group",
     "GPU_POLICIES", "NETWORK_MODES", "AgentsConfig", "AzureConfig", "Config", "ConfigError",
     "ConfigErrors", "GpuConfig", "HistoryConfig", "MetricsConfig", "VolumeConfig", "config_hash", "config_to_toml",
-    "daemon_instance", "default_name_prefix", "instance_id", "load_config", "save_config", "validate_config",
+    "daemon_instance", "default_name_prefix", "instance_id", "load_config", "parse_config", "save_config",
+    "validate_config",
     "validate_count", "validate_name_prefix", "validate_org_url", "validate_volume",
 ]  # fmt: skip
 
@@ -388,6 +390,22 @@ def load_config(
     """
     with contextlib.nullcontext() if host_paths_here else host_paths_elsewhere():
         config, errors = _from_tables(read_toml(path), gpu_count=gpu_count)
+    raise_if_any(errors, path)
+    assert config is not None  # noqa: S101 - no errors means it was built
+    return dataclasses.replace(config, path=path)
+
+
+def parse_config(text: str, path: Path | None = None) -> Config:
+    """A configuration from TOML text (what a daemon says it runs on), by the file's rules.
+
+    Raises:
+        ConfigError: the text is not TOML, or breaks a rule (`ConfigErrors` for several).
+    """
+    try:
+        tables = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"not valid TOML ({exc})", path=path) from None
+    config, errors = _from_tables(tables)
     raise_if_any(errors, path)
     assert config is not None  # noqa: S101 - no errors means it was built
     return dataclasses.replace(config, path=path)

@@ -54,6 +54,8 @@ class GroupSupervisor(Protocol):
     """What a reload needs of `group_supervisor.GroupSupervisor` (no import cycle)."""
 
     config: Config
+    config_loaded_at: float
+    clock: Callable[[], float]
     implicit: bool
     children: dict[str, Supervisor]
     reporter: Broadcaster
@@ -166,6 +168,7 @@ async def reload(
     lines += [f"  {line}" for line in _other_lines(diff)]
     # The groups that drain stay until they are empty (their supervisors still run them).
     sup.config = applied
+    sup.config_loaded_at = sup.clock()
     sup.reloaded()
     message = "\n".join(lines)
     sup.reporter.event("reload", _summary(diff, refused))
