@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
-from gpuci_tui.core.config.loader import Config, daemon_instance
+from gpuci_tui.core.config.loader import Config, agent_groups, daemon_instance
+from gpuci_tui.core.config.slot_shapes import HostTopology
 from gpuci_tui.core.gpu_readings import GpuFrame
 from gpuci_tui.core.protocols import ImageConfig
 
@@ -33,22 +35,41 @@ def config_path(args: argparse.Namespace) -> Path:
     return resolve_config_path(getattr(args, "config", None))
 
 
-def host_gpus() -> GpuFrame | None:
-    """One NVML sample of the host, or None when NVML is not available (then not checked)."""
+@dataclass(frozen=True)
+class HostFacts:
+    """What this host's GPUs are, as the checks of a configuration need them."""
+
+    frame: GpuFrame
+    """One NVML sample: the GPUs, their processes, the driver."""
+    topology: HostTopology
+    """How the GPUs are joined (NVLink, PCIe) and their MIG devices: the slot shapes'."""
+
+
+def host_facts() -> tuple[HostFacts | None, str]:
+    """This host's GPU facts, or None and why they cannot be read (no NVIDIA driver)."""
     from gpuci_tui.core.gpu.nvml_sampler import NvmlSampler
+    from gpuci_tui.core.gpu.nvml_topology import topology_reader
 
     sampler = NvmlSampler()
     try:
         frame = sampler.sample()
-        return frame if frame.host.available else None
+        if not frame.host.available:
+            return None, frame.host.reason or "NVML sees no GPU"
+        return HostFacts(frame, topology_reader(sampler)()), ""
     finally:
         sampler.close()
+
+
+def uses_gpus(config: Config) -> bool:
+    """Whether any agent group of ``config`` is given GPUs."""
+    return any(g.agents.gpus != "none" for g in agent_groups(config))
 
 
 def load(
     args: argparse.Namespace,
     *,
     check_gpus: bool = False,
+    unread: Literal["quiet", "note", "refuse"] = "quiet",
     host_paths_here: bool = True,
     cuda_fatal: bool = True,
 ) -> Config:
@@ -57,28 +78,35 @@ def load(
     ``host_paths_here`` False: volume host paths need not exist on this machine
     (``export kubernetes``: they are on the cluster's nodes).
 
-    ``check_gpus`` also checks the configuration's GPUs against those NVML sees
-    (``run`` and ``check-config``; the control commands need no NVML): counts,
-    GPU ids that do not exist (errors) and GPUs other processes hold (warnings,
-    printed to stderr), and each group's image against the driver's CUDA: an error
-    with ``cuda_fatal`` (``check-config``), else a warning (``run`` starts and holds
-    that group's slots, the other groups run).
+    ``check_gpus`` also checks the configuration against the GPUs NVML sees, by
+    the rules ``run`` starts with (``run`` and ``check-config``; the control
+    commands need no NVML): counts, slot shapes (``gpus_per_slot``, MIG) on the
+    topology, GPU ids that do not exist (errors) and GPUs other processes hold
+    (warnings, printed to stderr), and each group's image against the driver's
+    CUDA: an error with ``cuda_fatal`` (``check-config``), else a warning (``run``
+    starts and holds that group's slots, the other groups run). Without NVML these
+    are not checked; for a configuration that gives agents GPUs ``unread`` says what
+    then: nothing (``run``: no driver is no GPU), a note on stderr (``check-config``),
+    or a refusal, exit 1 (``check-config --host``).
     """
     from gpuci_tui.core.config.file import raise_if_any
     from gpuci_tui.core.config.loader import load_config
+    from gpuci_tui.core.config.slot_shapes import shape_problems
     from gpuci_tui.core.errors import GpuciError
     from gpuci_tui.core.gpu.check import check_host_gpus, check_images_cuda
 
     try:
         path = config_path(args)
-        frame = host_gpus() if check_gpus else None
+        facts, why = host_facts() if check_gpus else (None, "")
+        frame = facts.frame if facts else None
         config = load_config(
             path,
             gpu_count=frame.host.gpu_count if frame else None,
             host_paths_here=host_paths_here,
         )
-        if frame is not None:
+        if facts is not None and frame is not None:
             errors, warnings = check_host_gpus(config, frame, ours=own_containers(config))
+            errors += shape_problems(config, facts.topology)
             refused = check_images_cuda(config, frame, _image_config)
             if cuda_fatal:
                 errors += refused
@@ -89,6 +117,14 @@ def load(
             raise_if_any(errors, path)
             for warning in warnings:
                 print(f"gpuci-tui: warning: {warning}", file=sys.stderr)
+        elif check_gpus and unread != "quiet" and uses_gpus(config):
+            said = (
+                f"this host's GPUs cannot be read ({why}), so the configuration was not "
+                "checked against them (GPU count, slot shapes, GPU ids, CUDA of the images)"
+            )
+            if unread == "refuse":
+                raise CliExit(exitcodes.FAILED, said)
+            print(f"gpuci-tui: note: {said}", file=sys.stderr)
         return config
     except GpuciError as exc:  # ConfigError, PathError
         raise CliExit(exitcodes.CONFIG, str(exc)) from None

@@ -33,6 +33,7 @@ from gpuci_tui.core.config.file import (
 from gpuci_tui.core.config.fleet import FleetConfig, check_fleet_table
 from gpuci_tui.core.config.groups import check_per_slot, parse_gpus, parse_groups
 from gpuci_tui.core.config.identity import config_hash, daemon_instance, instance_id
+from gpuci_tui.core.config.keys import check_keys_table
 from gpuci_tui.core.config.model import (
     DEFAULT_GROUP,
     AgentGroup,
@@ -53,7 +54,11 @@ from gpuci_tui.core.config.observe import (
     validate_metrics,
 )
 from gpuci_tui.core.config.pull import validate_pull, validate_pull_check_interval
-from gpuci_tui.core.config.schedule import check_schedule_limit, parse_schedule
+from gpuci_tui.core.config.schedule import (
+    check_schedule_limit,
+    check_standby_bounds,
+    parse_schedule,
+)
 from gpuci_tui.core.config.validate import (
     GPU_POLICIES,
     NETWORK_MODES,
@@ -204,11 +209,8 @@ def _from_tables(
             volumes=_volumes,
             errors=errors,
         )
-    for binding, value in (sections["keys"] or {}).items():
-        try:
-            values["keys"][binding] = rules.validate_key_binding(binding, value)
-        except ConfigError as exc:
-            errors.append(exc)
+    values["keys"], key_errors = check_keys_table(sections["keys"] or {})
+    errors.extend(key_errors)
     fleet: FleetConfig | None = FleetConfig()
     if sections["fleet"] is not None:
         fleet, fleet_errors = check_fleet_table(sections["fleet"])
@@ -320,6 +322,8 @@ def _cross_checks(
         errors.append(ConfigError(problem, key="agents.count"))
     errors.extend(check_per_slot("agents", values["agents"].get("gpus", "all"), per_slot))
     errors.extend(check_schedule_limit("agents", values["agents"]))
+    if settled("agents", "standby", "standby_min", "standby_max") is not None:
+        errors.extend(check_standby_bounds("agents", values["agents"]))
     errors.extend(check_metrics_remote(sections["metrics"] or {}, values["metrics"]))
     if not any(
         name in (sections["docker"] or {}) and name not in values["docker"]
