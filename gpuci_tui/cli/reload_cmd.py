@@ -1,4 +1,6 @@
-"""``gpuci-tui reload [--dry-run] [--canary N] [--canary-jobs K]``: the daemon re-reads its file.
+"""``gpuci-tui reload [--dry-run] [--reset-overrides] [--canary N] [--canary-jobs K]``.
+
+The daemon re-reads its file.
 
 The file is checked here first, by the same rules the daemon applies: an invalid
 file is reported (exit 4) beside what the daemon runs on instead, and nothing is
@@ -31,10 +33,20 @@ def add_reload_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         description="The daemon reads its configuration file again. Images, counts, volumes, "
         "memory limits, GPU admission and groups change live (lanes are replaced one by one: "
         "standby first, busy ones after their job; no job is killed); what needs a restart is "
-        "named. An invalid file changes nothing. Same as SIGHUP on `gpuci-tui run`.",
+        "named. A runtime scale, pause or drain stays over the file (the answer lists them) until "
+        "--reset-overrides drops them or a reload changes that count. An invalid file changes "
+        "nothing. Same as SIGHUP on `gpuci-tui run`.",
     )
     reload.add_argument(
-        "--dry-run", action="store_true", help="say what would change; change nothing"
+        "--dry-run",
+        action="store_true",
+        help="say what would change, and the overrides in force; change nothing",
+    )
+    reload.add_argument(
+        "--reset-overrides",
+        action="store_true",
+        help="then drop the runtime overrides (a scale, a pause, drained slots): every group "
+        "runs the file again (with --dry-run: say which)",
     )
     reload.add_argument(
         "--canary",
@@ -64,7 +76,12 @@ def run_reload(args: argparse.Namespace) -> int:
         if args.canary < 0 or (args.canary_jobs is not None and args.canary_jobs < 1):
             raise CliExit(exitcodes.USAGE, "reload: --canary is 0 or more, --canary-jobs 1 or more")
         reached = daemon_of(args, tell=False)
-        command = Reload(dry_run=args.dry_run, canary=args.canary, canary_jobs=args.canary_jobs)
+        command = Reload(
+            dry_run=args.dry_run,
+            canary=args.canary,
+            canary_jobs=args.canary_jobs,
+            reset_overrides=args.reset_overrides,
+        )
         if reached.problem is not None:
             return _broken_file(reached, command)
         result = ControlClient(reached.socket, timeout=30.0).send(command)
