@@ -19,7 +19,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gpuci_tui.core.config.loader import Config, daemon_instance
 from gpuci_tui.core.errors import GpuciError
@@ -32,6 +32,8 @@ from .common import CliExit, config_path, fail, load, socket_for
 from .reach import Reached, daemon_config, daemon_of
 
 if TYPE_CHECKING:
+    from textual.app import App
+
     from gpuci_tui.core.host.assemble import Assembly
 
 DAEMON_START_TIMEOUT = 20.0
@@ -275,10 +277,28 @@ def run_console(args: argparse.Namespace, setup: bool) -> int:
     )
     app = make_app(services)
     try:
-        app.run()
+        run_until_closed(app)
     except CliExit as exc:
         return fail(exc)
     return exitcodes.OK
+
+
+def run_until_closed(app: App[Any], **run: Any) -> Any:
+    """Run the console, then close the supervisors it ran in-process, in the same loop.
+
+    ``--foreground``: quitting stops the supervisor, but the history rows still being
+    written, the history itself and the instance's locks are the assembly's to finish
+    (`Assembly.close`), which needs the loop the supervisor ran in. ``run``: for tests
+    (``headless``, ``auto_pilot``). Returns what the app returned.
+    """
+
+    async def console() -> Any:
+        try:
+            return await app.run_async(**run)
+        finally:
+            await close_in_process()
+
+    return asyncio.run(console())
 
 
 def attach(config: Config) -> SupervisorHandle:
@@ -291,6 +311,7 @@ def attach(config: Config) -> SupervisorHandle:
 
 __all__ = [
     "ATTACHED_NOTICE",
+    "run_until_closed",
     "attach",
     "daemon_alive",
     "foreground_supervisor",
