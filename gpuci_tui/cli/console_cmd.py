@@ -181,12 +181,6 @@ async def close_in_process() -> None:
 
 def run_console(args: argparse.Namespace, setup: bool) -> int:
     """Open the console (wizard or dashboard)."""
-    from gpuci_tui.app import make_app
-    from gpuci_tui.core.config.loader import ConfigError, load_config
-    from gpuci_tui.core.gpu.nvml_sampler import NvmlSampler
-    from gpuci_tui.core.secrets.token_store import TokenStore
-    from gpuci_tui.services import Services, SetupClient
-
     if not sys.stdin.isatty() or not sys.stdout.isatty():
         print(
             "gpuci-tui: the console needs a terminal; use `gpuci-tui status` in scripts",
@@ -197,9 +191,32 @@ def run_console(args: argparse.Namespace, setup: bool) -> int:
 
     forbid_core_dumps()  # the wizard and --foreground hold the PAT in memory
     try:
+        app = build_console(args, setup)
+        run_until_closed(app)
+    except CliExit as exc:
+        return fail(exc)
+    return exitcodes.OK
+
+
+def build_console(args: argparse.Namespace, setup: bool) -> App[Any]:
+    """The console for ``args``: its services, how it starts or attaches to a supervisor.
+
+    A file that does not load opens the console on the configuration the daemon of
+    that file runs (`reach`), with the file's problems shown once it is attached.
+
+    Raises:
+        CliExit: code 4 when the file does not load and no daemon of it answers.
+    """
+    from gpuci_tui.app import make_app
+    from gpuci_tui.core.config.loader import ConfigError, load_config
+    from gpuci_tui.core.gpu.nvml_sampler import NvmlSampler
+    from gpuci_tui.core.secrets.token_store import TokenStore
+    from gpuci_tui.services import Services, SetupClient
+
+    try:
         path = config_path(args)
     except GpuciError as exc:
-        return fail(CliExit(exitcodes.CONFIG, str(exc)))
+        raise CliExit(exitcodes.CONFIG, str(exc)) from None
     config: Config | None = None
     broken: Reached | None = None
     if path.exists():
@@ -212,9 +229,9 @@ def run_console(args: argparse.Namespace, setup: bool) -> int:
                     broken = daemon_of(args, tell=False)
                     config = daemon_config(broken)
                 except CliExit:
-                    return fail(
-                        CliExit(exitcodes.CONFIG, f"{exc}\nFix the file, or run `gpuci-tui setup`.")
-                    )
+                    raise CliExit(
+                        exitcodes.CONFIG, f"{exc}\nFix the file, or run `gpuci-tui setup`."
+                    ) from None
     foreground = bool(args.foreground)
 
     def notify(message: str) -> None:
@@ -276,11 +293,7 @@ def run_console(args: argparse.Namespace, setup: bool) -> int:
         readonly=bool(args.readonly),
     )
     app = make_app(services)
-    try:
-        run_until_closed(app)
-    except CliExit as exc:
-        return fail(exc)
-    return exitcodes.OK
+    return app
 
 
 def run_until_closed(app: App[Any], **run: Any) -> Any:
@@ -311,6 +324,7 @@ def attach(config: Config) -> SupervisorHandle:
 
 __all__ = [
     "ATTACHED_NOTICE",
+    "build_console",
     "run_until_closed",
     "attach",
     "daemon_alive",

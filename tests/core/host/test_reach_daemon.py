@@ -18,13 +18,16 @@ from pathlib import Path
 import pytest
 
 from gpuci_tui.cli import exitcodes
-from gpuci_tui.cli.main import main
+from gpuci_tui.cli.console_cmd import build_console
+from gpuci_tui.cli.main import build_parser, main
 from gpuci_tui.cli.reach import daemon_config, daemon_of
 from gpuci_tui.core.host.supervision.group_supervisor import GroupSupervisor
 from gpuci_tui.core.models import SlotState
 from gpuci_tui.sim.runtime import DEFAULT_IMAGE
 from tests.core.served_daemon import Daemon, served
 from tests.core.supervisor_env import wait_until
+from tests.ui.helpers import notes, screen_text
+from tests.ui.helpers import wait_for as ui_wait
 
 TEXT = f"""
 [azure]
@@ -132,6 +135,23 @@ def test_a_broken_file_without_a_daemon_is_exit_4(
         assert main(["--config", str(path), *argv]) == exitcodes.CONFIG
         err = capsys.readouterr().err
         assert "agents.count" in err and "the daemon runs on" not in err
+
+
+async def test_the_console_opens_on_what_the_daemon_runs_and_shows_the_file_s_problem(
+    daemon: Daemon,
+) -> None:
+    daemon.path.write_text(BROKEN, encoding="utf-8")
+    args = build_parser().parse_args(["--config", str(daemon.path)])
+    app = await asyncio.to_thread(build_console, args, False)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await ui_wait(
+            pilot,
+            lambda: any("agents.count" in n and "loaded at" in n for n in notes(app)),
+            timeout=20,
+            what="the file's problem beside what the daemon runs",
+        )
+        await ui_wait(pilot, lambda: "reach-1" in screen_text(app), what="the daemon's agents")
+        assert app.services.config is not None and app.services.config.agents.count == 2
 
 
 async def test_the_console_opens_on_the_configuration_the_daemon_runs_on(daemon: Daemon) -> None:
