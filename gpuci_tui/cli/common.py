@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -35,29 +35,27 @@ def config_path(args: argparse.Namespace) -> Path:
     return resolve_config_path(getattr(args, "config", None))
 
 
-@dataclass(frozen=True)
-class HostFacts:
-    """What this host's GPUs are, as the checks of a configuration need them."""
+class HostGpus:
+    """This host's GPUs as a configuration's checks read them, through one NVML sampler."""
 
-    frame: GpuFrame
-    """One NVML sample: the GPUs, their processes, the driver."""
-    topology: HostTopology
-    """How the GPUs are joined (NVLink, PCIe) and their MIG devices: the slot shapes'."""
+    def __init__(self) -> None:
+        """Take one sample (no NVIDIA driver: `frame` says the GPUs are not available)."""
+        from gpuci_tui.core.gpu.nvml_sampler import NvmlSampler
 
+        self._sampler = NvmlSampler()
+        self.frame: GpuFrame = self._sampler.sample()
 
-def host_facts() -> tuple[HostFacts | None, str]:
-    """This host's GPU facts, or None and why they cannot be read (no NVIDIA driver)."""
-    from gpuci_tui.core.gpu.nvml_sampler import NvmlSampler
-    from gpuci_tui.core.gpu.nvml_topology import topology_reader
+    def topology(self) -> HostTopology:
+        """How the GPUs are joined (NVLink, PCIe) and their MIG devices (read when asked:
+        only shaped slots need it).
+        """
+        from gpuci_tui.core.gpu.nvml_topology import topology_reader
 
-    sampler = NvmlSampler()
-    try:
-        frame = sampler.sample()
-        if not frame.host.available:
-            return None, frame.host.reason or "NVML sees no GPU"
-        return HostFacts(frame, topology_reader(sampler)()), ""
-    finally:
-        sampler.close()
+        return topology_reader(self._sampler)()
+
+    def close(self) -> None:
+        """Release NVML."""
+        self._sampler.close()
 
 
 def uses_gpus(config: Config) -> bool:
@@ -65,11 +63,15 @@ def uses_gpus(config: Config) -> bool:
     return any(g.agents.gpus != "none" for g in agent_groups(config))
 
 
+Unread = Literal["quiet", "note", "refuse"]
+"""What `load` does when the host's GPUs cannot be read for a file that uses GPUs."""
+
+
 def load(
     args: argparse.Namespace,
     *,
     check_gpus: bool = False,
-    unread: Literal["quiet", "note", "refuse"] = "quiet",
+    unread: Unread = "quiet",
     host_paths_here: bool = True,
     cuda_fatal: bool = True,
 ) -> Config:
@@ -89,45 +91,53 @@ def load(
     then: nothing (``run``: no driver is no GPU), a note on stderr (``check-config``),
     or a refusal, exit 1 (``check-config --host``).
     """
-    from gpuci_tui.core.config.file import raise_if_any
-    from gpuci_tui.core.config.loader import load_config
-    from gpuci_tui.core.config.slot_shapes import shape_problems
     from gpuci_tui.core.errors import GpuciError
-    from gpuci_tui.core.gpu.check import check_host_gpus, check_images_cuda
 
     try:
         path = config_path(args)
-        facts, why = host_facts() if check_gpus else (None, "")
-        frame = facts.frame if facts else None
-        config = load_config(
-            path,
-            gpu_count=frame.host.gpu_count if frame else None,
-            host_paths_here=host_paths_here,
-        )
-        if facts is not None and frame is not None:
-            errors, warnings = check_host_gpus(config, frame, ours=own_containers(config))
-            errors += shape_problems(config, facts.topology)
-            refused = check_images_cuda(config, frame, _image_config)
-            if cuda_fatal:
-                errors += refused
-            else:
-                warnings += [
-                    f"{e.key}: {e.problem}; its slots start nothing until then" for e in refused
-                ]
-            raise_if_any(errors, path)
-            for warning in warnings:
-                print(f"gpuci-tui: warning: {warning}", file=sys.stderr)
-        elif check_gpus and unread != "quiet" and uses_gpus(config):
-            said = (
-                f"this host's GPUs cannot be read ({why}), so the configuration was not "
-                "checked against them (GPU count, slot shapes, GPU ids, CUDA of the images)"
-            )
-            if unread == "refuse":
-                raise CliExit(exitcodes.FAILED, said)
-            print(f"gpuci-tui: note: {said}", file=sys.stderr)
-        return config
+        with contextlib.closing(HostGpus()) if check_gpus else contextlib.nullcontext() as gpus:
+            return _load(path, gpus, unread, host_paths_here, cuda_fatal)
     except GpuciError as exc:  # ConfigError, PathError
         raise CliExit(exitcodes.CONFIG, str(exc)) from None
+
+
+def _load(
+    path: Path, gpus: HostGpus | None, unread: Unread, host_paths_here: bool, cuda_fatal: bool
+) -> Config:
+    """`load` with the host's GPUs (None: not checked)."""
+    from gpuci_tui.core.config.file import raise_if_any
+    from gpuci_tui.core.config.loader import load_config
+    from gpuci_tui.core.config.slot_shapes import is_shaped, shape_problems
+    from gpuci_tui.core.gpu.check import check_host_gpus, check_images_cuda
+
+    frame = gpus.frame if gpus is not None and gpus.frame.host.available else None
+    config = load_config(
+        path, gpu_count=frame.host.gpu_count if frame else None, host_paths_here=host_paths_here
+    )
+    if gpus is not None and frame is not None:
+        errors, warnings = check_host_gpus(config, frame, ours=own_containers(config))
+        if any(is_shaped(g.agents) for g in agent_groups(config)):
+            errors += shape_problems(config, gpus.topology())
+        refused = check_images_cuda(config, frame, _image_config)
+        if cuda_fatal:
+            errors += refused
+        else:
+            warnings += [
+                f"{e.key}: {e.problem}; its slots start nothing until then" for e in refused
+            ]
+        raise_if_any(errors, path)
+        for warning in warnings:
+            print(f"gpuci-tui: warning: {warning}", file=sys.stderr)
+    elif gpus is not None and unread != "quiet" and uses_gpus(config):
+        said = (
+            f"this host's GPUs cannot be read ({gpus.frame.host.reason or 'NVML sees no GPU'}), "
+            "so the configuration was not checked against them (GPU count, slot shapes, GPU "
+            "ids, CUDA of the images)"
+        )
+        if unread == "refuse":
+            raise CliExit(exitcodes.FAILED, said)
+        print(f"gpuci-tui: note: {said}", file=sys.stderr)
+    return config
 
 
 def _image_config(image: str) -> ImageConfig | None:

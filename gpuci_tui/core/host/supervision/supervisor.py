@@ -235,6 +235,8 @@ class Supervisor:
             gpu_gates=() if self.gatekeeper is None else self.gatekeeper.gates,
             image=self.config.agents.image,
         )
+        if self.state.stopping:  # its drains are the stop's (or a removed group's), not the file's
+            return snap
         overrides = overrides_in_force(self.state, self.config.agents.count, self.group)
         return replace(snap, overrides=overrides) if overrides else snap
 
