@@ -13,7 +13,8 @@ from .common import CliExit, config_path, fail, load
 def check_config(args: argparse.Namespace) -> int:
     """Validate the configuration file; print every problem."""
     try:
-        config = load(args, check_gpus=True)
+        required = getattr(args, "require_host", False)
+        config = load(args, check_gpus=True, unread="refuse" if required else "note")
     except CliExit as exc:
         return fail(exc)
     if not args.quiet:

@@ -162,9 +162,23 @@ def build_parser() -> argparse.ArgumentParser:
     token.add_argument("--stdin", action="store_true", help="set: read the PAT from standard input")
 
     check = sub.add_parser(
-        "check-config", help="validate the configuration file and say what is wrong"
+        "check-config",
+        help="validate the configuration file and say what is wrong",
+        description="Check the configuration file by every rule `gpuci-tui run` starts with, "
+        "each problem under its own key, with the fix (exit 4). Where this host's GPUs can "
+        "be read (NVML), the file is also checked against them: the GPU count, the slot "
+        "shapes (gpus_per_slot, MIG) on the GPU topology, the GPU ids, and each image's "
+        "CUDA against the driver; where they cannot, a note says what was not checked.",
     )
     check.add_argument("--quiet", action="store_true")
+    check.add_argument(
+        "--host",
+        dest="require_host",
+        action="store_true",
+        help="this host must be checkable: when the file gives agents GPUs and this host's "
+        "GPUs cannot be read, fail (exit 1) instead of noting it (run it on the GPU host "
+        "that will run the file)",
+    )
     check.add_argument(
         "--live",
         action="store_true",

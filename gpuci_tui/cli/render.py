@@ -7,7 +7,7 @@ import time
 from gpuci_tui.core.engine.snapshots import daemon_uptime
 from gpuci_tui.core.formatting import ago, byte_size, duration, exit_label, image_label, job_label
 from gpuci_tui.core.models import DiskSnapshot, PoolSummary, SupervisorSnapshot
-from gpuci_tui.core.wording import disabled_reasons, rollout_words
+from gpuci_tui.core.wording import disabled_reasons, override_words, rollout_words
 
 
 def render_status(snap: SupervisorSnapshot, now: float | None = None) -> str:
@@ -46,6 +46,7 @@ def render_status(snap: SupervisorSnapshot, now: float | None = None) -> str:
         *_group_lines(snap),
         *_image_lines(snap),
         *(f"rollout: {rollout_words(r)}" for r in snap.rollouts),
+        *_override_lines(snap, now),
         *snap.pulls,  # one line per image: "pulling IMAGE: 3/7 layers, …"
         "",
     ]
@@ -91,6 +92,14 @@ def render_status(snap: SupervisorSnapshot, now: float | None = None) -> str:
             lines.append(f"  {slot.name} last log lines:")
             lines.extend(f"    | {line}" for line in slot.last_exit.log_tail[-10:])
     return "\n".join(lines)
+
+
+def _override_lines(snap: SupervisorSnapshot, now: float) -> list[str]:
+    """``override: count 1, scaled at 10:02; the file says 3`` per override, and the way back."""
+    if not snap.overrides:
+        return []
+    lines = [f"override: {override_words(o, now)}" for o in snap.overrides]
+    return [*lines, "  (gpuci-tui reload --reset-overrides runs the file again)"]
 
 
 def _disk_lines(disk: DiskSnapshot, now: float) -> list[str]:

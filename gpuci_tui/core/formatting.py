@@ -9,6 +9,7 @@ by side; the panels add only colour (`gpuci_tui.widgets.format`).
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -73,6 +74,14 @@ def ago(then: float | None, now: float, *, compact: bool = False) -> str:
     if delta < 7200:
         return f"{int(delta // 60)} min ago"
     return f"{int(delta // 3600)} h ago"
+
+
+def clock_time(when: float, now: float) -> str:
+    """``10:02`` (local time), with the date when ``when`` is not on ``now``'s day."""
+    then = time.localtime(when)
+    if time.localtime(now)[:3] == then[:3]:
+        return time.strftime("%H:%M", then)
+    return time.strftime("%Y-%m-%d %H:%M", then)
 
 
 def until(when: float | None, now: float) -> str:

@@ -274,6 +274,26 @@ class RolloutSnapshot:
 
 
 @dataclass(frozen=True)
+class RuntimeOverride:
+    """An operator's command in force over the file: a scale, a pause, a drained slot.
+
+    Shown beside the file's value (`wording.override_words`), listed by ``reload
+    --dry-run`` and dropped by ``reload --reset-overrides`` (`engine.overrides`).
+    """
+
+    kind: str
+    """``scale``, ``pause`` or ``drain``."""
+    group: str = ""
+    """The agent group ("" for the only one)."""
+    at: float | None = None
+    """When it was made (None: not known, e.g. kept from before the time was recorded)."""
+    value: str = ""
+    """What runs: the count (``scale``), the slot (``drain``, as ``GROUP/SLOT`` or ``SLOT``)."""
+    file_value: str = ""
+    """What the file says instead (``scale``: its count)."""
+
+
+@dataclass(frozen=True)
 class SupervisorSnapshot:
     """Everything a console or `status` needs to render the supervisor."""
 
@@ -323,6 +343,8 @@ class SupervisorSnapshot:
     """The image pulls in flight, one line per image (``pulling IMAGE: 3/7 layers, …``)."""
     stale: tuple[StaleRegistration, ...] = ()
     """The pool's stale registrations at the last read with capabilities (`engine.stale`)."""
+    overrides: tuple[RuntimeOverride, ...] = ()
+    """The operator's overrides in force over the file, every group's (`engine.overrides`)."""
 
     def slot(self, number: int, group: str = "") -> SlotSnapshot | None:
         """Return the snapshot of slot ``number`` (of ``group``) or None."""

@@ -1,11 +1,15 @@
-"""Words for counts, one rule for the CLI and the console ("1 job", "2 jobs", why disabled)."""
+"""Words for counts, one rule for the CLI and the console ("1 job", "2 jobs", why disabled,
+an override beside the file's value).
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from gpuci_tui.core.formatting import clock_time
+
 if TYPE_CHECKING:
-    from gpuci_tui.core.models import DisabledAgents, RolloutSnapshot
+    from gpuci_tui.core.models import DisabledAgents, RolloutSnapshot, RuntimeOverride
 
 
 def plural(count: int, word: str, many: str | None = None) -> str:
@@ -76,3 +80,22 @@ def _tag(image: str) -> str:
         if mark in name:
             return name.split(mark, 1)[1][:19]
     return name
+
+
+#: How an override is undone by hand (the reset drops them all: ``reload --reset-overrides``).
+UNDO = {"scale": "scale", "pause": "unpause", "drain": "resume"}
+
+
+def override_words(override: RuntimeOverride, now: float) -> str:
+    """An override beside the file's value: ``count 1, scaled at 10:02; the file says 3``.
+
+    ``group a: count 1, …`` with groups; ``slot 2 drained at 10:07; the file runs it``;
+    ``replenishing paused at 10:05; the file keeps every slot filled``.
+    """
+    group = f"group {override.group}: " if override.group else ""
+    at = f" at {clock_time(override.at, now)}" if override.at else ""
+    if override.kind == "scale":
+        return f"{group}count {override.value}, scaled{at}; the file says {override.file_value}"
+    if override.kind == "pause":
+        return f"{group}replenishing paused{at}; the file keeps every slot filled"
+    return f"slot {override.value} drained{at}; the file runs it"

@@ -300,6 +300,10 @@ class DashboardScreen(DashboardBase):
         """Re-read the configuration file (its dry run is confirmed first)."""
         self.commands.reload()
 
+    def action_reset_overrides(self) -> None:
+        """Reload and drop the runtime overrides (the dry run names them; confirmed first)."""
+        self.commands.reload(reset_overrides=True)
+
     def action_image_pull(self) -> None:
         """Pull the selected agent's image now, with progress."""
         self.commands.image_pull()

@@ -80,6 +80,8 @@ DASHBOARD_BINDINGS = [
             tooltip="Clear a quarantined GPU (Xid, ECC, row remap) so its agents take jobs again"),
     Binding("ctrl+r", "reload", "Reload", id="reload", show=False,
             tooltip="Re-read the configuration file: see what would change, then apply it live"),
+    Binding("ctrl+o", "reset_overrides", "Reset overrides", id="reset_overrides", show=False,
+            tooltip="Reload the file and drop the runtime scale, pause and drains: see which first"),
     Binding("x", "stale", "Stale", id="stale", show=False,
             tooltip="The pool's stale registrations of this host, and pruning them (asks first)"),
     Binding("i", "image_pull", "Pull image", id="image_pull",
@@ -102,6 +104,7 @@ PALETTE_TITLES = {
     "pause": "Pause / resume replenishing",
     "gpu_clear": "Clear a quarantined GPU (asks first)",
     "reload": "Reload the configuration file (shows what would change first)",
+    "reset_overrides": "Reload and drop the runtime overrides: scale, pause, drains (asks first)",
     "stale": "Stale registrations: list and prune (asks first)",
     "image_pull": "Pull the selected agent's image now",
     "help": "Help: keys and agent states",
@@ -302,19 +305,23 @@ class DashboardCommands:
         gpu = str(quarantined[0].index) if len(quarantined) == 1 else "all"
         self._confirm(GpuClear(gpu), lambda answer: gpu_clear_prompt(answer, gpu))
 
-    def reload(self) -> None:
-        """Re-read the configuration: the supervisor's dry run first, then confirm and apply."""
+    def reload(self, reset_overrides: bool = False) -> None:
+        """Re-read the configuration: the supervisor's dry run first, then confirm and apply.
+
+        ``reset_overrides``: then drop the runtime scale, pause and drains (the dry run names them).
+        """
         if self._refused("reloading the configuration") or self._connected() is None:
             return
-        self.screen.run_worker(self._ask_reload(), group="commands", exit_on_error=False)
+        command = Reload(reset_overrides=reset_overrides)
+        self.screen.run_worker(self._ask_reload(command), group="commands", exit_on_error=False)
 
-    async def _ask_reload(self) -> None:
+    async def _ask_reload(self, command: Reload) -> None:
         handle = self.screen.handle
         if handle is None:
             return
         try:
             # Only the supervisor can read its file again: no local guess to fall back on.
-            answer = await handle.preview(Reload())
+            answer = await handle.preview(command)
         except Exception as exc:  # noqa: BLE001 - any failure is reported, the console goes on
             self._say(
                 f"The supervisor could not say what a reload would change: {exc}",
@@ -325,7 +332,7 @@ class DashboardCommands:
         if not answer.ok:
             self._say(answer.message, title="Reload: nothing changed", severity="error")
             return
-        self._confirm_then_send(reload_prompt(answer), Reload())
+        self._confirm_then_send(reload_prompt(answer), command)
 
     def image_pull(self) -> None:
         """Pull the selected agent's image now (Docker directly; progress as notifications)."""

@@ -200,6 +200,8 @@ def reload_prompt(preview: CommandPreview) -> Prompt:
     lines = preview.message.splitlines()
     # The first line names the file ("reload /etc/gpuci-tui/config.toml:"): it is the title's.
     body = "\n".join(line.strip() for line in lines[1:]) or preview.message
+    if "overrides dropped (--reset-overrides)" in preview.message:
+        return Prompt("Reload and drop the overrides?", f"{body}\nNo job is killed.", "Reload")
     if "the configuration file has no change" in preview.message:
         return Prompt("Reload the configuration?", body, "Reload anyway")
     return Prompt("Reload the configuration?", f"{body}\nNo job is killed.", "Reload")

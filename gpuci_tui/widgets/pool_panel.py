@@ -10,7 +10,7 @@ from textual.widget import Widget
 
 from gpuci_tui.core.formatting import byte_size
 from gpuci_tui.core.models import HealthState, PoolSummary, SupervisorSnapshot
-from gpuci_tui.core.wording import disabled_reasons, rollout_words
+from gpuci_tui.core.wording import disabled_reasons, override_words, rollout_words
 from gpuci_tui.widgets.format import ago, until
 
 _HEALTH_STYLE = {
@@ -79,6 +79,10 @@ class PoolPanel(Widget):
             for r in snap.rollouts
         )
         lines.extend(Text(line, style="cyan") for line in snap.pulls)  # wrapped, not cut
+        # What runs over the file (a scale, a pause, drains), beside the file's value.
+        lines.extend(
+            Text(f"override: {override_words(o, now)}", style="yellow") for o in snap.overrides
+        )
         lines.extend(agent_version_line(snap))
         azure = snap.azure
         if azure.state not in (HealthState.OK, HealthState.UNKNOWN) and azure.message:

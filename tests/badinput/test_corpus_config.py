@@ -335,6 +335,33 @@ CONFIG_CASES = [
         'has a malformed digest "sha256:' + "AB" * 24 + '…": ' + DIGEST_ADVICE,
         in_memory=False,
     ),
+    ConfigCase(
+        "keys-action-typo",
+        setv("keys", "drian", "k"),
+        "keys.drian",
+        'is not an action of the console; did you mean "drain"? actions: quit, help, drain, '
+        "drain_all, restart, restart_all, resume, resume_all, scale_up, scale_down, logs, "
+        "history, pause, gpu_clear, reload, reset_overrides, stale, image_pull, open_host, "
+        "reconnect, fleet_back",
+    ),
+    ConfigCase(
+        "keys-reserved",
+        setv("keys", "drain", "escape"),
+        "keys.drain",
+        'binds "escape", which the console keeps: it goes back and closes dialogs; choose '
+        "another key",
+    ),
+    ConfigCase(
+        "standby-floor-above-ceiling",
+        combine(
+            setv("agents", "standby", "auto"),
+            setv("agents", "standby_min", 4),
+            setv("agents", "standby_max", 2),
+        ),
+        "agents.standby_min",
+        'is 4, above standby_max (2): "auto" keeps standby_min standbys while idle and at most '
+        "standby_max; lower standby_min to 2 or raise standby_max",
+    ),
 ]
 
 
@@ -343,7 +370,12 @@ def as_config(doc: dict[str, Any]) -> Config:
     agents = dict(doc["agents"])
     agents["volumes"] = tuple(VolumeConfig(**v) for v in agents.get("volumes", ()))
     metrics = MetricsConfig(**doc.get("metrics", {}))
-    return Config(azure=AzureConfig(**doc["azure"]), agents=AgentsConfig(**agents), metrics=metrics)
+    return Config(
+        azure=AzureConfig(**doc["azure"]),
+        agents=AgentsConfig(**agents),
+        metrics=metrics,
+        keys=dict(doc.get("keys", {})),
+    )
 
 
 @pytest.mark.parametrize("case", CONFIG_CASES, ids=[c.id for c in CONFIG_CASES])

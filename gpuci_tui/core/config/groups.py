@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from gpuci_tui.core.config.file import ConfigError, show
-from gpuci_tui.core.config.schedule import check_schedule_limit
+from gpuci_tui.core.config.schedule import check_schedule_limit, check_standby_bounds
 from gpuci_tui.core.config.validate import GPU_POLICIES, check_keys, suggest, validate_pool
 
 GROUP_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,19}")
@@ -207,6 +207,7 @@ def check_between_groups(groups: Sequence[tuple[str, str, Mapping[str, Any]]]) -
             errors.append(ConfigError(problem, key=f"{key}.count"))
         errors.extend(check_per_slot(key, policy, per_slot))
         errors.extend(check_schedule_limit(key, values))
+        errors.extend(check_standby_bounds(key, values))
         if policy == "per-agent" and per_slot > 1 and not ids and len(groups) > 1:
             # The planner picks among every GPU of the host: other groups' too.
             problem = (

@@ -33,7 +33,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from gpuci_tui.core.config.model import AgentsConfig
+    from gpuci_tui.core.config.file import ConfigError
+    from gpuci_tui.core.config.model import AgentsConfig, Config
 
 #: NVML's topology levels (``nvmlGpuTopologyLevel_t``), nearest first.
 LEVEL_NAMES: Mapping[int, str] = {
@@ -270,6 +271,28 @@ def plan(
     return gpu_slots(topology, count, agents.gpus_per_slot, agents.gpu_ids)
 
 
+def shape_problems(config: Config, topology: HostTopology) -> list[ConfigError]:
+    """Every shaped group planned on ``topology``: one problem per group that does not fit.
+
+    The one statement of "the shape fits this host": ``run`` refuses to start on it
+    (`host.slot_layout`) and ``check-config`` reports it, each under the group's
+    ``gpus`` key, with the fix.
+    """
+    from gpuci_tui.core.config.file import ConfigError  # noqa: PLC0415 - the rules' error
+    from gpuci_tui.core.config.model import agent_groups  # noqa: PLC0415 - model is above
+
+    problems = []
+    for group in agent_groups(config):
+        if not is_shaped(group.agents):
+            continue
+        where = "agents" if group.implicit else f"groups.{group.name}"
+        try:
+            plan(group.agents, topology)
+        except ShapeError as exc:
+            problems.append(ConfigError(str(exc), key=f"{where}.gpus", path=config.path))
+    return problems
+
+
 def shaped_slot(agents: AgentsConfig, slot: int) -> SlotDevices | None:
     """The devices of ``slot`` when the shape depends on the hardware, else None.
 
@@ -305,6 +328,7 @@ __all__ = [
     "host_topology",
     "is_shaped",
     "plan",
+    "shape_problems",
     "shaped_slot",
     "use_topology",
     "LEVEL_NAMES",

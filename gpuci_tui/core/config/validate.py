@@ -354,7 +354,7 @@ def validate_max_agents(value: object) -> int | None:
     return None if value is None else _whole(value, "agents.max_agents", 1)
 
 
-# --------------------------------------------------------------------------- [supervisor], [keys]
+# --------------------------------------------------------------------------- [supervisor]
 
 
 def validate_supervisor(field: str, value: object) -> float | int:
@@ -365,14 +365,3 @@ def validate_supervisor(field: str, value: object) -> float | int:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
         raise ConfigError(f"must be a positive number of seconds, got {show(value)}", key=key)
     return float(value)
-
-
-def validate_key_binding(binding: str, value: object) -> str:
-    """Check one ``[keys]`` entry: binding id = key(s), e.g. ``drain = "x"``."""
-    key = f"keys.{binding}"
-    if not binding.strip():
-        raise ConfigError('has an empty binding id; write e.g. drain = "x"', key="keys")
-    text = as_text(value, key, 'key names such as "x" or "ctrl+d"')
-    if not text:
-        raise ConfigError('is empty; give one or more keys, e.g. "x" or "ctrl+d,f5"', key=key)
-    return text

@@ -25,6 +25,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from gpuci_tui.core.engine.gpu_admission import GateKind
+from gpuci_tui.core.engine.overrides import Overrides
 from gpuci_tui.core.models import ExitInfo, HealthSnapshot, ImageUsed, JobInfo
 from gpuci_tui.core.protocols import Agent
 
@@ -359,6 +360,8 @@ class EngineState:
     agent_package: str = ""
     """The cached agent package new containers of the configured spec get (`PackageCached`);
     empty: none, they run the image's agent."""
+    overrides: Overrides = field(default_factory=Overrides)
+    """When the operator's scale, pause and drains in force were made (`engine.overrides`)."""
 
     def target_spec(self, number: int) -> str:
         """The spec slot ``number`` should run: the roll-out's word, else the configured one."""

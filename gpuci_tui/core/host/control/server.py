@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gpuci_tui.core.config.file import config_to_toml
+from gpuci_tui.core.config.model import Config
 from gpuci_tui.core.host.control.client import MAX_LINE, OPS, ControlError, peer_uid, socket_alive
 from gpuci_tui.core.host.control.log_serving import MIN_INTERVAL, LogsTail, logs_answer
 from gpuci_tui.core.host.control.serving import (
@@ -184,6 +186,8 @@ class ControlServer:
             }
         if op == "status":
             return {"ok": True, "snapshot": to_dict(sup.snapshot())}
+        if op == "config":
+            return config_answer(sup)
         if op in ("command", "preview"):
             try:
                 command = command_from_dict(request.get("command") or {})
@@ -223,6 +227,24 @@ class ControlServer:
                 await asyncio.wait_for(_send(writer, message), self.idle_timeout)
         finally:
             sup.unsubscribe(queue)
+
+
+def config_answer(sup: Supervised) -> dict[str, Any]:
+    """The configuration the supervisor runs on: its file, when it was read, its TOML.
+
+    So a command or a console whose file no longer parses still says what the
+    daemon runs on (and the console can open on it).
+    """
+    config = getattr(sup, "config", None)
+    if not isinstance(config, Config):
+        return {"ok": False, "error": "this supervisor was not started from a configuration"}
+    loaded_at = getattr(sup, "config_loaded_at", None)
+    return {
+        "ok": True,
+        "path": str(config.path) if config.path is not None else "",
+        "loaded_at": loaded_at if isinstance(loaded_at, int | float) else None,
+        "toml": config_to_toml(config),
+    }
 
 
 def _line(message: dict[str, Any]) -> bytes:

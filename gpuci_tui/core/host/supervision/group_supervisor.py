@@ -101,6 +101,8 @@ class GroupSupervisor:
         ``agent_versions``: the agent versions and package cache (None: not watched).
         """
         self.config = config
+        self.config_loaded_at = clock()
+        """When ``config`` was read from its file: at start, then at each applied reload."""
         self.api = api
         self.clock = clock
         self.mode = mode

@@ -25,13 +25,14 @@ import logging
 import os
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from gpuci_tui.core.command_types import Command, CommandResult, GpuClear, Stop
 from gpuci_tui.core.config.loader import Config
 from gpuci_tui.core.docker.agentspec import config_hash, instance_id, instance_labels
 from gpuci_tui.core.docker.slot_devices import device_label
-from gpuci_tui.core.engine.commands import apply_command
+from gpuci_tui.core.engine.commands import apply_command, overrides_in_force, reset_overrides
 from gpuci_tui.core.engine.gpu_admission import GpuAdmission
 from gpuci_tui.core.engine.lifecycle import EngineState, new_slot
 from gpuci_tui.core.engine.planning.planner import decide
@@ -221,7 +222,7 @@ class Supervisor:
         )
         if self.started_at is not None:
             self._meta = meta
-        return supervisor_snapshot(
+        snap = supervisor_snapshot(
             self.state,
             meta,
             self.clock(),
@@ -234,6 +235,19 @@ class Supervisor:
             gpu_gates=() if self.gatekeeper is None else self.gatekeeper.gates,
             image=self.config.agents.image,
         )
+        if self.state.stopping:  # its drains are the stop's (or a removed group's), not the file's
+            return snap
+        overrides = overrides_in_force(self.state, self.config.agents.count, self.group)
+        return replace(snap, overrides=overrides) if overrides else snap
+
+    def reset_overrides(self) -> CommandResult:
+        """Drop the operator's overrides (scale, pause, drains): the group runs its file."""
+        self.state, result = reset_overrides(self.state, self.config.agents.count)
+        self.reporter.event("command", f"reset_overrides: {result.message}")
+        self._save_intent()
+        self._kick()
+        self.reporter.changed()
+        return result
 
     def preview(self, command: Command) -> CommandPreview:
         """What ``command`` would do now, slot by slot (nothing is changed)."""
@@ -284,7 +298,7 @@ class Supervisor:
             result = clear_gpu(self.gatekeeper, command)
             self.reporter.event("command", f"gpu_clear: {result.message}")
             return result
-        self.state, result = apply_command(self.state, command)
+        self.state, result = apply_command(self.state, command, at=self.clock())
         self.reporter.event("command", f"{type(command).__name__.lower()}: {result.message}")
         self._save_intent()
         self._kick()
