@@ -31,7 +31,10 @@ def check_config(args: argparse.Namespace) -> int:
     if config.azure.auth != "pat" or getattr(args, "live", False):
         from .identity_cmd import live_check
 
-        return live_check(config)
+        try:
+            return live_check(config)
+        except CliExit as exc:  # e.g. the encrypted store's passphrase, without a terminal
+            return fail(exc)
     return exitcodes.OK
 
 

@@ -94,7 +94,10 @@ def real_services(
     from gpuci_tui.core.secrets.entra_secrets import EntraSecretStore
     from gpuci_tui.core.secrets.token_store import TokenStore
 
-    tokens = tokens or TokenStore()
+    from .unlock import command_store
+
+    # Without a Secret Service: the encrypted file store, its passphrase asked on the terminal.
+    tokens = tokens or command_store(config.azure)
     if config.azure.auth == "pat":
         # An Entra sign-in is not tried here: one that fails for a while (network,
         # Entra) is retried by the supervisor rather than ending the daemon.

@@ -8,6 +8,11 @@ clients (and the simulations) raise across `protocols.AgentPoolApi` and
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gpuci_tui.core.protocols import ContainerInfo
+
 
 class GpuciError(Exception):
     """Base of every error the engine turns into a plain message for the operator.
@@ -58,7 +63,15 @@ class ContainerStartError(GpuciError):
 
 
 class ContainerNameConflictError(ContainerStartError):
-    """The slot's container name is still taken (the old container is being removed)."""
+    """The slot's container name is still taken (the old container is being removed).
+
+    ``holder`` is the container that holds the name, as the engine describes it
+    (None: it could not be asked, or the name was freed meanwhile).
+    """
+
+    def __init__(self, message: str, holder: ContainerInfo | None = None) -> None:
+        super().__init__(message)
+        self.holder = holder
 
 
 class ImagePullError(GpuciError):

@@ -96,6 +96,10 @@ class ExitInfo:
     log_tail: tuple[str, ...] = ()
     took_job: bool = False
     """Whether the container ran a job before it exited."""
+    lost_job: bool = False
+    """It died under a job it was running, and not because gpuci-tui stopped it ("killed
+    during job N"): the job is lost on this slot (history result ``abandoned``). The
+    image is not to blame: it never counts towards backoff or parking."""
 
 
 @dataclass(frozen=True)

@@ -191,10 +191,12 @@ class SimulatedRuntime:
                     f"The image {spec.image} is not present on this host. Build or load it "
                     "first (the simulated runtime pulls nothing)."
                 )
-            if any(c.name == spec.name for c in self._containers.values()):
+            holder = next((c for c in self._containers.values() if c.name == spec.name), None)
+            if holder is not None:
                 raise ContainerNameConflictError(
                     f"The container name {spec.name} is still in use by a container being "
-                    "removed. Retry in a moment."
+                    "removed. Retry in a moment.",
+                    holder.info(),
                 )
             c = SimContainer(
                 id=secrets.token_hex(32),

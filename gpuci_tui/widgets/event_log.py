@@ -16,6 +16,8 @@ _KIND_STYLES = {
     "container_exited": "",
     "job_assigned": "yellow",
     "job_finished": "green",
+    "job_lost": "bold red",
+    "name_taken": "bold red",
     "slot_parked": "bold red",
     "drained": "magenta",
     "azure_error": "red",

@@ -122,6 +122,10 @@ class LaneRecord:
     remove_retry_at: float | None = None
     """Our removal of the dying or a stale container failed: try it again then."""
     conflict_retries: int = 0
+    conflict_since: float | None = None
+    """When the lane's starts began to find its name taken (None: not waiting for it)."""
+    name_holder: str | None = None
+    """A container not ours that holds the lane's name, as last reported (said once)."""
     oom: bool = False
     took_job: bool = False
     job: JobInfo | None = None

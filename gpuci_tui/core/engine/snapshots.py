@@ -21,6 +21,7 @@ from gpuci_tui.core.engine.lifecycle import (
 )
 from gpuci_tui.core.engine.rollout.views import rollout_snapshots
 from gpuci_tui.core.engine.standby.auto import depth_text
+from gpuci_tui.core.engine.waits import long_wait
 from gpuci_tui.core.gpu_readings import JobGpuNow
 from gpuci_tui.core.models import (
     AgentSnapshot,
@@ -194,7 +195,7 @@ def slot_snapshot(
         failures=slot.failures,
         backoff_until=slot.backoff_until,
         restart_pending=pending_restart,
-        message=slot.message,
+        message=slot.message or long_wait(slot, now),
         jobs_done=slot.jobs_done,
         intent=slot.intent.value,
         lane=main.lane.value,

@@ -80,12 +80,31 @@ class Started:
 
 
 @dataclass(frozen=True)
+class NameHolder:
+    """The container that holds the name a lane's start wanted, read from its labels.
+
+    The labels are parsed before the engine sees them (`docker.agentspec.name_holder`).
+    """
+
+    container_id: str
+    status: str
+    """Docker's state of it: created, running, exited, dead…"""
+    ours: bool
+    """It carries this supervisor's instance label: ours, left over (removed as usual)."""
+    instance: str = ""
+    """The gpuci-tui instance its labels name (empty: not made by gpuci-tui)."""
+    state_dir: str = ""
+    """The state directory of the daemon that made it, when its labels say."""
+
+
+@dataclass(frozen=True)
 class StartFailed:
     """Our start of a lane's container failed; ``kind`` says whose fault it was.
 
-    ``conflict``: the name is still taken (retry soon); ``engine``: Docker is
-    unreachable (all starts pause); ``token``: the PAT could not be read (all
-    starts pause); ``pull``: the image is absent and could not be pulled (the lane
+    ``conflict``: the name is still taken (retry soon; ``holder`` says by what when
+    Docker could tell: a container not ours is a named problem on the slot);
+    ``engine``: Docker is unreachable (all starts pause); ``token``: the PAT could
+    not be read (all starts pause); ``pull``: the image is absent and could not be pulled (the lane
     waits and retries; not counted); ``start``: the slot's own problem (counts
     towards parking).
     """
@@ -95,6 +114,7 @@ class StartFailed:
     kind: str
     reason: str
     at: float
+    holder: NameHolder | None = None
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,7 @@ from gpuci_tui.core.engine.transitions.exit import (
     forget_container,
 )
 from gpuci_tui.core.engine.transitions.gpu import cuda_checked, gpu_observed
+from gpuci_tui.core.engine.transitions.name_taken import name_taken
 from gpuci_tui.core.engine.transitions.pull import pull_failed
 from gpuci_tui.core.engine.transitions.server import server_step
 from gpuci_tui.core.models import ExitInfo, HealthSnapshot, HealthState, ImageUsed
@@ -150,6 +151,8 @@ def container_started(
         op=None,
         retry_at=None,
         conflict_retries=0,
+        conflict_since=None,
+        name_holder=None,
         oom=False,
         took_job=False,
         job=None,
@@ -193,13 +196,7 @@ def _start_failed(
     lane = replace(slot.lane(obs.lane), op=None, phase=LanePhase.EMPTY)
     slot = slot.with_lane(lane)
     if obs.kind == "conflict":
-        retries = lane.conflict_retries + 1
-        lane = replace(lane, conflict_retries=retries, retry_at=obs.at + min(0.1 * retries, 2.0))
-        slot = replace(
-            slot.with_lane(lane),
-            message="waiting for the previous container's name to be released",
-        )
-        return Step(state.with_slot(slot))
+        return Step(*name_taken(state, slot, lane, obs, rules))
     if obs.kind == "engine":
         # The engine is down (e.g. dockerd restarting), not the slot's image: counting
         # it as a failed start would park every slot within seconds. Pause all starts.

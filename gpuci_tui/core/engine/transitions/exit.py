@@ -96,7 +96,10 @@ def container_died(
     outputs.insert(
         0, Note(kind, f"{lane.name} exited: {info.reason}", slot.number, agent=lane.name)
     )
-    if lane.took_job or info.took_job:
+    if info.lost_job:
+        lost = f"{lane.name} lost its job: {info.reason}"
+        outputs.insert(1, Note("job_lost", lost, slot.number, agent=lane.name))
+    elif lane.took_job or info.took_job:
         outputs.insert(
             1, Note("job_finished", f"{lane.name} finished its job", slot.number, agent=lane.name)
         )

@@ -60,7 +60,8 @@ def job_record(
         exit_code=info.code,
         oom=info.oom,
         reason=info.reason,
-        result=request.result if request else None,
+        # A job its container died under: the organisation abandons it, later.
+        result=(request.result if request else None) or ("abandoned" if info.lost_job else None),
         queue_wait_s=seconds_between(request.queue_time, request.assign_time) if request else None,
         duration_s=(
             seconds_between(request.receive_time or request.assign_time, request.finish_time)
