@@ -83,7 +83,10 @@ class HistoryScreen(Screen[None]):
         self.loads = 0
         """Reads of the history shown so far (tests wait on it)."""
         self.trend_loads = 0
-        self._reading: list[Worker[None]] = []
+        self._table_read: Worker[None] | None = None
+        """The newest read of the table. Only it holds the refresh back: a trend read
+        replaced by a newer one (an exclusive group) is cancelled, and Textual can leave
+        such a thread worker in RUNNING for good, which stopped every refresh."""
         """The last history and trend reads started (a tick waits for them)."""
 
     def compose(self) -> Iterable[Widget]:
@@ -132,12 +135,12 @@ class HistoryScreen(Screen[None]):
         on every tick pile up, each slower than the last (six at once were seen, and the
         screen fell seconds behind). A filter change still reads at once (`_load`).
         """
-        if any(not worker.is_finished for worker in self._reading):
+        if self._table_read is not None and not self._table_read.is_finished:
             return
         self._load()
 
     def _load(self) -> None:
-        self._reading = [self._read(self.job_query())]
+        self._table_read = self._read(self.job_query())
 
     @work(thread=True, exclusive=True, group="history", exit_on_error=False)
     def _read(self, query: JobQuery) -> None:
@@ -221,8 +224,7 @@ class HistoryScreen(Screen[None]):
             self.trend.show(None, [])
             return
         if force or pipeline != self.trend.pipeline:
-            reading = [worker for worker in self._reading if not worker.is_finished]
-            self._reading = [*reading, self._read_trend(pipeline)]
+            self._read_trend(pipeline)
 
     @on(DataTable.RowHighlighted, "#history-table")
     def _on_highlighted(self) -> None:
