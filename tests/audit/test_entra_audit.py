@@ -266,6 +266,9 @@ def test_a_certificates_key_and_passphrase_are_nowhere_but_in_their_files(
             assert needle not in " ".join(proc.cmdline())
             assert needle.encode() not in Path(f"/proc/{proc.pid}/environ").read_bytes()
         for c in rig.containers():
-            c.reload()
+            try:
+                c.reload()
+            except docker.errors.NotFound:
+                continue  # an agent that ended after its job meanwhile: nothing to read
             assert needle not in json.dumps(c.attrs)
     assert "PRIVATE KEY" not in log and "eyJ" not in log
