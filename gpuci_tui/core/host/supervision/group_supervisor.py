@@ -28,13 +28,14 @@ from gpuci_tui.core.config.loader import (
     daemon_instance,
     for_group,
 )
-from gpuci_tui.core.docker.agentspec import LABEL_GROUP
+from gpuci_tui.core.docker.agentspec import LABEL_GROUP, host_marker
 from gpuci_tui.core.engine.disk_gc import pull_refusal
 from gpuci_tui.core.engine.preview import CommandPreview, preview
 from gpuci_tui.core.engine.steps import JobEnded
 from gpuci_tui.core.host.gpus.gates import clear_gpu
 from gpuci_tui.core.host.images.agent_updates import AgentUpdates
 from gpuci_tui.core.host.observers.pool import PoolObserver
+from gpuci_tui.core.host.observers.pool_scope import ReadScope, read_scope
 from gpuci_tui.core.host.observers.stale_watch import StaleWatch
 from gpuci_tui.core.host.reporter import Broadcaster, GroupTap, Update
 from gpuci_tui.core.host.supervision.group_commands import execute_routed, preview_routed
@@ -209,6 +210,8 @@ class GroupSupervisor:
                 clock=self.clock,
                 interval=config.supervisor.poll_interval,
                 report=self.reporter.event,
+                # The groups in the pool at each read: a reload adds and removes them.
+                scope=partial(self._scope, group.pool),
             )
             self.pools[group.pool] = pool
             self.stale[group.pool] = pool_stale_watch(self, group.pool, pool)
@@ -219,6 +222,10 @@ class GroupSupervisor:
             self._tell_packages()
             self._start(group.name, child)
         return child
+
+    def _scope(self, pool: str) -> ReadScope:
+        """Our agents in ``pool``: what its observer asks the service for (`pool_scope`)."""
+        return read_scope(self.config, pool, host_marker())
 
     def _tell_packages(self) -> None:
         """Each group's engine learns the agent package its new containers get (after every
