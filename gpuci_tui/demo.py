@@ -208,6 +208,7 @@ def build_demo(
     seed: int | None = None,
     startup: tuple[float, float] | None = None,
     auth: str = "pat",
+    foreign_agents: int = 0,
 ) -> DemoEnvironment:
     """Start the simulated organisation and everything around it.
 
@@ -215,8 +216,11 @@ def build_demo(
     their session (default: the real agent's ~6 s and ~3 s), so the demo shows
     what hot standby hides. ``auth = "service-principal"`` signs in as a demo
     application of the simulated tenant instead of with a PAT (`demo_auth`).
+    ``foreign_agents``: agents of other hosts in the pool (`sim.foreign`), to see what
+    a shared pool of a large organisation costs.
     """
     from gpuci_tui.core.azure.client import AzureDevOpsClient
+    from gpuci_tui.sim.foreign import add_foreign_agents
     from gpuci_tui.sim.gpu_synthetic import SyntheticSampler
     from gpuci_tui.sim.jobs import JobFeeder
     from gpuci_tui.sim.leftovers import Backdate
@@ -230,6 +234,7 @@ def build_demo(
     org = SimOrg("demo-org", startup=pace, clock=backdate)
     org.add_pat(token)
     pool_id = org.add_pool(DEMO_POOL)
+    add_foreign_agents(org, pool_id, foreign_agents)
     server = SimServer(org)
     server.start()
     runtime: ContainerRuntime

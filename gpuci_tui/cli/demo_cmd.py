@@ -9,6 +9,9 @@ from gpuci_tui.core.errors import GpuciError
 
 from . import exitcodes
 
+MAX_FOREIGN_AGENTS = 100_000
+"""More than any pool holds; the simulated organisation keeps them all in memory."""
+
 
 def run_demo(args: argparse.Namespace) -> int:
     """Start the simulation, run the console, then remove everything the demo made."""
@@ -17,6 +20,14 @@ def run_demo(args: argparse.Namespace) -> int:
 
     if not 1 <= args.agents <= 32:
         print("gpuci-tui demo: --agents must be from 1 to 32", file=sys.stderr)
+        return exitcodes.USAGE
+    foreign = getattr(args, "foreign_agents", 0)
+    if not 0 <= foreign <= MAX_FOREIGN_AGENTS:
+        print(
+            f"gpuci-tui demo: --foreign-agents must be from 0 to {MAX_FOREIGN_AGENTS:,} "
+            f"(got {foreign})",
+            file=sys.stderr,
+        )
         return exitcodes.USAGE
     startup = parse_startup(args.agent_startup)
     if startup is None:
@@ -33,6 +44,7 @@ def run_demo(args: argparse.Namespace) -> int:
             docker=args.docker,
             startup=startup,
             auth=getattr(args, "auth", "pat"),
+            foreign_agents=foreign,
         )
     except GpuciError as exc:
         print(f"gpuci-tui demo: {exc}", file=sys.stderr)

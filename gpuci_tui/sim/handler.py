@@ -1,4 +1,8 @@
-"""HTTP request handling for `SimServer`: routing, auth, api-version, faults, answers."""
+"""HTTP request handling for `SimServer`: routing, auth, api-version, faults, answers.
+
+What the handler needs of its server is said here (`Served`, `Serving`), not
+imported from `sim.server`, which imports this module: no import circle.
+"""
 
 from __future__ import annotations
 
@@ -7,18 +11,53 @@ import binascii
 import json
 import math
 import re
+import threading
 import time
 import uuid
 from http.server import BaseHTTPRequestHandler
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
 from gpuci_tui.sim import locations, private_api, wire
-from gpuci_tui.sim.org import MANAGE_SCOPE, READ_SCOPE
+from gpuci_tui.sim.demands import DemandSyntaxError, read_filter
+from gpuci_tui.sim.org import MANAGE_SCOPE, READ_SCOPE, SimOrg
 from gpuci_tui.sim.records import AgentRecord, PatRecord, SimAuthError, SimError, SimScopeError
 
-if TYPE_CHECKING:
-    from gpuci_tui.sim.server import SimServer, _HTTPServer
+
+class Served(Protocol):
+    """What a request reads of the simulated organisation's server (`SimServer`)."""
+
+    org: SimOrg
+    stopping: threading.Event
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:PORT``."""
+        ...
+
+    @property
+    def org_url(self) -> str:
+        """The URL with the organisation segment."""
+        ...
+
+    def log(self, line: str) -> None:
+        """Keep one line of the request log."""
+        ...
+
+
+class Serving(Protocol):
+    """The HTTP server a request came to (the server's ``_HTTPServer``)."""
+
+    sim: Served
+
+    def request_started(self) -> None:
+        """A request is being answered."""
+        ...
+
+    def request_done(self) -> None:
+        """Its answer is written."""
+        ...
+
 
 _P = "/_apis/distributedtask"
 #: (regex, route template) — the template names the route in request stats.
@@ -44,7 +83,7 @@ ROUTES = [
     )
 ]
 _API_VERSION = re.compile(r"^\d+\.\d+(-preview(\.\d+)?)?$")
-_TOP_CAP = 200  # the service returns at most 200 job requests per page
+_TOP_CAP = 200  # the service returns at most 200 job requests, whatever $top says
 
 
 class _Reply(Exception):  # noqa: N818 - control flow, not an error
@@ -65,7 +104,7 @@ class SimRequestHandler(BaseHTTPRequestHandler):
     """One request to the simulated organisation."""
 
     protocol_version = "HTTP/1.1"
-    server: _HTTPServer
+    server: Serving  # type: ignore[assignment]  # the stdlib types it as its base server
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         """Quiet: the server keeps its own in-memory log."""
@@ -94,7 +133,7 @@ class SimRequestHandler(BaseHTTPRequestHandler):
     # ------------------------------------------------------------------ plumbing
 
     @property
-    def sim(self) -> SimServer:
+    def sim(self) -> Served:
         """The server this request came to."""
         return self.server.sim
 
@@ -356,7 +395,13 @@ class SimRequestHandler(BaseHTTPRequestHandler):
             p = org.get_pool(params["pool"])
             return _Reply(200, wire.pool(p, org.pool_size(p.id)))
         if route.endswith("/agents"):
-            agents = org.agents(params["pool"], self.query.get("agentName"))
+            try:
+                wanted = read_filter(self.query.get("demands"))
+            except DemandSyntaxError as exc:
+                raise _err(
+                    400, f"The demands filter cannot be read: {exc}.", "ArgumentException"
+                ) from None
+            agents = org.agents(params["pool"], self.query.get("agentName"), wanted)
             return _Reply(200, wire.envelope([self._agent_json(a, base) for a in agents]))
         if route.endswith("{agentId}"):
             return self._one_agent(method, params["pool"], params["agent"])
@@ -424,6 +469,7 @@ class SimRequestHandler(BaseHTTPRequestHandler):
                 jobs = jobs[:top]
                 if jobs:
                     headers["X-MS-ContinuationToken"] = str(jobs[-1].request_id)
+        jobs = jobs[:_TOP_CAP]  # a longer list is never answered whole (kedacore/keda#6819)
         # With $top the service leaves matchedAgents out (kedacore/keda#4387).
         values = [wire.job(org, j, self.sim.org_url, matched=top is None) for j in jobs]
         return _Reply(200, wire.envelope(values), headers)
