@@ -157,3 +157,11 @@ class AzureUsage:
     """``X-RateLimit-Reset``: when the identity's use falls back under the limit."""
     retry_after_until: float | None = None
     """Until when the service asked us to wait (``Retry-After``, a delay); None: it did not."""
+    read_at: float | None = None
+    """When the client counted these (None: a client or a daemon that does not count)."""
+
+    @property
+    def budget_low(self) -> bool:
+        """The identity's budget in the service's window is under a fifth of its limit."""
+        left, limit = self.rate_limit_remaining, self.rate_limit_limit
+        return left is not None and limit is not None and limit > 0 and left < limit / 5

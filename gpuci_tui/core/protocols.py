@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from gpuci_tui.core.gpu_readings import GpuFrame, GpuHostInfo
+from gpuci_tui.core.host_readings import AzureUsage
 
 # --------------------------------------------------------------------------- Azure DevOps
 
@@ -168,6 +169,19 @@ class AgentPoolApi(Protocol):
     @property
     def request_count(self) -> int:
         """How many HTTP requests this client has sent."""
+        ...
+
+
+@runtime_checkable
+class UsageReporting(Protocol):
+    """A client that can say what its calls cost (the real one; test doubles need not)."""
+
+    def usage(self) -> AzureUsage:
+        """The last minute of requests and bytes, its cap, the service's word on the budget."""
+        ...
+
+    def set_request_cap(self, cap: int | None) -> None:
+        """Apply ``[azure] max_requests_per_minute`` (None: no cap) at once."""
         ...
 
 

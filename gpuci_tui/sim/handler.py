@@ -1,7 +1,7 @@
 """HTTP request handling for `SimServer`: routing, auth, api-version, faults, answers.
 
-What the handler needs of its server is said here (`Served`, `Serving`), not
-imported from `sim.server`, which imports this module: no import circle.
+What the handler needs of its server is said in `sim.serving` (`Served`, `Serving`),
+not imported from `sim.server`, which imports this module: no import circle.
 """
 
 from __future__ import annotations
@@ -11,53 +11,17 @@ import binascii
 import json
 import math
 import re
-import threading
 import time
 import uuid
 from http.server import BaseHTTPRequestHandler
-from typing import Any, Protocol
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from gpuci_tui.sim import locations, private_api, wire
 from gpuci_tui.sim.demands import DemandSyntaxError, read_filter
-from gpuci_tui.sim.org import MANAGE_SCOPE, READ_SCOPE, SimOrg
+from gpuci_tui.sim.org import MANAGE_SCOPE, READ_SCOPE
 from gpuci_tui.sim.records import AgentRecord, PatRecord, SimAuthError, SimError, SimScopeError
-
-
-class Served(Protocol):
-    """What a request reads of the simulated organisation's server (`SimServer`)."""
-
-    org: SimOrg
-    stopping: threading.Event
-
-    @property
-    def url(self) -> str:
-        """``http://127.0.0.1:PORT``."""
-        ...
-
-    @property
-    def org_url(self) -> str:
-        """The URL with the organisation segment."""
-        ...
-
-    def log(self, line: str) -> None:
-        """Keep one line of the request log."""
-        ...
-
-
-class Serving(Protocol):
-    """The HTTP server a request came to (the server's ``_HTTPServer``)."""
-
-    sim: Served
-
-    def request_started(self) -> None:
-        """A request is being answered."""
-        ...
-
-    def request_done(self) -> None:
-        """Its answer is written."""
-        ...
-
+from gpuci_tui.sim.serving import Served, Serving
 
 _P = "/_apis/distributedtask"
 #: (regex, route template) — the template names the route in request stats.

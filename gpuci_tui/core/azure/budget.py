@@ -20,8 +20,6 @@ from dataclasses import dataclass
 
 WINDOW = 60.0
 """Seconds the cap is counted over."""
-MIN_CAP = 10
-"""The smallest cap a daemon can work under: one cycle of reads plus a write."""
 RESERVE_SHARE = 0.1
 """Of the cap, what each priority leaves for the priorities above it (at least one call)."""
 

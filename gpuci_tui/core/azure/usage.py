@@ -144,6 +144,7 @@ class RequestLedger:
             retry_after_until=rate.throttled_until
             if rate.throttled_until is not None and rate.throttled_until > now
             else None,
+            read_at=now,
         )
 
     def _forget(self, now: float) -> None:

@@ -47,7 +47,12 @@ from gpuci_tui.core.models import (
     DiskSnapshot,
     SupervisorSnapshot,
 )
-from gpuci_tui.core.protocols import AgentPoolApi, ContainerRuntime, TokenSource
+from gpuci_tui.core.protocols import (
+    AgentPoolApi,
+    ContainerRuntime,
+    TokenSource,
+    UsageReporting,
+)
 from gpuci_tui.core.store.intent import IntentStore
 
 if TYPE_CHECKING:
@@ -365,6 +370,8 @@ class GroupSupervisor:
         snap = snap if self.puller is None else self.puller.overlay(snap)
         if self.agent_versions is not None:
             snap = replace(snap, agent_versions=self.agent_versions.reading)
+        if isinstance(self.api, UsageReporting):
+            snap = replace(snap, azure_usage=self.api.usage())
         return snap if self.disk is None else replace(snap, disk=self.disk())
 
     def _pull_refusal(self) -> str | None:
