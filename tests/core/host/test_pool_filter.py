@@ -17,6 +17,7 @@ from gpuci_tui.core.errors import AzureBadRequestError, AzureHeldBackError
 from gpuci_tui.core.host.observers.pool import (
     CAPABILITIES_INTERVAL,
     FILTER_RETRY,
+    UNMARKED_RECHECK,
     PoolObserver,
 )
 from gpuci_tui.core.host.observers.pool_scope import ReadScope
@@ -100,34 +101,45 @@ async def read(observer: PoolObserver) -> PoolRead:
     return first
 
 
+FILTERED = {"demands": (f"GPUCI_INSTANCE -equals {INSTANCE}",), "include_last_completed": True}
+HOURLY = [
+    {
+        "demands": ("GPUCI_HOST -equals gpu-01",),
+        "include_capabilities": True,
+        "include_last_completed": True,
+    },
+    FILTERED,
+    {},  # the whole pool's names, without capabilities: a third of the bytes
+]
+
+
 async def test_the_service_is_asked_for_our_lanes_and_the_whole_pool_comes_hourly(
     org: SimOrg,
 ) -> None:
+    org.add_elsewhere(42, "gpu00-3", {**MARK, "GPUCI_INSTANCE": "e" * 12}, online=False)
     api = Recording(SimPoolApi(org, PAT))
-    now, events, everyone = [1000.0], [], []
+    now, events, judged = [1000.0], [], []
     observer = observer_on(api, now, events)
-    observer.on_capabilities = lambda agents, began: everyone.append(len(agents))
-    first = await read(observer)  # at start: the whole pool, with capabilities
-    assert api.reads[-1] == {"include_capabilities": True, "include_last_completed": True}
-    assert everyone == [5002]
+    observer.on_capabilities = lambda agents, began: judged.append(sorted(a.name for a in agents))
+    first = await read(observer)  # at start: this host's agents, and every name of the pool
+    assert api.reads == HOURLY
+    # The stale watch judges this host's agents, an earlier prefix's leftover included.
+    assert judged == [["gpu00-3", "gpu01-0", "gpu01-0-b"]]
     assert sorted(a.name for a in first.view.agents) == ["gpu01-0", "gpu01-0-b"]
     assert first.view.ours_only
     for _ in range(3):
         now[0] += 10.0
         later = await read(observer)
-        assert api.reads[-1] == {
-            "demands": (f"GPUCI_INSTANCE -equals {INSTANCE}",),
-            "include_last_completed": True,
-        }
+        assert api.reads[-1] == FILTERED
         assert later.view.agents == first.view.agents  # the same view, a 2 KB answer
-    assert everyone == [5002] and events == []
+    assert len(judged) == 1 and events == []
     now[0] += CAPABILITIES_INTERVAL
     await read(observer)
-    assert api.reads[-1]["include_capabilities"] is True and everyone == [5002, 5002]
+    assert api.reads[-3:] == HOURLY and len(judged) == 2
     observer.want_capabilities()  # a prune's dry run: at once
     now[0] += 10.0
     await read(observer)
-    assert everyone == [5002, 5002, 5002]
+    assert api.reads[-3:] == HOURLY and len(judged) == 3
 
 
 async def test_a_refused_filter_warns_once_reads_the_whole_pool_and_tries_again_later(
@@ -137,49 +149,55 @@ async def test_a_refused_filter_warns_once_reads_the_whole_pool_and_tries_again_
     api = RefusingApi(agents)
     now, events = [1000.0], []
     observer = observer_on(api, now, events)
-    await read(observer)  # the start's full read
+    await read(observer)  # the start's: this host's agents refused, the whole pool instead
     views = []
     for _ in range(4):
         now[0] += 10.0
         views.append(await read(observer))
     asked = [bool(r.get("demands")) for r in api.reads]
-    # The start's full read; the filter refused and the whole pool read in the same cycle;
-    # then the whole pool, without asking again.
-    assert asked == [False, True, False, False, False, False]
+    # Refused once; the whole pool in the same cycle; then the whole pool, not asking again.
+    assert asked == [True, False, False, False, False, False]
+    assert api.reads[1]["include_capabilities"] is True
     assert [kind for kind, _ in events] == ["pool_filter_refused"]
-    assert "GPUCI_INSTANCE -equals 0a1b2c3d4e5f" in events[0][1]
+    assert "refused the agent filter 'GPUCI_HOST -equals gpu-01'" in events[0][1]
     assert observer.health.state is HealthState.OK, "a refused filter is no outage"
     assert all(sorted(a.name for a in v.view.agents) == ["gpu01-0", "gpu01-0-b"] for v in views)
     assert views[-1].view.queued_capped and views[-1].view.queued_jobs == 200
     now[0] += FILTER_RETRY
-    await read(observer)  # the hourly read of the whole pool falls due at the same time
-    now[0] += 10.0
-    await read(observer)
+    await read(observer)  # tried again, with the hourly read that falls due at the same time
     assert api.reads[-2].get("demands") and not api.reads[-1].get("demands")
     assert len(events) == 1, "one warning, however often it is refused"
 
 
-async def test_an_agent_on_our_names_without_our_marker_turns_the_filter_off(
-    org: SimOrg,
+@pytest.mark.parametrize(
+    "marker",
+    [{"GPUCI_HOST": "gpu-07", "GPUCI_INSTANCE": "f" * 12}, {}],
+    ids=["another-host", "no-marker"],
+)
+async def test_an_agent_on_our_names_not_this_hosts_turns_the_filter_off(
+    org: SimOrg, marker: dict[str, str]
 ) -> None:
-    """Registered before markers (or by another host given our names): the filter would hide it."""
-    org.add_elsewhere(42, "gpu01-1", {"GPUCI_HOST": "gpu-07"}, online=True)
+    """Registered by another host given our names (or before markers): the filter hides it."""
+    org.add_elsewhere(42, "gpu01-1", marker, online=True)
     api = Recording(SimPoolApi(org, PAT))
     now, events = [1000.0], []
     observer = observer_on(api, now, events)
     first = await read(observer)
     assert "gpu01-1" in {a.name for a in first.view.agents}
     assert [kind for kind, _ in events] == ["pool_foreign_names"]
-    assert "gpu01-1 (registered without a gpuci-tui marker)" in events[0][1]
+    # (The in-process client always sends capabilities; over HTTP the names come without.)
+    assert "lane names without its marker: gpu01-1 (" in events[0][1]
     now[0] += 10.0
     second = await read(observer)
     assert "demands" not in api.reads[-1], "the whole pool while it is there"
     assert "gpu01-1" in {a.name for a in second.view.agents}
-    # Re-registered by this host (its marker now), seen on the next full read.
+    # Re-registered by this host (its marker now), seen on the next check: while such
+    # agents are there it comes every 10 minutes, not every hour.
     org.delete_agent(42, next(a.id for a in org.agents(42) if a.name == "gpu01-1"))
     org.add_elsewhere(42, "gpu01-1", MARK, online=True)
-    now[0] += CAPABILITIES_INTERVAL
+    now[0] += UNMARKED_RECHECK
     await read(observer)
+    assert api.reads[-3:] == HOURLY
     now[0] += 10.0
     await read(observer)
     assert api.reads[-1].get("demands"), "filtered again"

@@ -45,9 +45,11 @@ class ReadScope:
         if len(self.instances) == 1:
             (instance,) = self.instances
             return (f"{MARKER_INSTANCE} -equals {instance}",)
-        if self.instances and self.host and " " not in self.host:
-            return (f"{MARKER_HOST} -equals {self.host}",)
-        return ()
+        return self.host_demands() if self.instances else ()
+
+    def host_demands(self) -> tuple[str, ...]:
+        """The filter for this host's agents, every instance's (what the stale watch judges)."""
+        return (f"{MARKER_HOST} -equals {self.host}",) if self.host and " " not in self.host else ()
 
     def holds(self, name: str) -> bool:
         """Whether ``name`` is one of our lanes' (``PREFIX-N``, ``PREFIX-N-b``, ...)."""
@@ -93,6 +95,8 @@ def describe_unmarked(agent: Agent) -> str:
     """Whose an agent on our name is, in words (for the event)."""
     caps = agent.system_capabilities or {}
     host, instance = caps.get(MARKER_HOST, ""), caps.get(MARKER_INSTANCE, "")
+    if not caps:
+        return f"{agent.name} (not registered by this host)"
     if not instance:
         return f"{agent.name} (registered without a gpuci-tui marker)"
     return f"{agent.name} (registered by host {host or '(unnamed)'}, instance {instance})"

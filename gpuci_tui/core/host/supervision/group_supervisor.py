@@ -28,20 +28,19 @@ from gpuci_tui.core.config.loader import (
     daemon_instance,
     for_group,
 )
-from gpuci_tui.core.docker.agentspec import LABEL_GROUP, host_marker
+from gpuci_tui.core.docker.agentspec import LABEL_GROUP
 from gpuci_tui.core.engine.disk_gc import pull_refusal
 from gpuci_tui.core.engine.preview import CommandPreview, preview
 from gpuci_tui.core.engine.steps import JobEnded
 from gpuci_tui.core.host.gpus.gates import clear_gpu
 from gpuci_tui.core.host.images.agent_updates import AgentUpdates
 from gpuci_tui.core.host.observers.pool import PoolObserver
-from gpuci_tui.core.host.observers.pool_scope import ReadScope, read_scope
 from gpuci_tui.core.host.observers.stale_watch import StaleWatch
 from gpuci_tui.core.host.reporter import Broadcaster, GroupTap, Update
 from gpuci_tui.core.host.supervision.group_commands import execute_routed, preview_routed
 from gpuci_tui.core.host.supervision.group_reload import preview_reload, reload
 from gpuci_tui.core.host.supervision.group_snapshot import merged_snapshot
-from gpuci_tui.core.host.supervision.group_stale import pool_stale_watch, prune_pools
+from gpuci_tui.core.host.supervision.group_stale import pool_scope, pool_stale_watch, prune_pools
 from gpuci_tui.core.host.supervision.supervisor import Supervisor
 from gpuci_tui.core.models import (
     DiskSnapshot,
@@ -216,7 +215,7 @@ class GroupSupervisor:
                 interval=config.supervisor.poll_interval,
                 report=self.reporter.event,
                 # The groups in the pool at each read: a reload adds and removes them.
-                scope=partial(self._scope, group.pool),
+                scope=partial(pool_scope, self, group.pool),
             )
             self.pools[group.pool] = pool
             self.stale[group.pool] = pool_stale_watch(self, group.pool, pool)
@@ -227,10 +226,6 @@ class GroupSupervisor:
             self._tell_packages()
             self._start(group.name, child)
         return child
-
-    def _scope(self, pool: str) -> ReadScope:
-        """Our agents in ``pool``: what its observer asks the service for (`pool_scope`)."""
-        return read_scope(self.config, pool, host_marker())
 
     def _tell_packages(self) -> None:
         """Each group's engine learns the agent package its new containers get (after every
