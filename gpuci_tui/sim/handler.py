@@ -136,17 +136,20 @@ class SimRequestHandler(BaseHTTPRequestHandler):
             reply = early
         # The query tells a pool poll from a per-agent read (benchmarks count them apart).
         query = "" if private else parts.query
+        data, headers = self._encode(reply)
         # A download is not an API request: it must not count against request budgets.
         self.sim.org.stats.record(
-            method, route, reply.status, private=private or download, detail=query
+            method, route, reply.status, private=private or download, detail=query, size=len(data)
         )
         self.sim.log(
             f'{self.client_address[0]} "{method} {self.path}" {reply.status} '
             f"{(time.monotonic() - started) * 1000:.1f}ms"
         )
-        self._send(method, reply)
+        self._send(method, reply, data, headers)
 
-    def _send(self, method: str, reply: _Reply) -> None:
+    @staticmethod
+    def _encode(reply: _Reply) -> tuple[bytes, dict[str, str]]:
+        """The answer's body and headers (the body's size is logged with the request)."""
         headers = {
             "ActivityId": str(uuid.uuid4()),
             "X-TFS-Session": str(uuid.uuid4()),
@@ -163,6 +166,9 @@ class SimRequestHandler(BaseHTTPRequestHandler):
         else:
             data = json.dumps(reply.body, separators=(",", ":")).encode()
             headers.setdefault("Content-Type", "application/json; charset=utf-8; api-version=7.1")
+        return data, headers
+
+    def _send(self, method: str, reply: _Reply, data: bytes, headers: dict[str, str]) -> None:
         try:
             self.send_response(reply.status)
             for key, value in headers.items():

@@ -289,3 +289,5 @@ class RequestLogEntry:
     status: int
     private: bool = False
     detail: str = ""
+    size: int = 0
+    """The bytes of the answer's body (what the caller received)."""

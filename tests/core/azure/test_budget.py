@@ -127,3 +127,22 @@ def test_the_client_under_a_cap_skips_polls_and_says_so(served: tuple[SimOrg, Si
             client.list_agents(42)
         client.set_request_cap(None)  # a reload that removes the cap: at once
         client.list_agents(42)
+
+
+def test_the_services_word_on_the_budget_is_kept_and_shown(
+    served: tuple[SimOrg, SimServer],
+) -> None:
+    """A delayed answer carries X-RateLimit-*: the usage says the budget and the wait."""
+    from gpuci_tui.core.wording import usage_words
+
+    org, server = served
+    org.faults.slow(0.01, count=1, throttled=True)
+    with AzureDevOpsClient(server.url, PAT, max_retries=0) as client:
+        client.list_agents(42)
+        usage = client.usage()
+    assert (usage.rate_limit_remaining, usage.rate_limit_limit) == (0, 200)
+    assert usage.rate_limit_reset_at is not None and usage.retry_after_until is not None
+    assert usage.budget_low
+    words = usage_words(usage, usage.read_at or 0.0)
+    assert "identity's budget 0/200 left (resets in" in words
+    assert "the service asks to wait, in" in words
