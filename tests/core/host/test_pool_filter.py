@@ -17,6 +17,7 @@ from gpuci_tui.core.errors import AzureBadRequestError, AzureHeldBackError
 from gpuci_tui.core.host.observers.pool import (
     CAPABILITIES_INTERVAL,
     FILTER_RETRY,
+    NAMES_INTERVAL,
     UNMARKED_RECHECK,
     PoolObserver,
 )
@@ -134,12 +135,15 @@ async def test_the_service_is_asked_for_our_lanes_and_the_whole_pool_comes_hourl
         assert later.view.agents == first.view.agents  # the same view, a 2 KB answer
     assert len(judged) == 1 and events == []
     now[0] += CAPABILITIES_INTERVAL
-    await read(observer)
-    assert api.reads[-3:] == HOURLY and len(judged) == 2
+    await read(observer)  # the hourly check: the names only every six hours
+    assert api.reads[-2:] == HOURLY[:2] and len(judged) == 2
     observer.want_capabilities()  # a prune's dry run: at once
     now[0] += 10.0
     await read(observer)
-    assert api.reads[-3:] == HOURLY and len(judged) == 3
+    assert api.reads[-2:] == HOURLY[:2] and len(judged) == 3
+    now[0] += NAMES_INTERVAL
+    await read(observer)
+    assert api.reads[-3:] == HOURLY
 
 
 async def test_a_refused_filter_warns_once_reads_the_whole_pool_and_tries_again_later(

@@ -4,11 +4,11 @@ Each cycle lists our lanes' agents (with their assigned jobs and their last
 finished request) in one call and hands an immutable `PoolView` to the engine;
 it never calls per slot, and the service filters the pool for us (`pool_scope`:
 ``demands``), so the cost grows neither with our slots nor with the other hosts
-sharing the pool. Once an hour (or when a prune asks) a cycle reads the whole pool
-with capabilities instead, for what only it can show: other instances' stale
-registrations, agents on our names that are not ours. A filter the service refuses
-(HTTP 400) costs one warning: the whole pool is read, narrowed to our names here,
-and the filter is tried again an hour later. The engine says
+sharing the pool. Once an hour (or when a prune asks) a cycle also reads this
+host's agents with capabilities (other instances' stale registrations) and, every
+six hours, the whole pool's names (agents on our names the filter hides). A filter
+the service refuses (HTTP 400) costs one warning: the whole pool is read, narrowed
+to our names here, and the filter is tried again an hour later. The engine says
 when it needs the fast cycle (`set_fast`): while some lane waits for a fact
 only a fresh read can give.
 
@@ -70,8 +70,11 @@ MAX_ERROR_BACKOFF = 60.0
 CAPABILITIES_INTERVAL = 3600.0
 #: After the service refused the ``demands`` filter (HTTP 400), it is tried again this late.
 FILTER_RETRY = 3600.0
+#: The whole pool's names (who is on our names but hidden by the filter) are read with the
+#: hourly check this often: at 5,000 agents they are ~3 MB, a misconfiguration is rare.
+NAMES_INTERVAL = 6 * 3600.0
 #: While agents on our names lack our marker (the whole pool is read every cycle, as before
-#: the filter), the whole pool with capabilities is read this often to see them go.
+#: the filter), the check (with the names) comes this often, to see them go.
 UNMARKED_RECHECK = 600.0
 #: While the organisation fails, how often a write or history read waiting for the
 #: observer's probe looks again (a look sends nothing).
@@ -129,6 +132,7 @@ class PoolObserver:
         self.on_capabilities: Callable[[tuple[Agent, ...], float], None] | None = None
         """Called with the agents (and the read's start) after each read with capabilities."""
         self._next_capabilities = 0.0
+        self._next_names = 0.0
         self.demanded_version: str | None = None
         """The highest agent version queued jobs demand (None: none demand one)."""
         self.scope = scope
@@ -279,7 +283,8 @@ class PoolObserver:
 
         Our agents only, filtered by the service. ``full`` (hourly, or when a prune
         asks): also this host's agents with capabilities (every instance's: the stale
-        watch judges only those) and the whole pool's names (who the filter hides).
+        watch judges only those) and, less often, the whole pool's names (who the filter
+        hides).
         Without the filter (refused lately, or an agent on our names lacks our marker):
         the whole pool, narrowed here, with capabilities when ``full``.
         """
@@ -290,7 +295,10 @@ class PoolObserver:
             asked = scope.host_demands() if full else demands
             try:
                 if full and asked:
-                    return await self._host_and_names(pool_id, scope, asked, demands)
+                    names = began >= self._next_names or bool(self._unmarked)
+                    if names:
+                        self._next_names = began + NAMES_INTERVAL
+                    return await self._host_and_names(pool_id, scope, asked, demands, names)
                 if not full and not self._unmarked:
                     agents = await asyncio.to_thread(
                         self.api.list_agents, pool_id, demands=asked, include_last_completed=True
@@ -308,13 +316,17 @@ class PoolObserver:
         return tuple(agents), scope.narrow(agents)
 
     async def _host_and_names(
-        self, pool_id: int, scope: ReadScope, host_filter: tuple[str, ...], demands: tuple[str, ...]
+        self,
+        pool_id: int,
+        scope: ReadScope,
+        host_filter: tuple[str, ...],
+        demands: tuple[str, ...],
+        names: bool,
     ) -> tuple[tuple[Agent, ...], tuple[Agent, ...]]:
-        """This host's agents with capabilities, ours as the filter gives them, and the whole
-        pool's names: who is on our names but hidden by the filter (at most three reads).
-
-        The whole pool without capabilities is a third of its size with them (~2 MB at
-        5,000 agents instead of ~7).
+        """This host's agents with capabilities, ours as the filter gives them, and (``names``,
+        every `NAMES_INTERVAL`) the whole pool's names: who is on our names but hidden by the
+        filter. At most three reads; the names without capabilities are less than half the
+        whole pool with them (~3 MB at 5,000 agents instead of ~7).
         """
         mine = await asyncio.to_thread(
             self.api.list_agents,
@@ -328,6 +340,8 @@ class PoolObserver:
             seen = await asyncio.to_thread(
                 self.api.list_agents, pool_id, demands=demands, include_last_completed=True
             )
+        if not names:
+            return tuple(mine), scope.narrow(seen)
         everyone = await asyncio.to_thread(self.api.list_agents, pool_id)
         shown = {a.id for a in seen}
         with_capabilities = {a.id: a for a in mine}
