@@ -14,12 +14,11 @@ import pytest
 
 from gpuci_tui.core.engine.steps import Observation, PoolRead
 from gpuci_tui.core.errors import AzureBadRequestError, AzureHeldBackError
-from gpuci_tui.core.host.observers.pool import (
-    CAPABILITIES_INTERVAL,
+from gpuci_tui.core.host.observers.pool import CAPABILITIES_INTERVAL, PoolObserver
+from gpuci_tui.core.host.observers.pool_reads import (
     FILTER_RETRY,
     NAMES_INTERVAL,
     UNMARKED_RECHECK,
-    PoolObserver,
 )
 from gpuci_tui.core.host.observers.pool_scope import ReadScope
 from gpuci_tui.core.models import HealthState

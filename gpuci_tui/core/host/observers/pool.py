@@ -6,9 +6,8 @@ it never calls per slot, and the service filters the pool for us (`pool_scope`:
 ``demands``), so the cost grows neither with our slots nor with the other hosts
 sharing the pool. Once an hour (or when a prune asks) a cycle also reads this
 host's agents with capabilities (other instances' stale registrations) and, every
-six hours, the whole pool's names (agents on our names the filter hides). A filter
-the service refuses (HTTP 400) costs one warning: the whole pool is read, narrowed
-to our names here, and the filter is tried again an hour later. The engine says
+six hours, the whole pool's names (agents on our names the filter hides); how, and
+what a refused filter costs, is `pool_reads`. The engine says
 when it needs the fast cycle (`set_fast`): while some lane waits for a fact
 only a fresh read can give.
 
@@ -35,13 +34,16 @@ from gpuci_tui.core.engine.lifecycle import PoolView
 from gpuci_tui.core.engine.steps import Observation, PoolRead, PoolRole
 from gpuci_tui.core.errors import (
     AzureAuthError,
-    AzureBadRequestError,
     AzureError,
     AzureHeldBackError,
     AzureNotFoundError,
     AzureRateLimitError,
     AzureScopeError,
     AzureUnreachableError,
+)
+from gpuci_tui.core.host.observers.pool_reads import (
+    UNMARKED_RECHECK,
+    AgentReads,
 )
 from gpuci_tui.core.host.observers.pool_role import (
     ROLE_INTERVAL,
@@ -50,7 +52,7 @@ from gpuci_tui.core.host.observers.pool_role import (
     PoolRoleApi,
     refusal,
 )
-from gpuci_tui.core.host.observers.pool_scope import ReadScope, describe_unmarked
+from gpuci_tui.core.host.observers.pool_scope import ReadScope
 from gpuci_tui.core.models import HealthSnapshot, HealthState
 from gpuci_tui.core.protocols import Agent, AgentPoolApi, JobRequest, Pool, at_cap
 from gpuci_tui.core.secrets.credentials import Credential, renewal_due
@@ -68,14 +70,6 @@ MAX_ERROR_BACKOFF = 60.0
 #: One cycle this often reads the whole pool with capabilities (the stale-registration and
 #: foreign-name checks) instead of our agents: at 5,000 agents that answer is ~7 MB.
 CAPABILITIES_INTERVAL = 3600.0
-#: After the service refused the ``demands`` filter (HTTP 400), it is tried again this late.
-FILTER_RETRY = 3600.0
-#: The whole pool's names (who is on our names but hidden by the filter) are read with the
-#: hourly check this often: at 5,000 agents they are ~3 MB, a misconfiguration is rare.
-NAMES_INTERVAL = 6 * 3600.0
-#: While agents on our names lack our marker (the whole pool is read every cycle, as before
-#: the filter), the check (with the names) comes this often, to see them go.
-UNMARKED_RECHECK = 600.0
 #: While the organisation fails, how often a write or history read waiting for the
 #: observer's probe looks again (a look sends nothing).
 PROBE_WAIT = 1.0
@@ -132,13 +126,11 @@ class PoolObserver:
         self.on_capabilities: Callable[[tuple[Agent, ...], float], None] | None = None
         """Called with the agents (and the read's start) after each read with capabilities."""
         self._next_capabilities = 0.0
-        self._next_names = 0.0
         self.demanded_version: str | None = None
         """The highest agent version queued jobs demand (None: none demand one)."""
         self.scope = scope
-        self._filter_refused_until = 0.0
-        self._unmarked: tuple[str, ...] = ()
-        """Agents on our names the filter would miss (seen on the last full read)."""
+        self.reads = AgentReads(api, scope, report)
+        """How a cycle reads the agents (the filter, the hourly check, their fallbacks)."""
 
     # ------------------------------------------------------------------ steering
 
@@ -237,7 +229,7 @@ class PoolObserver:
             began = self.clock()
             watched = self.on_capabilities is not None or self.scope is not None
             full = watched and began >= self._next_capabilities
-            everyone, agents = await self._read_agents(self.pool_id, began, full)
+            everyone, agents = await self.reads.read(self.pool_id, began, full)
             if began >= self._next_jobrequests:
                 requests = await asyncio.to_thread(self.api.list_job_requests, self.pool_id)
                 self._count_requests(requests)
@@ -268,114 +260,13 @@ class PoolObserver:
         if role is not None:
             deliver(role)
         if full:
-            again = UNMARKED_RECHECK if self._unmarked else CAPABILITIES_INTERVAL
+            again = UNMARKED_RECHECK if self.reads.unmarked else CAPABILITIES_INTERVAL
             self._next_capabilities = began + again
             if self.on_capabilities is not None:
                 self.on_capabilities(everyone, began)
         delay = FAST_INTERVAL if self.fast else self.interval
         # A queue read asked for by a job change and held back by the gap comes on time.
         return max(0.0, min(delay, self._next_jobrequests - self.clock()))
-
-    async def _read_agents(
-        self, pool_id: int, began: float, full: bool
-    ) -> tuple[tuple[Agent, ...], tuple[Agent, ...]]:
-        """One cycle's read of the agents: (what the stale watch gets, the engine's view).
-
-        Our agents only, filtered by the service. ``full`` (hourly, or when a prune
-        asks): also this host's agents with capabilities (every instance's: the stale
-        watch judges only those) and, less often, the whole pool's names (who the filter
-        hides).
-        Without the filter (refused lately, or an agent on our names lacks our marker):
-        the whole pool, narrowed here, with capabilities when ``full``.
-        """
-        scope = self.scope() if self.scope is not None else None
-        demands = scope.demands() if scope is not None else ()
-        usable = bool(demands) and began >= self._filter_refused_until
-        if scope is not None and usable:
-            asked = scope.host_demands() if full else demands
-            try:
-                if full and asked:
-                    names = began >= self._next_names or bool(self._unmarked)
-                    if names:
-                        self._next_names = began + NAMES_INTERVAL
-                    return await self._host_and_names(pool_id, scope, asked, demands, names)
-                if not full and not self._unmarked:
-                    agents = await asyncio.to_thread(
-                        self.api.list_agents, pool_id, demands=asked, include_last_completed=True
-                    )
-                    return tuple(agents), scope.narrow(agents)
-            except AzureBadRequestError as exc:
-                self._filter_refused(began, asked, exc)
-        agents = await asyncio.to_thread(
-            self.api.list_agents, pool_id, include_capabilities=full, include_last_completed=True
-        )
-        if scope is None:
-            return tuple(agents), tuple(agents)
-        if full:
-            self._check_marks(scope.unmarked(agents))
-        return tuple(agents), scope.narrow(agents)
-
-    async def _host_and_names(
-        self,
-        pool_id: int,
-        scope: ReadScope,
-        host_filter: tuple[str, ...],
-        demands: tuple[str, ...],
-        names: bool,
-    ) -> tuple[tuple[Agent, ...], tuple[Agent, ...]]:
-        """This host's agents with capabilities, ours as the filter gives them, and (``names``,
-        every `NAMES_INTERVAL`) the whole pool's names: who is on our names but hidden by the
-        filter. At most three reads; the names without capabilities are less than half the
-        whole pool with them (~3 MB at 5,000 agents instead of ~7).
-        """
-        mine = await asyncio.to_thread(
-            self.api.list_agents,
-            pool_id,
-            demands=host_filter,
-            include_capabilities=True,
-            include_last_completed=True,
-        )
-        seen = mine
-        if demands != host_filter:
-            seen = await asyncio.to_thread(
-                self.api.list_agents, pool_id, demands=demands, include_last_completed=True
-            )
-        if not names:
-            return tuple(mine), scope.narrow(seen)
-        everyone = await asyncio.to_thread(self.api.list_agents, pool_id)
-        shown = {a.id for a in seen}
-        with_capabilities = {a.id: a for a in mine}
-        hidden = tuple(
-            with_capabilities.get(a.id, a) for a in scope.narrow(everyone) if a.id not in shown
-        )
-        self._check_marks(hidden)
-        return tuple(mine), (*scope.narrow(seen), *hidden)
-
-    def _filter_refused(self, began: float, demands: tuple[str, ...], exc: AzureError) -> None:
-        """The service refused the ``demands`` filter: one warning, the whole pool for an hour."""
-        first = self._filter_refused_until == 0.0
-        self._filter_refused_until = began + FILTER_RETRY
-        if first:
-            message = (
-                f"Azure DevOps refused the agent filter {', '.join(demands)!r} ({exc}); reading "
-                f"the whole pool instead (larger answers), trying the filter again every "
-                f"{FILTER_RETRY / 3600:.0f} h"
-            )
-            log.warning("%s", message)
-            self._report("pool_filter_refused", message)
-
-    def _check_marks(self, unmarked: tuple[Agent, ...]) -> None:
-        """Note agents on our names the filter would leave out; report a change once."""
-        names = tuple(sorted(a.name for a in unmarked))
-        if names and names != self._unmarked:
-            who = ", ".join(describe_unmarked(a) for a in unmarked)
-            message = (
-                f"agents on this host's lane names without its marker: {who}; the whole pool "
-                "is read until they are registered again by this host"
-            )
-            log.warning("%s", message)
-            self._report("pool_foreign_names", message)
-        self._unmarked = names
 
     async def _check_role(self, began: float) -> PoolRole | None:
         """Ask whether our identity may manage the pool, when a check is due (one GET)."""
