@@ -268,6 +268,7 @@ def build_demo(
     startup: tuple[float, float] | None = None,
     auth: str = "pat",
     instance: DemoInstance | None = None,
+    foreign_agents: int = 0,
 ) -> DemoEnvironment:
     """Start the simulated organisation and everything around it, in ``instance``.
 
@@ -277,11 +278,15 @@ def build_demo(
     application of the simulated tenant instead of with a PAT (`demo_auth`).
     ``instance``: the demo's folder (default: a new one); its configuration file
     is written there. Whatever fails on the way is undone before the error rises.
+    ``foreign_agents``: agents of other hosts in the pool (`sim.foreign`), to see what
+    a shared pool of a large organisation costs.
     """
     instance = instance or DemoInstance.create()
     with ExitStack() as cleanup:
         cleanup.callback(instance.remove)
-        env = _build(cleanup, instance, agents, jobs_per_minute, docker, seed, startup, auth)
+        env = _build(
+            cleanup, instance, agents, jobs_per_minute, docker, seed, startup, auth, foreign_agents
+        )
         env.cleanup = cleanup.pop_all()
         return env
 
@@ -295,10 +300,12 @@ def _build(
     seed: int | None,
     startup: tuple[float, float] | None,
     auth: str,
+    foreign_agents: int,
 ) -> DemoEnvironment:
     """`build_demo`'s work: each part started is registered in ``cleanup`` at once."""
     from gpuci_tui.core.azure.client import AzureDevOpsClient
     from gpuci_tui.core.config.loader import load_config, save_config
+    from gpuci_tui.sim.foreign import add_foreign_agents
     from gpuci_tui.sim.gpu_synthetic import SyntheticSampler
     from gpuci_tui.sim.jobs import JobFeeder
     from gpuci_tui.sim.leftovers import Backdate
@@ -312,6 +319,7 @@ def _build(
     org = SimOrg("demo-org", startup=pace, clock=backdate)
     org.add_pat(token)
     pool_id = org.add_pool(DEMO_POOL)
+    add_foreign_agents(org, pool_id, foreign_agents)
     server = SimServer(org)
     server.start()
     cleanup.callback(quietly(server.stop))

@@ -24,6 +24,9 @@ from . import exitcodes
 if TYPE_CHECKING:
     from gpuci_tui.core.config.loader import Config
 
+MAX_FOREIGN_AGENTS = 100_000
+"""More than any pool holds; the simulated organisation keeps them all in memory."""
+
 
 def run_demo(args: argparse.Namespace) -> int:
     """Start the simulation and its daemon, run the console, then remove everything."""
@@ -33,6 +36,14 @@ def run_demo(args: argparse.Namespace) -> int:
 
     if not 1 <= args.agents <= 32:
         print("gpuci-tui demo: --agents must be from 1 to 32", file=sys.stderr)
+        return exitcodes.USAGE
+    foreign = getattr(args, "foreign_agents", 0)
+    if not 0 <= foreign <= MAX_FOREIGN_AGENTS:
+        print(
+            f"gpuci-tui demo: --foreign-agents must be from 0 to {MAX_FOREIGN_AGENTS:,} "
+            f"(got {foreign})",
+            file=sys.stderr,
+        )
         return exitcodes.USAGE
     startup = parse_startup(args.agent_startup)
     if startup is None:
@@ -53,6 +64,7 @@ def run_demo(args: argparse.Namespace) -> int:
                 startup=startup,
                 auth=getattr(args, "auth", "pat"),
                 instance=instance,
+                foreign_agents=foreign,
             )
         # A failure, or a signal, while it starts: `build_demo` undid what it made.
         except KeyboardInterrupt:

@@ -156,6 +156,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds a simulated agent takes to register, then to get its session "
         "(default 6,3: like the real agent)",
     )
+    demo.add_argument(
+        "--foreign-agents",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also put N agents of other hosts in the pool, as a shared pool of a large "
+        "organisation holds (default 0)",
+    )
 
     token = sub.add_parser("token", help="store, check or delete the PAT (keyring)")
     token.add_argument("action", choices=("set", "check", "delete"))

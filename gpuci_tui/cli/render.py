@@ -7,7 +7,7 @@ import time
 from gpuci_tui.core.engine.snapshots import daemon_uptime
 from gpuci_tui.core.formatting import ago, byte_size, duration, exit_label, image_label, job_label
 from gpuci_tui.core.models import DiskSnapshot, PoolSummary, SupervisorSnapshot
-from gpuci_tui.core.wording import disabled_reasons, override_words, rollout_words
+from gpuci_tui.core.wording import disabled_reasons, override_words, rollout_words, usage_words
 
 
 def render_status(snap: SupervisorSnapshot, now: float | None = None) -> str:
@@ -30,6 +30,7 @@ def render_status(snap: SupervisorSnapshot, now: float | None = None) -> str:
         f"'{snap.pool}' — {snap.desired_count} slot(s), {standby}",
         f"azure: {_health(snap.azure.state, snap.azure.message, snap.azure.checked_at, now)}"
         + (f" — {snap.azure.identity}" if snap.azure.identity else ""),
+        f"  calls: {usage_words(snap.azure_usage, now)}",
         f"docker: {_health(snap.docker.state, snap.docker.message, snap.docker.checked_at, now)}",
         *_disk_lines(snap.disk, now),
         *_agent_version_lines(snap),
@@ -159,9 +160,11 @@ def _pool_line(pool: PoolSummary, snap: SupervisorSnapshot, now: float) -> str:
         if pool.jobs_read_at is not None
         else ""
     )
+    # The service was asked for our lanes only: say so, the counts are not the pool's.
+    whose = " (ours)" if pool.ours_only else ""
     return (
         f"pool{name}{read}: {pool.online} online, {pool.offline} offline, {pool.disabled} disabled"
-        f"{why}; jobs {pool.queued_jobs} queued{queue}, {pool.running_jobs} running"
+        f"{whose}{why}; jobs {pool.queued_text} queued{queue}, {pool.running_jobs} running"
     )
 
 

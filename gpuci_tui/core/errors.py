@@ -46,6 +46,22 @@ class AzureRateLimitError(AzureError):
         self.retry_after = retry_after
 
 
+class AzureHeldBackError(AzureError):
+    """Not sent: ``[azure] max_requests_per_minute`` is reached for a periodic read.
+
+    The organisation is not at fault (its health stays as it is); the read comes again
+    after `retry_after` seconds.
+    """
+
+    def __init__(self, message: str, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class AzureBadRequestError(AzureError):
+    """400: the service refused the request itself (a query it does not take, e.g. a demand)."""
+
+
 class AzureUnreachableError(AzureError):
     """DNS, connection refused, TLS or timeout: the organisation could not be reached."""
 

@@ -16,6 +16,7 @@ from enum import StrEnum
 # The pool's, the disk's and the agent versions' readings live in `host_readings`;
 # re-exported here because this module is where every caller takes the vocabulary.
 from gpuci_tui.core.host_readings import AgentVersionsSnapshot as AgentVersionsSnapshot
+from gpuci_tui.core.host_readings import AzureUsage as AzureUsage
 from gpuci_tui.core.host_readings import DisabledAgents as DisabledAgents
 from gpuci_tui.core.host_readings import DiskSnapshot as DiskSnapshot
 from gpuci_tui.core.host_readings import ImageAgentVersion as ImageAgentVersion
@@ -322,6 +323,9 @@ class SupervisorSnapshot:
     """Agent versions: the organisation's, each image's, the cached package (issue 20)."""
     azure_requests: int = 0
     """Azure DevOps calls made since start (for the rate budget)."""
+    azure_usage: AzureUsage = field(default_factory=AzureUsage)
+    """What the daemon's calls cost the organisation: its rate, bytes, cap and the
+    identity's budget left as the service last said."""
     started_at: float | None = None
     """When the supervisor started (a daemon's: when ``gpuci-tui run`` began supervising),
     on its own clock like ``taken_at``; None until then. Readers elsewhere derive the

@@ -1,15 +1,15 @@
 """Words for counts, one rule for the CLI and the console ("1 job", "2 jobs", why disabled,
-an override beside the file's value).
+an override beside the file's value; what the daemon's calls cost the organisation).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gpuci_tui.core.formatting import clock_time
+from gpuci_tui.core.formatting import byte_size, clock_time, until
 
 if TYPE_CHECKING:
-    from gpuci_tui.core.models import DisabledAgents, RolloutSnapshot, RuntimeOverride
+    from gpuci_tui.core.models import AzureUsage, DisabledAgents, RolloutSnapshot, RuntimeOverride
 
 
 def plural(count: int, word: str, many: str | None = None) -> str:
@@ -99,3 +99,30 @@ def override_words(override: RuntimeOverride, now: float) -> str:
     if override.kind == "pause":
         return f"{group}replenishing paused{at}; the file keeps every slot filled"
     return f"slot {override.value} drained{at}; the file runs it"
+
+
+def usage_words(usage: AzureUsage, now: float) -> str:
+    """What the daemon's calls cost, for ``status`` and the console's pool panel.
+
+    ``12 requests/min, 38 KiB/min received; identity's budget 184/200 left (resets in
+    3 min); cap 60/min, 2 held back in the last minute``: the service's figures only when
+    it sent them, the cap only when one is set.
+    """
+    parts = [
+        f"{usage.requests_last_minute} requests/min, "
+        f"{byte_size(usage.bytes_last_minute)}/min received"
+    ]
+    if usage.rate_limit_remaining is not None:
+        of = f"/{usage.rate_limit_limit:g}" if usage.rate_limit_limit is not None else ""
+        reset = until(usage.rate_limit_reset_at, now)
+        when = f" (resets {reset})" if reset and reset != "now" else ""
+        parts.append(f"identity's budget {usage.rate_limit_remaining:g}{of} left{when}")
+    if usage.retry_after_until is not None and usage.retry_after_until > now:
+        parts.append(f"the service asks to wait, {until(usage.retry_after_until, now)}")
+    if usage.cap_per_minute is not None:
+        held = usage.held_last_minute
+        parts.append(
+            f"cap {usage.cap_per_minute}/min"
+            + (f", {held} held back in the last minute" if held else "")
+        )
+    return "; ".join(parts)

@@ -27,7 +27,6 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
-from gpuci_tui.core.engine.agent_versions import AGENT_VERSION_LABEL
 from gpuci_tui.core.errors import (
     ContainerNameConflictError,
     ContainerStartError,
@@ -37,6 +36,7 @@ from gpuci_tui.core.protocols import ContainerEvent, ContainerInfo, ContainerSpe
 from gpuci_tui.sim.agent_packages import BAKED_AGENT_VERSION
 from gpuci_tui.sim.agent_program import AgentTiming, SimContainer, run_agent
 from gpuci_tui.sim.disk import SimDisk
+from gpuci_tui.sim.names import AGENT_VERSION_LABEL
 from gpuci_tui.sim.org import SimOrg
 
 if TYPE_CHECKING:
@@ -134,6 +134,26 @@ class SimulatedRuntime:
             running = [c for c in self._containers.values() if c.running]
         for c in running:
             c.terminate(137)
+
+    # ------------------------------------------------------------------ its data root's view
+
+    def image_names(self) -> set[str]:
+        """Every local image (``images`` and ``broken_images``)."""
+        with self._lock:
+            return self.images | self.broken_images
+
+    def images_in_use(self) -> set[str]:
+        """The images of the current containers (running or not)."""
+        with self._lock:
+            return {c.image for c in self._containers.values()}
+
+    def drop_image(self, ref: str) -> bool:
+        """Take ``ref`` off the local images; False when it was not there."""
+        with self._lock:
+            present = ref in self.images or ref in self.broken_images
+            self.images.discard(ref)
+            self.broken_images.discard(ref)
+            return present
 
     # ------------------------------------------------------------------ protocol
 

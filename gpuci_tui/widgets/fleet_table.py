@@ -18,6 +18,7 @@ from gpuci_tui.core.fleet.labels import short_label
 from gpuci_tui.core.fleet.link import LinkState
 from gpuci_tui.core.fleet.rows import FleetTotals, HostRow, Severity
 from gpuci_tui.core.formatting import duration
+from gpuci_tui.core.host_readings import queued_words
 from gpuci_tui.core.models import HealthState
 from gpuci_tui.widgets.format import ago, until
 from gpuci_tui.widgets.keyed_table import Column, KeyedTable, fit_text
@@ -35,14 +36,16 @@ COLUMNS: tuple[Column, ...] = (
     Column("queued", "Queue", 5, priority=50),
     Column("gpus", "GPU", 3, max_width=8, priority=30),
     Column("azure", "Azure", 7, priority=45),
+    # Only while some host says (`FleetTable.show_rows`): its calls to the organisation.
+    Column("calls", "API/m", 5, priority=32),
     # Only while some host has agents on their way (`FleetTable.show_rows`); last of
     # the counts, so that the others keep the places operators know them by.
     Column("starting", "Start", 5, priority=62),
     Column("problems", "Problems", 8, max_width=120, priority=25, grow=True),
 )
 
-_SETTLED = tuple(column for column in COLUMNS if column.key != "starting")
-"""The columns while no agent is starting."""
+_OPTIONAL = {"starting", "calls"}
+"""Columns shown only while some row has something to say in them."""
 
 _AZURE_CELLS: dict[HealthState, tuple[str, str]] = {
     HealthState.OK: ("✓ ok", "green"),
@@ -96,6 +99,9 @@ def row_cells(row: HostRow) -> dict[str, Text]:
         azure, azure_style = "-", "bright_black"
     problems = "; ".join(row.problems) or "-"
     queued = "-" if row.queued is None or not row.seen else str(row.queued)
+    if row.queued_capped and row.seen:
+        queued += "+"  # read at the service's cap: that many or more, never exactly
+    calls = "-" if row.calls_per_minute is None or row.stale else str(row.calls_per_minute)
     dim = "bright_black" if row.stale else ""
     return {
         "host": Text(row.label, style="bold"),
@@ -109,6 +115,7 @@ def row_cells(row: HostRow) -> dict[str, Text]:
         "queued": Text(queued, justify="right", style=dim),
         "gpus": Text(row.gpus_busy or "-", justify="right", style=dim),
         "azure": Text(azure, style=azure_style),
+        "calls": Text(calls, justify="right", style=dim),
         "problems": Text(problems, style=_SEVERITY_STYLES.get(row.severity, "bright_black")),
     }
 
@@ -156,8 +163,13 @@ class FleetTable(KeyedTable):
             self._host_order = order
         self.labels = [row.label for _, row in rows]
         # A host whose agents all start must not read like an empty one ("0 0 0 …"):
-        # the Start column counts them, while there are any (else it only takes room).
-        self.COLUMNS = COLUMNS if any(row.starting for _, row in rows) else _SETTLED
+        # the Start column counts them, while there are any (else it only takes room);
+        # API/m while some daemon counts its calls (an older one does not).
+        shown = {
+            "starting": any(row.starting for _, row in rows),
+            "calls": any(row.calls_per_minute is not None for _, row in rows),
+        }
+        self.COLUMNS = tuple(c for c in COLUMNS if c.key not in _OPTIONAL or shown[c.key])
         self.set_rows([(str(index), row_cells(row)) for index, row in rows], cursor_to=cursor_to)
 
     def fit_cell(self, row: str, column: str, cell: Text, width: int) -> Text:
@@ -192,6 +204,9 @@ def totals_line(totals: FleetTotals, *, readonly: bool, width: int) -> Text:
         if word == "starting" and not value:
             continue  # said only while agents are on their way
         parts.append((f"{value} {word}", style if value else ""))
+    if totals.calls_per_minute is not None:
+        # Every host of the fleet may sign in as one identity: one budget, their sum.
+        parts.append((f"{totals.calls_per_minute} API calls/min", ""))
     badge = Text(" READ-ONLY ", style="bold black on yellow") if readonly else Text()
     room = max(0, width - badge.cell_len - 1)
     title = True
@@ -266,7 +281,8 @@ def host_detail(row: HostRow, now: float, collapsed: Sequence[tuple[str, Text]] 
             text.append(" (last known)", style="bright_black")
         elif row.queue_read_at is not None:
             # The queue is read less often than the agents: say how old it is.
-            text.append(f" · queue {row.queued} read {ago(row.queue_read_at, now)}")
+            queue = queued_words(row.queued or 0, row.queued_capped)
+            text.append(f" · queue {queue} read {ago(row.queue_read_at, now)}")
         if row.stale_registrations:
             # Only when some are left: its dashboard's x lists them and removes them.
             text.append(" · stale registrations ", style="bright_black")

@@ -1,4 +1,8 @@
-"""The pool as Azure DevOps sees it (all agents, not only ours) and Docker's health."""
+"""The pool as Azure DevOps sees it (our agents, or all of them) and Docker's health.
+
+The subtitle says what the daemon's calls cost the organisation: its calls per
+minute and, once the service has sent it, the identity's budget left.
+"""
 
 from __future__ import annotations
 
@@ -52,7 +56,7 @@ class PoolPanel(Widget):
             ident = f" #{pool.pool_id}" if pool.pool_id is not None else ""
             # Text, not markup: a pool name may hold "[".
             self.border_title = Text(f"Pool {pool.name or snapshot.pool}{ident}")
-        self.border_subtitle = f"{snapshot.azure_requests} API calls"
+        self.border_subtitle = calls_subtitle(snapshot)
         # layout=True: the panel is as tall as its lines, and the disabled line comes
         # and goes (a plain refresh would cut the docker line off below it). Textual keeps
         # the content height per width: without clearing it, a line added at the same
@@ -84,6 +88,15 @@ class PoolPanel(Widget):
             Text(f"override: {override_words(o, now)}", style="yellow") for o in snap.overrides
         )
         lines.extend(agent_version_line(snap))
+        usage = snap.azure_usage
+        if usage.held_last_minute:
+            lines.append(
+                Text(
+                    f"cap {usage.cap_per_minute}/min: {usage.held_last_minute} calls held "
+                    "back in the last minute (reads first)",
+                    style="yellow",
+                )
+            )
         azure = snap.azure
         if azure.state not in (HealthState.OK, HealthState.UNKNOWN) and azure.message:
             lines.append(Text(f"azure: {azure.message}", style="red"))
@@ -100,7 +113,7 @@ class PoolPanel(Widget):
                     ("  on ", "bright_black"),
                     (str(pool.online), "green"),
                     ("  q ", "bright_black"),
-                    (str(pool.queued_jobs), "bold yellow" if pool.queued_jobs else ""),
+                    (pool.queued_text, "bold yellow" if pool.queued_jobs else ""),
                     ("  run ", "bright_black"),
                     str(pool.running_jobs),
                     ("  sb ", "bright_black"),
@@ -115,6 +128,8 @@ class PoolPanel(Widget):
         pool = snap.pool_summary
         return [
             Text.assemble(
+                # Only our lanes' agents were asked for: the counts are ours, not the pool's.
+                ("ours: " if pool.ours_only else "", "bright_black"),
                 ("online ", "bright_black"),
                 (str(pool.online), "green"),
                 ("  offline ", "bright_black"),
@@ -140,7 +155,8 @@ class PoolPanel(Widget):
             ),
             Text.assemble(
                 ("queued ", "bright_black"),
-                (str(pool.queued_jobs), "bold yellow" if pool.queued_jobs else ""),
+                # "200 or more" when the read was at the service's cap: never a made-up 200.
+                (pool.queued_text, "bold yellow" if pool.queued_jobs else ""),
                 # The queue is read less often than the rest: it says how old it is.
                 # (The standbys are counted on the disabled line above.)
                 (f" ({ago(pool.jobs_read_at, now)})" if pool.jobs_read_at else "", "bright_black"),
@@ -198,6 +214,20 @@ class PoolPanel(Widget):
         if disk_words:
             docker_line.append(disk_words, style=_DISK_STYLE.get(disk.state, "bright_black"))
         return docker_line
+
+
+def calls_subtitle(snap: SupervisorSnapshot) -> str:
+    """``12 calls/min · budget 184/200``: the daemon's rate, and the identity's budget when
+    the service sent it; ``1234 API calls`` from a daemon that does not count by the minute.
+    """
+    usage = snap.azure_usage
+    if usage.read_at is None:
+        return f"{snap.azure_requests} API calls"
+    text = f"{usage.requests_last_minute} calls/min"
+    if usage.rate_limit_remaining is not None:
+        of = f"/{usage.rate_limit_limit:g}" if usage.rate_limit_limit is not None else ""
+        text += f" · budget {usage.rate_limit_remaining:g}{of}"
+    return text
 
 
 def agent_version_line(snap: SupervisorSnapshot) -> list[Text]:

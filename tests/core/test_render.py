@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from gpuci_tui.cli.render import render_status
 from gpuci_tui.core.models import (
@@ -97,17 +98,25 @@ def test_status_gives_the_daemons_uptime_from_its_own_clock_or_nothing() -> None
     assert render_status(stepped_back, now=100.0).startswith("gpuci-tui daemon pid 27330 —")
 
 
-def test_status_says_how_old_the_pool_and_queue_figures_are() -> None:
-    """The agents and the queue are read at different times: each figure says when."""
+def one_pool(pool: PoolSummary, **changes: Any) -> SupervisorSnapshot:
+    """A one-slot daemon's snapshot of pool ``gpu``, taken at 100.0."""
     snap = SupervisorSnapshot(
         taken_at=100.0,
         org_url="https://dev.azure.com/o",
         pool="gpu",
         instance="i",
         desired_count=1,
-        pool_summary=PoolSummary(
+        pool_summary=pool,
+    )
+    return replace(snap, **changes)
+
+
+def test_status_says_how_old_the_pool_and_queue_figures_are() -> None:
+    """The agents and the queue are read at different times: each figure says when."""
+    snap = one_pool(
+        PoolSummary(
             name="gpu", online=2, queued_jobs=3, running_jobs=1, read_at=97.0, jobs_read_at=75.0
-        ),
+        )
     )
     text = render_status(snap, now=100.0)
     assert "pool (read 3s ago): 2 online" in text
@@ -187,3 +196,28 @@ def test_status_shows_the_agent_versions_and_warns_when_they_differ() -> None:
         "(mounted into new containers of older images)"
     ) in text
     assert "  WARNING: group 's image has agent 4.264.2; the organisation offers 4.270.0" in text
+
+
+def test_status_says_what_the_calls_cost_and_a_queue_read_at_the_cap() -> None:
+    from gpuci_tui.core.models import AzureUsage
+
+    snap = one_pool(
+        PoolSummary(name="gpu", online=2, queued_jobs=200, queued_capped=True, ours_only=True),
+        azure_usage=AzureUsage(
+            requests_last_minute=9,
+            bytes_last_minute=20_480,
+            cap_per_minute=60,
+            held_last_minute=2,
+            rate_limit_remaining=150,
+            rate_limit_limit=200,
+            rate_limit_reset_at=400.0,
+            read_at=100.0,
+        ),
+    )
+    text = render_status(snap, now=100.0)
+    assert (
+        "  calls: 9 requests/min, 20 KiB/min received; identity's budget 150/200 left "
+        "(resets in 5 min); cap 60/min, 2 held back in the last minute"
+    ) in text
+    assert "2 online, 0 offline, 0 disabled (ours); jobs 200 or more queued" in text
+    assert "jobs 200 queued" not in text

@@ -12,6 +12,7 @@ from gpuci_tui.app import make_app
 from gpuci_tui.core.gpu_readings import GpuFrame
 from gpuci_tui.core.models import (
     AgentVersionsSnapshot,
+    AzureUsage,
     DisabledAgents,
     DiskSnapshot,
     HealthSnapshot,
@@ -146,6 +147,31 @@ async def test_pool_panel(handle: FakeHandle) -> None:
         ]
         assert panel.border_title == "Pool gpu-a100 #12"
         assert panel.border_subtitle == "1234 API calls"
+
+
+async def test_pool_panel_says_what_the_calls_cost_and_whose_agents_it_counts() -> None:
+    """Our lanes only (the filtered read), a queue at the service's cap, the cap holding back."""
+    loaded = loaded_snapshot()
+    pool = replace(loaded.pool_summary, ours_only=True, queued_jobs=200, queued_capped=True)
+    usage = AzureUsage(
+        requests_last_minute=14,
+        cap_per_minute=12,
+        held_last_minute=3,
+        rate_limit_remaining=180,
+        rate_limit_limit=200,
+        read_at=NOW,
+    )
+    app = make_app(
+        make_services(handle=FakeHandle(replace(loaded, pool_summary=pool, azure_usage=usage)))
+    )
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await ready(pilot)
+        panel = screen.pool_panel
+        lines = panel.render().plain.split("\n")
+        assert lines[0] == "ours: online 5  offline 2  disabled 5"
+        assert lines[2].startswith("queued 200 or more (")
+        assert "cap 12/min: 3 calls held back in the last minute (reads first)" in lines
+        assert panel.border_subtitle == "14 calls/min · budget 180/200"
 
 
 async def test_pool_panel_says_only_what_is_disabled_and_cuts_it_to_fit() -> None:

@@ -107,6 +107,7 @@ _FIELDS: dict[str, Callable[[object], object]] = {
     "azure.url": validate_org_url,
     "azure.pool": rules.validate_pool,
     "azure.remove_offline_after": rules.validate_remove_offline_after,
+    "azure.max_requests_per_minute": rules.validate_max_requests_per_minute,
     "azure.auth": auth_rules.validate_auth,
     "azure.tenant_id": auth_rules.validate_tenant_id,
     "azure.client_id": auth_rules.validate_client_id,

@@ -203,11 +203,30 @@ def validate_remove_offline_after(value: object) -> float | None:
         seconds = float(match.group(1)) * _UNITS[match.group(2)]
     if not seconds >= REMOVE_OFFLINE_MIN or seconds == float("inf"):
         raise ConfigError(
-            f"must be at least 1 minute (stale registrations are checked every 10 minutes), "
+            f"must be at least 1 minute (stale registrations are checked every hour), "
             f"{example}; got {show(value)}",
             key=key,
         )
     return seconds
+
+
+#: The smallest ``max_requests_per_minute`` a daemon works under: a cycle of reads a
+#: minute, the queue, and room left for the writes that take jobs in.
+MIN_REQUESTS_PER_MINUTE = 10
+MAX_REQUESTS_PER_MINUTE = 100_000
+
+
+def validate_max_requests_per_minute(value: object) -> int | None:
+    """``[azure] max_requests_per_minute``: a whole number from 10 (None: no cap).
+
+    Raises:
+        ConfigError: with key ``azure.max_requests_per_minute``.
+    """
+    if value is None:
+        return None
+    return _whole(
+        value, "azure.max_requests_per_minute", MIN_REQUESTS_PER_MINUTE, MAX_REQUESTS_PER_MINUTE
+    )
 
 
 # --------------------------------------------------------------------------- [agents]

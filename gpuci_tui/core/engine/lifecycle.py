@@ -307,7 +307,7 @@ def new_slot(prefix: str, number: int, intent: Intent = Intent.RUN, lanes: int =
 
 @dataclass(frozen=True)
 class PoolView:
-    """One read of the pool: every agent of it, by name, at ``began_at``."""
+    """One read of the pool: its agents (ours, or every one), by name, at ``began_at``."""
 
     pool_id: int
     began_at: float
@@ -318,6 +318,10 @@ class PoolView:
     """When ``queued_jobs`` and ``running_jobs`` were read (job requests are read less often)."""
     waiting: tuple[str, ...] = ()
     """Why queued jobs wait when no agent meets their demands (``no agent with …``)."""
+    queued_capped: bool = False
+    """The job requests read were at the service's cap: ``queued_jobs`` is a lower bound."""
+    ours_only: bool = False
+    """``agents`` are our lanes' only (the read was narrowed), not every agent of the pool."""
 
     def agent(self, name: str) -> Agent | None:
         """The agent registered as ``name``, or None."""

@@ -56,6 +56,7 @@ from gpuci_tui.core.protocols import (
     DockerDisk,
     GpuSampler,
     TokenSource,
+    UsageReporting,
 )
 from gpuci_tui.core.store.history import JobHistory
 from gpuci_tui.core.store.intent import IntentStore
@@ -387,6 +388,12 @@ def assemble(
         puller=puller,
         agent_versions=updates,
     )
+    if isinstance(api, UsageReporting):
+        # [azure] max_requests_per_minute: at start, and at once after a reload changes it.
+        api.set_request_cap(config.azure.max_requests_per_minute)
+        supervisor.on_reload(
+            lambda: api.set_request_cap(supervisor.config.azure.max_requests_per_minute)
+        )
     if cuda is not None:
         # A reload may change the groups' images: check them against the driver again.
         supervisor.on_reload(cuda.check_soon)

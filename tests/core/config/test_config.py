@@ -115,8 +115,19 @@ def test_unknown_key_without_close_match_lists_the_allowed(tmp_path: Path) -> No
     [line] = problems(tmp_path, with_value("azure", "region", "westeurope"))
     assert line == (
         "azure.region: unknown key; allowed: url, pool, remove_offline_after, auth, tenant_id, "
-        "client_id, authority, client_certificate, pat_expires"
+        "client_id, authority, client_certificate, pat_expires, max_requests_per_minute"
     )
+
+
+def test_the_request_cap_is_a_whole_number_from_ten_and_a_near_miss_is_named(
+    tmp_path: Path,
+) -> None:
+    path = write(tmp_path / "ok.toml", with_value("azure", "max_requests_per_minute", 120))
+    assert load_config(path).azure.max_requests_per_minute == 120
+    [low] = problems(tmp_path, with_value("azure", "max_requests_per_minute", 5))
+    assert low == "azure.max_requests_per_minute: must be a whole number from 10 to 100000, got 5"
+    [typo] = problems(tmp_path, with_value("azure", "max_request_per_minute", 60))
+    assert 'did you mean "max_requests_per_minute"?' in typo
 
 
 @pytest.mark.parametrize(

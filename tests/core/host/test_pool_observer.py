@@ -35,7 +35,9 @@ class LimitedApi:
     def resolve_pool(self, name: str) -> Pool:
         return Pool(id=42, name=name)
 
-    def list_agents(self, pool_id: int, *, include_capabilities: bool = False) -> list[Agent]:
+    def list_agents(
+        self, pool_id: int, *, include_capabilities: bool = False, **filters: object
+    ) -> list[Agent]:
         self.calls.append(time.monotonic())
         raise AzureRateLimitError("rate limited", retry_after=RETRY_AFTER)
 
@@ -70,7 +72,9 @@ class CountingApi:
     def resolve_pool(self, name: str) -> Pool:
         return Pool(id=42, name=name)
 
-    def list_agents(self, pool_id: int, *, include_capabilities: bool = False) -> list[Agent]:
+    def list_agents(
+        self, pool_id: int, *, include_capabilities: bool = False, **filters: object
+    ) -> list[Agent]:
         self.agent_reads += 1
         return []
 

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpuci_tui.core.command_types import Command, CommandResult, GpuClear, Stop
 from gpuci_tui.core.config.loader import Config
-from gpuci_tui.core.docker.agentspec import config_hash, instance_id, instance_labels
+from gpuci_tui.core.docker.agentspec import config_hash, host_marker, instance_id, instance_labels
 from gpuci_tui.core.docker.slot_devices import device_label
 from gpuci_tui.core.engine.commands import apply_command, overrides_in_force, reset_overrides
 from gpuci_tui.core.engine.gpu_admission import GpuAdmission
@@ -46,6 +46,7 @@ from gpuci_tui.core.host.gpus.gates import clear_gpu
 from gpuci_tui.core.host.gpus.slot_gpus import SlotGpus
 from gpuci_tui.core.host.observers.containers import ContainerObserver
 from gpuci_tui.core.host.observers.pool import PoolObserver
+from gpuci_tui.core.host.observers.pool_scope import read_scope
 from gpuci_tui.core.host.reporter import Broadcaster, Reporter, Update, report_note
 from gpuci_tui.core.host.supervision.executor import Executor
 from gpuci_tui.core.host.supervision.reconfigure import apply_reload, preview_reload
@@ -152,6 +153,7 @@ class Supervisor:
             clock=clock,
             interval=config.supervisor.poll_interval,
             report=self.reporter.event,
+            scope=lambda: read_scope(self.config, self.config.azure.pool, host_marker()),
         )
         self.containers = ContainerObserver(runtime, self.labels, clock=clock)
         self.executor = Executor(
