@@ -23,13 +23,34 @@ import hashlib
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from gpuci_tui.core.errors import ImagePullError
 from gpuci_tui.core.protocols import ImageConfig
 
 if TYPE_CHECKING:
-    from gpuci_tui.sim.runtime import SimulatedRuntime
+    from gpuci_tui.sim.disk import SimDisk
+
+
+class PulledInto(Protocol):
+    """What a pull needs of the simulated engine it adds images to (`SimulatedRuntime`).
+
+    A protocol, not the runtime itself: the runtime holds its registry, so importing it
+    back here would tie the two modules in a circle.
+    """
+
+    images: set[str]
+    image_configs: dict[str, ImageConfig]
+    disk: SimDisk
+
+    def image_present(self, image: str) -> bool:
+        """The image is present locally."""
+        ...
+
+    def image_config(self, image: str) -> ImageConfig | None:
+        """What the local image says of itself (None: not present)."""
+        ...
+
 
 __all__ = ["DEMO_LAYERS", "REGISTRY_HEADER", "SimImageRegistry", "no_image_here"]
 
@@ -107,7 +128,7 @@ class SimImageRegistry:
 
     def __init__(
         self,
-        runtime: SimulatedRuntime,
+        runtime: PulledInto,
         *,
         rate: float = RATE,
         tick: float = TICK,
