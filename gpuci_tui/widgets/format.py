@@ -15,6 +15,7 @@ from gpuci_tui.core import formatting
 # Re-exported: the panels take every formatter from this module.
 from gpuci_tui.core.formatting import NA as NA
 from gpuci_tui.core.formatting import ago as ago
+from gpuci_tui.core.formatting import cut_words as cut_words
 from gpuci_tui.core.formatting import duration as duration
 from gpuci_tui.core.formatting import exit_code, memory_short
 from gpuci_tui.core.formatting import gib as gib
@@ -67,6 +68,21 @@ STANDBY_MEANINGS: dict[str, str] = {
     "pending": "no standby yet: it is registered once the active agent is idle or gone",
     "off": "hot standby is off ([agents] standby = false): one agent per slot",
 }
+
+
+def cut_text(text: Text, width: int) -> Text:
+    """``text`` cut after a whole word to ``width`` cells (`cut_words`), its styles kept.
+
+    ``text`` itself is left alone; one that fits is returned as it is.
+    """
+    if text.cell_len <= width:
+        return text
+    shown = cut_words(text.plain, width)
+    cut = text[: max(0, len(shown) - 1)]
+    cut.append("…")
+    # `cut_words` counts characters: a wide one (an emoji) may still leave a cell too many.
+    cut.truncate(max(0, width), overflow="ellipsis")
+    return cut
 
 
 def standby_text(slot: SlotSnapshot) -> Text:
