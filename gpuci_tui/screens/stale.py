@@ -22,6 +22,7 @@ from gpuci_tui.core.formatting import duration
 from gpuci_tui.core.registrations import StaleRegistration
 from gpuci_tui.core.wording import plural
 from gpuci_tui.screens.confirm import ConfirmScreen
+from gpuci_tui.screens.help import navigation, show_help
 from gpuci_tui.screens.prompts import Prompt
 
 if TYPE_CHECKING:
@@ -44,11 +45,20 @@ class StaleScreen(Screen[None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back", id="stale.back", tooltip="Back to the dashboard"),
+        # q goes back a step here, as Escape does: it never asks to quit from a sub-screen.
+        Binding("q", "back", "Back", id="stale.q_back", show=False,
+                tooltip="Back to the dashboard"),
         Binding("p", "prune", "Prune", id="stale.prune",
                 tooltip="Remove the stale registrations listed (asks first)"),
         Binding("f5", "refresh", "Refresh", id="stale.refresh",
                 tooltip="Read the pool again (with capabilities)"),
+        Binding("question_mark", "help", "Help", id="stale.help",
+                tooltip="The keys of the stale registrations"),
     ]  # fmt: skip
+    NAVIGATION = (
+        navigation("↑ ↓ pgup pgdn", "Select", "Move over the registrations", "up", "down",
+                   "pageup", "pagedown"),
+    )  # fmt: skip
     DEFAULT_CSS = """
     #stale { layout: vertical; }
     #stale-status { height: auto; padding: 0 1; background: $panel; }
@@ -100,6 +110,16 @@ class StaleScreen(Screen[None]):
     def action_back(self) -> None:
         """Back to the dashboard."""
         self.app.pop_screen()
+
+    def action_help(self) -> None:
+        """The keys of this view, as bound now."""
+        show_help(
+            self,
+            "Keys of the stale registrations",
+            extra=self.NAVIGATION,
+            note=NEVER,
+            readonly=self.readonly,
+        )
 
     def action_refresh(self) -> None:
         """Ask the supervisor for a fresh list (a dry run reads the pool with capabilities)."""

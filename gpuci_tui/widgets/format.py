@@ -38,18 +38,19 @@ STATE_STYLES: dict[SlotState, str] = {
     SlotState.QUARANTINED: "bold white on red",
 }
 
-#: One line per state for the help screen's legend.
+#: One line per state for the help screen's legend; ``{resume}`` and ``{gpu_clear}`` are
+#: the keys that do it, as bound on the screen the help is for (`screens.help.legend_keys`).
 STATE_MEANINGS: dict[SlotState, str] = {
     SlotState.EMPTY: "no container yet; the supervisor is about to start one",
     SlotState.STARTING: "container running, agent not yet online with Azure DevOps",
     SlotState.IDLE: "online and waiting for a job",
     SlotState.BUSY: "running a job",
     SlotState.DRAINING: "disabled on the server; finishing its job, then stops",
-    SlotState.DRAINED: "stopped and not replaced until resumed (u)",
+    SlotState.DRAINED: "stopped and not replaced until resumed ({resume})",
     SlotState.BACKOFF: "the last container failed early; waiting before retrying",
-    SlotState.PARKED: "failed too often; not restarted until resumed (u)",
+    SlotState.PARKED: "failed too often; not restarted until resumed ({resume})",
     SlotState.HELD: "a GPU is used by a process not ours; the agent waits, disabled",
-    SlotState.QUARANTINED: "a GPU is failing (Xid, ECC, …); no new job until cleared (c on GPUs)",
+    SlotState.QUARANTINED: "a GPU is failing (Xid, ECC, …); no new job until cleared ({gpu_clear})",
 }
 
 
