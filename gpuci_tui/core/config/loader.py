@@ -63,6 +63,7 @@ from gpuci_tui.core.config.validate import (
 )
 from gpuci_tui.core.config.volumes import host_paths_elsewhere, validate_volume
 from gpuci_tui.core.engine.settings import SupervisorConfig
+from gpuci_tui.core.wording import indefinite
 
 # Re-exported so that callers need only this module; the wizard may use any
 # other `validate.validate_*` for a single field.
@@ -161,7 +162,9 @@ def _from_tables(
             and name in ("azure", "agents")
             and not (name == "agents" and "groups" in tables)
         ):
-            errors.append(ConfigError(f"is missing; add a [{name}] section", key=name))
+            errors.append(
+                ConfigError(f"is missing; add {indefinite(f'[{name}]')} section", key=name)
+            )
         elif table is not None and name in _TABLES:
             errors.extend(rules.check_keys(table, name, _TABLES[name]))
         sections[name] = table

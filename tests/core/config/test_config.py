@@ -143,7 +143,7 @@ def test_top_level_token_is_refused(tmp_path: Path) -> None:
 
 def test_missing_sections_and_required_keys(tmp_path: Path) -> None:
     assert problems(tmp_path, {"agents": {"count": 1}}) == [
-        "azure: is missing; add a [azure] section",
+        "azure: is missing; add an [azure] section",
         'agents.image: is missing; add image = "REPO/IMAGE:TAG"',
     ]
     assert problems(tmp_path, {"azure": {}, "agents": {"image": "a:b"}}) == [

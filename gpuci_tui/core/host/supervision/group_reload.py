@@ -46,6 +46,7 @@ from gpuci_tui.core.errors import GpuciError
 from gpuci_tui.core.host.reporter import Broadcaster
 from gpuci_tui.core.host.supervision.supervisor import Supervisor
 from gpuci_tui.core.models import SupervisorSnapshot
+from gpuci_tui.core.wording import plural
 
 __all__ = ["GroupSupervisor", "preview_reload", "reload"]
 
@@ -248,9 +249,10 @@ def _summary(diff: ConfigDiff, refused: dict[str, str] | None = None) -> str:
     live = sum(len(g.live_changes) for g in diff.groups if g.name not in refused)
     live += sum(1 for c in diff.other if c.live)
     if live:
-        parts.append(f"{live} change(s) applied")
+        parts.append(f"{plural(live, 'change')} applied")
     if diff.restart_needed or diff.shape:
-        parts.append(f"{len(diff.restart_needed) + bool(diff.shape)} need a restart")
+        restart = len(diff.restart_needed) + bool(diff.shape)
+        parts.append(f"{restart} {'needs' if restart == 1 else 'need'} a restart")
     return "reload: " + "; ".join(parts)
 
 
