@@ -58,6 +58,20 @@ def _reachable(path: Path) -> bool:
         return False
 
 
+def _unchanged(args: argparse.Namespace) -> str:
+    """What an unreadable file leaves as it was: the daemon of this file, or no daemon at all."""
+    from gpuci_tui.core.errors import GpuciError
+    from gpuci_tui.core.host.control.socket_links import config_link
+
+    try:
+        running = _reachable(config_link(config_path(args)))
+    except GpuciError:  # no usable runtime directory: no daemon could have linked there
+        running = False
+    if running:
+        return "nothing was reloaded: the daemon runs on the configuration it loaded"
+    return "no daemon runs for this configuration file: there is nothing to reload"
+
+
 def run_reload(args: argparse.Namespace) -> int:
     """Send ``reload`` to the daemon of the configuration file; print its answer."""
     from gpuci_tui.core.host.control.socket_links import config_link
@@ -68,9 +82,7 @@ def run_reload(args: argparse.Namespace) -> int:
         try:
             config = load(args)
         except CliExit as exc:
-            raise CliExit(
-                exc.code, f"{exc.message}\nnothing was reloaded: the daemon runs as it did"
-            ) from None
+            raise CliExit(exc.code, f"{exc.message}\n{_unchanged(args)}") from None
         path = socket_for(config)
         if not _reachable(path):
             # A reload that adds or removes a group changes the instance the file names:

@@ -49,7 +49,7 @@ def run_token(args: argparse.Namespace) -> int:
         return fail(exc)
     except GpuciError as exc:
         print(f"gpuci-tui: {exc}", file=sys.stderr)
-        return exitcodes.CREDENTIALS
+        return exitcodes.for_error(exc)
 
 
 def _check(store: TokenStore, config: Config) -> int:
@@ -60,4 +60,4 @@ def _check(store: TokenStore, config: Config) -> int:
     source = store.source_of_token(url)
     check = AzureDevOpsClient(url, pat).validate_pat(config.azure.pool)
     print(f"PAT from {source}: {check.message}")
-    return exitcodes.OK if check.ok else exitcodes.CREDENTIALS
+    return exitcodes.for_check(check.reason)

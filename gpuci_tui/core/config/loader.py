@@ -55,6 +55,7 @@ from gpuci_tui.core.config.pull import validate_pull, validate_pull_check_interv
 from gpuci_tui.core.config.schedule import check_schedule_limit, parse_schedule
 from gpuci_tui.core.config.validate import (
     GPU_POLICIES,
+    IMAGE_EXAMPLE,
     NETWORK_MODES,
     default_name_prefix,
     validate_count,
@@ -138,7 +139,7 @@ _REQUIRED = {
     "azure.url": '"https://dev.azure.com/ORG"',
     "azure.pool": '"gpu"',
     "agents.count": "2",
-    "agents.image": '"REPO/IMAGE:TAG"',
+    "agents.image": f'"{IMAGE_EXAMPLE}"',
 }
 
 

@@ -126,7 +126,7 @@ async def test_a_bad_file_is_refused_and_the_daemon_keeps_running(
     assert await daemon.cli("reload") == exitcodes.CONFIG
     err = capsys.readouterr().err
     assert "groups.a.count" in err
-    assert "nothing was reloaded: the daemon runs as it did" in err
+    assert "nothing was reloaded: the daemon runs on the configuration it loaded" in err
     assert set(daemon.sup.children) == {"a", "b"}
     assert await daemon.cli("reload", "--canary", "-1") == exitcodes.USAGE
 
