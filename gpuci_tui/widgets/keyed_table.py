@@ -24,7 +24,7 @@ from textual import events
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowDoesNotExist, RowKey
 
-from gpuci_tui.widgets.format import cut_text
+from gpuci_tui.widgets.format import cut_text, cut_words
 
 
 @dataclass(frozen=True)
@@ -285,6 +285,10 @@ class KeyedTable(DataTable[Text]):
             values = " · ".join(
                 f"{label} {cell.plain}" for label, cell in self.hidden_cells(self.selected_key)
             )
+            # The values give way (after a whole word), never the marker: the border's
+            # corners and the title's spacing take 6 cells.
+            room = self.size.width - 6 - len(marker) - 2 if self.size.width else len(values)
+            values = cut_words(values, room)
             marker = f"{values}  {marker}" if values else marker
         self.border_subtitle = marker
 
