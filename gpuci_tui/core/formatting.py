@@ -96,6 +96,16 @@ def truncate(text: str, width: int) -> str:
     return text[: max(0, width - 1)] + "…"
 
 
+def wrap_words(text: str, width: int) -> list[str]:
+    """``text`` in lines of at most ``width`` characters, broken between whole words.
+
+    A word longer than a line is split (a path, an id): nothing is lost, nothing cut.
+    """
+    import textwrap
+
+    return textwrap.wrap(text, max(1, width), break_on_hyphens=False) or [""]
+
+
 _DANGLING = " \t,;:·-–—/(|"
 """What may not end a cut: a separator left before the ellipsis reads as a missing word."""
 

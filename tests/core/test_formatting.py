@@ -182,3 +182,12 @@ def test_the_cli_and_the_console_take_each_formatter_from_core() -> None:
         assert getattr(widget_format, name) is getattr(formatting, name)
     slot_exit = ExitInfo(code=137, oom=True, reason="killed: out of memory")
     assert widget_format.exit_label(slot_exit).plain == exit_label(slot_exit)
+
+
+def test_wrap_words_breaks_between_words_and_loses_nothing() -> None:
+    text = "drain gpuhost-4 [asked from the console] after registry.example.com/gpuci-agent:x"
+    lines = formatting.wrap_words(text, 20)
+    assert all(len(line) <= 20 for line in lines)
+    assert lines[:2] == ["drain gpuhost-4", "[asked from the"]
+    assert "".join(lines).replace(" ", "") == text.replace(" ", ""), "a long word is split, not cut"
+    assert formatting.wrap_words("", 10) == [""]

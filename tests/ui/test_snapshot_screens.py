@@ -89,6 +89,9 @@ def test_wizard_page(snap_compare: Snap, size: tuple[int, int], step: int, tmp_p
         await wait_for(pilot, lambda: type(app.screen).__name__ == "WizardScreen")
         await setup.through(step)
         await setup.at(step)
+        # The page's own checks (the driver, the image's CUDA, whether Docker has it)
+        # answer in workers: the page is shown once they all have.
+        await app.workers.wait_for_complete()
         no_blink(app)
         await pilot.pause()
 
