@@ -113,8 +113,8 @@ class EventLog(RichLog):
     def on_resize(self, event: events.Resize) -> None:
         """A new width: the events wrap anew."""
         super().on_resize(event)
-        width = self.content_region.width - self.styles.scrollbar_size_vertical
-        if self._events and width != self._laid_out_at:
+        room = self.content_region.width - self.styles.scrollbar_size_vertical
+        if self._events and room != self._laid_out_at:
             self.clear()
             width = self._width()
             for item, names in self._events:
