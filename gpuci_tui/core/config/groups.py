@@ -37,6 +37,7 @@ from gpuci_tui.core.config.validate import (
     suggest,
     validate_pool,
 )
+from gpuci_tui.core.wording import plural
 
 GROUP_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,19}")
 _GPU_ID = re.compile(r"\d{1,3}|(?:GPU|MIG)-[0-9A-Za-z-]{8,}")
@@ -207,7 +208,7 @@ def check_between_groups(groups: Sequence[tuple[str, str, Mapping[str, Any]]]) -
         policy, ids, count = values.get("gpus", "all"), values.get("gpu_ids", ()), values["count"]
         per_slot = values.get("gpus_per_slot", 1)
         if policy == "per-agent" and ids and len(ids) < count * per_slot:
-            problem = f"is {count}, but gpus per_agent lists {len(ids)} GPUs " + (
+            problem = f"is {count}, but gpus per_agent lists {plural(len(ids), 'GPU')} " + (
                 f"({per_slot} per slot)" if per_slot > 1 else "(one per slot)"
             )
             errors.append(ConfigError(problem, key=f"{key}.count"))

@@ -64,7 +64,7 @@ from gpuci_tui.core.config.validate import (
 )
 from gpuci_tui.core.config.volumes import host_paths_elsewhere, validate_volume
 from gpuci_tui.core.engine.settings import SupervisorConfig
-from gpuci_tui.core.wording import indefinite
+from gpuci_tui.core.wording import indefinite, plural
 
 # Re-exported so that callers need only this module; the wizard may use any
 # other `validate.validate_*` for a single field.
@@ -316,7 +316,7 @@ def _cross_checks(
         and count
         and len(ids) < count * per_slot
     ):
-        problem = f"is {count}, but gpus per_agent lists {len(ids)} GPUs " + (
+        problem = f"is {count}, but gpus per_agent lists {plural(len(ids), 'GPU')} " + (
             f"({per_slot} per slot)" if per_slot > 1 else "(one per slot)"
         )
         errors.append(ConfigError(problem, key="agents.count"))

@@ -145,7 +145,7 @@ async def test_groups_added_and_removed_while_running(
         result = await sup.execute(Reload())
         assert not result.ok  # the held group could not be added; the rest is applied
         assert "group b: removed" not in result.message  # already gone
-        assert "group c: added: 1 slots start" in result.message
+        assert "group c: added: 1 slot starts" in result.message
         assert "not added: another gpuci-tui run (pid 1)" in result.message
         await wait_until(lambda: idle({"a/0", "c/0"}), timeout=20, what="b gone, c/0 idle")
         assert set(sup.children) == {"a", "c"} and sup.retiring == set()

@@ -100,8 +100,8 @@ async def test_reload_dry_run_then_reload_over_the_socket(
     out = capsys.readouterr().out
     assert 'groups.a.image: "gpuci-sim/agent:1" -> "repo/agent:v2"' in out
     assert "    slot 0: replaced now with repo/agent:v2" in out  # the group's own preview
-    assert "group b: removed: 1 slots drain; no job is killed" in out
-    assert "group c: added: 1 slots start" in out
+    assert "group b: removed: 1 slot drains; no job is killed" in out
+    assert "group c: added: 1 slot starts" in out
     assert "metrics.listen" in out and "a restart is needed (the metrics endpoint" in out
     assert set(daemon.sup.children) == {"a", "b"}  # a dry run changes nothing
 

@@ -178,12 +178,18 @@ def _group_lines(sup: GroupSupervisor, diff: ConfigDiff, group: GroupDiff) -> li
     name = "" if sup.implicit else f"group {group.name}: "
     if group.status == "added":
         agents = _group(diff.applied, group.name).agents
-        return [f"group {group.name}: added: {agents.count} slots start ({agents.image})"]
+        start = "starts" if agents.count == 1 else "start"
+        return [
+            f"group {group.name}: added: {plural(agents.count, 'slot')} {start} ({agents.image})"
+        ]
     if group.status == "removed":
         slots = [s for s in sup.snapshot().slots if s.group == group.name]
         busy = sum(1 for s in slots if s.job is not None)
-        after = f", {busy} busy finish their job first" if busy else ""
-        return [f"group {group.name}: removed: {len(slots)} slots drain{after}; no job is killed"]
+        finish = "finishes its job" if busy == 1 else "finish their job"
+        after = f", {busy} busy {finish} first" if busy else ""
+        drain = "drains" if len(slots) == 1 else "drain"
+        removed = f"{plural(len(slots), 'slot')} {drain}{after}"
+        return [f"group {group.name}: removed: {removed}; no job is killed"]
     if not group.changes:
         return [f"{name}no change"] if name else []
     return [change.words() for change in group.changes]  # the key names the group
