@@ -1,4 +1,4 @@
-"""``gpuci-tui image pull [--group NAME]``: pull the configured image(s) with live progress.
+"""``gpuci-tui image pull [--group NAME]``: pull the configured images with live progress.
 
 It goes through Docker directly, not through the daemon: a pull is idempotent,
 and Docker itself joins two pulls of one image (the daemon's and this one) into
