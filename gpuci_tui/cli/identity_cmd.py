@@ -35,7 +35,7 @@ def live_check(config: Config, store: EntraSecretStore | None = None) -> int:
         check = client.validate_pat(config.azure.pool)
     print(f"  identity: {credential.describe()}")
     print(f"  {'OK' if check.ok else 'PROBLEM'}: {check.message}")
-    return exitcodes.OK if check.ok else exitcodes.CREDENTIALS
+    return exitcodes.for_check(check.reason)
 
 
 def run_identity_token(args: argparse.Namespace, config: Config) -> int:

@@ -1,4 +1,4 @@
-"""``gpuci-tui image pull [--group NAME]``: pull the configured image(s) with live progress.
+"""``gpuci-tui image pull [--group NAME]``: pull the configured images with live progress.
 
 It goes through Docker directly, not through the daemon: a pull is idempotent,
 and Docker itself joins two pulls of one image (the daemon's and this one) into
@@ -32,7 +32,7 @@ BAR_WIDTH = 24
 
 def add_image_parser(sub: Any) -> None:
     """The ``image`` command and its ``pull`` action."""
-    image = sub.add_parser("image", help="agent images: pull the configured image(s)")
+    image = sub.add_parser("image", help="agent images: pull the configured images")
     actions = image.add_subparsers(dest="image_action", metavar="ACTION", required=True)
     pull = actions.add_parser(
         "pull",

@@ -75,7 +75,16 @@ def run_reload(args: argparse.Namespace) -> int:
     try:
         if args.canary < 0 or (args.canary_jobs is not None and args.canary_jobs < 1):
             raise CliExit(exitcodes.USAGE, "reload: --canary is 0 or more, --canary-jobs 1 or more")
-        reached = daemon_of(args, tell=False)
+        try:
+            reached = daemon_of(args, tell=False)
+        except CliExit as exc:
+            if exc.code != exitcodes.CONFIG:
+                raise
+            raise CliExit(
+                exc.code,
+                f"{exc.message}\nno daemon runs for this configuration file: there is nothing "
+                "to reload",
+            ) from None
         command = Reload(
             dry_run=args.dry_run,
             canary=args.canary,

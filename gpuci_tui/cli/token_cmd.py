@@ -59,7 +59,7 @@ def run_token(args: argparse.Namespace) -> int:
         return fail(exc)
     except GpuciError as exc:
         print(f"gpuci-tui: {exc}", file=sys.stderr)
-        return exitcodes.CREDENTIALS
+        return exitcodes.for_error(exc)
 
 
 def _check(store: TokenStore, config: Config) -> int:
@@ -71,4 +71,4 @@ def _check(store: TokenStore, config: Config) -> int:
     where = {"file": str(store.pat_file()), "keyring": keyring_name(store)}.get(source, source)
     check = AzureDevOpsClient(url, pat).validate_pat(config.azure.pool)
     print(f"PAT from {where}: {check.message}")
-    return exitcodes.OK if check.ok else exitcodes.CREDENTIALS
+    return exitcodes.for_check(check.reason)

@@ -12,9 +12,23 @@ if TYPE_CHECKING:
     from gpuci_tui.core.models import AzureUsage, DisabledAgents, RolloutSnapshot, RuntimeOverride
 
 
+NOT_READ_YET = "not read yet"
+"""What a figure that has not been read yet shows (never a zero that looks like a fact)."""
+
+
 def plural(count: int, word: str, many: str | None = None) -> str:
     """``count`` and ``word`` agreeing: ``1 job``, ``0 jobs``, ``2 jobs`` (``many`` if irregular)."""
     return f"{count} {word if count == 1 else (many or word + 's')}"
+
+
+def indefinite(word: str) -> str:
+    """``word`` after its article: ``a [docker] section`` but ``an [azure] section``.
+
+    By the first letter (brackets aside), which is right for the words this tool
+    names: section and key names, states, image tags.
+    """
+    first = word.lstrip("[`'\"")[:1].lower()
+    return f"{'an' if first and first in 'aeiou' else 'a'} {word}"
 
 
 #: `DisabledAgents` field → the words after its count ("4 standby") and what they mean.

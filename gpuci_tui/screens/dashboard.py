@@ -216,7 +216,7 @@ class DashboardScreen(DashboardBase):
 
     def _tick(self) -> None:
         self.status_bar.refresh()
-        self.pool_panel.refresh()
+        self.pool_panel.tick()
         self.agents_table.tick()
         self._show_selected()
 

@@ -30,7 +30,7 @@ from gpuci_tui.core.engine.gpu_health import gpu_clear_refusal, nothing_to_clear
 from gpuci_tui.core.engine.preview import CommandPreview, gpu_clear_words, preview, resumable
 from gpuci_tui.core.models import SlotSnapshot, SlotState, SupervisorSnapshot
 from gpuci_tui.screens.confirm import ConfirmScreen
-from gpuci_tui.screens.help import HelpScreen, KeyHelp
+from gpuci_tui.screens.help import HelpScreen, agent_legends, keys_as_bound, navigation
 from gpuci_tui.screens.history import HistoryScreen
 from gpuci_tui.screens.image_pull import ConsolePull
 from gpuci_tui.screens.logs import LogScreen
@@ -89,6 +89,17 @@ DASHBOARD_BINDINGS = [
     Binding("question_mark", "help", "Help", id="help",
             tooltip="Keys and what the agent states mean"),
 ]  # fmt: skip
+
+#: The agents table's keys the help tells, besides the bindings.
+DASHBOARD_NAVIGATION = (
+    navigation("↑ ↓ home end", "Select", "Move the cursor over the agents: keys act on that agent",
+               "up", "down", "home", "end"),
+)  # fmt: skip
+
+HELP_NOTE = (
+    "Drain, restart and scale-down never kill a running job: busy agents finish first. "
+    "Keys can be changed in the [keys] table of the configuration file."
+)
 
 #: Command-palette titles (the footer's descriptions are too short to search for).
 PALETTE_TITLES = {
@@ -387,25 +398,13 @@ class DashboardCommands:
 
     def help(self) -> None:
         """Show the keys as bound now (keymap applied) and the state legend."""
-        app = self.screen.app
-        by_action: dict[str, list[tuple[bool, str, Binding]]] = {}
-        for key, active in app.active_bindings.items():
-            binding = active.binding
-            # Only gpuci-tui's own (rebindable) keys: widget navigation is listed once below.
-            if binding.description and binding.id and "." not in binding.id:
-                shown = app.get_key_display(binding) or key
-                by_action.setdefault(binding.action, []).append((not binding.show, shown, binding))
-        keys = []
-        for entries in by_action.values():
-            entries.sort(key=lambda entry: entry[0])  # the key the footer shows comes first
-            binding = entries[0][2]
-            shown = ", ".join(dict.fromkeys(entry[1] for entry in entries))
-            keys.append(KeyHelp(shown, binding.description, binding.tooltip))
-        keys += [
-            KeyHelp(
-                "↑ ↓ home end", "Select", "Move the cursor over the agents: keys act on that agent"
-            ),
-            KeyHelp("tab", "Next panel", "Focus the GPU panel or the event log to scroll them"),
-            KeyHelp("^p", "Palette", "Search every action by name (command palette)"),
-        ]
-        app.push_screen(HelpScreen(keys, readonly=self.screen.services.readonly))
+        keys = keys_as_bound(self.screen.app, DASHBOARD_NAVIGATION)
+        self.screen.app.push_screen(
+            HelpScreen(
+                keys,
+                readonly=self.screen.services.readonly,
+                title="Keys of the dashboard",
+                legends=agent_legends(keys),
+                note=HELP_NOTE,
+            )
+        )

@@ -28,6 +28,7 @@ from textual.worker import Worker
 from gpuci_tui.core.errors import GpuciError
 from gpuci_tui.core.store.history import JobQuery, JobRecord, read_history
 from gpuci_tui.core.wording import plural
+from gpuci_tui.screens.help import navigation, show_help
 from gpuci_tui.widgets.history_table import HistoryTable
 from gpuci_tui.widgets.history_trend import TREND_RUNS, HistoryTrend
 
@@ -39,6 +40,11 @@ HISTORY_ROWS = 500
 
 RESULT_FILTERS = ("all", "failed", "succeeded")
 """What `f` cycles through."""
+
+HISTORY_NOTE = (
+    "A click on a column's header sorts by it (again: the other way). Columns that do not "
+    "fit are told for the selected job beside +N cols at the table's foot."
+)
 
 
 @dataclass
@@ -63,13 +69,22 @@ class HistoryScreen(Screen[None]):
 
     BINDINGS = [
         Binding("escape", "back", "Back", id="history.back", tooltip="Back to the dashboard"),
+        # q goes back a step here, as Escape does: it never asks to quit from a sub-screen.
+        Binding("q", "back", "Back", id="history.q_back", show=False,
+                tooltip="Back to the dashboard"),
         Binding("s", "sort", "Sort", id="history.sort",
                 tooltip="Sort by the next column (or click a column header; again reverses)"),
         Binding("f", "result_filter", "Result", id="history.result",
                 tooltip="Show all jobs, only failed ones, or only succeeded ones"),
         Binding("slash", "filter", "Filter", id="history.filter",
                 tooltip="Type part of a pipeline name to show only its jobs"),
+        Binding("question_mark", "help", "Help", id="history.help",
+                tooltip="The keys of the history"),
     ]  # fmt: skip
+    NAVIGATION = (
+        navigation("↑ ↓ pgup pgdn", "Select", "Pick a job: its pipeline's trend shows below",
+                   "up", "down", "pageup", "pagedown"),
+    )  # fmt: skip
 
     def __init__(self, services: Services) -> None:
         """The view of ``services.history_path`` (None: this console has no history)."""
@@ -268,3 +283,7 @@ class HistoryScreen(Screen[None]):
     def action_filter(self) -> None:
         """Focus the pipeline filter box."""
         self.query_one("#history-filter", Input).focus()
+
+    def action_help(self) -> None:
+        """The keys of the history, as bound now."""
+        show_help(self, "Keys of the history", extra=self.NAVIGATION, note=HISTORY_NOTE)

@@ -172,10 +172,12 @@ def quit_body(
             "agents stop, and everything it made (its folder, containers, registry) is removed."
         )
     if mode == "daemon":
-        pid = f" (pid {snapshot.pid})" if snapshot is not None and snapshot.pid else ""
+        pid = f", pid {snapshot.pid}" if snapshot is not None and snapshot.pid else ""
+        # Not "detached": a `gpuci-tui run` in another terminal, or under systemd, is a
+        # daemon of its own as much as one this console started in the background.
         return (
-            f"The supervisor runs as a detached daemon{pid}: quitting the console never stops it. "
-            "Agents keep running and are replaced as usual."
+            f"The supervisor is a daemon of its own (gpuci-tui run{pid}): quitting the console "
+            "never stops it. Agents keep running and are replaced as usual."
         )
     busy = (
         0

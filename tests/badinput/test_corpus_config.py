@@ -31,7 +31,7 @@ from gpuci_tui.core.config.loader import (
     save_config,
     validate_config,
 )
-from gpuci_tui.core.config.validate import PAT_ADVICE
+from gpuci_tui.core.config.validate import IMAGE_EXAMPLE, PAT_ADVICE
 from tests.badinput.helpers import (
     AGENTS_KEYS,
     PAT,
@@ -48,7 +48,8 @@ from tests.badinput.helpers import (
 
 DIGEST_ADVICE = (
     "a digest is sha256: and 64 lowercase hex (docker image inspect lists it under RepoDigests), "
-    'e.g. "REPO/IMAGE@sha256:<64 hex>"; or use a tag, "REPO/IMAGE:TAG"'
+    'e.g. "registry.example.com/gpuci-agent@sha256:<64 hex>"; or use a tag, '
+    f'"{IMAGE_EXAMPLE}"'
 )
 
 
@@ -311,7 +312,7 @@ CONFIG_CASES = [
         "image-uppercase",
         setv("agents", "image", "Registry/GPU-Agent:cuda12"),
         "agents.image",
-        'is not an image reference like "REPO/IMAGE:TAG"; repository names must be lowercase, '
+        f'is not an image reference like "{IMAGE_EXAMPLE}"; repository names must be lowercase, '
         'got "Registry/GPU-Agent:cuda12"',
     ),
     ConfigCase(

@@ -29,6 +29,7 @@ def test_status_shows_standby_per_slot_and_explains_the_disabled_agents() -> Non
         desired_count=2,
         standby=True,
         pool_summary=PoolSummary(
+            pool_id=7,
             name="gpu",
             online=4,
             disabled=4,
@@ -42,7 +43,7 @@ def test_status_shows_standby_per_slot_and_explains_the_disabled_agents() -> Non
     )
     text = render_status(snap, now=100.0)
     lines = text.splitlines()
-    assert "2 slot(s), hot standby on" in lines[0]
+    assert "2 slots, hot standby on" in lines[0]
     assert "4 disabled (1 busy, 2 standby, 1 not ours)" in text
     header = next(line for line in lines if line.startswith("SLOT"))
     assert header.split()[:4] == ["SLOT", "NAME", "STATE", "STANDBY"]
@@ -121,8 +122,22 @@ def test_status_says_how_old_the_pool_and_queue_figures_are() -> None:
     text = render_status(snap, now=100.0)
     assert "pool (read 3s ago): 2 online" in text
     assert "jobs 3 queued (read 25s ago), 1 running" in text
-    older = render_status(replace(snap, pool_summary=PoolSummary(name="gpu", online=2)), now=100.0)
+    old = PoolSummary(pool_id=7, name="gpu", online=2)  # a daemon from before the ages
+    older = render_status(replace(snap, pool_summary=old), now=100.0)
     assert "pool: 2 online" in older, "a daemon that does not say: no age, not a made-up one"
+    queue = replace(snap.pool_summary, jobs_read_at=None)
+    assert "jobs queue not read yet, 1 running" in render_status(replace(snap, pool_summary=queue))
+
+
+def test_status_says_a_pool_never_read_is_not_read_yet_not_zeros() -> None:
+    """Before the first read (the organisation unreachable): no zeros that look like facts."""
+    snap = SupervisorSnapshot(
+        taken_at=100.0, org_url="https://dev.azure.com/o", pool="gpu", instance="i",
+        desired_count=1, pool_summary=PoolSummary(name="gpu"),
+    )  # fmt: skip
+    lines = render_status(snap, now=100.0).splitlines()
+    assert "pool: not read yet" in lines
+    assert not any("0 online" in line or "0 queued" in line for line in lines)
 
 
 def test_status_says_which_image_each_lane_runs_by_id_and_digest() -> None:
@@ -144,10 +159,9 @@ def test_status_says_which_image_each_lane_runs_by_id_and_digest() -> None:
     )  # fmt: skip
     lines = render_status(snap, now=100.0).splitlines()
     assert (
-        "image: reg:5000/agent:1 (id 3f2a1b9c0d4e, digest sha256:abcdef123456) on 2 lane(s)"
-        in lines
+        "image: reg:5000/agent:1 (id 3f2a1b9c0d4e, digest sha256:abcdef123456) on 2 lanes" in lines
     )
-    assert "image: reg:5000/agent:1 (id 999999999999) on 1 lane(s)" in lines
+    assert "image: reg:5000/agent:1 (id 999999999999) on 1 lane" in lines
     idle = replace(snap, slots=(replace(snap.slots[0], agents=()),))
     assert (
         "image: reg:5000/agent:1 (configured; no container runs it)"
@@ -173,7 +187,7 @@ def test_status_shows_dockers_free_space_and_its_limits_when_watched() -> None:
     assert line == (
         "disk: critical (checked 5s ago): 1.0 GiB free on /var/lib/docker, below the hard "
         "floor 2.0 GiB: no pull starts (min_free 20.0 GiB, hard floor 2.0 GiB); 3 unused "
-        "image(s) removed"
+        "images removed"
     )
 
 
@@ -202,7 +216,15 @@ def test_status_says_what_the_calls_cost_and_a_queue_read_at_the_cap() -> None:
     from gpuci_tui.core.models import AzureUsage
 
     snap = one_pool(
-        PoolSummary(name="gpu", online=2, queued_jobs=200, queued_capped=True, ours_only=True),
+        PoolSummary(
+            name="gpu",
+            online=2,
+            queued_jobs=200,
+            queued_capped=True,
+            ours_only=True,
+            read_at=95.0,
+            jobs_read_at=90.0,
+        ),
         azure_usage=AzureUsage(
             requests_last_minute=9,
             bytes_last_minute=20_480,
@@ -219,5 +241,5 @@ def test_status_says_what_the_calls_cost_and_a_queue_read_at_the_cap() -> None:
         "  calls: 9 requests/min, 20 KiB/min received; identity's budget 150/200 left "
         "(resets in 5 min); cap 60/min, 2 held back in the last minute"
     ) in text
-    assert "2 online, 0 offline, 0 disabled (ours); jobs 200 or more queued" in text
+    assert "2 online, 0 offline, 0 disabled (ours); jobs 200 or more queued (read 10s ago)" in text
     assert "jobs 200 queued" not in text

@@ -79,7 +79,7 @@ def test_every_command_works_on_the_demo_and_stop_ends_it_leaving_nothing(tmp_pa
         pat = next(iter(secrets["gpuci-tui"].values()))
         out = tmp_path / "k8s"
         plan = {
-            ("status",): [tried("status", says="2 slot(s)"), tried("status", "--json")],
+            ("status",): [tried("status", says="2 slots"), tried("status", "--json")],
             ("history",): [tried("history", says="PIPELINE"), tried("history", "--json")],
             ("check-config",): [tried("check-config", says="OK"), tried("check-config", "--live")],
             ("token", "check"): [tried("token", "check", says="PAT from keyring: The PAT works")],

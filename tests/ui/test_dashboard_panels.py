@@ -145,7 +145,7 @@ async def test_pool_panel(handle: FakeHandle) -> None:
             "queued 3 (25 s ago)  running 3",
             "docker ok · answered 2 s ago",
         ]
-        assert panel.border_title == "Pool gpu-a100 #12"
+        assert str(panel.border_title) == "Pool gpu-a100 #12 · 3 s ago", "the agents' age"
         assert panel.border_subtitle == "1234 API calls"
 
 
@@ -174,6 +174,24 @@ async def test_pool_panel_says_what_the_calls_cost_and_whose_agents_it_counts() 
         assert panel.border_subtitle == "14 calls/min · budget 180/200"
 
 
+async def test_a_pool_never_read_is_not_read_yet_not_zeros() -> None:
+    handle = FakeHandle(loaded_snapshot(pool_summary=PoolSummary(name="gpu-a100")))
+    app = make_app(make_services(handle=handle))
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await ready(pilot)
+        lines = screen.pool_panel.render().plain.split("\n")
+        assert lines[0] == "pool not read yet"
+        assert not any("online 0" in line or "queued 0" in line for line in lines)
+        assert str(screen.pool_panel.border_title) == "Pool gpu-a100", "no age for no read"
+        read = replace(loaded_snapshot().pool_summary, jobs_read_at=None)
+        handle.push(loaded_snapshot(pool_summary=read))
+        await wait_for(
+            pilot,
+            lambda: "queue not read yet  running 3" in screen.pool_panel.render().plain,
+            what="the queue not read yet beside the agents read",
+        )
+
+
 async def test_pool_panel_says_only_what_is_disabled_and_cuts_it_to_fit() -> None:
     """No disabled agent: no breakdown line. Many reasons at 80 columns: cut, never wrapped."""
     quiet = replace(loaded_snapshot().pool_summary, disabled=0, disabled_why=DisabledAgents())
@@ -194,7 +212,7 @@ async def test_pool_panel_says_only_what_is_disabled_and_cuts_it_to_fit() -> Non
         panel = screen.pool_panel
         lines = panel.render().plain.split("\n")
         assert len(lines) == 4
-        assert lines[1].startswith("(2 busy · 1 leaving") and lines[1].endswith("…")
+        assert lines[1].lstrip().startswith("(2 busy · 1 leaving") and lines[1].endswith("held…")
         assert len(lines[1]) == panel.size.width
 
 

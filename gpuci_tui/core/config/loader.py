@@ -61,6 +61,7 @@ from gpuci_tui.core.config.schedule import (
 )
 from gpuci_tui.core.config.validate import (
     GPU_POLICIES,
+    IMAGE_EXAMPLE,
     NETWORK_MODES,
     default_name_prefix,
     validate_count,
@@ -69,6 +70,7 @@ from gpuci_tui.core.config.validate import (
 )
 from gpuci_tui.core.config.volumes import host_paths_elsewhere, validate_volume
 from gpuci_tui.core.engine.settings import SupervisorConfig
+from gpuci_tui.core.wording import indefinite, plural
 
 # Re-exported so that callers need only this module; the wizard may use any
 # other `validate.validate_*` for a single field.
@@ -145,7 +147,7 @@ _REQUIRED = {
     "azure.url": '"https://dev.azure.com/ORG"',
     "azure.pool": '"gpu"',
     "agents.count": "2",
-    "agents.image": '"REPO/IMAGE:TAG"',
+    "agents.image": f'"{IMAGE_EXAMPLE}"',
 }
 
 
@@ -169,7 +171,9 @@ def _from_tables(
             and name in ("azure", "agents")
             and not (name == "agents" and "groups" in tables)
         ):
-            errors.append(ConfigError(f"is missing; add a [{name}] section", key=name))
+            errors.append(
+                ConfigError(f"is missing; add {indefinite(f'[{name}]')} section", key=name)
+            )
         elif table is not None and name in _TABLES:
             errors.extend(rules.check_keys(table, name, _TABLES[name]))
         sections[name] = table
@@ -317,7 +321,7 @@ def _cross_checks(
         and count
         and len(ids) < count * per_slot
     ):
-        problem = f"is {count}, but gpus per_agent lists {len(ids)} GPUs " + (
+        problem = f"is {count}, but gpus per_agent lists {plural(len(ids), 'GPU')} " + (
             f"({per_slot} per slot)" if per_slot > 1 else "(one per slot)"
         )
         errors.append(ConfigError(problem, key="agents.count"))

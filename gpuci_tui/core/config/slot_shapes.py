@@ -32,6 +32,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from gpuci_tui.core.wording import plural
+
 if TYPE_CHECKING:
     from gpuci_tui.core.config.file import ConfigError
     from gpuci_tui.core.config.model import AgentsConfig, Config
@@ -128,12 +130,9 @@ def group_gpus(
         have = "is 1 GPU" if len(free) == 1 else f"are {len(free)} GPUs"
         fit = len(free) // per_slot
         fix = f"lower count to {fit} or gpus_per_slot" if fit else "lower gpus_per_slot"
-        slots = (
-            f"{count} slots of {per_slot} GPUs need"
-            if count > 1
-            else f"a slot of {per_slot} GPUs needs"
-        )
-        raise ShapeError(f"{slots} {need} GPUs, but there {have}; {fix}")
+        each = plural(per_slot, "GPU")
+        slots = f"{count} slots of {each} need" if count > 1 else f"a slot of {each} needs"
+        raise ShapeError(f"{slots} {plural(need, 'GPU')}, but there {have}; {fix}")
     groups: list[tuple[int, ...]] = []
     for _ in range(count):
         held = [free.pop(0)]

@@ -265,6 +265,13 @@ def check_gpu_count(count: int, gpus: str, gpu_count: int | None, per_slot: int 
     )
 
 
+IMAGE_EXAMPLE = "registry.example.com/gpuci-agent:amd64-ubuntu24.04-cuda12.8"
+"""A real-looking agent image (a tag dockeragent/build.sh builds) for every message that
+shows one: valid itself, so it is never the value a message rejects."""
+IMAGE_PLACEHOLDER = "REPO/IMAGE:TAG"
+"""The wizard's placeholder, which a file copied by hand may still hold."""
+
+
 def validate_image(value: object) -> str:
     """Check a container image reference: a tag or a pinned digest.
 
@@ -274,20 +281,25 @@ def validate_image(value: object) -> str:
     key = "agents.image"
     ref = as_text(value, key)
     if not ref:
-        raise ConfigError('is empty; set the agent image, e.g. "REPO/IMAGE:TAG"', key=key)
+        raise ConfigError(f'is empty; set the agent image, e.g. "{IMAGE_EXAMPLE}"', key=key)
     name, at, digest = ref.partition("@")
     if at and not _DIGEST.fullmatch(digest):
         raise ConfigError(
             f"has a malformed digest {show(digest)}: a digest is sha256: and 64 lowercase hex "
-            '(docker image inspect lists it under RepoDigests), e.g. "REPO/IMAGE@sha256:<64 hex>"; '
-            'or use a tag, "REPO/IMAGE:TAG"',
+            "(docker image inspect lists it under RepoDigests), e.g. "
+            f'"{IMAGE_EXAMPLE.rsplit(":", 1)[0]}@sha256:<64 hex>"; or use a tag, "{IMAGE_EXAMPLE}"',
+            key=key,
+        )
+    if ref == IMAGE_PLACEHOLDER:
+        raise ConfigError(
+            f'is still the placeholder {show(ref)}: name your agent image, e.g. "{IMAGE_EXAMPLE}"',
             key=key,
         )
     if len(ref) > 255 or not _IMAGE_REF.fullmatch(ref):
         name = name.rsplit(":", 1)[0] if ":" in name.rsplit("/", 1)[-1] else name
         hint = "; repository names must be lowercase" if name != name.lower() else ""
         raise ConfigError(
-            f'is not an image reference like "REPO/IMAGE:TAG"{hint}, got {show(ref)}', key=key
+            f'is not an image reference like "{IMAGE_EXAMPLE}"{hint}, got {show(ref)}', key=key
         )
     return ref
 

@@ -209,7 +209,8 @@ def _restart(state: EngineState, targets: list[SlotRecord]) -> tuple[EngineState
         state = state.with_slot(slot)
     text = f"restarting {_names(targets)}"
     if later:
-        text += f"; {later} busy agent(s) are replaced after their job"
+        after = "is replaced after its job" if later == 1 else "are replaced after their job"
+        text += f"; {plural(later, 'busy agent')} {after}"
     return state, CommandResult(True, text, _nums(targets))
 
 

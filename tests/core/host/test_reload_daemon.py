@@ -51,8 +51,8 @@ async def test_reload_dry_run_then_reload_over_the_socket(
     out = capsys.readouterr().out
     assert 'groups.a.image: "gpuci-sim/agent:1" -> "repo/agent:v2"' in out
     assert "    slot 0: replaced now with repo/agent:v2" in out  # the group's own preview
-    assert "group b: removed: 1 slots drain; no job is killed" in out
-    assert "group c: added: 1 slots start" in out
+    assert "group b: removed: 1 slot drains; no job is killed" in out
+    assert "group c: added: 1 slot starts" in out
     assert "metrics.listen" in out and "a restart is needed (the metrics endpoint" in out
     assert set(daemon.sup.children) == {"a", "b"}  # a dry run changes nothing
 
@@ -77,7 +77,7 @@ async def test_a_bad_file_is_refused_and_the_daemon_keeps_running(
     assert await daemon.cli("reload") == exitcodes.CONFIG
     err = capsys.readouterr().err
     assert "groups.a.count" in err
-    assert "nothing was reloaded: the daemon runs as it did" in err
+    assert "nothing was reloaded: the daemon runs on the configuration it loaded" in err
     assert set(daemon.sup.children) == {"a", "b"}
     assert await daemon.cli("reload", "--canary", "-1") == exitcodes.USAGE
 

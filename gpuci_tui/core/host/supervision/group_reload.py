@@ -46,7 +46,7 @@ from gpuci_tui.core.errors import GpuciError
 from gpuci_tui.core.host.reporter import Broadcaster
 from gpuci_tui.core.host.supervision.supervisor import Supervisor
 from gpuci_tui.core.models import SupervisorSnapshot
-from gpuci_tui.core.wording import override_words
+from gpuci_tui.core.wording import override_words, plural
 
 __all__ = ["GroupSupervisor", "preview_reload", "reload"]
 
@@ -217,12 +217,18 @@ def _group_lines(sup: GroupSupervisor, diff: ConfigDiff, group: GroupDiff) -> li
     name = "" if sup.implicit else f"group {group.name}: "
     if group.status == "added":
         agents = _group(diff.applied, group.name).agents
-        return [f"group {group.name}: added: {agents.count} slots start ({agents.image})"]
+        start = "starts" if agents.count == 1 else "start"
+        return [
+            f"group {group.name}: added: {plural(agents.count, 'slot')} {start} ({agents.image})"
+        ]
     if group.status == "removed":
         slots = [s for s in sup.snapshot().slots if s.group == group.name]
         busy = sum(1 for s in slots if s.job is not None)
-        after = f", {busy} busy finish their job first" if busy else ""
-        return [f"group {group.name}: removed: {len(slots)} slots drain{after}; no job is killed"]
+        finish = "finishes its job" if busy == 1 else "finish their job"
+        after = f", {busy} busy {finish} first" if busy else ""
+        drain = "drains" if len(slots) == 1 else "drain"
+        removed = f"{plural(len(slots), 'slot')} {drain}{after}"
+        return [f"group {group.name}: removed: {removed}; no job is killed"]
     if not group.changes:
         return [f"{name}no change"] if name else []
     return [change.words() for change in group.changes]  # the key names the group
@@ -288,9 +294,10 @@ def _summary(diff: ConfigDiff, refused: dict[str, str] | None = None) -> str:
     live = sum(len(g.live_changes) for g in diff.groups if g.name not in refused)
     live += sum(1 for c in diff.other if c.live)
     if live:
-        parts.append(f"{live} change(s) applied")
+        parts.append(f"{plural(live, 'change')} applied")
     if diff.restart_needed or diff.shape:
-        parts.append(f"{len(diff.restart_needed) + bool(diff.shape)} need a restart")
+        restart = len(diff.restart_needed) + bool(diff.shape)
+        parts.append(f"{restart} {'needs' if restart == 1 else 'need'} a restart")
     return "reload: " + "; ".join(parts)
 
 
