@@ -197,6 +197,19 @@ class PoolRead:
 
 
 @dataclass(frozen=True)
+class PoolUnread:
+    """A read of the pool failed (429, 5xx, unreachable): the organisation refuses our calls.
+
+    The pool observer's own backoff holds every other call until ``retry_at``, and
+    after it until one of its reads is answered (`PoolObserver.blocked_until`).
+    """
+
+    at: float
+    retry_at: float
+    message: str
+
+
+@dataclass(frozen=True)
 class AgentWritten:
     """Our PATCH of a lane's ``enabled`` flag returned ``agent``."""
 
@@ -299,6 +312,7 @@ Observation = (
     | EngineLost
     | EngineAnswered
     | PoolRead
+    | PoolUnread
     | AgentWritten
     | AgentChecked
     | ServerFailed

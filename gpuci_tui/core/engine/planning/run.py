@@ -163,8 +163,19 @@ def leaving_why(slot: SlotRecord, lane: LaneRecord) -> str:
     return "new agent spec" if lane.container_id in slot.spec_ids else "restart"
 
 
-def plan_run(draft: Draft) -> None:
-    """Plan a slot whose intent is RUN or RESTART."""
+#: A rule that may decide a running slot's active lane before the usual ones (`plan_run`):
+#: given the draft, the one lane that could take a job (None: none) and the lanes in use,
+#: it plans what it decides and returns the active lane, or None to leave it to them.
+Steer = Callable[[Draft, LaneRecord | None, tuple[Lane, ...]], LaneRecord | None]
+
+
+def plan_run(draft: Draft, steer: Steer | None = None) -> None:
+    """Plan a slot whose intent is RUN or RESTART.
+
+    ``steer`` decides first when it can (the planner passes `planning.refused`'s rules
+    for an organisation that refuses our calls; they build on this module, so it is
+    handed in rather than imported).
+    """
     slot, state = draft.slot, draft.state
     used = used_lanes(draft)
 
@@ -176,7 +187,10 @@ def plan_run(draft: Draft) -> None:
         _settle_conflict(draft, capable, used)
         return
     active = capable[0] if capable else None
-    if active is not None:
+    steered = steer(draft, active, used) if steer is not None else None
+    if steered is not None:
+        active = steered
+    elif active is not None:
         if active.lane not in used or leaving(active):
             why = leaving_why(slot, active) if leaving(active) else unused_why(draft.state)
             fresh = _fresh_standby_coming(draft, active, used)

@@ -76,6 +76,7 @@ def container_died(
         xids=(),
         image=ImageUsed(),
         stop_requested=False,
+        in_place=False,
         logs_of=obs.container_id if failure else lane.logs_of,
         # A registration disabled before its container ended can take no job any more.
         idle_verified=lane.enabled is False,
