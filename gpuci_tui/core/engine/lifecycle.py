@@ -142,6 +142,9 @@ class LaneRecord:
     planned and read back from its label at adoption; empty: none, or not known."""
     package: str = ""
     """The cached agent package version mounted into its container (empty: the image's)."""
+    startup_s: float | None = None
+    """Seconds from its container's start to its agent first seen online (`timings`); None:
+    not measured. The finished job's history row keeps it (what "auto" starts from)."""
     in_place: bool = False
     """Its container was started in place, enabled, while the organisation refused our
     calls (`planning.refused`): handed back to a ready standby once writes work."""

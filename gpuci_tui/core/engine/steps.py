@@ -422,6 +422,8 @@ class JobEnded:
     """Critical Xids the slot's GPUs raised while the job ran."""
     image: ImageUsed = ImageUsed()
     """The image the job ran on."""
+    startup_s: float | None = None
+    """Its agent's start-up, container start to online (None: not measured)."""
 
 
 Output = Note | JobEnded

@@ -164,6 +164,7 @@ def container_started(
         stop_requested=False,
         online=False,
         xids=(),
+        startup_s=None,
     )
 
 

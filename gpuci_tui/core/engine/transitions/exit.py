@@ -58,6 +58,7 @@ def container_died(
                 lane.agent_id,
                 lane.xids,
                 lane.image,
+                lane.startup_s,
             )
         )
     ended = replace(
@@ -77,6 +78,7 @@ def container_died(
         image=ImageUsed(),
         stop_requested=False,
         in_place=False,
+        startup_s=None,
         logs_of=obs.container_id if failure else lane.logs_of,
         # A registration disabled before its container ended can take no job any more.
         idle_verified=lane.enabled is False,

@@ -25,7 +25,7 @@ from gpuci_tui.core.engine.steps import (
     PoolUnread,
     ServerFailed,
 )
-from gpuci_tui.core.engine.timings import startup_note, with_gap
+from gpuci_tui.core.engine.timings import measured_startup, with_gap
 from gpuci_tui.core.models import JobInfo
 from gpuci_tui.core.protocols import Agent, JobRequest
 
@@ -122,7 +122,8 @@ def pool_read(state: EngineState, obs: PoolRead) -> tuple[EngineState, tuple[Not
     for slot in state.slots:
         for lane in slot.lanes:
             learned = learn(lane, view.agent(lane.name), view.began_at)
-            if (online := startup_note(lane, learned, slot.number, view.began_at)) is not None:
+            learned, online = measured_startup(lane, learned, slot.number, view.began_at)
+            if online is not None:
                 notes.append(online)
             slot = slot.with_lane(learned)
             if (note := _job_note(lane, learned, slot.number)) is not None:
@@ -177,7 +178,8 @@ def agent_checked(state: EngineState, obs: AgentChecked) -> tuple[EngineState, t
     before = slot.lane(obs.lane)
     lane = learn(replace(before, op=None), obs.agent, obs.began_at)
     notes: list[Note] = []
-    if (online := startup_note(before, lane, slot.number, obs.began_at)) is not None:
+    lane, online = measured_startup(before, lane, slot.number, obs.began_at)
+    if online is not None:
         notes.append(online)
     slot = slot.with_lane(lane)
     if (note := _job_note(before, lane, slot.number)) is not None:
