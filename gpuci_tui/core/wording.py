@@ -17,7 +17,7 @@ def plural(count: int, word: str, many: str | None = None) -> str:
 DISABLED_WORDS = {
     "busy": (
         "busy",
-        "ours, running a job: disabled so the next agent of its slot starts as a standby",
+        "ours, running its last job here: its slot is drained, restarted, retired or held",
     ),
     "leaving": ("leaving", "ours, being drained, restarted or retired"),
     "held": ("held", "ours, held back from jobs by GPU admission or health"),

@@ -7,7 +7,7 @@ shows; what must follow is the same every time:
 
 * the exited active lane restarts in place (StartAgent, no PATCH) as soon as its
   dead container is removed; the standby is not enabled and keeps its container;
-* a busy active lane is not disabled;
+* a busy active lane is not disabled (never, for the hand-over: its exit is);
 * once a call is answered, the hot standby is back: a lane restarted in place
   that is still starting gives way to the ready standby (disable, re-read, enable).
 
@@ -112,20 +112,21 @@ def test_an_exited_active_lane_restarts_in_place_without_a_patch(
     state = observe(state, Started(0, A, "ca2", 30.6))
     state, actions = plan(state, 31.0)
     assert actions == []
+    assert slot0(state).message == IN_PLACE.format(name="h-0"), "said for as long as it lasts"
     # ...and again after that job: one job per start-up + job, in place, for as long as it lasts.
     state = observe(state, Died(0, A, "ca2", 0, 42.6), Removed(0, A, "ca2"))
     assert plan(state, 42.7)[1] == [StartAgent(0, A)]
 
 
 @pytest.mark.parametrize("message", [RATE_LIMITED, SERVER_ERROR, UNREACHABLE])
-def test_a_busy_active_lane_is_not_disabled_while_refused(message: str) -> None:
-    """Not even once the backoff is over: it would be refused, or cost the in-place restart."""
-    state = observe(engine(BUSY, STANDBY), PoolUnread(25.0, 28.0, message))
-    assert plan(state, 26.0)[1] == []
-    assert plan(state, 30.0)[1] == [], "the backoff is over, but no call was answered yet"
-    # Once one is (a read), it is disabled as usual, so that its next container is a standby.
-    state = observe(state, read(31.0, agent_a(job=7), agent_b()))
-    assert plan(state, 31.1)[1] == [SetEnabled(0, A, 1, False)]
+def test_a_refusal_that_begins_mid_job_strands_no_slot(message: str) -> None:
+    """The busy lane is still enabled: it restarts in place after its job, refused or not."""
+    state = engine(BUSY, STANDBY)
+    assert plan(state, 24.0)[1] == [], "not disabled while busy, even while writes work"
+    state = observe(state, PoolUnread(25.0, 28.0, message), Died(0, A, "ca", 0, 29.0))
+    assert plan(state, 29.1)[1] == [RemoveContainer(0, A, "ca")]
+    state = observe(plan(state, 29.1)[0], Removed(0, A, "ca"))
+    assert plan(state, 29.2)[1] == [StartAgent(0, A)]
 
 
 def test_429_on_writes_only_each_read_ends_the_refusal_and_the_next_write_probes() -> None:
@@ -172,9 +173,11 @@ def test_window_ending_while_the_in_place_lane_starts_hands_over_to_the_ready_st
     state = observe(state, Died(0, A, "ca", 0, 29.0), Removed(0, A, "ca"))
     state, _ = plan(state, 30.0)
     state = observe(state, Started(0, A, "ca2", 30.5))
+    state, _ = plan(state, 31.0)
+    assert slot0(state).message == IN_PLACE.format(name="h-0")
     # The first answered read: a is still registering (offline), b ready and idle.
     state = observe(state, read(33.0, agent_a(online=False), agent_b()))
-    assert state.refusal == ""
+    assert state.refusal == "" and slot0(state).message == "", "no longer said"
     state, actions = plan(state, 33.1)
     assert actions == [SetEnabled(0, A, 1, False)], "b may not be enabled while a could take a job"
     state = observe(state, AgentWritten(0, A, agent_a(enabled=False, online=False), 33.2))
@@ -189,19 +192,18 @@ def test_window_ending_while_the_in_place_lane_starts_hands_over_to_the_ready_st
     assert slot.lane(A).live, "a stays, as the next standby"
 
 
-def test_window_ending_mid_job_disables_the_busy_lane_and_its_exit_enables_the_standby() -> None:
+def test_window_ending_mid_job_the_exit_enables_the_standby_as_usual() -> None:
     state = refused_by(PoolUnread(25.0, 85.0, SERVER_ERROR))
     state = observe(state, Died(0, A, "ca", 0, 29.0), Removed(0, A, "ca"))
     state, _ = plan(state, 30.0)
     state = observe(state, Started(0, A, "ca2", 30.5))
-    # Answered again while the in-place lane runs a job.
+    # Answered again while the in-place lane runs a job: nothing to do until it ends.
     state = observe(state, read(41.0, agent_a(job=9), agent_b()))
-    state, actions = plan(state, 41.1)
-    assert actions == [SetEnabled(0, A, 1, False)]
-    state = observe(state, AgentWritten(0, A, agent_a(enabled=False, job=9), 41.2))
+    assert plan(state, 41.1)[1] == []
     state = observe(state, Died(0, A, "ca2", 0, 42.5))
     state, actions = plan(state, 42.6)
-    assert actions == [RemoveContainer(0, A, "ca2"), SetEnabled(0, B, 2, True)]
+    assert actions == [RemoveContainer(0, A, "ca2"), SetEnabled(0, B, 2, True),
+                       SetEnabled(0, A, 1, False)]  # fmt: skip
 
 
 def test_window_ending_with_the_in_place_lane_ready_changes_nothing() -> None:

@@ -11,10 +11,11 @@ hot standby's hand-over needs both, so intake falls back to the cold path, by ru
   with ``--replace``, which keeps the flag, so it comes back enabled and takes
   the next job after its start-up. Each lane then runs one job per start-up +
   job, as a slot without standby does.
-* **No disable while busy.** The PATCH that disables a busy active lane, so
-  that its next container comes back a standby, is not planned: it would be
-  refused, and if it got through, the lane would come back disabled and
-  nothing could be enabled in its place until writes work.
+* **No disable while busy.** A busy active lane is never disabled for the
+  hand-over (`planner_run`): its registration is disabled after its exit,
+  together with the enabling of the standby. Disabled while busy, it would
+  come back disabled if the refusal began meanwhile, and nothing could be
+  enabled in its place until writes work.
 * **Standbys stay standbys.** They are not enabled (that is a write) and keep
   their containers: a slot never has two lanes that could take a job
   (`lifecycle`'s rule), whatever the organisation answers.
@@ -35,13 +36,12 @@ from dataclasses import replace
 
 from gpuci_tui.core.engine.lifecycle import Lane, LanePhase, LaneRecord
 from gpuci_tui.core.engine.planning.run import Draft, left_behind
+from gpuci_tui.core.engine.transitions.server import REFUSED
 
-#: What a slot restarting in place says, before the organisation's own words.
-IN_PLACE = "the organisation refuses our calls: {name} restarts in place, enabled"
+#: What a slot taking jobs in place says (until the first answered call, `answered`).
+IN_PLACE = REFUSED + "{name} restarts in place after each job"
 #: What a slot says when every registration it could start is disabled on the server.
-ALL_DISABLED = (
-    "the organisation refuses our calls: no job until it takes writes again ({names} disabled)"
-)
+ALL_DISABLED = REFUSED + "no job until it takes writes again ({names} disabled)"
 
 
 def steer(draft: Draft, active: LaneRecord | None, used: tuple[Lane, ...]) -> LaneRecord | None:
@@ -69,9 +69,9 @@ def _while_refused(
     draft: Draft, active: LaneRecord | None, used: tuple[Lane, ...]
 ) -> LaneRecord | None:
     if active is not None:
-        # Busy and enabled: its disable is not planned (see the module docstring).
-        busy = active.busy and active.enabled is True and _serving(draft, active, used)
-        return active if busy else None
+        if active.in_place:
+            draft.say(IN_PLACE.format(name=active.name))
+        return None  # it takes jobs, or will: nothing to decide
     lanes = [draft.slot.lane(lane) for lane in used]
     enabled = [lane for lane in lanes if _enabled_offline(lane)]
     if not enabled:

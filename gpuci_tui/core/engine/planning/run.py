@@ -6,7 +6,12 @@ with standby on, its other used lanes *ready* (one per standby, see
 agent's container exits after its job, a standby is enabled at once (one
 PATCH) and a fresh container is started for the exited lane, which comes
 back disabled because a re-registration keeps the ``enabled`` flag (so that
-flag is set to False before the new start).
+flag is set to False before the new start, in the same round as the standby
+is enabled). Not earlier, while it runs its job: the active lane stays
+enabled until its container ends, so that if the organisation then refuses
+our writes it can restart in place and keep taking jobs (`planning.refused`);
+disabled while busy, it would come back disabled with nothing able to enable
+a lane until writes work.
 
 A lane name that was never registered comes back *enabled* when first
 registered. So a further lane of a slot is only ever registered for the
@@ -176,7 +181,7 @@ def plan_run(draft: Draft, steer: Steer | None = None) -> None:
     for an organisation that refuses our calls; they build on this module, so it is
     handed in rather than imported).
     """
-    slot, state = draft.slot, draft.state
+    slot = draft.slot
     used = used_lanes(draft)
 
     def leaving(lane: LaneRecord) -> bool:
@@ -198,10 +203,6 @@ def plan_run(draft: Draft, steer: Steer | None = None) -> None:
                 draft.say(f"{why}: {active.name} serves until the fresh standby is ready")
             else:
                 take_out(draft, active, why)
-        elif active.busy and state.standby and active.enabled is True:
-            # Disabled now, its registration comes back disabled in the next
-            # container: a standby, started as soon as this one exits.
-            draft.set_enabled(active, False)
     else:
         active = _choose_active(draft, used, leaving)
     for lane in slot.lanes:

@@ -34,6 +34,8 @@ from gpuci_tui.core.protocols import Agent, JobRequest
 REGISTRATION_EXITS = frozenset({AGENT_ERROR, CONFIG_FAILED})
 #: What a slot that cannot start says while the organisation refuses the pool.
 ORG_WAIT = "waiting for the organisation: "
+#: What a slot says while the organisation refuses our calls (`planning.refused`).
+REFUSED = "the organisation refuses our calls: "
 
 ServerObservation = PoolRead | PoolUnread | AgentWritten | AgentChecked | ServerFailed | PoolRole
 
@@ -131,8 +133,19 @@ def pool_read(state: EngineState, obs: PoolRead) -> tuple[EngineState, tuple[Not
                 notes.append(note)
         slots.append(slot)
     # A successful read means the organisation answers: writes may go ahead.
-    new = replace(state, slots=tuple(slots), pool=view, server_retry_at=0.0, refusal="")
-    return new, tuple(notes)
+    new = replace(state, slots=tuple(slots), pool=view, server_retry_at=0.0)
+    return answered(new), tuple(notes)
+
+
+def answered(state: EngineState) -> EngineState:
+    """The organisation answered a call: a refusal is over, and the slots stop saying so."""
+    if not state.refusal:
+        return state
+    slots = tuple(
+        replace(slot, message="") if slot.message.startswith(REFUSED) else slot
+        for slot in state.slots
+    )
+    return replace(state, slots=slots, refusal="")
 
 
 def pool_unread(state: EngineState, obs: PoolUnread) -> EngineState:
@@ -167,7 +180,7 @@ def agent_written(state: EngineState, obs: AgentWritten) -> tuple[EngineState, t
     )
     verb = "enabled" if agent.enabled else "disabled"
     note = Note(f"agent_{verb}", f"{lane.name} {verb} on the server", slot.number, agent=lane.name)
-    return replace(state.with_slot(slot.with_lane(lane)), refusal=""), (note,)
+    return answered(state.with_slot(slot.with_lane(lane))), (note,)
 
 
 def agent_checked(state: EngineState, obs: AgentChecked) -> tuple[EngineState, tuple[Note, ...]]:
@@ -185,7 +198,7 @@ def agent_checked(state: EngineState, obs: AgentChecked) -> tuple[EngineState, t
     if (note := _job_note(before, lane, slot.number)) is not None:
         note, slot = with_gap(note, slot, obs.began_at)
         notes.append(note)
-    return replace(state.with_slot(slot), refusal=""), tuple(notes)
+    return answered(state.with_slot(slot)), tuple(notes)
 
 
 def server_failed(state: EngineState, obs: ServerFailed) -> EngineState:
