@@ -23,8 +23,8 @@ hot standby's hand-over needs both, so intake falls back to the cold path, by ru
   began can take no job until writes work; its slot says so.
 * **Back.** Once a call is answered, a lane restarted in place that is still
   starting hands over to a ready standby (disable it, confirm it idle, enable
-  the standby), so the next job does not wait for a start-up; a busy one is
-  disabled as usual, and its exit enables the standby.
+  the standby), so the next job does not wait for a start-up; a busy one
+  finishes its job, and its exit enables the standby as usual.
 
 Without standby there is nothing to hand over: the usual rules restart the lane
 in place anyway.
@@ -106,8 +106,7 @@ def _hand_back(draft: Draft, active: LaneRecord, used: tuple[Lane, ...]) -> Lane
     if draft.claimed(active) or active.job is not None or not _standby_ready(draft, active, used):
         return None
     if active.in_place and active.enabled is True and active.phase is LanePhase.BOOTING:
-        if draft.set_enabled(active, False):
-            draft.say(f"writes work again: {active.name} gives way to the ready standby")
+        draft.set_enabled(active, False)
         return active
     if active.live and active.enabled is False and not active.idle_verified:
         draft.check(active)
