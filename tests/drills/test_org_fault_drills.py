@@ -25,6 +25,7 @@ import pytest
 
 from gpuci_tui.core.azure import http as azure_http
 from gpuci_tui.core.host.observers.pool import MAX_ERROR_BACKOFF
+from gpuci_tui.sim.private_api import MAX_POLL_SECONDS
 from tests.drills.org_fault_intake import Fault, refused_intake
 from tests.real.rig import Rig, SlotSampler, assert_jobs_clean, make_rig, slot_of_agent, wait_for
 
@@ -33,8 +34,11 @@ pytestmark = pytest.mark.docker
 SERVER_ERROR_PHASE = 15.0
 """Drill 5's 500 phase in the tests: the first failing read alone takes the client's
 retries (4-8 s) before the status can say so; then a job and a kill are refilled."""
-OUTAGE = 6.0
-"""Drill 6's outage in the tests (the issue's: 60 s)."""
+OUTAGE = MAX_POLL_SECONDS + 2.0
+"""Drill 6's outage in the tests (the issue's: 60 s). Longer than the simulated agents' long
+poll: a poll whose connection the outage cut still waits in the simulated organisation until
+its timeout, and would take the first job queued after the outage and lose it (its answer
+has nowhere to go). Every session expires meanwhile, as in the 60-s drill."""
 RETRY_AFTER = 6.0
 """Longer than the client's inline wait (5 s): the 429 reaches the supervisor's backoff."""
 REFUSAL = 10.0
