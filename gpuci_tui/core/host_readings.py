@@ -72,7 +72,7 @@ class DisabledAgents:
     """
 
     busy: int = 0
-    """Ours, running a job: disabled so its slot's next registration comes up as a standby."""
+    """Ours, running its last job here (its slot drained, restarted, retired or held)."""
     leaving: int = 0
     """Ours, being drained, restarted or retired."""
     held: int = 0

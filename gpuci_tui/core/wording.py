@@ -35,7 +35,7 @@ def indefinite(word: str) -> str:
 DISABLED_WORDS = {
     "busy": (
         "busy",
-        "ours, running a job: disabled so the next agent of its slot starts as a standby",
+        "ours, running its last job here: its slot is drained, restarted, retired or held",
     ),
     "leaving": ("leaving", "ours, being drained, restarted or retired"),
     "held": ("held", "ours, held back from jobs by GPU admission or health"),

@@ -147,6 +147,12 @@ class LaneRecord:
     planned and read back from its label at adoption; empty: none, or not known."""
     package: str = ""
     """The cached agent package version mounted into its container (empty: the image's)."""
+    startup_s: float | None = None
+    """Seconds from its container's start to its agent first seen online (`timings`); None:
+    not measured. The finished job's history row keeps it (what "auto" starts from)."""
+    in_place: bool = False
+    """Its container was started in place, enabled, while the organisation refused our
+    calls (`planning.refused`): handed back to a ready standby once writes work."""
     # -------------------------------------------------- the registration, as the server said
     agent_id: int | None = None
     enabled: bool | None = None
@@ -351,6 +357,10 @@ class EngineState:
     """Every start waits until then (the PAT could not be read, the engine was down)."""
     server_retry_at: float = 0.0
     """Every server write waits until then (Azure DevOps failed or rate-limited us)."""
+    refusal: str = ""
+    """Why the organisation refuses our calls (a read or write failed: 429, 5xx,
+    unreachable), until one is answered; empty: it answers. While set, an exited
+    active lane restarts in place (`planning.refused`)."""
     org_refused: str = ""
     """Why the organisation refuses our identity the pool (`steps.PoolRole`): every start
     waits while it is set, and no slot counts the refused registrations as failures."""

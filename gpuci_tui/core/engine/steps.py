@@ -217,6 +217,19 @@ class PoolRead:
 
 
 @dataclass(frozen=True)
+class PoolUnread:
+    """A read of the pool failed (429, 5xx, unreachable): the organisation refuses our calls.
+
+    The pool observer's own backoff holds every other call until ``retry_at``, and
+    after it until one of its reads is answered (`PoolObserver.blocked_until`).
+    """
+
+    at: float
+    retry_at: float
+    message: str
+
+
+@dataclass(frozen=True)
 class AgentWritten:
     """Our PATCH of a lane's ``enabled`` flag returned ``agent``."""
 
@@ -319,6 +332,7 @@ Observation = (
     | EngineLost
     | EngineAnswered
     | PoolRead
+    | PoolUnread
     | AgentWritten
     | AgentChecked
     | ServerFailed
@@ -428,6 +442,8 @@ class JobEnded:
     """Critical Xids the slot's GPUs raised while the job ran."""
     image: ImageUsed = ImageUsed()
     """The image the job ran on."""
+    startup_s: float | None = None
+    """Its agent's start-up, container start to online (None: not measured)."""
 
 
 Output = Note | JobEnded

@@ -142,8 +142,8 @@ QUEUED = replace(READ, queued_jobs=10)
 ROWS: list[tuple[str, EngineState, list[Action]]] = [
     ("depth 2, a busy, b ready, c registered and stopped: start c (it comes back disabled)",
      lanes_engine({**BUSY, "enabled": False}, STANDBY, OFF_C), [StartAgent(0, C)]),
-    ("depth 2, a busy and enabled: disabled (no next job), c started",
-     lanes_engine(BUSY, STANDBY, OFF_C), [SetEnabled(0, A, 1, False), StartAgent(0, C)]),
+    ("depth 2, a busy and enabled: stays enabled until it exits, c started",
+     lanes_engine(BUSY, STANDBY, OFF_C), [StartAgent(0, C)]),
     ("depth 2, a exited: exactly one standby enabled (b), c waits",
      lanes_engine(dying("ca", agent_id=1, enabled=False), STANDBY, STANDBY_C),
      [RemoveContainer(0, A, "ca"), SetEnabled(0, B, 2, True)]),

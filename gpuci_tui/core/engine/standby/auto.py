@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 import re
+import statistics
 from dataclasses import replace
 
 from gpuci_tui.core.engine.lifecycle import (
@@ -48,9 +49,9 @@ from gpuci_tui.core.engine.lifecycle import (
     new_slot,
 )
 from gpuci_tui.core.engine.standby.schedule import in_force
-from gpuci_tui.core.engine.standby.state import AutoStandby
+from gpuci_tui.core.engine.standby.state import AutoSeed, AutoStandby
 
-__all__ = ["AutoStandby", "depth_of", "observe", "wanted"]
+__all__ = ["AutoSeed", "AutoStandby", "depth_of", "observe", "seeded", "wanted"]
 
 #: The deepest standby a slot may have (lanes ``b`` to ``h``).
 DEEPEST = len(LANES) - 1
@@ -67,6 +68,23 @@ def depth_of(
     if standby == "auto":
         return max(0, least), AutoStandby(least=max(0, least), most=max(least, most), cap=cap)
     return int(standby), None
+
+
+def seeded(auto: AutoStandby, seed: AutoSeed) -> AutoStandby:
+    """``auto`` starting from the local history: the typical job length and start-up.
+
+    A restarted daemon has measured nothing yet, so without a seed its first
+    burst is sized by the queue alone. The medians of the recent figures stand
+    in until its own lanes measure newer ones (`learn`); a figure the history
+    lacks stays unknown (0), as without a seed.
+    """
+    return replace(auto, job_s=_typical(seed.jobs), startup_s=_typical(seed.startups))
+
+
+def _typical(seconds: tuple[float, ...]) -> float:
+    """The median of the positive figures, 0.0 without any."""
+    measured = [s for s in seconds if s > 0]
+    return statistics.median(measured) if measured else 0.0
 
 
 def per_slot_most(auto: AutoStandby, slots: int) -> int:

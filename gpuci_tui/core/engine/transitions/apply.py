@@ -41,6 +41,7 @@ from gpuci_tui.core.engine.steps import (
     PackageCached,
     PoolRead,
     PoolRole,
+    PoolUnread,
     Removed,
     ServerFailed,
     Started,
@@ -80,7 +81,14 @@ class Step:
 def apply(state: EngineState, obs: Observation, rules: SupervisorConfig) -> Step:
     """Fold ``obs`` into ``state``."""
     match obs:
-        case PoolRead() | AgentWritten() | AgentChecked() | ServerFailed() | PoolRole():
+        case (
+            PoolRead()
+            | PoolUnread()
+            | AgentWritten()
+            | AgentChecked()
+            | ServerFailed()
+            | PoolRole()
+        ):
             return Step(*server_step(state, obs))
         case GpuObserved():
             new, notes = gpu_observed(state, obs)
@@ -159,6 +167,7 @@ def container_started(
         stop_requested=False,
         online=False,
         xids=(),
+        startup_s=None,
     )
 
 

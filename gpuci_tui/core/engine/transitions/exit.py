@@ -58,6 +58,7 @@ def container_died(
                 lane.agent_id,
                 lane.xids,
                 lane.image,
+                lane.startup_s,
             )
         )
     ended = replace(
@@ -76,6 +77,8 @@ def container_died(
         xids=(),
         image=ImageUsed(),
         stop_requested=False,
+        in_place=False,
+        startup_s=None,
         logs_of=obs.container_id if failure else lane.logs_of,
         # A registration disabled before its container ended can take no job any more.
         idle_verified=lane.enabled is False,

@@ -14,7 +14,9 @@ only a fresh read can give.
 Failures never stop local replenishing: the observer backs off (longer for
 auth failures, as told for rate limits) and the health says why. The
 engine's own writes report their failures here too (`failed`), so one
-health and one backoff cover every call to the organisation.
+health and one backoff cover every call to the organisation. A failed read
+is the engine's news too (`PoolUnread`): it keeps its slots taking jobs
+without writes meanwhile (`planning.refused`).
 
 It also checks, rarely, that the organisation lets our identity manage the
 pool (`pool_role`), and tells the engine (`steps.PoolRole`): a refusal holds
@@ -31,7 +33,7 @@ from collections.abc import Callable
 from gpuci_tui.core.azure.demands import waiting_for_agents
 from gpuci_tui.core.engine.agent_versions import demanded_version
 from gpuci_tui.core.engine.lifecycle import PoolView
-from gpuci_tui.core.engine.steps import Observation, PoolRead, PoolRole
+from gpuci_tui.core.engine.steps import Observation, PoolRead, PoolRole, PoolUnread
 from gpuci_tui.core.errors import (
     AzureAuthError,
     AzureError,
@@ -243,7 +245,10 @@ class PoolObserver:
         except AzureError as exc:
             if isinstance(exc, AzureNotFoundError):
                 self.pool_id = None  # the pool was deleted or renamed: resolve it again
-            return self.failed(exc)
+            delay = self.failed(exc)
+            # The engine's own word that the organisation refuses us (`planning.refused`).
+            deliver(PoolUnread(self.clock(), self.health.retry_at or self.clock(), str(exc)))
+            return delay
         self.answered()
         view = PoolView(
             pool_id=self.pool_id,

@@ -39,7 +39,7 @@ from gpuci_tui.core.engine.planning.planner import decide
 from gpuci_tui.core.engine.preview import CommandPreview, preview
 from gpuci_tui.core.engine.rollout.progress import advance
 from gpuci_tui.core.engine.snapshots import SnapshotMeta, supervisor_snapshot
-from gpuci_tui.core.engine.standby.auto import depth_of
+from gpuci_tui.core.engine.standby.auto import AutoSeed, depth_of, seeded
 from gpuci_tui.core.engine.steps import Action, Died, JobEnded, Note, Observation
 from gpuci_tui.core.engine.transitions.server import REGISTRATION_EXITS
 from gpuci_tui.core.host.gpus.gates import clear_gpu
@@ -211,6 +211,11 @@ class Supervisor:
             await self._tasks.cancel()  # bounded (see TaskSet.cancel)
             self.reporter.event("supervisor_stopped", "supervisor stopped; agents left running")
             self.reporter.publish_now()
+
+    def seed_auto(self, seed: AutoSeed) -> None:
+        """Start ``standby = "auto"`` from the local history (call before `run`)."""
+        if self.state.auto is not None:
+            self.state = replace(self.state, auto=seeded(self.state.auto, seed))
 
     def snapshot(self) -> SupervisorSnapshot:
         """The current state as a frozen snapshot."""
