@@ -109,8 +109,7 @@ def _broken_file(reached: Reached, command: Reload) -> int:
         print(f"gpuci-tui: nothing would be reloaded: {reached.runs_on()}", file=sys.stderr)
     else:
         print(
-            f"gpuci-tui: {reached.problem}\nnothing was reloaded: the daemon runs as it did "
-            f"({reached.runs_on()})",
+            f"gpuci-tui: {reached.problem}\nnothing was reloaded: {reached.runs_on()}",
             file=sys.stderr,
         )
     return exitcodes.CONFIG

@@ -106,7 +106,7 @@ async def test_reload_of_a_broken_file_changes_nothing_and_says_what_runs(
     assert await daemon.cli("reload") == exitcodes.CONFIG
     err = capsys.readouterr().err
     says_the_problem(err)
-    assert "nothing was reloaded: the daemon runs as it did" in err
+    assert "nothing was reloaded: the daemon runs on the configuration it loaded at" in err
 
     assert await daemon.cli("reload", "--dry-run") == exitcodes.CONFIG
     out, err = capsys.readouterr()
