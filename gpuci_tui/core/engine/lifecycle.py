@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from itertools import pairwise
 from typing import TYPE_CHECKING
 
 from gpuci_tui.core.engine.gpu_admission import GateKind
@@ -62,6 +63,13 @@ class Lane(StrEnum):
 
 #: Every lane, in order: a slot with ``n`` lanes uses the first ``n``.
 LANES: tuple[Lane, ...] = tuple(Lane)
+_LANE_RANK = {lane: index for index, lane in enumerate(LANES)}
+
+
+def _in_lane_order(records: tuple[LaneRecord, ...]) -> bool:
+    """Each lane once, in lane order (as `new_slot` and `SlotRecord.with_lane` keep them)."""
+    ranks = [_LANE_RANK[record.lane] for record in records]
+    return all(a < b for a, b in pairwise(ranks))
 
 
 class LanePhase(StrEnum):
@@ -250,8 +258,21 @@ class SlotRecord:
 
     def with_lane(self, record: LaneRecord) -> SlotRecord:
         """A copy with ``record`` replacing its lane (or added, in lane order)."""
+        lanes = self.lanes
+        # The planner calls this for every step it plans: lanes are kept in lane order,
+        # so the record goes in its place without a sort (or the slot is returned as is).
+        for index, current in enumerate(lanes):
+            if current.lane is record.lane:
+                if current is record:
+                    return self if _in_lane_order(lanes) else self._sorted_with(record)
+                if _in_lane_order(lanes):
+                    return replace(self, lanes=(*lanes[:index], record, *lanes[index + 1 :]))
+                break
+        return self._sorted_with(record)
+
+    def _sorted_with(self, record: LaneRecord) -> SlotRecord:
         others = [lane for lane in self.lanes if lane.lane is not record.lane]
-        lanes = sorted([*others, record], key=lambda r: LANES.index(r.lane))
+        lanes = sorted([*others, record], key=lambda r: _LANE_RANK[r.lane])
         return replace(self, lanes=tuple(lanes))
 
     def find(self, container_id: str) -> LaneRecord | None:
@@ -390,7 +411,16 @@ class EngineState:
 
     def with_slot(self, record: SlotRecord) -> EngineState:
         """A copy with ``record`` replacing (or added as) its slot, slots kept in order."""
-        others = [slot for slot in self.slots if slot.number != record.number]
+        slots = self.slots
+        # Called for every slot of every plan: a slot in its place (slots kept in order,
+        # numbers unique) is swapped in without a sort, and an unchanged one costs no copy.
+        numbers = [slot.number for slot in slots]
+        if record.number in numbers and all(a < b for a, b in pairwise(numbers)):
+            index = numbers.index(record.number)
+            if slots[index] is record:
+                return self
+            return replace(self, slots=(*slots[:index], record, *slots[index + 1 :]))
+        others = [slot for slot in slots if slot.number != record.number]
         return replace(self, slots=tuple(sorted([*others, record], key=lambda s: s.number)))
 
     def without_slot(self, number: int) -> EngineState:
