@@ -209,6 +209,7 @@ class GroupSupervisor:
                 clock=self.clock,
                 interval=config.supervisor.poll_interval,
                 report=self.reporter.event,
+                role_retry=config.supervisor.role_retry,
             )
             self.pools[group.pool] = pool
             self.stale[group.pool] = pool_stale_watch(self, group.pool, pool)

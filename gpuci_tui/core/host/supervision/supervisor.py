@@ -151,6 +151,7 @@ class Supervisor:
             clock=clock,
             interval=config.supervisor.poll_interval,
             report=self.reporter.event,
+            role_retry=config.supervisor.role_retry,
         )
         self.containers = ContainerObserver(runtime, self.labels, clock=clock)
         self.executor = Executor(
