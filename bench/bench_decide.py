@@ -5,11 +5,12 @@ Docker event, a written flag), so its cost is the engine's CPU per job. The
 seeded worlds of the tests (tests/core/lifecycle_world.py) drive it against
 simulated Docker and Azure DevOps on a virtual clock; this records the states
 one world of each kind hands to `decide`, then replays them ``--repeat`` times
-and keeps the fastest pass (the least disturbed by other work on the machine):
+and keeps the fastest pass. Times are the process's CPU time, not the wall clock,
+so other work on a shared machine disturbs them less:
 
 * µs per `decide`, per kind of world (plain standby, two standbys, "auto",
   GPU faults, reloads, a standby schedule);
-* the seconds one seed of each test's world takes end to end (best of ``--repeat``).
+* the CPU seconds one seed of each test's world takes end to end (best of ``--repeat``).
 
 Usage: python bench/bench_decide.py [--repeat 5] [--seed 0]
 Writes bench/results/decide.json and prints a Markdown table.
@@ -137,7 +138,7 @@ def main() -> None:
     result = {"seed": args.seed, "repeat": args.repeat, "worlds": rows}
     out = ROOT / "bench" / "results" / "decide.json"
     out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"| world (seed {args.seed}) | decides | µs per decide | world run, s |")
+    print(f"| world (seed {args.seed}) | decides | µs per decide | world run, CPU s |")
     print("| --- | --- | --- | --- |")
     for row in rows:
         print(
