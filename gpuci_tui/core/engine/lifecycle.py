@@ -66,12 +66,6 @@ LANES: tuple[Lane, ...] = tuple(Lane)
 _LANE_RANK = {lane: index for index, lane in enumerate(LANES)}
 
 
-def _in_lane_order(records: tuple[LaneRecord, ...]) -> bool:
-    """Each lane once, in lane order (as `new_slot` and `SlotRecord.with_lane` keep them)."""
-    ranks = [_LANE_RANK[record.lane] for record in records]
-    return all(a < b for a, b in pairwise(ranks))
-
-
 class LanePhase(StrEnum):
     """Where one lane's container is in its life."""
 
@@ -259,21 +253,18 @@ class SlotRecord:
     def with_lane(self, record: LaneRecord) -> SlotRecord:
         """A copy with ``record`` replacing its lane (or added, in lane order)."""
         lanes = self.lanes
-        # The planner calls this for every step it plans: lanes are kept in lane order,
-        # so the record goes in its place without a sort (or the slot is returned as is).
-        for index, current in enumerate(lanes):
-            if current.lane is record.lane:
-                if current is record:
-                    return self if _in_lane_order(lanes) else self._sorted_with(record)
-                if _in_lane_order(lanes):
-                    return replace(self, lanes=(*lanes[:index], record, *lanes[index + 1 :]))
-                break
-        return self._sorted_with(record)
-
-    def _sorted_with(self, record: LaneRecord) -> SlotRecord:
-        others = [lane for lane in self.lanes if lane.lane is not record.lane]
-        lanes = sorted([*others, record], key=lambda r: _LANE_RANK[r.lane])
-        return replace(self, lanes=tuple(lanes))
+        # Called for every planned step: lanes kept in lane order (each once) take the
+        # record in its place without a sort, and an unchanged one costs no copy.
+        ranks = [_LANE_RANK[lane.lane] for lane in lanes]
+        if _LANE_RANK[record.lane] in ranks and all(a < b for a, b in pairwise(ranks)):
+            index = ranks.index(_LANE_RANK[record.lane])
+            if lanes[index] is record:
+                return self
+            return replace(self, lanes=(*lanes[:index], record, *lanes[index + 1 :]))
+        others = [lane for lane in lanes if lane.lane is not record.lane]
+        return replace(
+            self, lanes=tuple(sorted([*others, record], key=lambda r: _LANE_RANK[r.lane]))
+        )
 
     def find(self, container_id: str) -> LaneRecord | None:
         """The lane whose current, dying, extra or stale container is ``container_id``."""
