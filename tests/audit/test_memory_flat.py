@@ -21,6 +21,7 @@ import asyncio
 import importlib.util
 import statistics
 import sys
+import tracemalloc
 from pathlib import Path
 from types import ModuleType
 
@@ -48,6 +49,8 @@ def test_the_python_heap_fds_and_threads_stay_flat_after_warm_up(tmp_path: Path)
         settle=SETTLE,
     )  # fmt: skip
     result = asyncio.run(bench.soak(args))
+    # Left tracing, every test after this one would run ~4x slower.
+    assert not tracemalloc.is_tracing()
     samples = {s["jobs"] // EVERY * EVERY: s for s in result["samples"]}
     assert WARMUP in samples and JOBS in samples, sorted(samples)  # warm-up and end sampled
     after = [s for s in result["samples"] if s["jobs"] >= WARMUP]
