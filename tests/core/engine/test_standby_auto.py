@@ -13,14 +13,9 @@ from typing import Any
 
 import pytest
 
-from gpuci_tui.core.engine.lifecycle import (
-    EngineState,
-    Lane,
-    LanePhase,
-    PoolView,
-    new_slot,
-)
+from gpuci_tui.core.engine.lifecycle import EngineState, Lane, LanePhase, new_slot
 from gpuci_tui.core.engine.planning.planner import decide
+from gpuci_tui.core.engine.pool_view import PoolView
 from gpuci_tui.core.engine.standby.auto import (
     AutoStandby,
     depth_of,
