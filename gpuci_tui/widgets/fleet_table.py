@@ -17,7 +17,7 @@ from textual.widget import Widget
 from gpuci_tui.core.fleet.labels import short_label
 from gpuci_tui.core.fleet.link import LinkState
 from gpuci_tui.core.fleet.rows import FleetTotals, HostRow, Severity
-from gpuci_tui.core.formatting import duration
+from gpuci_tui.core.formatting import cut_words, duration
 from gpuci_tui.core.host_readings import queued_words
 from gpuci_tui.core.models import HealthState
 from gpuci_tui.widgets.format import ago, until
@@ -61,27 +61,6 @@ _LINK_CELLS: dict[LinkState, tuple[str, str]] = {
     LinkState.DOWN: ("✗ down", "bold red"),
 }
 _SEVERITY_STYLES = {Severity.DOWN: "red", Severity.ERROR: "red", Severity.WARNING: "yellow"}
-
-
-def middle(text: str, width: int) -> str:
-    """Cut ``text`` to ``width`` in the middle: ``127.0…:40123`` keeps both ends apart."""
-    if len(text) <= width:
-        return text
-    head = (width - 1) // 2
-    return text[:head] + "…" + text[len(text) - (width - 1 - head) :]
-
-
-def word_cut(text: str, width: int) -> str:
-    """``text`` cut to ``width`` after a whole word (``connect to…``), never inside one.
-
-    The detail line under the table says the selected host's problems in full.
-    """
-    if len(text) <= width:
-        return text
-    space = text.rfind(" ", 0, width)
-    if space < width // 2:  # one long word: a word cut beats an empty cell
-        return text[: width - 1] + "…"
-    return text[:space].rstrip(" ;:,") + "…"
 
 
 def _count(value: int, row: HostRow, style: str = "") -> Text:
@@ -177,7 +156,7 @@ class FleetTable(KeyedTable):
         if column == "host" and cell.cell_len > width:
             return Text(short_label(cell.plain, self.labels, width), style=cell.style)
         if column == "problems" and cell.cell_len > width:
-            return Text(word_cut(cell.plain, width), style=cell.style)
+            return Text(cut_words(cell.plain, width), style=cell.style)
         return fit_text(cell, width)
 
     @property
