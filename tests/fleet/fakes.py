@@ -24,6 +24,11 @@ from tests.ui.fakes import FakeHandle, make_services
 from tests.ui.scenarios import NOW, busy_slot, idle_slot, loaded_snapshot
 
 REFUSED = "ssh: connect to host gpu4 port 22: Connection refused"
+NO_DAEMON = (
+    "no gpuci-tui daemon is running on this host (no socket at /run/user/1000/gpuci-tui/x.sock); "
+    "start one there with: gpuci-tui run"
+)
+"""What a new attempt says when the host's daemon is gone (the bridge's words)."""
 #: Slow enough that a down host is retried only once during a test (stable text).
 SLOW = Backoff(base=600.0, cap=600.0, jitter=0.0)
 FAST = Backoff(base=0.05, cap=0.2, jitter=0.0)
@@ -64,7 +69,7 @@ class DeadHandle:
 
 
 class SwitchHandle(FakeHandle):
-    """A `FakeHandle` that can drop (its stream fails, new ones too) and come back."""
+    """A `FakeHandle` that can drop (its stream ends, new ones find no daemon) and come back."""
 
     def __init__(self, snapshot: SupervisorSnapshot, **kwargs: Any) -> None:
         """Start reachable."""
@@ -87,7 +92,7 @@ class SwitchHandle(FakeHandle):
 
     async def _follow(self) -> AsyncIterator[Update]:
         if self.down:
-            raise ControlError("the daemon closed the connection (it stopped or restarted)")
+            raise ControlError(NO_DAEMON)
         self.streams += 1
         yield self.current
         async for update in self._stream():
