@@ -60,6 +60,7 @@ def run_link(handle: ScriptedHandle, clock: FakeClock) -> tuple[HostLink, list[H
         clock=clock,
         backoff=Backoff(base=1.0, cap=30.0, jitter=0.0),
         sleep=clock.sleep,
+        monotonic=clock,
     )
     return link, seen
 
@@ -137,17 +138,25 @@ async def test_attempts_that_never_say_why_are_down_after_a_while_in_honest_word
         await asyncio.gather(task, return_exceptions=True)
 
 
-async def test_a_host_that_drops_each_connection_at_once_waits_out_the_backoff() -> None:
+async def test_a_host_that_drops_each_connection_at_once_is_not_retried_in_a_tight_loop() -> None:
     clock = FakeClock()
-    handle = ScriptedHandle(clock, ["up", "up"], breaks=DAEMON_CLOSED)
-    link, _ = run_link(handle, clock)
+    handle = ScriptedHandle(clock, ["up", "up", REFUSED], breaks=DAEMON_CLOSED)
+    link, seen = run_link(handle, clock)
     task = asyncio.ensure_future(link.run())
     try:
         await wait_until(lambda: link.status.state is LinkState.UP, timeout=30, what="up")
-        handle.hold.set()  # dropped within STEADY of coming up: a failure like any other
-        await wait_until(lambda: link.status.state is LinkState.DOWN, 30, "down")
-        assert link.status.problem == DAEMON_CLOSED and link.status.retry_at == NOW + 1.0
-        assert handle.attempts == 1
+        handle.hold.set()  # dropped within STEADY of coming up
+        await wait_until(lambda: bool(clock.sleeping), 30, "a wait, not an attempt at once")
+        assert clock.sleeping[0][0] == NOW + 1.0 and handle.attempts == 1
+        assert link.status.state is LinkState.CONNECTING, "still no cause to show"
+        clock.advance(1.0)
+        await wait_until(lambda: link.status.state is LinkState.UP, 30, "up again")
+        handle.hold.set()  # and again: the wait grows like the backoff
+        await wait_until(lambda: handle.attempts == 2 and bool(clock.sleeping), 30, "waiting")
+        assert clock.sleeping[0][0] == clock.now + 2.0
+        clock.advance(2.0)
+        await wait_until(lambda: link.status.state is LinkState.DOWN, 30, "its cause")
+        assert reasons(seen)[-1] == f"unreachable: {REFUSED}"
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)

@@ -73,6 +73,7 @@ async def test_a_link_goes_down_backs_off_and_comes_back() -> None:
     handle = SwitchHandle(healthy_snapshot())
     rec = Recorder()
     clock = iter(range(1000, 2000)).__next__
+    moments = iter(range(0, 10_000, 5)).__next__  # every look: 5 s later (each link was steady)
     link = HostLink(
         member("gpu3", "ci@gpu3", handle),
         rec.statuses.append,
@@ -80,6 +81,7 @@ async def test_a_link_goes_down_backs_off_and_comes_back() -> None:
         on_event=rec.events.append,
         rand=lambda: 0.5,
         sleep=rec.sleep,
+        monotonic=lambda: float(moments()),
     )
     task = asyncio.get_running_loop().create_task(link.run())
     try:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -40,7 +41,7 @@ UNSURE_RETRY = 0.5
 """Seconds between two such attempts (the first after a lost stream starts at once)."""
 STEADY = 1.0
 """Seconds a link must have been up for its loss to be retried at once: a host whose
-daemon takes the connection and drops it again waits out the backoff like any failure."""
+daemon takes each connection and drops it again is retried with the backoff's delays."""
 
 
 class LinkState(StrEnum):
@@ -105,6 +106,7 @@ class HostLink:
         on_event: Callable[[SupervisorEvent], None] | None = None,
         rand: Callable[[], float] = random.random,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         """Prepare to follow ``member`` (see `run`).
 
@@ -116,6 +118,8 @@ class HostLink:
             on_event: Called with each supervisor event of the host.
             rand: Random numbers in [0, 1) for the jitter.
             sleep: How to wait (tests may replace it).
+            monotonic: The clock that measures how long the link was up, or unsure
+                (``clock`` is the wall clock shown, which may step).
         """
         self.member = member
         self.status = HostStatus()
@@ -125,6 +129,7 @@ class HostLink:
         self._backoff = backoff or Backoff()
         self._rand = rand
         self._reconnect = Reconnector(sleep)
+        self._monotonic = monotonic
 
     def _set(self, **changes: object) -> None:
         self.status = replace(self.status, **changes)  # type: ignore[arg-type]
@@ -132,25 +137,28 @@ class HostLink:
 
     async def run(self) -> None:
         """Follow the host until cancelled, reconnecting after every failure."""
-        unsure_since: float | None = self._clock()  # no cause known yet
+        unsure_since: float | None = self._monotonic()  # no cause known since then
+        flaps = 0  # links in a row that were lost within STEADY of coming up
         while True:
-            problem, was_up = await self._follow()
-            now = self._clock()
-            if was_up:
-                # Lost: retried at once, unless it was up only a moment (it flaps).
-                up_since = self.status.since
-                steady = up_since is not None and now - up_since >= STEADY
-                unsure_since = now if steady else None
+            problem, up_at = await self._follow()
+            now, moment = self._clock(), self._monotonic()
+            if up_at is not None:
+                steady = moment - up_at >= STEADY
+                flaps = 0 if steady else flaps + 1
+                if steady or unsure_since is None:
+                    unsure_since = moment
             if (
                 unsure_since is not None
-                and now - unsure_since < UNSURE_FOR
+                and moment - unsure_since < UNSURE_FOR
                 and problem.startswith(WITHOUT_CAUSE)
             ):
                 self._reconnect.lost()
-                since = now if was_up else self.status.since
+                since = now if up_at is not None else self.status.since
                 self._set(state=LinkState.CONNECTING, problem="", since=since, retry_at=None)
-                if not was_up:
+                if up_at is None:
                     await self._reconnect.wait(UNSURE_RETRY)
+                elif flaps:  # it drops every connection at once: not in a tight loop
+                    await self._reconnect.wait(self._backoff.delay(flaps, self._rand))
                 continue
             unsure_since = None
             failures = self.status.failures + 1
@@ -175,14 +183,18 @@ class HostLink:
         """
         return self._reconnect.retry_now()
 
-    async def _follow(self) -> tuple[str, bool]:
-        """Follow one update stream; return why it ended, and whether it was up."""
-        was_up = False
+    async def _follow(self) -> tuple[str, float | None]:
+        """Follow one update stream; return why it ended, and when it came up.
+
+        The time is the `monotonic` clock's; None: it never came up.
+        """
+        up_at: float | None = None
         try:
             async for update in self.member.handle.updates():
                 if isinstance(update, SupervisorSnapshot):
                     self._reconnect.up()
-                    was_up = True
+                    if up_at is None:
+                        up_at = self._monotonic()
                     now = self._clock()
                     if self.status.state is LinkState.UP:
                         self._set(snapshot=update, updated_at=now)
@@ -201,8 +213,8 @@ class HostLink:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - any failure of one host is that host's state
-            return str(exc) or type(exc).__name__, was_up
-        return STREAM_ENDED, was_up
+            return str(exc) or type(exc).__name__, up_at
+        return STREAM_ENDED, up_at
 
 
 class RemoteGpus:
