@@ -265,11 +265,12 @@ class FleetScreen(Screen[None]):
             gpu=RemoteGpus(member.label, self.services.clock),
             runtime=None,
             fleet=None,
+            history_path=None,  # this machine's file is not the host's: `h` asks the host
         )
+        shown = list(self.rows)  # "host 2 of 3" as the overview lists them, not the file
+        number = shown.index(index) + 1 if index in shown else index + 1
         self.app.push_screen(
-            HostDashboardScreen(
-                services, member, index + 1, len(self.members), link=self.links[index]
-            )
+            HostDashboardScreen(services, member, number, len(self.members), link=self.links[index])
         )
 
     def action_reconnect(self) -> None:

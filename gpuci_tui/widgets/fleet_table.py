@@ -14,7 +14,7 @@ from rich.text import Text
 from textual import events
 from textual.widget import Widget
 
-from gpuci_tui.core.fleet.labels import short_label
+from gpuci_tui.core.fleet.labels import short_label, target_around
 from gpuci_tui.core.fleet.link import LinkState
 from gpuci_tui.core.fleet.rows import FleetTotals, HostRow, Severity
 from gpuci_tui.core.formatting import cut_words, duration
@@ -231,15 +231,21 @@ def uptimes(row: HostRow, now: float) -> list[str]:
     return parts
 
 
+def host_name(label: str, target: str) -> Text:
+    """The host named once (``ci@gpu3:2222``, ``gpu3`` in bold), or an alias and its target."""
+    around = target_around(label, target)
+    if around is None:
+        return Text.assemble((label, "bold"), (f" {target}", "bright_black"))
+    before, after = around
+    return Text.assemble((before, "bright_black"), (label, "bold"), (after, "bright_black"))
+
+
 def host_detail(row: HostRow, now: float, collapsed: Sequence[tuple[str, Text]] = ()) -> Text:
     """The selected host in full: target, since when, its problems (whole: they come
     before the rest), the table's collapsed columns (``collapsed``: label and cell),
     daemon and link ages, agents and queue.
     """
-    # The label once when it is the target itself (no alias, no user, no port).
-    text = Text(row.label, style="bold")
-    if row.target != row.label:
-        text.append(f" {row.target}", style="bright_black")
+    text = host_name(row.label, row.target)
     if row.link is LinkState.DOWN:
         text.append(f" · down since {ago(row.since, now)}", style="red")
         text.append(f", retry {until(row.retry_at, now)}" if row.retry_at else ", retrying…")

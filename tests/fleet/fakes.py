@@ -19,6 +19,7 @@ from gpuci_tui.core.host.control.client import ControlError
 from gpuci_tui.core.host.control.reconnect import Backoff
 from gpuci_tui.core.host.handle import Update
 from gpuci_tui.core.models import HealthSnapshot, HealthState, PoolSummary, SupervisorSnapshot
+from gpuci_tui.core.store.history import JobQuery, JobRecord
 from gpuci_tui.services import Services
 from tests.ui.fakes import FakeHandle, make_services
 from tests.ui.scenarios import NOW, busy_slot, idle_slot, loaded_snapshot
@@ -76,6 +77,21 @@ class SwitchHandle(FakeHandle):
         super().__init__(snapshot, mode="daemon", **kwargs)
         self.down = False
         self.streams = 0
+        self.jobs: list[JobRecord] | None = None
+        """The daemon's finished jobs (None: it has no history yet)."""
+        self.queries: list[JobQuery] = []
+
+    async def history(self, query: JobQuery) -> list[JobRecord] | None:
+        """The jobs matching ``query``'s filters, newest first, as a daemon answers."""
+        if self.down:
+            raise ControlError(NO_DAEMON)
+        self.queries.append(query)
+        if self.jobs is None:
+            return None
+        rows = [job for job in self.jobs if not query.failed_only or job.failed]
+        if query.pipeline is not None:
+            rows = [job for job in rows if job.pipeline == query.pipeline]
+        return rows[: query.limit]
 
     def drop(self) -> None:
         """The host goes away: the open stream ends, new attempts fail."""
