@@ -171,7 +171,13 @@ class FleetScreen(Screen[None]):
 
     @on(HostStatusChanged)
     def _on_status(self, message: HostStatusChanged) -> None:
+        before = self.statuses[message.index].snapshot
         self.statuses[message.index] = message.status
+        snapshot = message.status.snapshot
+        if before is None and snapshot is not None:
+            # The daemon's recent events came before its first snapshot: name their slots.
+            names = {slot.slot: slot.name for slot in snapshot.slots}
+            self.event_log.name_slots(names, source=message.index)
         self._render_rows()
 
     @on(HostEventReceived)

@@ -126,6 +126,18 @@ class EventLog(RichLog):
             self._rewrite_soon()  # an earlier event: the ones after it move down
         return True
 
+    def name_slots(self, slot_names: dict[int, str], *, source: int = 0) -> None:
+        """Name the slots of ``source``'s events that came before any of its snapshots.
+
+        A daemon sends its recent events before its snapshot: until then its slots
+        have no names ("slot 6"); they are told once the snapshot says them.
+        """
+        unnamed = [e for e in self.events.entries if e.source == source and not e.extra]
+        for entry in unnamed:
+            entry.extra.update(slot_names)
+        if unnamed and slot_names:
+            self._rewrite_soon()
+
     def _width(self) -> int | None:
         # The scrollbar's room is kept from the start: it appears with the first event
         # that does not fit, and the lines written before must not be wider than what

@@ -2,11 +2,13 @@
 
 Live hosts are `tests.ui.fakes.FakeHandle` (state changes only when the test
 pushes it); `DeadHandle` never connects, like ssh to a host that is down;
-`SwitchHandle` can be made to drop and come back.
+`SwitchHandle` can be made to drop and come back; `ReplayHandle` serves every
+subscriber, each starting with the daemon's recent events, as a daemon does.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
@@ -15,10 +17,17 @@ from gpuci_tui.core.command_types import Command, CommandResult
 from gpuci_tui.core.config.fleet_host import parse_target
 from gpuci_tui.core.engine.preview import CommandPreview
 from gpuci_tui.core.fleet.link import Fleet, FleetMember
+from gpuci_tui.core.fleet.ssh_command import DAEMON_CLOSED
 from gpuci_tui.core.host.control.client import ControlError
 from gpuci_tui.core.host.control.reconnect import Backoff
 from gpuci_tui.core.host.handle import Update
-from gpuci_tui.core.models import HealthSnapshot, HealthState, PoolSummary, SupervisorSnapshot
+from gpuci_tui.core.models import (
+    HealthSnapshot,
+    HealthState,
+    PoolSummary,
+    SupervisorEvent,
+    SupervisorSnapshot,
+)
 from gpuci_tui.core.store.history import JobQuery, JobRecord
 from gpuci_tui.services import Services
 from tests.ui.fakes import FakeHandle, make_services
@@ -115,6 +124,46 @@ class SwitchHandle(FakeHandle):
             yield update
         if self.down:
             raise ControlError("the daemon closed the connection (it stopped or restarted)")
+
+
+class ReplayHandle(SwitchHandle):
+    """A daemon as the control socket serves one: each subscription starts with its recent
+    events, numbered as the daemon numbers them, and every subscriber gets every update."""
+
+    def __init__(self, snapshot: SupervisorSnapshot, backlog: list[SupervisorEvent]) -> None:
+        super().__init__(snapshot)
+        self.recent = list(backlog)
+        self.subscribers: list[asyncio.Queue[Update | None]] = []
+
+    def emit(self, at: float, message: str, kind: str = "job_assigned") -> SupervisorEvent:
+        """A new event, as the daemon reports it (kept among its recent ones, numbered)."""
+        event = SupervisorEvent(at=at, kind=kind, message=message, slot=0, seq=len(self.recent) + 1)
+        self.recent.append(event)
+        for queue in self.subscribers:
+            queue.put_nowait(event)
+        return event
+
+    def drop(self) -> None:
+        """Every stream ends (the ssh channels were killed); new attempts fail until `restore`."""
+        self.down = True
+        for queue in self.subscribers:
+            queue.put_nowait(None)
+
+    async def _follow(self) -> AsyncIterator[Update]:
+        if self.down:
+            raise ControlError(NO_DAEMON)
+        self.streams += 1
+        queue: asyncio.Queue[Update | None] = asyncio.Queue()
+        self.subscribers.append(queue)
+        try:
+            for event in list(self.recent):
+                yield event
+            yield self.current
+            while (update := await queue.get()) is not None:
+                yield update
+        finally:
+            self.subscribers.remove(queue)
+        raise ControlError(DAEMON_CLOSED)
 
 
 def healthy_snapshot(**changes: Any) -> SupervisorSnapshot:

@@ -6,25 +6,19 @@ does the same), so a console that reconnects is sent them again.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from gpuci_tui.app import make_app
 from gpuci_tui.core.fleet.link import LinkState
-from gpuci_tui.core.fleet.ssh_command import DAEMON_CLOSED
-from gpuci_tui.core.host.control.client import ControlError
-from gpuci_tui.core.host.handle import Update
-from gpuci_tui.core.models import SupervisorEvent, SupervisorSnapshot
+from gpuci_tui.core.models import SupervisorEvent
 from gpuci_tui.screens import dashboard
 from gpuci_tui.screens.fleet import FleetScreen
 from gpuci_tui.widgets.event_log import EventLog
 from tests.fleet.fakes import (
     FAST,
-    NO_DAEMON,
-    SwitchHandle,
+    ReplayHandle,
     fleet_services,
     healthy_snapshot,
     member,
@@ -37,46 +31,6 @@ LONG = (
     "disabled on the server and stopped: its GPU 3 is held by a process that is not ours "
     "(pid 4242, python train.py)"
 )
-
-
-class ReplayHandle(SwitchHandle):
-    """A daemon as the control socket serves one: each subscription starts with its recent
-    events, numbered as the daemon numbers them, and every subscriber gets every update."""
-
-    def __init__(self, snapshot: SupervisorSnapshot, backlog: list[SupervisorEvent]) -> None:
-        super().__init__(snapshot)
-        self.recent = list(backlog)
-        self.subscribers: list[asyncio.Queue[Update | None]] = []
-
-    def emit(self, at: float, message: str, kind: str = "job_assigned") -> SupervisorEvent:
-        """A new event, as the daemon reports it (kept among its recent ones)."""
-        event = SupervisorEvent(at=at, kind=kind, message=message, slot=0, seq=len(self.recent) + 1)
-        self.recent.append(event)
-        for queue in self.subscribers:
-            queue.put_nowait(event)
-        return event
-
-    def drop(self) -> None:
-        """Every stream ends (the ssh channels were killed); new attempts fail until `restore`."""
-        self.down = True
-        for queue in self.subscribers:
-            queue.put_nowait(None)
-
-    async def _follow(self) -> AsyncIterator[Update]:
-        if self.down:
-            raise ControlError(NO_DAEMON)
-        self.streams += 1
-        queue: asyncio.Queue[Update | None] = asyncio.Queue()
-        self.subscribers.append(queue)
-        try:
-            for event in list(self.recent):
-                yield event
-            yield self.current
-            while (update := await queue.get()) is not None:
-                yield update
-        finally:
-            self.subscribers.remove(queue)
-        raise ControlError(DAEMON_CLOSED)
 
 
 def backlog(offsets: list[float], name: str) -> list[SupervisorEvent]:
