@@ -21,7 +21,9 @@ from textual.screen import Screen
 from textual.widget import Widget
 
 from gpuci_tui.core.fleet.remote_reads import RemoteHistory, RemoteLogs
+from gpuci_tui.core.host.control.client import ControlError
 from gpuci_tui.core.host.control.reconnect import RetryNow
+from gpuci_tui.core.store.history import JobQuery, JobRecord
 from gpuci_tui.screens.dashboard import DashboardScreen
 from gpuci_tui.screens.history import HistoryScreen
 from gpuci_tui.screens.logs import LogScreen
@@ -131,16 +133,13 @@ class HostDashboardScreen(DashboardScreen):
 
         ``q`` goes back there too (not "quit the fleet").
         """
-        history = getattr(self.member.handle, "history", None)
-        if history is None:
-            self.notify(
-                f"History is not available: {self.member.label}'s link carries none.",
-                severity="error",
-                markup=False,
-            )
-            return
+        history = getattr(self.member.handle, "history", None) or self._no_history
         source = RemoteHistory(self.member.label, history, asyncio.get_running_loop())
         self.app.push_screen(HostHistoryScreen(self.services, source))
+
+    async def _no_history(self, query: JobQuery) -> list[JobRecord] | None:
+        # The view opens all the same, and says why it stays empty.
+        raise ControlError(f"History is not available: {self.member.label}'s link carries none.")
 
 
 class HostHistoryScreen(HistoryScreen):

@@ -34,6 +34,7 @@ from gpuci_tui.screens.fleet import FleetScreen
 from gpuci_tui.screens.history import HistoryScreen
 from tests.fleet.fakes import FAST, SwitchHandle, fleet_services, healthy_snapshot, member
 from tests.fleet.screen_helpers import open_host
+from tests.ui.fakes import FakeHandle
 from tests.ui.helpers import screen_text, wait_for
 from tests.ui.scenarios import NOW
 
@@ -199,3 +200,13 @@ async def test_a_host_without_history_or_out_of_reach_says_so() -> None:
         view._load()
         await wait_for(pilot, lambda: "no gpuci-tui daemon" in view.problem, what="why")
         assert isinstance(app.screen, HistoryScreen) and not isinstance(app.screen, FleetScreen)
+
+
+async def test_a_link_without_the_history_op_still_opens_the_view_and_says_why() -> None:
+    handle = FakeHandle(healthy_snapshot(), mode="daemon")
+    handle.push(handle.current)
+    app = make_app(fleet_services([member(HOST, HOST, handle)], backoff=FAST))
+    async with app.run_test(size=(80, 24)) as pilot:
+        view = await remote_history(pilot)
+        await wait_for(pilot, lambda: view.loads >= 1, what="read")
+        assert view.problem == f"History is not available: {HOST}'s link carries none."
