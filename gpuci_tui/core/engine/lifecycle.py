@@ -190,6 +190,17 @@ class LaneRecord:
         return self.enabled is False and self.idle_verified and self.job is None
 
     @property
+    def may_be_registered(self) -> bool:
+        """Its name may be in the pool: seen there, a container up, or one ran since the last read.
+
+        An agent registers seconds after its start and the registration outlives its
+        container: one that registered, ran a short job and ended between two reads of
+        the pool is in neither read, yet counts against ``max_agents``.
+        """
+        ran_unseen = self.ended_at is not None and self.known_at <= self.ended_at
+        return self.agent_id is not None or self.live or ran_unseen
+
+    @property
     def capable(self) -> bool:
         """The lane could run a job now or be handed one (see the module docstring).
 

@@ -305,10 +305,12 @@ def listed_slots(
 
 
 def registered(state: EngineState) -> int:
-    """Agents of this group registered in the pool, or being registered now.
+    """Agents of this group registered in the pool, or that may be by now.
 
     From the pool's own list, so the registrations of slots retired by a
-    scale-down, still in the pool until removed, count too.
+    scale-down, still in the pool until removed, count too; and every lane
+    that `LaneRecord.may_be_registered`, whose registration the last read may
+    not show yet (one that ran a short job between two reads counts as well).
     """
     cached = _registered_memo
     if (
@@ -320,7 +322,7 @@ def registered(state: EngineState) -> int:
         return cached[3]
     pool = state.pool
     names = set(_group_names(pool, state.prefix)) if pool else set()
-    names |= {lane.name for _, lane in state.lanes() if lane.agent_id is not None or lane.live}
+    names |= {lane.name for _, lane in state.lanes() if lane.may_be_registered}
     _remember_registered((state.slots, state.pool, state.prefix, len(names)))
     return len(names)
 
