@@ -103,7 +103,10 @@ async def settle(supervisor: Any, slots: int, seconds: float) -> None:
     deadline = loop.time() + 60
     while [s.state for s in supervisor.snapshot().slots] != ["idle"] * slots:
         if loop.time() > deadline:
-            raise RuntimeError("the slots did not all become idle within 60 s")
+            raise RuntimeError(
+                "the slots did not all become idle within 60 s: "
+                + "; ".join(f"{s.name} {s.state} {s.message}" for s in supervisor.snapshot().slots)
+            )
         await asyncio.sleep(0.05)
     await asyncio.sleep(seconds)
 
