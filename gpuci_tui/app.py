@@ -183,6 +183,7 @@ class GpuciApp(App[QuitChoice | None]):
             return
         handle = self.services.handle
         mode = handle.mode if handle is not None else "in-process"
+        mode = "demo" if self.services.demo else mode
         snapshot = dashboard.snapshot
         if handle is None:
             body = "No supervisor is running: nothing else is affected."

@@ -2,19 +2,22 @@
 
 Builds a `SimOrg` served over real HTTP on 127.0.0.1 (so the real Azure DevOps
 client is what talks to it), a job feeder that keeps jobs arriving, synthetic
-GPUs, and either the in-process `SimulatedRuntime` or (``--docker``) real
-emulator containers on the local engine, labelled as demo containers and all
-removed when the demo ends. It touches no real organisation, no keyring entry
-and no existing configuration.
+GPUs, and either the in-process `SimulatedRuntime` (pulling from a simulated
+registry, `sim.registry`) or (``--docker``) real emulator containers on the
+local engine (`demo_docker`), labelled as demo containers. Everything lives in
+the demo's own instance, a temporary folder (`demo_instance`) that also holds
+its configuration file; `DemoEnvironment.close` stops what was started and
+removes what was made, folder included. It touches no real organisation, no
+keyring entry and no existing configuration. How it runs (a real daemon, the
+console on its socket, signals): `demo_run`.
 """
 
 from __future__ import annotations
 
-import random
+import os
 import secrets
-import tempfile
 import time
-from contextlib import suppress
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,7 +25,10 @@ from typing import TYPE_CHECKING
 from gpuci_tui.core.config.loader import AgentsConfig, AzureConfig, Config
 from gpuci_tui.core.docker.agentspec import LABEL_DEMO, instance_labels
 from gpuci_tui.core.engine.settings import SupervisorConfig
-from gpuci_tui.core.protocols import ContainerRuntime, GpuSampler
+from gpuci_tui.core.protocols import ContainerRuntime, GpuSampler, TokenSource
+from gpuci_tui.demo_instance import DemoInstance, DemoNotes
+from gpuci_tui.demo_past import SEEDED_RUNS, seed_history
+from gpuci_tui.demo_runtime import agents_engine, quietly, remove_containers
 
 if TYPE_CHECKING:
     from gpuci_tui.core.azure.client import AzureDevOpsClient
@@ -31,9 +37,8 @@ if TYPE_CHECKING:
     from gpuci_tui.core.host.instance import DaemonPaths
     from gpuci_tui.core.host.supervision.group_supervisor import GroupSupervisor
     from gpuci_tui.core.models import SlotSnapshot
-    from gpuci_tui.core.store.history import JobHistory
     from gpuci_tui.demo_auth import DemoIdentity
-    from gpuci_tui.services import Services
+    from gpuci_tui.services import Services, StartSupervisor
     from gpuci_tui.sim.jobs import JobFeeder
     from gpuci_tui.sim.leftovers import Backdate
     from gpuci_tui.sim.org import SimOrg
@@ -41,10 +46,11 @@ if TYPE_CHECKING:
 
 DEMO_POOL = "gpu-demo"
 DEMO_PREFIX = "demo-gpu"
+DEMO_GPU_MODEL = "h100"
+"""The demo's synthetic GPUs (`sim.gpu_synthetic.MODELS`): H100s, whatever the host has."""
 OLD_PREFIX = "demo-old"
 """The name prefix this demo host had "before": its offline leftovers are stale."""
-SEEDED_RUNS = 60
-"""Past jobs written to the demo's history at start, so the history view has trends at once."""
+__all__ = ["DEMO_POOL", "DEMO_PREFIX", "OLD_PREFIX", "SEEDED_RUNS", "DemoEnvironment", "build_demo"]
 
 
 class MemoryTokens:
@@ -78,20 +84,70 @@ class DemoEnvironment:
     gpu: GpuSampler
     tokens: MemoryTokens
     api: AzureDevOpsClient
+    instance: DemoInstance
+    """The demo's folder: its configuration file, and every file it makes."""
+    cleanup: ExitStack
+    """Undoes what `build_demo` started and made, last first (`close`)."""
     docker: bool = False
-    workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="gpuci-demo-")))
     extra_labels: dict[str, str] = field(default_factory=dict)
     supervisor_holder: list[GroupSupervisor] = field(default_factory=list)
+    """The demo's supervisor, once started (read by the synthetic GPUs)."""
     identity: DemoIdentity | None = None
     """``--auth service-principal``: the demo's signed-in application (else the PAT)."""
-    """The demo's supervisor, once started (read by the synthetic GPUs)."""
     assembly: Assembly | None = None
     """What `services`' ``start_supervisor`` started (it holds the demo instance's lock)."""
+    pull_note: str = ""
+    """Why ``gpuci-tui image pull`` pulls nothing for this demo (`DemoNotes.pull`)."""
+
+    @property
+    def workdir(self) -> Path:
+        """The demo's folder (`DemoInstance.root`)."""
+        return self.instance.root
 
     @property
     def history_path(self) -> Path:
-        """The demo's own job history (in its temporary directory, never the user's)."""
+        """The job history of `services` (in the demo's folder, never the user's)."""
         return self.workdir / "history.sqlite3"
+
+    def notes(self) -> DemoNotes:
+        """What the demo's marker says to the commands given its configuration."""
+        extra = {}
+        if self.identity is not None and self.identity.ca_file is not None:
+            # The simulated tenant signs in over TLS with a certificate of its own.
+            extra["REQUESTS_CA_BUNDLE"] = str(self.identity.ca_file)
+        gpus = "" if self.docker else f"{DEMO_GPU_MODEL}:{self.gpu.host_info().gpu_count}"
+        return DemoNotes(pid=os.getpid(), pull=self.pull_note, environment=extra, gpus=gpus)
+
+    def store_secrets(self) -> None:
+        """Put the demo's PAT (and client secret) in the demo's keyring (`demo_keyring`),
+        where ``token check`` and the console's wizard on the demo's instance find them.
+
+        Only once this process uses the demo's instance (`DemoInstance.enter`).
+        """
+        from gpuci_tui.core.secrets.entra_secrets import CLIENT_SECRET, EntraSecretStore
+        from gpuci_tui.demo_keyring import DemoKeyring
+
+        url = self.config.azure.url
+        store = EntraSecretStore(DemoKeyring())
+        store.set_token(url, self.tokens.get_token(url))
+        if self.identity is not None and self.identity.secret:
+            store.set_secret(url, CLIENT_SECRET, self.config.azure.client_id, self.identity.secret)
+
+    @property
+    def daemon_tokens(self) -> TokenSource:
+        """What the demo's agents register with: the PAT, or the signed-in application."""
+        return self.tokens if self.identity is None else self.identity.credential
+
+    def seed(self, path: Path) -> None:
+        """Write the demo's past jobs (`seed_history`) into the history at ``path``."""
+        from gpuci_tui.core.config.loader import instance_id
+        from gpuci_tui.core.store.history import JobHistory
+
+        history = JobHistory(path)
+        try:
+            seed_history(history, instance_id(self.config), time.time(), prefix=DEMO_PREFIX)
+        finally:
+            history.close()
 
     @property
     def paths(self) -> DaemonPaths:
@@ -109,23 +165,17 @@ class DemoEnvironment:
         )
 
     def services(self, *, readonly: bool = False) -> Services:
-        """The console's `Services` for this demo; the supervisor starts in-process on mount.
+        """`Services` whose supervisor starts inside the console, for tests and screenshots.
 
-        Like a daemon (the same `open_assembly`, on the demo's own instance), the demo
-        samples the GPUs into per-job accounting and writes each finished job to a
-        history, so busy rows show GPU use and the history view (``h``) has content.
+        ``gpuci-tui demo`` runs a real daemon instead (`demo_run`). Like it (the same
+        `open_assembly`, on the demo's own files), the supervisor samples the GPUs into
+        per-job accounting and writes each finished job to a history, so busy rows show
+        GPU use and the history view (``h``) has content.
         """
-        from gpuci_tui.core.config.loader import instance_id
         from gpuci_tui.core.host.assemble import open_assembly
         from gpuci_tui.core.host.handle import InProcessHandle
-        from gpuci_tui.core.store.history import JobHistory
-        from gpuci_tui.services import Services
 
-        history = JobHistory(self.history_path)
-        try:
-            seed_history(history, instance_id(self.config), time.time())
-        finally:
-            history.close()
+        self.seed(self.history_path)
 
         async def start_supervisor(config: Config) -> SupervisorHandle:
             parts = open_assembly(
@@ -133,7 +183,7 @@ class DemoEnvironment:
                 paths=self.paths,
                 api=self.api,
                 runtime=self.runtime,
-                tokens=self.tokens if self.identity is None else self.identity.credential,
+                tokens=self.daemon_tokens,
                 mode="in-process",
                 gpu=self.gpu,
                 sample_interval=1.0,
@@ -144,17 +194,29 @@ class DemoEnvironment:
             parts.start()
             return InProcessHandle(parts.supervisor)
 
+        return self.console_services(start_supervisor, self.history_path, readonly=readonly)
+
+    def console_services(
+        self, start: StartSupervisor, history: Path, *, readonly: bool = False
+    ) -> Services:
+        """The console's `Services` on this demo: ``start`` gives it its supervisor.
+
+        The console pulls (``i``) through the demo's runtime, as a console on a
+        host pulls through its Docker engine (`screens.image_pull`).
+        """
+        from gpuci_tui.services import Services
+
         return Services(
             config=self.config,
-            config_path=self.workdir / "config.toml",
+            config_path=self.instance.config_path,
             gpu=self.gpu,
             runtime=self.runtime,
             token_store=self.tokens,
             azure_factory=lambda url, pat: self.api,
-            start_supervisor=start_supervisor,
+            start_supervisor=start,
             readonly=readonly,
             demo=True,
-            history_path=self.history_path,
+            history_path=history,
             history_interval=3.0,
         )
 
@@ -164,19 +226,16 @@ class DemoEnvironment:
         return self.supervisor_holder[0] if self.supervisor_holder else None
 
     def close(self) -> None:
-        """Stop the feeder and the server; remove demo containers (``--docker``)."""
-        with suppress(Exception):
-            self.feeder.stop()
-        if self.docker:
-            labels = instance_labels(self.config, self.extra_labels)
-            for info in self.runtime.list_containers(labels):
-                with suppress(Exception):
-                    self.runtime.remove(info.id)
-        with suppress(Exception):
-            self.server.stop()
-        if self.identity is not None:
-            with suppress(Exception):
-                self.identity.close()
+        """Stop what the demo started and remove what it made, its folder last; idempotent.
+
+        The job feeder, the agents (threads of the simulated runtime, or the
+        ``--docker`` containers), the organisation's server, the demo tenant's
+        sign-in, the ``--docker`` registry and image tag, then the folder.
+        """
+        try:
+            self.cleanup.close()
+        finally:
+            self.instance.remove()
 
 
 DEMO_JOB_SECONDS = (8.0, 40.0)
@@ -208,15 +267,45 @@ def build_demo(
     seed: int | None = None,
     startup: tuple[float, float] | None = None,
     auth: str = "pat",
+    instance: DemoInstance | None = None,
+    foreign_agents: int = 0,
 ) -> DemoEnvironment:
-    """Start the simulated organisation and everything around it.
+    """Start the simulated organisation and everything around it, in ``instance``.
 
     ``startup`` is how long the simulated agents take to register and to open
     their session (default: the real agent's ~6 s and ~3 s), so the demo shows
     what hot standby hides. ``auth = "service-principal"`` signs in as a demo
     application of the simulated tenant instead of with a PAT (`demo_auth`).
+    ``instance``: the demo's folder (default: a new one); its configuration file
+    is written there. Whatever fails on the way is undone before the error rises.
+    ``foreign_agents``: agents of other hosts in the pool (`sim.foreign`), to see what
+    a shared pool of a large organisation costs.
     """
+    instance = instance or DemoInstance.create()
+    with ExitStack() as cleanup:
+        cleanup.callback(instance.remove)
+        env = _build(
+            cleanup, instance, agents, jobs_per_minute, docker, seed, startup, auth, foreign_agents
+        )
+        env.cleanup = cleanup.pop_all()
+        return env
+
+
+def _build(
+    cleanup: ExitStack,
+    instance: DemoInstance,
+    agents: int,
+    jobs_per_minute: float | None,
+    docker: bool,
+    seed: int | None,
+    startup: tuple[float, float] | None,
+    auth: str,
+    foreign_agents: int,
+) -> DemoEnvironment:
+    """`build_demo`'s work: each part started is registered in ``cleanup`` at once."""
     from gpuci_tui.core.azure.client import AzureDevOpsClient
+    from gpuci_tui.core.config.loader import load_config, save_config
+    from gpuci_tui.sim.foreign import add_foreign_agents
     from gpuci_tui.sim.gpu_synthetic import SyntheticSampler
     from gpuci_tui.sim.jobs import JobFeeder
     from gpuci_tui.sim.leftovers import Backdate
@@ -230,49 +319,41 @@ def build_demo(
     org = SimOrg("demo-org", startup=pace, clock=backdate)
     org.add_pat(token)
     pool_id = org.add_pool(DEMO_POOL)
+    add_foreign_agents(org, pool_id, foreign_agents)
     server = SimServer(org)
     server.start()
-    runtime: ContainerRuntime
+    cleanup.callback(quietly(server.stop))
     extra = {LABEL_DEMO: "1"}
-    if docker:
-        import docker as docker_sdk
-
-        from gpuci_tui.core.docker.runtime import DockerRuntime
-        from gpuci_tui.sim.image import build_emulator_image
-
-        docker_runtime = DockerRuntime()
-        docker_runtime.ping()  # a plain message when the engine is unusable
-        client = docker_sdk.from_env()
-        try:
-            image = build_emulator_image(client)
-        finally:
-            client.close()
-        runtime = docker_runtime
-        network = "host"  # the simulated organisation listens on 127.0.0.1 only
-        # The GPUs are synthetic: a real container cannot be given them.
-        gpus = "none"
-    else:
-        from gpuci_tui.sim.runtime import DEFAULT_IMAGE, SimulatedRuntime
-
-        runtime = SimulatedRuntime(org)
-        image = DEFAULT_IMAGE
-        network = "bridge"
-        gpus = "per-agent"
+    engine = agents_engine(org, server.port, instance.root, docker, cleanup)
+    runtime = engine.runtime
     config = Config(
         azure=AzureConfig(url=server.org_url, pool=DEMO_POOL),
         agents=AgentsConfig(
-            count=agents, image=image, name_prefix=DEMO_PREFIX, network=network, gpus=gpus
+            count=agents,
+            image=engine.image,
+            name_prefix=DEMO_PREFIX,
+            network=engine.network,
+            gpus=engine.gpus,
         ),
         supervisor=SupervisorConfig(poll_interval=2.0, backoff_base=1.0, backoff_max=10.0),
     )
+    if docker:
+        # Removed after the feeder stopped (`cleanup` runs the last registered first).
+        labels = instance_labels(config, extra)
+        cleanup.callback(quietly(lambda: remove_containers(runtime, labels)))
     _seed_leftovers(org, backdate, config, token)
     identity = None
     if auth == "service-principal":
         from gpuci_tui.demo_auth import service_principal
 
         identity = service_principal(org, config.azure)
+        cleanup.callback(quietly(identity.close))
         config = replace(config, azure=identity.azure)
+    # A file like any instance's: `reload` reads it again, other shells name it (--config).
+    save_config(config, instance.config_path)
+    config = load_config(instance.config_path)
     api = AzureDevOpsClient(server.org_url, token if identity is None else identity.credential)
+    cleanup.callback(quietly(api.close))
     feeder = JobFeeder(
         org,
         pool_id,
@@ -283,6 +364,7 @@ def build_demo(
         max_queued=2 * agents,
     )
     feeder.start()
+    cleanup.callback(quietly(feeder.stop))  # before the agents go: no job queued for none
     # GPU routing: the agents advertise their synthetic H100 (gpu.product and the rest), so
     # a job demanding one runs and a job demanding an A100 waits, its reason in the pool panel.
     for demand in ROUTED_DEMANDS:
@@ -304,7 +386,7 @@ def build_demo(
 
     # With gpus = "per-agent", slot i owns GPU i: busy agents make their GPU work.
     gpu = SyntheticSampler(
-        gpus=max(1, min(agents, 8)), seed=seed, busy=busy, owner=owner, model="h100"
+        gpus=max(1, min(agents, 8)), seed=seed, busy=busy, owner=owner, model=DEMO_GPU_MODEL
     )
     env = DemoEnvironment(
         config=config,
@@ -315,10 +397,13 @@ def build_demo(
         gpu=gpu,
         tokens=MemoryTokens(token),
         api=api,
+        instance=instance,
+        cleanup=cleanup,
         docker=docker,
         extra_labels=extra,
         supervisor_holder=holder,
         identity=identity,
+        pull_note=engine.pull_note,
     )
     return env
 
@@ -336,49 +421,3 @@ def _seed_leftovers(org: SimOrg, backdate: Backdate, config: Config, token: str)
         org, backdate, DEMO_POOL, token,
         old_prefix=OLD_PREFIX, old_instance=instance_id(old), host=host_marker(),
     )  # fmt: skip
-
-
-def seed_history(history: JobHistory, instance: str, now: float, seed: int = 7) -> None:
-    """Write `SEEDED_RUNS` past jobs of the simulated pipelines (the last few hours).
-
-    Each pipeline has its own typical memory and duration with some noise, and
-    'train - main' creeps up over its last runs, so the trend view shows what
-    a regression looks like.
-    """
-    from gpuci_tui.core.store.history import JobRecord
-    from gpuci_tui.sim.agent_program import sim_image_id
-    from gpuci_tui.sim.jobs import PIPELINES
-    from gpuci_tui.sim.runtime import DEFAULT_IMAGE
-
-    rng = random.Random(seed)
-    typical = {name: (8.0 + 12.0 * i, 300.0 + 240.0 * i) for i, name in enumerate(PIPELINES)}
-    for n in range(SEEDED_RUNS):
-        pipeline = PIPELINES[n % len(PIPELINES)]
-        memory_gib, seconds = typical[pipeline]
-        if pipeline == "train - main":
-            memory_gib += max(0, n - SEEDED_RUNS // 2) * 0.6  # the regression to spot
-        ended = now - (SEEDED_RUNS - n) * 240.0
-        failed = rng.random() < 0.08
-        duration = seconds * rng.uniform(0.85, 1.15)
-        # The GPU facts draw from their own generator: the rest of the seeded history stays.
-        gpu = random.Random(seed * 10_000 + n)
-        hot = gpu.random() < 0.15  # now and then a job that heats its GPU into slowing down
-        throttle: tuple[tuple[str, float], ...] = (
-            ("sw_power_cap", duration * gpu.uniform(0, 0.3)),
-        )
-        throttle += (("sw_thermal", duration * gpu.uniform(0.02, 0.1)),) if hot else ()
-        history.add(
-            JobRecord(
-                instance=instance, slot=n % 4, agent=f"{DEMO_PREFIX}-{n % 4}",
-                request_id=100_000 + n, pipeline=pipeline, run=f"demo.{n + 1}",
-                started_at=ended - duration - 5, ended_at=ended,
-                exit_code=1 if failed else 0, oom=False, reason="job finished",
-                result="failed" if failed else "succeeded", queue_wait_s=rng.uniform(0, 20),
-                duration_s=duration, gpus=(n % 4,), gpu_samples=int(duration),
-                peak_gpu_memory_mib=memory_gib * rng.uniform(0.95, 1.05) * 1024,
-                mean_util_pct=rng.uniform(55, 95), peak_util_pct=rng.uniform(90, 100),
-                image=DEFAULT_IMAGE, image_id=sim_image_id(DEFAULT_IMAGE),
-                energy_j=duration * gpu.uniform(250, 650), throttle_s=throttle, ecc_corrected=0,
-                ecc_uncorrected=0, peak_temp_c=gpu.uniform(84, 89) if hot else gpu.uniform(55, 75),
-            )
-        )  # fmt: skip

@@ -11,6 +11,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -29,6 +30,10 @@ class DemoIdentity:
     azure: AzureConfig
     credential: Credential
     close: Callable[[], None]
+    secret: str = ""
+    """The application's client secret (the demo's keyring holds it for other shells)."""
+    ca_file: Path | None = None
+    """The certificate the simulated tenant's sign-in is served with (clients trust it)."""
 
 
 def service_principal(org: SimOrg, azure: AzureConfig) -> DemoIdentity:
@@ -59,4 +64,4 @@ def service_principal(org: SimOrg, azure: AzureConfig) -> DemoIdentity:
         session.close()
         login.stop()
 
-    return DemoIdentity(azure, credential, close)
+    return DemoIdentity(azure, credential, close, secret=secret, ca_file=login.ca_file)

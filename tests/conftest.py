@@ -37,7 +37,13 @@ def _isolated_home(
         path = home / sub
         path.mkdir(mode=0o700)
         monkeypatch.setenv(var, str(path))
-    for var in ("GPUCI_CONFIG", "GPUCI_PAT", "GPUCI_PAT_FILE", "PYTHON_KEYRING_BACKEND"):
+    for var in (
+        "GPUCI_CONFIG",
+        "GPUCI_PAT",
+        "GPUCI_PAT_FILE",
+        "PYTHON_KEYRING_BACKEND",
+        "CREDENTIALS_DIRECTORY",
+    ):
         monkeypatch.delenv(var, raising=False)
 
 

@@ -16,6 +16,7 @@ import argparse
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpuci_tui.core.command_types import CommandResult, Prune
@@ -23,7 +24,8 @@ from gpuci_tui.core.errors import AzureError
 from gpuci_tui.core.host.control.client import ControlClient, ControlError
 
 from . import exitcodes
-from .common import CliExit, fail, load, no_daemon, socket_for
+from .common import CliExit, fail, load, no_daemon
+from .reach import daemon_of
 
 if TYPE_CHECKING:
     from gpuci_tui.core.config.loader import Config
@@ -59,10 +61,9 @@ def run_agents(
 ) -> int:
     """Run ``agents prune``; ``api``/``ask``/``interactive`` are for tests."""
     try:
-        config = load(args)
-        send = _daemon(config) if api is None else None
+        send = _daemon(daemon_of(args).socket) if api is None else None
         if send is None:
-            send = _direct(config, api)
+            send = _direct(load(args), api)  # no daemon: the file must load
         listing = send(Prune(dry_run=True))
         print(listing.message)
         if not listing.ok:
@@ -89,9 +90,8 @@ def run_agents(
         return no_daemon(exc)
 
 
-def _daemon(config: Config) -> Send | None:
-    """Send through the daemon's control socket, or None when no daemon answers."""
-    path = socket_for(config)
+def _daemon(path: Path) -> Send | None:
+    """Send through the daemon's control socket at ``path``, or None when no daemon answers."""
     try:
         if not ControlClient(path, timeout=3.0).hello().get("ok"):
             return None

@@ -39,7 +39,8 @@ from gpuci_tui.core.host.control.client import MAX_LINE, OPS, line_of, message
 from gpuci_tui.core.models import PROTOCOL_VERSION
 
 from . import exitcodes
-from .common import CliExit, fail, load, socket_for
+from .common import CliExit, fail
+from .reach import daemon_of
 
 CHUNK = 65536
 #: Seconds a daemon has to answer the bridge's ``hello``.
@@ -55,7 +56,9 @@ def run_bridge(args: argparse.Namespace) -> int:
     # The session that ran us, taken now: one that ends while we connect is noticed too.
     parent = os.getppid()
     try:
-        path = Path(args.socket) if args.socket else socket_for(load(args))
+        # A byte stream: the file's problems are not written into it (the console shows
+        # the daemon's state; `gpuci-tui check-config` on the host says them).
+        path = Path(args.socket) if args.socket else daemon_of(args, tell=False).socket
         sock = connect(path)
     except CliExit as exc:
         return fail(exc)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from gpuci_tui.core.config.model import AgentGroup, AgentsConfig
+from gpuci_tui.core.wording import plural
 
 from . import exitcodes
 from .common import CliExit, config_path, fail, load
@@ -13,12 +14,13 @@ from .common import CliExit, config_path, fail, load
 def check_config(args: argparse.Namespace) -> int:
     """Validate the configuration file; print every problem."""
     try:
-        config = load(args, check_gpus=True)
+        required = getattr(args, "require_host", False)
+        config = load(args, check_gpus=True, unread="refuse" if required else "note")
     except CliExit as exc:
         return fail(exc)
     if not args.quiet:
         if not config.groups:
-            summary = f"{config.agents.count} slot(s), pool '{config.azure.pool}'"
+            summary = f"{plural(config.agents.count, 'slot')}, pool '{config.azure.pool}'"
             print(f"{config_path(args)}: OK ({summary})")
             print(f"  {admission_line(config.agents)}")
         else:
@@ -30,7 +32,10 @@ def check_config(args: argparse.Namespace) -> int:
     if config.azure.auth != "pat" or getattr(args, "live", False):
         from .identity_cmd import live_check
 
-        return live_check(config)
+        try:
+            return live_check(config)
+        except CliExit as exc:  # e.g. the encrypted store's passphrase, without a terminal
+            return fail(exc)
     return exitcodes.OK
 
 
@@ -42,7 +47,7 @@ def admission_line(agents: AgentsConfig) -> str:
 
 
 def group_line(group: AgentGroup) -> str:
-    """``cuda13: 2 slot(s) gpu4-cuda13-0…, pool 'gpu13', image …, GPUs per agent 2,3``."""
+    """``cuda13: 2 slots gpu4-cuda13-0…, pool 'gpu13', image …, GPUs per agent 2,3``."""
     agents = group.agents
     ids = ",".join(agents.gpu_ids)
     gpus = {
@@ -55,6 +60,6 @@ def group_line(group: AgentGroup) -> str:
     if agents.gpus == "per-agent" and agents.gpus_per_slot > 1:
         gpus += f", {agents.gpus_per_slot} per slot (NVLink kept together)"
     return (
-        f"{group.name}: {agents.count} slot(s) {agents.name_prefix}-0…, pool '{group.pool}', "
+        f"{group.name}: {plural(agents.count, 'slot')} {agents.name_prefix}-0…, pool '{group.pool}', "
         f"image {agents.image}, {gpus}"
     )

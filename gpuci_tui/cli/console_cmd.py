@@ -19,7 +19,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gpuci_tui.core.config.loader import Config, daemon_instance
 from gpuci_tui.core.errors import GpuciError
@@ -29,8 +29,11 @@ from gpuci_tui.core.protocols import GpuSampler, TokenSource
 
 from . import exitcodes
 from .common import CliExit, config_path, fail, load, socket_for
+from .reach import Reached, daemon_config, daemon_of
 
 if TYPE_CHECKING:
+    from textual.app import App
+
     from gpuci_tui.core.host.assemble import Assembly
 
 DAEMON_START_TIMEOUT = 20.0
@@ -178,12 +181,6 @@ async def close_in_process() -> None:
 
 def run_console(args: argparse.Namespace, setup: bool) -> int:
     """Open the console (wizard or dashboard)."""
-    from gpuci_tui.app import make_app
-    from gpuci_tui.core.config.loader import ConfigError, load_config
-    from gpuci_tui.core.gpu.nvml_sampler import NvmlSampler
-    from gpuci_tui.core.secrets.token_store import TokenStore
-    from gpuci_tui.services import Services, SetupClient
-
     if not sys.stdin.isatty() or not sys.stdout.isatty():
         print(
             "gpuci-tui: the console needs a terminal; use `gpuci-tui status` in scripts",
@@ -194,24 +191,62 @@ def run_console(args: argparse.Namespace, setup: bool) -> int:
 
     forbid_core_dumps()  # the wizard and --foreground hold the PAT in memory
     try:
+        app = build_console(args, setup)
+        run_until_closed(app)
+    except CliExit as exc:
+        return fail(exc)
+    return exitcodes.OK
+
+
+def build_console(args: argparse.Namespace, setup: bool) -> App[Any]:
+    """The console for ``args``: its services, how it starts or attaches to a supervisor.
+
+    A file that does not load opens the console on the configuration the daemon of
+    that file runs (`reach`), with the file's problems shown once it is attached.
+
+    Raises:
+        CliExit: code 4 when the file does not load and no daemon of it answers.
+    """
+    from gpuci_tui.app import make_app
+    from gpuci_tui.core.config.loader import ConfigError, load_config
+    from gpuci_tui.core.gpu.nvml_sampler import NvmlSampler
+    from gpuci_tui.core.secrets.token_store import TokenStore
+    from gpuci_tui.services import Services, SetupClient
+
+    try:
         path = config_path(args)
     except GpuciError as exc:
-        return fail(CliExit(exitcodes.CONFIG, str(exc)))
+        raise CliExit(exitcodes.CONFIG, str(exc)) from None
     config: Config | None = None
+    broken: Reached | None = None
     if path.exists():
         try:
             config = load_config(path)
         except ConfigError as exc:
             if not setup:
-                return fail(
-                    CliExit(exitcodes.CONFIG, f"{exc}\nFix the file, or run `gpuci-tui setup`.")
-                )
+                try:
+                    # A daemon of this file runs on what it loaded: open on that, say the problem.
+                    broken = daemon_of(args, tell=False)
+                    config = daemon_config(broken)
+                except CliExit:
+                    raise CliExit(
+                        exitcodes.CONFIG, f"{exc}\nFix the file, or run `gpuci-tui setup`."
+                    ) from None
     foreground = bool(args.foreground)
 
     def notify(message: str) -> None:
         app.notify(message, title="Supervisor", severity="warning", markup=False)
 
     async def start_supervisor(cfg: Config) -> SupervisorHandle:
+        if broken is not None:
+            app.notify(
+                broken.notice(),
+                title="Configuration file",
+                severity="error",
+                timeout=60,
+                markup=False,
+            )
+            return SocketHandle(broken.socket)
         if foreground:
             # The App's current services: the wizard may have unlocked another token store.
             now = app.services
@@ -258,11 +293,25 @@ def run_console(args: argparse.Namespace, setup: bool) -> int:
         readonly=bool(args.readonly),
     )
     app = make_app(services)
-    try:
-        app.run()
-    except CliExit as exc:
-        return fail(exc)
-    return exitcodes.OK
+    return app
+
+
+def run_until_closed(app: App[Any], **run: Any) -> Any:
+    """Run the console, then close the supervisors it ran in-process, in the same loop.
+
+    ``--foreground``: quitting stops the supervisor, but the history rows still being
+    written, the history itself and the instance's locks are the assembly's to finish
+    (`Assembly.close`), which needs the loop the supervisor ran in. ``run``: for tests
+    (``headless``, ``auto_pilot``). Returns what the app returned.
+    """
+
+    async def console() -> Any:
+        try:
+            return await app.run_async(**run)
+        finally:
+            await close_in_process()
+
+    return asyncio.run(console())
 
 
 def attach(config: Config) -> SupervisorHandle:
@@ -275,6 +324,8 @@ def attach(config: Config) -> SupervisorHandle:
 
 __all__ = [
     "ATTACHED_NOTICE",
+    "build_console",
+    "run_until_closed",
     "attach",
     "daemon_alive",
     "foreground_supervisor",

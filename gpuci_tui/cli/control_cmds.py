@@ -27,7 +27,8 @@ from gpuci_tui.core.store.file import damage_notice
 from gpuci_tui.core.wire import to_dict
 
 from . import exitcodes
-from .common import CliExit, fail, load, no_daemon, print_result, socket_for
+from .common import CliExit, fail, no_daemon, print_result
+from .reach import daemon_of
 from .render import render_status
 
 
@@ -85,13 +86,15 @@ def build_commands(args: argparse.Namespace) -> list[Command]:
 
 
 def run_control_command(args: argparse.Namespace) -> int:
-    """Talk to the daemon of the configured agents."""
+    """Talk to the daemon of the configured agents (also when its file no longer loads)."""
     try:
-        config = load(args)
-        path = socket_for(config)
+        commands = [] if args.command == "status" else build_commands(args)
+        reached = daemon_of(args)
+        path = reached.socket
         if args.command == "status":
-            return _status(path, args.json, config.metrics.listen)
-        commands = build_commands(args)
+            listen = reached.config.metrics.listen if reached.config is not None else ""
+            problems = [reached.notice()] if reached.problem is not None else []
+            return _status(path, args.json, listen, problems)
         client = ControlClient(path)
         for command in commands:
             result = client.send(command)
@@ -106,14 +109,18 @@ def run_control_command(args: argparse.Namespace) -> int:
         return no_daemon(exc)
 
 
-def _status(path: Path, as_json: bool, metrics_listen: str = "") -> int:
+def _status(
+    path: Path, as_json: bool, metrics_listen: str = "", problems: list[str] | None = None
+) -> int:
     snapshot = ControlClient(path).snapshot()
     # Read from the state directory the daemon shares with us: a damaged history it moved aside.
     notice = damage_notice(history_db_path())
     if as_json:
+        # The file's problems (said on stderr too) travel with the snapshot for scripts.
+        warnings = [*(problems or []), *([notice] if notice else [])]
         print(
             json.dumps(
-                {**to_dict(snapshot), "warnings": [notice] if notice else []},
+                {**to_dict(snapshot), "warnings": warnings},
                 indent=2,
                 sort_keys=True,
             )

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from gpuci_tui.core.config.loader import agent_groups
 from gpuci_tui.core.export.k8s import DEFAULT_GROUP, DEFAULT_NAMESPACE, DEFAULT_SECRET_NAME
+from gpuci_tui.core.wording import plural
 
 from . import exitcodes
 from .common import CliExit, fail, load
@@ -160,7 +161,7 @@ def run_export(args: argparse.Namespace) -> int:
     what = {
         "triggerauthentication.yaml": f"TriggerAuthentication {name}-azp ({source})",
         "scaledjob.yaml": f"ScaledJob {name}: pool '{config.azure.pool}', 0-{agents.count} "
-        f"agents, {gpus} GPU(s) each",
+        f"agents, {plural(gpus, 'GPU')} each",
         "NOTES.md": "the Secret to create, kubectl steps, the placeholder-agent rule",
     }
     print(f"wrote {len(files)} files to {target}/ (namespace {options.namespace}):")

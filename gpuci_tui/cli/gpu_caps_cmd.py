@@ -1,6 +1,7 @@
 """``gpuci-tui gpu capabilities``: what each slot's agents advertise on this host.
 
-Reads the GPUs through NVML (no daemon needed) and prints, per group and slot,
+Reads the GPUs through NVML (no daemon needed; for a demo's configuration, the demo's
+synthetic GPUs its agents run on) and prints, per group and slot,
 the capabilities its agents report and a demand a pipeline can use to land
 there; ``--json`` for scripts. See README, "GPU capabilities".
 """
@@ -15,7 +16,7 @@ from gpuci_tui.core.config.model import agent_groups, for_group
 from gpuci_tui.core.gpu.capabilities import PRODUCT
 
 from . import exitcodes
-from .common import CliExit, fail, load
+from .common import CliExit, config_path, fail, load
 
 
 def add_caps_parser(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -30,18 +31,19 @@ def add_caps_parser(actions: argparse._SubParsersAction[argparse.ArgumentParser]
 def run_caps(args: argparse.Namespace) -> int:
     """Print every slot's capabilities under this host's GPUs."""
     from gpuci_tui.core.config.slot_shapes import use_topology
-    from gpuci_tui.core.gpu.nvml_facts import read_nvml_facts
     from gpuci_tui.core.gpu.nvml_sampler import NvmlSampler
     from gpuci_tui.core.gpu.nvml_topology import read_nvml_topology
-    from gpuci_tui.core.host.gpus.caps import SlotCapabilities
+    from gpuci_tui.core.host.gpus.caps import SlotCapabilities, facts_reader
+    from gpuci_tui.demo_instance import demo_gpus
 
     try:
         config = load(args)
     except CliExit as exc:
         return fail(exc)
-    sampler = NvmlSampler()
+    # A demo's agents advertise the demo's synthetic GPUs, not this host's.
+    sampler = demo_gpus(config_path(args)) or NvmlSampler()
     try:
-        facts = read_nvml_facts(sampler)
+        facts = facts_reader(sampler)()
         reason = sampler.host_info().reason
         # Shaped slots (gpus_per_slot, MIG) get their devices from the topology.
         topology = read_nvml_topology(sampler)

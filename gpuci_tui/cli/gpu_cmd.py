@@ -17,8 +17,9 @@ from gpuci_tui.core.engine.preview import gpu_clear_words
 from gpuci_tui.core.host.control.client import ControlClient, ControlError
 
 from . import exitcodes
-from .common import CliExit, fail, load, no_daemon, print_result, socket_for
+from .common import CliExit, fail, no_daemon, print_result
 from .gpu_caps_cmd import add_caps_parser, run_caps
+from .reach import daemon_of
 
 
 def add_gpu_parser(sub: Any) -> None:
@@ -42,8 +43,7 @@ def run_gpu(args: argparse.Namespace) -> int:
         return run_caps(args)
     command = GpuClear(args.gpu)
     try:
-        config = load(args)
-        client = ControlClient(socket_for(config))
+        client = ControlClient(daemon_of(args).socket)
         answer = client.preview(command)
         if not answer.ok:
             print(f"gpuci-tui: {answer.message}", file=sys.stderr)

@@ -209,4 +209,5 @@ def _json(r: JobRecord) -> dict[str, Any]:
         "ecc_corrected": r.ecc_corrected,
         "ecc_uncorrected": r.ecc_uncorrected,
         "peak_temp_c": r.peak_temp_c,
+        "startup_s": r.startup_s,
     }

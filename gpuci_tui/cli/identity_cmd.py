@@ -25,37 +25,39 @@ def live_check(config: Config, store: EntraSecretStore | None = None) -> int:
     """Sign in as ``[azure] auth`` says and check the pool; print one line; exit code."""
     from gpuci_tui.core.azure.client import AzureDevOpsClient
     from gpuci_tui.core.secrets.entra_msal import make_credential
-    from gpuci_tui.core.secrets.entra_secrets import EntraSecretStore
 
-    store = store or EntraSecretStore()
+    from .unlock import command_store
+
+    store = store or command_store(config.azure)
     url = config.azure.url
     credential = make_credential(config.azure, lambda: store.get_token(url), store=store)
     with AzureDevOpsClient(url, credential, max_retries=1) as client:
         check = client.validate_pat(config.azure.pool)
     print(f"  identity: {credential.describe()}")
     print(f"  {'OK' if check.ok else 'PROBLEM'}: {check.message}")
-    return exitcodes.OK if check.ok else exitcodes.CREDENTIALS
+    return exitcodes.for_check(check.reason)
 
 
 def run_identity_token(args: argparse.Namespace, config: Config) -> int:
     """``token set|check|delete`` for a service principal (its secret or key passphrase)."""
-    from gpuci_tui.core.secrets.entra_secrets import (
-        CERT_PASSPHRASE,
-        CLIENT_SECRET,
-        EntraSecretStore,
-        keyring_user,
-    )
+    from gpuci_tui.core.secrets.entra_secrets import CERT_PASSPHRASE, CLIENT_SECRET, keyring_user
     from gpuci_tui.core.secrets.token_store import SERVICE
 
+    from .unlock import NoEncryptedStore, command_store, keyring_name
+
     azure = config.azure
-    store = EntraSecretStore()
     if args.action == "check":
-        return live_check(config, store)
+        return live_check(config, command_store(azure))
     if azure.auth == "managed-identity":
         print("a managed identity has no secret to store: Azure gives the host its tokens")
         return exitcodes.OK
     what = CERT_PASSPHRASE if azure.client_certificate else CLIENT_SECRET
     label = "certificate passphrase" if azure.client_certificate else "client secret"
+    try:
+        store = command_store(azure, writes=True, creating=args.action == "set")
+    except NoEncryptedStore:
+        print(f"no {label} was stored for {azure.client_id}")
+        return exitcodes.OK
     if args.action == "set":
         value = (
             sys.stdin.readline()
@@ -63,12 +65,12 @@ def run_identity_token(args: argparse.Namespace, config: Config) -> int:
             else getpass.getpass(f"{label.capitalize()} of {azure.client_id}: ")
         )
         store.set_secret(azure.url, what, azure.client_id, value)
-        print(f"{label} stored in the keyring for {azure.client_id}")
+        print(f"{label} stored in {keyring_name(store)} for {azure.client_id}")
         return exitcodes.OK
     user = keyring_user(azure.url, what, azure.client_id)
     if store.backend.get_password(SERVICE, user) is None:
-        print(f"no {label} was stored in the keyring for {azure.client_id}")
+        print(f"no {label} was stored in {keyring_name(store)} for {azure.client_id}")
     else:
         store.backend.delete_password(SERVICE, user)
-        print(f"{label} deleted from the keyring for {azure.client_id}")
+        print(f"{label} deleted from {keyring_name(store)} for {azure.client_id}")
     return exitcodes.OK

@@ -1,4 +1,4 @@
-"""``gpuci-tui image pull [--group NAME]``: pull the configured image(s) with live progress.
+"""``gpuci-tui image pull [--group NAME]``: pull the configured images with live progress.
 
 It goes through Docker directly, not through the daemon: a pull is idempotent,
 and Docker itself joins two pulls of one image (the daemon's and this one) into
@@ -32,7 +32,7 @@ BAR_WIDTH = 24
 
 def add_image_parser(sub: Any) -> None:
     """The ``image`` command and its ``pull`` action."""
-    image = sub.add_parser("image", help="agent images: pull the configured image(s)")
+    image = sub.add_parser("image", help="agent images: pull the configured images")
     actions = image.add_subparsers(dest="image_action", metavar="ACTION", required=True)
     pull = actions.add_parser(
         "pull",
@@ -106,6 +106,9 @@ def run_image(args: argparse.Namespace) -> int:
         images = images_of(config, args.group)
     except CliExit as exc:
         return fail(exc)
+    if (refused := _demo_refusal(args)) is not None:
+        print(f"gpuci-tui: {refused}", file=sys.stderr)
+        return exitcodes.FAILED
     runtime = DockerRuntime()
     try:
         try:
@@ -142,3 +145,16 @@ def run_image(args: argparse.Namespace) -> int:
         return exitcodes.FAILED if failed else exitcodes.OK
     finally:
         runtime.close()
+
+
+def _demo_refusal(args: argparse.Namespace) -> str | None:
+    """Why nothing is pulled for a demo's configuration, said plainly; None: pull.
+
+    A demo's agents may not be in Docker at all, or the demo may have no registry.
+    """
+    from gpuci_tui.demo_instance import notes_of
+
+    from .common import config_path
+
+    notes = notes_of(config_path(args))
+    return notes.pull if notes is not None and notes.pull else None

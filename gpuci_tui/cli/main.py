@@ -6,8 +6,11 @@ Run ``gpuci-tui COMMAND --help`` for each command. Exit codes: `exitcodes`.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
 import os
 import sys
+import textwrap
 from collections.abc import Sequence
 
 from gpuci_tui import __version__
@@ -29,10 +32,36 @@ configuration yet, otherwise the dashboard (attached to the running daemon,
 or starting one detached so that closing the SSH session does not stop it).
 """
 
-EPILOG = """\
-exit codes: 0 ok, 1 refused/failed, 2 usage, 3 no daemon, 4 configuration,
-5 credentials, 6 already running, 7 container engine unusable, 130 interrupted.
-"""
+EPILOG = textwrap.fill(
+    "exit codes: " + ", ".join(f"{code} {words}" for code, words in exitcodes.MEANINGS.items()),
+    width=79,
+)
+"""Made from `exitcodes.MEANINGS`, so a new code is listed where it is defined."""
+
+
+VERBOSE_HELP = (
+    "also print the log to standard error (-vv: with debug lines); without it, a command "
+    "prints only its answer"
+)
+
+_OWN_LOG = (None, "setup", "run", "demo", "bridge")
+"""Commands that send their log somewhere themselves: the console and ``demo`` own the
+terminal, ``run`` logs to standard error (journald), ``bridge`` keeps its streams clean."""
+
+
+def _route_log(args: argparse.Namespace) -> None:
+    """A command's answer is what it prints: log lines (a retry, a slow read) go to standard
+    error only with ``-v``, so they never come before, or in the middle of, the answer.
+    """
+    if args.command in _OWN_LOG:
+        return
+    if args.verbose:
+        from .run_cmd import setup_logging
+
+        setup_logging("DEBUG" if args.verbose > 1 else "INFO")
+    elif not logging.getLogger().handlers:
+        # Without a handler Python prints warnings to standard error itself (lastResort).
+        logging.getLogger().addHandler(logging.NullHandler())
 
 
 def _slots_args(parser: argparse.ArgumentParser, verb: str) -> None:
@@ -76,6 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="console: watch the daemons of these hosts over ssh (repeat the option; "
         "replaces [fleet] hosts)",
     )
+    parser.add_argument("-v", "--verbose", action="count", default=0, help=VERBOSE_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     sub.add_parser("setup", help="run the setup wizard (on the existing configuration if any)")
@@ -85,7 +115,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run the supervisor in the foreground. SIGINT/SIGTERM stop it and leave "
         "the agents running; `gpuci-tui stop --drain` drains them first.",
     )
-    run.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    run.add_argument(
+        "--log-level",
+        default="INFO",
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        help="the least important log lines printed to standard error (default INFO)",
+    )
 
     status = sub.add_parser("status", help="show the daemon's slots, agents and jobs")
     status.add_argument("--json", action="store_true", help="print the snapshot as JSON")
@@ -118,11 +153,21 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser(
         "demo",
         help="the console on a built-in simulated organisation (touches nothing real)",
+        description="A simulated organisation, a real daemon with its control socket and the "
+        "console, in a temporary folder of their own, all removed at the end (quit, "
+        "`gpuci-tui stop`, Ctrl+C, SIGTERM). It prints how another shell reaches it: "
+        "`gpuci-tui --config FOLDER/config.toml status`, and every other command.",
     )
     demo.add_argument(
         "--docker",
         action="store_true",
         help="use real emulator containers on the local Docker engine",
+    )
+    demo.add_argument(
+        "--no-console",
+        action="store_true",
+        help="run the demo's daemon in the foreground without the console (try the "
+        "command line on it from another shell; Ctrl+C ends the demo)",
     )
     demo.add_argument("--agents", type=int, default=4, help="number of slots (default 4)")
     demo.add_argument(
@@ -145,15 +190,46 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds a simulated agent takes to register, then to get its session "
         "(default 6,3: like the real agent)",
     )
+    demo.add_argument(
+        "--foreign-agents",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also put N agents of other hosts in the pool, as a shared pool of a large "
+        "organisation holds (default 0)",
+    )
 
     token = sub.add_parser("token", help="store, check or delete the PAT (keyring)")
-    token.add_argument("action", choices=("set", "check", "delete"))
+    token.add_argument(
+        "action",
+        choices=("set", "check", "delete"),
+        help="set: store the PAT (asked, or --stdin); check: sign in with it and check the "
+        "pool; delete: remove it from the keyring",
+    )
     token.add_argument("--stdin", action="store_true", help="set: read the PAT from standard input")
 
     check = sub.add_parser(
-        "check-config", help="validate the configuration file and say what is wrong"
+        "check-config",
+        help="validate the configuration file and say what is wrong",
+        description="Check the configuration file by every rule `gpuci-tui run` starts with, "
+        "each problem under its own key, with the fix (exit 4). Where this host's GPUs can "
+        "be read (NVML), the file is also checked against them: the GPU count, the slot "
+        "shapes (gpus_per_slot, MIG) on the GPU topology, the GPU ids, and each image's "
+        "CUDA against the driver; where they cannot, a note says what was not checked.",
     )
-    check.add_argument("--quiet", action="store_true")
+    check.add_argument(
+        "--quiet",
+        action="store_true",
+        help="print only the problems (nothing when the file is valid); the exit code says which",
+    )
+    check.add_argument(
+        "--host",
+        dest="require_host",
+        action="store_true",
+        help="this host must be checkable: when the file gives agents GPUs and this host's "
+        "GPUs cannot be read, fail (exit 1) instead of noting it (run it on the GPU host "
+        "that will run the file)",
+    )
     check.add_argument(
         "--live",
         action="store_true",
@@ -181,6 +257,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_gpu_parser(sub)
     add_agents_parser(sub)
     add_image_parser(sub)
+    for command in sub.choices.values():
+        # Also after the command (gpuci-tui status -v); absent there, the top level's count.
+        command.add_argument(
+            "-v", "--verbose", action="count", default=argparse.SUPPRESS, help=VERBOSE_HELP
+        )
     return parser
 
 
@@ -224,6 +305,9 @@ _TERMINAL_APPS = (None, "setup", "demo", "bridge")
 
 def _dispatch(args: argparse.Namespace) -> int:
     command = args.command
+    _route_log(args)
+    if command != "demo":
+        _adopt_demo(args)
     if command not in _TERMINAL_APPS:
         from .safe_output import install
 
@@ -290,6 +374,18 @@ def _dispatch(args: argparse.Namespace) -> int:
     from .console_cmd import run_console
 
     return run_console(args, setup=command == "setup")
+
+
+def _adopt_demo(args: argparse.Namespace) -> None:
+    """Given a running demo's configuration, use the demo's folder (`demo_instance.adopt`)."""
+    from gpuci_tui.core.errors import GpuciError
+    from gpuci_tui.demo_instance import adopt
+
+    from .common import config_path
+
+    # An unusable --config: the command itself says what is wrong with it.
+    with contextlib.suppress(GpuciError):
+        adopt(config_path(args))
 
 
 if __name__ == "__main__":

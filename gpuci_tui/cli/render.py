@@ -7,7 +7,14 @@ import time
 from gpuci_tui.core.engine.snapshots import daemon_uptime
 from gpuci_tui.core.formatting import ago, byte_size, duration, exit_label, image_label, job_label
 from gpuci_tui.core.models import DiskSnapshot, PoolSummary, SupervisorSnapshot
-from gpuci_tui.core.wording import disabled_reasons, rollout_words
+from gpuci_tui.core.wording import (
+    NOT_READ_YET,
+    disabled_reasons,
+    override_words,
+    plural,
+    rollout_words,
+    usage_words,
+)
 
 
 def render_status(snap: SupervisorSnapshot, now: float | None = None) -> str:
@@ -27,9 +34,10 @@ def render_status(snap: SupervisorSnapshot, now: float | None = None) -> str:
         standby += f"; {scheduled}"
     lines = [
         f"gpuci-tui {mode}{' ' + ' '.join(flags) if flags else ''} — {snap.org_url} pool "
-        f"'{snap.pool}' — {snap.desired_count} slot(s), {standby}",
+        f"'{snap.pool}' — {plural(snap.desired_count, 'slot')}, {standby}",
         f"azure: {_health(snap.azure.state, snap.azure.message, snap.azure.checked_at, now)}"
         + (f" — {snap.azure.identity}" if snap.azure.identity else ""),
+        f"  calls: {usage_words(snap.azure_usage, now)}",
         f"docker: {_health(snap.docker.state, snap.docker.message, snap.docker.checked_at, now)}",
         *_disk_lines(snap.disk, now),
         *_agent_version_lines(snap),
@@ -46,6 +54,7 @@ def render_status(snap: SupervisorSnapshot, now: float | None = None) -> str:
         *_group_lines(snap),
         *_image_lines(snap),
         *(f"rollout: {rollout_words(r)}" for r in snap.rollouts),
+        *_override_lines(snap, now),
         *snap.pulls,  # one line per image: "pulling IMAGE: 3/7 layers, …"
         "",
     ]
@@ -93,6 +102,14 @@ def render_status(snap: SupervisorSnapshot, now: float | None = None) -> str:
     return "\n".join(lines)
 
 
+def _override_lines(snap: SupervisorSnapshot, now: float) -> list[str]:
+    """``override: count 1, scaled at 10:02; the file says 3`` per override, and the way back."""
+    if not snap.overrides:
+        return []
+    lines = [f"override: {override_words(o, now)}" for o in snap.overrides]
+    return [*lines, "  (gpuci-tui reload --reset-overrides runs the file again)"]
+
+
 def _disk_lines(disk: DiskSnapshot, now: float) -> list[str]:
     """``disk: ok (checked 5s ago): 80.0 GiB free on /var/lib/docker; …`` (when watched)."""
     if disk.checked_at is None:
@@ -102,7 +119,7 @@ def _disk_lines(disk: DiskSnapshot, now: float) -> list[str]:
         limits.insert(0, f"min_free {byte_size(disk.min_free_bytes)}")
     text = f"disk: {_health(disk.state, disk.message, disk.checked_at, now)} ({', '.join(limits)})"
     if disk.images_removed:
-        text += f"; {disk.images_removed} unused image(s) removed"
+        text += f"; {plural(disk.images_removed, 'unused image')} removed"
     return [text]
 
 
@@ -139,20 +156,29 @@ def _gpu_lines(snap: SupervisorSnapshot) -> list[str]:
 
 
 def _pool_line(pool: PoolSummary, snap: SupervisorSnapshot, now: float) -> str:
+    """``pool (read 3s ago): 5 online, …; jobs 3 queued (read 20s ago), 2 running``.
+
+    Each figure says how old it is: the agents and the queue are read at different
+    times. What has not been read yet says so, never a row of zeros. (A daemon from
+    before the ages has read a pool it knows the id of: its figures show, ageless.)
+    """
     name = f" '{pool.name}'" if snap.pools else ""
+    if pool.read_at is None and pool.pool_id is None:
+        return f"pool{name}: {NOT_READ_YET}"
     reasons = disabled_reasons(pool.disabled_why)
     why = f" ({', '.join(reasons)})" if reasons else ""
-    # Each figure says how old it is: the agents and the queue are read at different times.
-    # None: not read yet, or a daemon too old to say; either way no age is shown.
     read = f" (read {ago(pool.read_at, now, compact=True)})" if pool.read_at is not None else ""
-    queue = (
-        f" (read {ago(pool.jobs_read_at, now, compact=True)})"
-        if pool.jobs_read_at is not None
-        else ""
-    )
+    if pool.jobs_read_at is not None:
+        queued = f"{pool.queued_text} queued (read {ago(pool.jobs_read_at, now, compact=True)})"
+    elif pool.read_at is not None:
+        queued = f"queue {NOT_READ_YET}"  # read less often than the agents
+    else:
+        queued = f"{pool.queued_text} queued"
+    # The service was asked for our lanes only: say so, the counts are not the pool's.
+    whose = " (ours)" if pool.ours_only else ""
     return (
         f"pool{name}{read}: {pool.online} online, {pool.offline} offline, {pool.disabled} disabled"
-        f"{why}; jobs {pool.queued_jobs} queued{queue}, {pool.running_jobs} running"
+        f"{whose}{why}; jobs {queued}, {pool.running_jobs} running"
     )
 
 
@@ -160,7 +186,7 @@ def _group_lines(snap: SupervisorSnapshot) -> list[str]:
     if not snap.groups:
         return []
     described = ", ".join(
-        f"{g.name} (pool '{g.pool}', {g.desired_count} slot(s), agents {g.name_prefix}-*"
+        f"{g.name} (pool '{g.pool}', {plural(g.desired_count, 'slot')}, agents {g.name_prefix}-*"
         f"{'' if g.standby else ', no standby'})"
         for g in snap.groups
     )
@@ -185,7 +211,8 @@ def _image_lines(snap: SupervisorSnapshot) -> list[str]:
                 key = (agent.image or slot.image, agent.image_id, agent.repo_digest)
                 running[key] = running.get(key, 0) + 1
     lines = [
-        f"image: {image_label(*key)} on {count} lane(s)" for key, count in sorted(running.items())
+        f"image: {image_label(*key)} on {plural(count, 'lane')}"
+        for key, count in sorted(running.items())
     ]
     shown = {key[0] for key in running}
     for configured in sorted({slot.image for slot in snap.slots if slot.image} - shown):

@@ -63,11 +63,13 @@ def cached_token(tokens: TokenSource, org_url: str) -> CachedToken:
     return CachedToken(tokens, org_url)
 
 
-def setup_logging(level: str) -> None:
-    """Log to stderr (journald under systemd) with every known secret redacted."""
+def setup_logging(level: str, handler: logging.Handler | None = None) -> None:
+    """Log to stderr (journald under systemd), or to ``handler``, with every known secret
+    redacted.
+    """
     from gpuci_tui.core.secrets.token_store import SecretRedactor
 
-    handler = logging.StreamHandler(sys.stderr)
+    handler = handler or logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     handler.addFilter(SecretRedactor())
     root = logging.getLogger()
@@ -92,7 +94,10 @@ def real_services(
     from gpuci_tui.core.secrets.entra_secrets import EntraSecretStore
     from gpuci_tui.core.secrets.token_store import TokenStore
 
-    tokens = tokens or TokenStore()
+    from .unlock import command_store
+
+    # Without a Secret Service: the encrypted file store, its passphrase asked on the terminal.
+    tokens = tokens or command_store(config.azure)
     if config.azure.auth == "pat":
         # An Entra sign-in is not tried here: one that fails for a while (network,
         # Entra) is retried by the supervisor rather than ending the daemon.

@@ -110,6 +110,8 @@ class Reload:
     """Slots (per group) that take a new agent spec first; 0: every slot at once."""
     canary_jobs: int | None = None
     """Successful jobs on the canary slots before the rest follow (None: the default)."""
+    reset_overrides: bool = False
+    """Then drop the operator's overrides (scale, pause, drains): every group runs the file."""
 
 
 @dataclass(frozen=True)

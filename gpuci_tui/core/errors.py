@@ -8,6 +8,11 @@ clients (and the simulations) raise across `protocols.AgentPoolApi` and
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gpuci_tui.core.protocols import ContainerInfo
+
 
 class GpuciError(Exception):
     """Base of every error the engine turns into a plain message for the operator.
@@ -41,6 +46,22 @@ class AzureRateLimitError(AzureError):
         self.retry_after = retry_after
 
 
+class AzureHeldBackError(AzureError):
+    """Not sent: ``[azure] max_requests_per_minute`` is reached for a periodic read.
+
+    The organisation is not at fault (its health stays as it is); the read comes again
+    after `retry_after` seconds.
+    """
+
+    def __init__(self, message: str, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class AzureBadRequestError(AzureError):
+    """400: the service refused the request itself (a query it does not take, e.g. a demand)."""
+
+
 class AzureUnreachableError(AzureError):
     """DNS, connection refused, TLS or timeout: the organisation could not be reached."""
 
@@ -58,7 +79,15 @@ class ContainerStartError(GpuciError):
 
 
 class ContainerNameConflictError(ContainerStartError):
-    """The slot's container name is still taken (the old container is being removed)."""
+    """The slot's container name is still taken (the old container is being removed).
+
+    ``holder`` is the container that holds the name, as the engine describes it
+    (None: it could not be asked, or the name was freed meanwhile).
+    """
+
+    def __init__(self, message: str, holder: ContainerInfo | None = None) -> None:
+        super().__init__(message)
+        self.holder = holder
 
 
 class ImagePullError(GpuciError):

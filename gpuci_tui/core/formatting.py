@@ -9,6 +9,7 @@ by side; the panels add only colour (`gpuci_tui.widgets.format`).
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -75,6 +76,14 @@ def ago(then: float | None, now: float, *, compact: bool = False) -> str:
     return f"{int(delta // 3600)} h ago"
 
 
+def clock_time(when: float, now: float) -> str:
+    """``10:02`` (local time), with the date when ``when`` is not on ``now``'s day."""
+    then = time.localtime(when)
+    if time.localtime(now)[:3] == then[:3]:
+        return time.strftime("%H:%M", then)
+    return time.strftime("%Y-%m-%d %H:%M", then)
+
+
 def until(when: float | None, now: float) -> str:
     """A countdown to ``when``: ``in 12 s``, ``in 3 min``, or ``now`` (``""`` for None)."""
     if when is None:
@@ -94,6 +103,43 @@ def truncate(text: str, width: int) -> str:
     if len(text) <= width:
         return text
     return text[: max(0, width - 1)] + "…"
+
+
+def wrap_words(text: str, width: int) -> list[str]:
+    """``text`` in lines of at most ``width`` characters, broken between whole words.
+
+    A word longer than a line is split (a path, an id): nothing is lost, nothing cut.
+    """
+    import textwrap
+
+    return textwrap.wrap(text, max(1, width), break_on_hyphens=False) or [""]
+
+
+_DANGLING = " \t,;:·-–—/(|"
+"""What may not end a cut: a separator left before the ellipsis reads as a missing word."""
+
+
+def cut_words(text: str, width: int) -> str:
+    """``text`` in at most ``width`` cells, cut after a whole word and marked with ``…``.
+
+    The one rule for every reason, message and name that may not fit: ``"GPU 1 is
+    held by pid 4242"`` at 16 is ``"GPU 1 is held…"``, never ``"GPU 1 is held b…"``.
+    A separator left at the cut (``,`` ``:`` `` - ``) goes too. Only when the
+    whole words would keep less than half the room (one long word: a name, a
+    path, an id) is the word itself cut, so the cut still tells what it was.
+    """
+    if width <= 0:
+        return ""
+    if len(text) <= width:
+        return text
+    room = width - 1  # the ellipsis takes the last cell
+    head = text[:room]
+    if not text[room].isspace():
+        head = head.rpartition(" ")[0] if " " in head else ""
+    head = head.rstrip(_DANGLING)
+    if len(head) < room // 2:
+        head = text[:room].rstrip()
+    return head + "…"
 
 
 # --------------------------------------------------------------------------- GPU memory
@@ -163,14 +209,14 @@ def job_label(job: JobInfo | None, width: int | None = None) -> str:
     run = job.run if job.run else f"(request {job.request_id})"
     if not job.pipeline:
         label = f"request {job.request_id}"
-        return label if width is None else truncate(label, width)
+        return label if width is None else cut_words(label, width)
     label = f"'{job.pipeline}' {run}"
     if width is None or len(label) <= width:
         return label
     room = width - len(run) - 3  # quotes and the space
     if room < 4:
-        return truncate(label, width)
-    return f"'{truncate(job.pipeline, room)}' {run}"
+        return cut_words(label, width)
+    return f"'{cut_words(job.pipeline, room)}' {run}"
 
 
 def exit_code(info: ExitInfo) -> str:

@@ -1,10 +1,11 @@
 """What the daemon last read of the pool, Docker's disk and the agent versions.
 
 Parts of `SupervisorSnapshot` (``pool_summary``, ``pools``, ``disk``,
-``agent_versions``) that describe the host's surroundings rather than its slots:
-the pool as the server sees it (every agent, not only ours, and why the disabled
-ones are disabled), the free space of Docker's data root, and the agent versions
-of the organisation, the images and the package cache. The same rules as
+``agent_versions``, ``azure_usage``) that describe the host's surroundings rather
+than its slots: the pool as the server sees it (and why the disabled agents are
+disabled), the free space of Docker's data root, the agent versions of the
+organisation, the images and the package cache, and what the daemon's calls cost
+the organisation. The same rules as
 `gpuci_tui.core.models` hold: frozen, plain dataclasses that travel unchanged over
 the control socket (`gpuci_tui.core.wire`); `models` re-exports them.
 """
@@ -71,7 +72,7 @@ class DisabledAgents:
     """
 
     busy: int = 0
-    """Ours, running a job: disabled so its slot's next registration comes up as a standby."""
+    """Ours, running its last job here (its slot drained, restarted, retired or held)."""
     leaving: int = 0
     """Ours, being drained, restarted or retired."""
     held: int = 0
@@ -91,7 +92,7 @@ class DisabledAgents:
 
 @dataclass(frozen=True)
 class PoolSummary:
-    """The pool as the server sees it (all agents, not only ours)."""
+    """The pool as the server sees it: our lanes' agents (`ours_only`) or every agent."""
 
     pool_id: int | None = None
     name: str = ""
@@ -100,6 +101,9 @@ class PoolSummary:
     disabled: int = 0
     queued_jobs: int = 0
     running_jobs: int = 0
+    queued_capped: bool = False
+    """The job requests read were at the service's cap (200): ``queued_jobs`` is a lower
+    bound, shown as "N or more" (`queued_text`)."""
     standby: int = 0
     """How many of the disabled agents are this host's hot standbys (disabled on purpose)."""
     disabled_why: DisabledAgents = field(default_factory=DisabledAgents)
@@ -112,3 +116,52 @@ class PoolSummary:
     supervisor knows: its own agents' jobs from the engine, the others' from ``read_at``."""
     waiting: tuple[str, ...] = ()
     """Queued jobs no agent of the pool can take, by reason (``no agent with gpu.product = …``)."""
+    ours_only: bool = False
+    """``online``/``offline``/``disabled`` count only our lanes' agents (the read asked the
+    service for them, `demands`); False: every agent of the pool (the service refused the
+    filter, or a daemon from before the filter)."""
+
+    @property
+    def queued_text(self) -> str:
+        """The queue for people: ``3``, or ``200 or more`` when the read was at the cap."""
+        return queued_words(self.queued_jobs, self.queued_capped)
+
+
+def queued_words(count: int, capped: bool) -> str:
+    """A queue count for people: a capped read is a lower bound (``200 or more``), never exact."""
+    return f"{count} or more" if capped else str(count)
+
+
+@dataclass(frozen=True)
+class AzureUsage:
+    """What the daemon's calls cost the organisation: the last minute, and its budget.
+
+    Read from the client at each snapshot (`protocols.UsageReporting`); all zero / None
+    with a client that does not count (a test double).
+    """
+
+    requests_last_minute: int = 0
+    """HTTP attempts in the last 60 s (retries included)."""
+    bytes_last_minute: int = 0
+    """Response bytes received in the last 60 s."""
+    cap_per_minute: int | None = None
+    """``[azure] max_requests_per_minute`` (None: no cap)."""
+    held_last_minute: int = 0
+    """Calls the cap held back in the last 60 s (periodic reads first)."""
+    rate_limit_remaining: float | None = None
+    """``X-RateLimit-Remaining`` of the latest answer that carried it (the identity's budget
+    left in the service's 5-minute window, shared by every host signing in as it)."""
+    rate_limit_limit: float | None = None
+    """``X-RateLimit-Limit``: that window's budget."""
+    rate_limit_reset_at: float | None = None
+    """``X-RateLimit-Reset``: when the identity's use falls back under the limit."""
+    retry_after_until: float | None = None
+    """Until when the service asked us to wait (``Retry-After``, a delay); None: it did not."""
+    read_at: float | None = None
+    """When the client counted these (None: a client or a daemon that does not count)."""
+
+    @property
+    def budget_low(self) -> bool:
+        """The identity's budget in the service's window is under a fifth of its limit."""
+        left, limit = self.rate_limit_remaining, self.rate_limit_limit
+        return left is not None and limit is not None and limit > 0 and left < limit / 5

@@ -16,6 +16,7 @@ from enum import StrEnum
 # The pool's, the disk's and the agent versions' readings live in `host_readings`;
 # re-exported here because this module is where every caller takes the vocabulary.
 from gpuci_tui.core.host_readings import AgentVersionsSnapshot as AgentVersionsSnapshot
+from gpuci_tui.core.host_readings import AzureUsage as AzureUsage
 from gpuci_tui.core.host_readings import DisabledAgents as DisabledAgents
 from gpuci_tui.core.host_readings import DiskSnapshot as DiskSnapshot
 from gpuci_tui.core.host_readings import ImageAgentVersion as ImageAgentVersion
@@ -96,6 +97,10 @@ class ExitInfo:
     log_tail: tuple[str, ...] = ()
     took_job: bool = False
     """Whether the container ran a job before it exited."""
+    lost_job: bool = False
+    """It died under a job it was running, and not because gpuci-tui stopped it ("killed
+    during job N"): the job is lost on this slot (history result ``abandoned``). The
+    image is not to blame: it never counts towards backoff or parking."""
 
 
 @dataclass(frozen=True)
@@ -274,6 +279,26 @@ class RolloutSnapshot:
 
 
 @dataclass(frozen=True)
+class RuntimeOverride:
+    """An operator's command in force over the file: a scale, a pause, a drained slot.
+
+    Shown beside the file's value (`wording.override_words`), listed by ``reload
+    --dry-run`` and dropped by ``reload --reset-overrides`` (`engine.overrides`).
+    """
+
+    kind: str
+    """``scale``, ``pause`` or ``drain``."""
+    group: str = ""
+    """The agent group ("" for the only one)."""
+    at: float | None = None
+    """When it was made (None: not known, e.g. kept from before the time was recorded)."""
+    value: str = ""
+    """What runs: the count (``scale``), the slot (``drain``, as ``GROUP/SLOT`` or ``SLOT``)."""
+    file_value: str = ""
+    """What the file says instead (``scale``: its count)."""
+
+
+@dataclass(frozen=True)
 class SupervisorSnapshot:
     """Everything a console or `status` needs to render the supervisor."""
 
@@ -298,6 +323,9 @@ class SupervisorSnapshot:
     """Agent versions: the organisation's, each image's, the cached package (issue 20)."""
     azure_requests: int = 0
     """Azure DevOps calls made since start (for the rate budget)."""
+    azure_usage: AzureUsage = field(default_factory=AzureUsage)
+    """What the daemon's calls cost the organisation: its rate, bytes, cap and the
+    identity's budget left as the service last said."""
     started_at: float | None = None
     """When the supervisor started (a daemon's: when ``gpuci-tui run`` began supervising),
     on its own clock like ``taken_at``; None until then. Readers elsewhere derive the
@@ -323,6 +351,8 @@ class SupervisorSnapshot:
     """The image pulls in flight, one line per image (``pulling IMAGE: 3/7 layers, …``)."""
     stale: tuple[StaleRegistration, ...] = ()
     """The pool's stale registrations at the last read with capabilities (`engine.stale`)."""
+    overrides: tuple[RuntimeOverride, ...] = ()
+    """The operator's overrides in force over the file, every group's (`engine.overrides`)."""
 
     def slot(self, number: int, group: str = "") -> SlotSnapshot | None:
         """Return the snapshot of slot ``number`` (of ``group``) or None."""
@@ -352,3 +382,18 @@ class SupervisorEvent:
     seconds: float | None = None
     """A duration it measures: an ``agent_online``'s start-up, a ``job_assigned``'s gap since
     the slot's previous job (None: none; `engine.timings`)."""
+    seq: int = 0
+    """Its number among the events of the supervisor that reported it, from 1 (0: not
+    numbered, an older daemon's). With ``at`` it tells an event apart from every other:
+    a console that subscribes again gets the recent events again and keeps each once."""
+
+    @property
+    def identity(self) -> tuple[object, ...]:
+        """What tells this event apart from every other one of its supervisor.
+
+        ``(at, seq)`` for a numbered event (a restarted daemon counts from 1 again,
+        at later times); for an unnumbered one, everything it says.
+        """
+        if self.seq:
+            return (self.at, self.seq)
+        return (self.at, self.kind, self.slot, self.group, self.agent, self.message)

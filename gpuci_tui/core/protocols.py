@@ -13,11 +13,12 @@ supervisor calls them through `asyncio.to_thread`.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from gpuci_tui.core.gpu_readings import GpuFrame, GpuHostInfo
+from gpuci_tui.core.host_readings import AzureUsage
 
 # --------------------------------------------------------------------------- Azure DevOps
 
@@ -67,6 +68,32 @@ class Agent:
     status_changed_on: str | None = None
     assigned_request: JobRequest | None = None
     system_capabilities: Mapping[str, str] = field(default_factory=dict)
+    last_completed_request: JobRequest | None = None
+    """Its most recent finished request (result, times), when the list was asked for it
+    (``includeLastCompletedRequest``): a job's end needs no read of its own."""
+
+
+JOB_REQUEST_CAP = 200
+"""The most job requests one answer of the service holds, whatever ``$top`` asks
+(kedacore/keda#6819): a longer queue is only ever seen in part."""
+
+
+class JobRequests(list[JobRequest]):
+    """The pool's unfinished job requests, as one read of the service gave them.
+
+    A plain list (callers and test doubles that return lists keep working) that also
+    says whether the answer was at the service's cap (`JOB_REQUEST_CAP`): then the
+    queue is longer than what was read, and is shown as "N or more", never as N.
+    """
+
+    def __init__(self, requests: Iterable[JobRequest] = (), *, capped: bool = False) -> None:
+        super().__init__(requests)
+        self.capped = capped
+
+
+def at_cap(requests: Sequence[JobRequest]) -> bool:
+    """Whether a read of job requests stopped at the service's cap (more may wait)."""
+    return bool(getattr(requests, "capped", False))
 
 
 @dataclass(frozen=True)
@@ -89,8 +116,28 @@ class AgentPoolApi(Protocol):
         """Find the pool by exact name; raise AzureNotFoundError on 0 or >1 matches."""
         ...
 
-    def list_agents(self, pool_id: int, *, include_capabilities: bool = False) -> list[Agent]:
-        """All agents of the pool, with their assigned request (one call); capabilities if asked."""
+    def list_agents(
+        self,
+        pool_id: int,
+        *,
+        include_capabilities: bool = False,
+        demands: Sequence[str] = (),
+        agent_name: str | None = None,
+        include_last_completed: bool = False,
+    ) -> list[Agent]:
+        """The pool's agents with their assigned request (one call).
+
+        Args:
+            pool_id: The pool.
+            include_capabilities: Also their capabilities (a larger answer).
+            demands: Only the agents that meet every demand (``NAME``: the capability
+                exists; ``NAME -equals VALUE``): the service filters, the answer is small.
+            agent_name: Only the agent of this name.
+            include_last_completed: Also each agent's last finished request.
+
+        Raises:
+            AzureBadRequestError: The service refused a demand (it did not filter).
+        """
         ...
 
     def get_agent(
@@ -108,7 +155,11 @@ class AgentPoolApi(Protocol):
         ...
 
     def list_job_requests(self, pool_id: int) -> list[JobRequest]:
-        """Unfinished job requests of the pool (queued and running)."""
+        """Unfinished job requests of the pool (queued and running).
+
+        The real client returns `JobRequests`, which says when the answer was at the
+        service's cap (`at_cap`).
+        """
         ...
 
     def last_job(self, pool_id: int, agent_id: int) -> JobRequest | None:
@@ -118,6 +169,19 @@ class AgentPoolApi(Protocol):
     @property
     def request_count(self) -> int:
         """How many HTTP requests this client has sent."""
+        ...
+
+
+@runtime_checkable
+class UsageReporting(Protocol):
+    """A client that can say what its calls cost (the real one; test doubles need not)."""
+
+    def usage(self) -> AzureUsage:
+        """The last minute of requests and bytes, its cap, the service's word on the budget."""
+        ...
+
+    def set_request_cap(self, cap: int | None) -> None:
+        """Apply ``[azure] max_requests_per_minute`` (None: no cap) at once."""
         ...
 
 

@@ -216,7 +216,7 @@ class DashboardScreen(DashboardBase):
 
     def _tick(self) -> None:
         self.status_bar.refresh()
-        self.pool_panel.refresh()
+        self.pool_panel.tick()
         self.agents_table.tick()
         self._show_selected()
 
@@ -299,6 +299,10 @@ class DashboardScreen(DashboardBase):
     def action_reload(self) -> None:
         """Re-read the configuration file (its dry run is confirmed first)."""
         self.commands.reload()
+
+    def action_reset_overrides(self) -> None:
+        """Reload and drop the runtime overrides (the dry run names them; confirmed first)."""
+        self.commands.reload(reset_overrides=True)
 
     def action_image_pull(self) -> None:
         """Pull the selected agent's image now, with progress."""

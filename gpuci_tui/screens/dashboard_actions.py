@@ -30,7 +30,7 @@ from gpuci_tui.core.engine.gpu_health import gpu_clear_refusal, nothing_to_clear
 from gpuci_tui.core.engine.preview import CommandPreview, gpu_clear_words, preview, resumable
 from gpuci_tui.core.models import SlotSnapshot, SlotState, SupervisorSnapshot
 from gpuci_tui.screens.confirm import ConfirmScreen
-from gpuci_tui.screens.help import HelpScreen, KeyHelp
+from gpuci_tui.screens.help import HelpScreen, agent_legends, keys_as_bound, navigation
 from gpuci_tui.screens.history import HistoryScreen
 from gpuci_tui.screens.image_pull import ConsolePull
 from gpuci_tui.screens.logs import LogScreen
@@ -80,6 +80,8 @@ DASHBOARD_BINDINGS = [
             tooltip="Clear a quarantined GPU (Xid, ECC, row remap) so its agents take jobs again"),
     Binding("ctrl+r", "reload", "Reload", id="reload", show=False,
             tooltip="Re-read the configuration file: see what would change, then apply it live"),
+    Binding("ctrl+o", "reset_overrides", "Reset overrides", id="reset_overrides", show=False,
+            tooltip="Reload the file and drop the runtime scale, pause and drains: see which first"),
     Binding("x", "stale", "Stale", id="stale", show=False,
             tooltip="The pool's stale registrations of this host, and pruning them (asks first)"),
     Binding("i", "image_pull", "Pull image", id="image_pull",
@@ -87,6 +89,17 @@ DASHBOARD_BINDINGS = [
     Binding("question_mark", "help", "Help", id="help",
             tooltip="Keys and what the agent states mean"),
 ]  # fmt: skip
+
+#: The agents table's keys the help tells, besides the bindings.
+DASHBOARD_NAVIGATION = (
+    navigation("↑ ↓ home end", "Select", "Move the cursor over the agents: keys act on that agent",
+               "up", "down", "home", "end"),
+)  # fmt: skip
+
+HELP_NOTE = (
+    "Drain, restart and scale-down never kill a running job: busy agents finish first. "
+    "Keys can be changed in the [keys] table of the configuration file."
+)
 
 #: Command-palette titles (the footer's descriptions are too short to search for).
 PALETTE_TITLES = {
@@ -102,6 +115,7 @@ PALETTE_TITLES = {
     "pause": "Pause / resume replenishing",
     "gpu_clear": "Clear a quarantined GPU (asks first)",
     "reload": "Reload the configuration file (shows what would change first)",
+    "reset_overrides": "Reload and drop the runtime overrides: scale, pause, drains (asks first)",
     "stale": "Stale registrations: list and prune (asks first)",
     "image_pull": "Pull the selected agent's image now",
     "help": "Help: keys and agent states",
@@ -118,6 +132,8 @@ class DashboardCommands:
     def __init__(self, screen: DashboardBase) -> None:
         """Act for ``screen``."""
         self.screen = screen
+        self.host = ""
+        """The fleet host acted on, named in every confirmation and answer (empty: this one)."""
         self.pending_desired: int | None = None
         """The count last asked for, so ``+ + +`` adds three before the next snapshot."""
         self.pulls = ConsolePull(screen)
@@ -138,7 +154,7 @@ class DashboardCommands:
         self, message: str, *, severity: SeverityLevel = "information", title: str = ""
     ) -> None:
         # Messages carry names and server text: never let "[...]" be taken as markup.
-        self.screen.notify(message, severity=severity, title=title, markup=False)
+        self.screen.notify(message, severity=severity, title=title or self.host, markup=False)
 
     def _refused(self, what: str) -> bool:
         if self.screen.services.readonly:
@@ -170,6 +186,7 @@ class DashboardCommands:
             if ok:
                 self.send(command)
 
+        prompt = prompt.on(self.host) if self.host else prompt
         self.screen.app.push_screen(ConfirmScreen(prompt), answered)
 
     def _confirm(self, command: Command, words: Callable[[CommandPreview], Prompt]) -> None:
@@ -302,19 +319,23 @@ class DashboardCommands:
         gpu = str(quarantined[0].index) if len(quarantined) == 1 else "all"
         self._confirm(GpuClear(gpu), lambda answer: gpu_clear_prompt(answer, gpu))
 
-    def reload(self) -> None:
-        """Re-read the configuration: the supervisor's dry run first, then confirm and apply."""
+    def reload(self, reset_overrides: bool = False) -> None:
+        """Re-read the configuration: the supervisor's dry run first, then confirm and apply.
+
+        ``reset_overrides``: then drop the runtime scale, pause and drains (the dry run names them).
+        """
         if self._refused("reloading the configuration") or self._connected() is None:
             return
-        self.screen.run_worker(self._ask_reload(), group="commands", exit_on_error=False)
+        command = Reload(reset_overrides=reset_overrides)
+        self.screen.run_worker(self._ask_reload(command), group="commands", exit_on_error=False)
 
-    async def _ask_reload(self) -> None:
+    async def _ask_reload(self, command: Reload) -> None:
         handle = self.screen.handle
         if handle is None:
             return
         try:
             # Only the supervisor can read its file again: no local guess to fall back on.
-            answer = await handle.preview(Reload())
+            answer = await handle.preview(command)
         except Exception as exc:  # noqa: BLE001 - any failure is reported, the console goes on
             self._say(
                 f"The supervisor could not say what a reload would change: {exc}",
@@ -325,7 +346,7 @@ class DashboardCommands:
         if not answer.ok:
             self._say(answer.message, title="Reload: nothing changed", severity="error")
             return
-        self._confirm_then_send(reload_prompt(answer), Reload())
+        self._confirm_then_send(reload_prompt(answer), command)
 
     def image_pull(self) -> None:
         """Pull the selected agent's image now (Docker directly; progress as notifications)."""
@@ -376,29 +397,19 @@ class DashboardCommands:
         snapshot = self.screen.snapshot
         stale = () if snapshot is None else snapshot.stale
         readonly = self.screen.services.readonly
-        self.screen.app.push_screen(StaleScreen(self.screen.handle, stale, readonly=readonly))
+        self.screen.app.push_screen(
+            StaleScreen(self.screen.handle, stale, readonly=readonly, host=self.host)
+        )
 
     def help(self) -> None:
         """Show the keys as bound now (keymap applied) and the state legend."""
-        app = self.screen.app
-        by_action: dict[str, list[tuple[bool, str, Binding]]] = {}
-        for key, active in app.active_bindings.items():
-            binding = active.binding
-            # Only gpuci-tui's own (rebindable) keys: widget navigation is listed once below.
-            if binding.description and binding.id and "." not in binding.id:
-                shown = app.get_key_display(binding) or key
-                by_action.setdefault(binding.action, []).append((not binding.show, shown, binding))
-        keys = []
-        for entries in by_action.values():
-            entries.sort(key=lambda entry: entry[0])  # the key the footer shows comes first
-            binding = entries[0][2]
-            shown = ", ".join(dict.fromkeys(entry[1] for entry in entries))
-            keys.append(KeyHelp(shown, binding.description, binding.tooltip))
-        keys += [
-            KeyHelp(
-                "↑ ↓ home end", "Select", "Move the cursor over the agents: keys act on that agent"
-            ),
-            KeyHelp("tab", "Next panel", "Focus the GPU panel or the event log to scroll them"),
-            KeyHelp("^p", "Palette", "Search every action by name (command palette)"),
-        ]
-        app.push_screen(HelpScreen(keys, readonly=self.screen.services.readonly))
+        keys = keys_as_bound(self.screen.app, DASHBOARD_NAVIGATION)
+        self.screen.app.push_screen(
+            HelpScreen(
+                keys,
+                readonly=self.screen.services.readonly,
+                title="Keys of the dashboard",
+                legends=agent_legends(keys),
+                note=HELP_NOTE,
+            )
+        )

@@ -1,11 +1,13 @@
-"""`h`: the finished jobs of the local history, sortable and filterable, with a trend.
+"""`h`: the finished jobs of a supervisor's history, sortable and filterable, with a trend.
 
-Reads the history file read-only (`gpuci_tui.core.store.history.read_history`), so it
-works beside a running daemon (SQLite WAL: readers never block the writer),
-with none, and in ``--readonly``. Every read runs in a thread worker with a
-LIMIT and is repeated every few seconds, so jobs that land while the view is
-open appear without a key press. The filters are the core's `JobQuery`;
-sorting is done on the rows shown.
+The rows come from a `HistorySource`: on the daemon's host, its history file
+read read-only (`FileHistory`), so the view works beside a running daemon
+(SQLite WAL: readers never block the writer), with none, and in ``--readonly``;
+in a fleet console, the host's daemon asked over ssh (`RemoteHistory`),
+read-only and bounded there. Every read runs in a thread worker with a LIMIT
+and is repeated every few seconds, so jobs that land while the view is open
+appear without a key press. The filters are the core's `JobQuery`; sorting is
+done on the rows shown.
 """
 
 from __future__ import annotations
@@ -26,8 +28,10 @@ from textual.widgets import DataTable, Footer, Input, Static
 from textual.worker import Worker
 
 from gpuci_tui.core.errors import GpuciError
-from gpuci_tui.core.store.history import JobQuery, JobRecord, read_history
+from gpuci_tui.core.store.history import JobQuery, JobRecord
+from gpuci_tui.core.store.history_source import FileHistory, HistorySource
 from gpuci_tui.core.wording import plural
+from gpuci_tui.screens.help import navigation, show_help
 from gpuci_tui.widgets.history_table import HistoryTable
 from gpuci_tui.widgets.history_trend import TREND_RUNS, HistoryTrend
 
@@ -39,6 +43,11 @@ HISTORY_ROWS = 500
 
 RESULT_FILTERS = ("all", "failed", "succeeded")
 """What `f` cycles through."""
+
+HISTORY_NOTE = (
+    "A click on a column's header sorts by it (again: the other way). Columns that do not "
+    "fit are told for the selected job beside +N cols at the table's foot."
+)
 
 
 def _still_reading(worker: Worker[None]) -> bool:
@@ -73,19 +82,31 @@ class HistoryScreen(Screen[None]):
 
     BINDINGS = [
         Binding("escape", "back", "Back", id="history.back", tooltip="Back to the dashboard"),
+        # q goes back a step here, as Escape does: it never asks to quit from a sub-screen.
+        Binding("q", "back", "Back", id="history.q_back", show=False,
+                tooltip="Back to the dashboard"),
         Binding("s", "sort", "Sort", id="history.sort",
                 tooltip="Sort by the next column (or click a column header; again reverses)"),
         Binding("f", "result_filter", "Result", id="history.result",
                 tooltip="Show all jobs, only failed ones, or only succeeded ones"),
         Binding("slash", "filter", "Filter", id="history.filter",
                 tooltip="Type part of a pipeline name to show only its jobs"),
+        Binding("question_mark", "help", "Help", id="history.help",
+                tooltip="The keys of the history"),
     ]  # fmt: skip
+    NAVIGATION = (
+        navigation("↑ ↓ pgup pgdn", "Select", "Pick a job: its pipeline's trend shows below",
+                   "up", "down", "pageup", "pagedown"),
+    )  # fmt: skip
 
-    def __init__(self, services: Services) -> None:
-        """The view of ``services.history_path`` (None: this console has no history)."""
+    def __init__(self, services: Services, source: HistorySource | None = None) -> None:
+        """The view of ``source``; by default of ``services.history_path`` (None: no history)."""
         super().__init__(id="history")
         self.services = services
         self.path: Path | None = services.history_path
+        if source is None and self.path is not None:
+            source = FileHistory(self.path)
+        self.source = source
         self.result_filter = "all"
         self.pipeline_filter = ""
         self.rows: list[JobRecord] = []
@@ -93,8 +114,10 @@ class HistoryScreen(Screen[None]):
         self.loads = 0
         """Reads of the history shown so far (tests wait on it)."""
         self.trend_loads = 0
-        self._reading: list[Worker[None]] = []
-        """The last history and trend reads started (a tick waits for them)."""
+        self._table_read: Worker[None] | None = None
+        """The newest read of the table. Only it holds the refresh back: a trend read
+        replaced by a newer one (an exclusive group) is cancelled, and Textual can leave
+        such a thread worker in RUNNING for good, which stopped every refresh."""
 
     def compose(self) -> Iterable[Widget]:
         """Status line, filters, table, trend, footer."""
@@ -118,7 +141,8 @@ class HistoryScreen(Screen[None]):
 
     def on_mount(self) -> None:
         """First read now, then every ``services.history_interval`` seconds."""
-        self.table.border_title = "Finished jobs"
+        where = self.source.where if self.source is not None else ""
+        self.table.border_title = f"Finished jobs on {where}" if where else "Finished jobs"
         self.table.focus()
         self._show_result_filter()
         self._load()
@@ -142,16 +166,17 @@ class HistoryScreen(Screen[None]):
         on every tick pile up, each slower than the last (six at once were seen, and the
         screen fell seconds behind). A filter change still reads at once (`_load`).
         """
-        if any(_still_reading(worker) for worker in self._reading):
+        if self._table_read is not None and _still_reading(self._table_read):
             return
         self._load()
 
     def _load(self) -> None:
-        self._reading = [self._read(self.job_query())]
+        self._table_read = self._read(self.job_query())
 
     @work(thread=True, exclusive=True, group="history", exit_on_error=False)
     def _read(self, query: JobQuery) -> None:
-        if self.path is None:
+        source = self.source
+        if source is None:
             self.post_message(
                 HistoryLoaded(
                     [], "This console has no job history (it is not on the daemon's host)."
@@ -159,27 +184,21 @@ class HistoryScreen(Screen[None]):
             )
             return
         try:
-            rows = read_history(self.path, query)
-        except GpuciError as exc:  # HistoryError: damaged file, no permission, …
+            rows = source.read(query)
+        except GpuciError as exc:  # damaged file, no permission, a host that did not answer
             self.post_message(HistoryLoaded([], str(exc)))
             return
         if rows is None:
-            self.post_message(
-                HistoryLoaded(
-                    [],
-                    f"No jobs recorded yet: the supervisor daemon writes one row per finished "
-                    f"job to {self.path}.",
-                )
-            )
+            self.post_message(HistoryLoaded([], source.nothing_yet))
             return
         self.post_message(HistoryLoaded(rows))
 
     @work(thread=True, exclusive=True, group="trend", exit_on_error=False)
     def _read_trend(self, pipeline: str) -> None:
-        if self.path is None:
+        if self.source is None:
             return
         try:
-            rows = read_history(self.path, JobQuery(pipeline=pipeline, limit=TREND_RUNS))
+            rows = self.source.read(JobQuery(pipeline=pipeline, limit=TREND_RUNS))
         except GpuciError:
             rows = []  # the table's read says why
         self.post_message(TrendLoaded(pipeline, rows or []))
@@ -231,8 +250,7 @@ class HistoryScreen(Screen[None]):
             self.trend.show(None, [])
             return
         if force or pipeline != self.trend.pipeline:
-            reading = [worker for worker in self._reading if _still_reading(worker)]
-            self._reading = [*reading, self._read_trend(pipeline)]
+            self._read_trend(pipeline)
 
     @on(DataTable.RowHighlighted, "#history-table")
     def _on_highlighted(self) -> None:
@@ -276,3 +294,7 @@ class HistoryScreen(Screen[None]):
     def action_filter(self) -> None:
         """Focus the pipeline filter box."""
         self.query_one("#history-filter", Input).focus()
+
+    def action_help(self) -> None:
+        """The keys of the history, as bound now."""
+        show_help(self, "Keys of the history", extra=self.NAVIGATION, note=HISTORY_NOTE)

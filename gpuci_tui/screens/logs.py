@@ -21,6 +21,7 @@ from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Footer, Log, Static
 
+from gpuci_tui.screens.help import navigation, show_help
 from gpuci_tui.ui_messages import LogTailFetched
 
 TAIL_LINES = 500
@@ -72,7 +73,12 @@ class LogScreen(Screen[None]):
             id="logs.follow",
             tooltip="Pause/resume following new lines",
         ),
+        Binding("question_mark", "help", "Help", id="logs.help", tooltip="The keys of the logs"),
     ]
+    NAVIGATION = (
+        navigation("↑ ↓ pgup pgdn home end", "Scroll", "Scroll the lines (f pauses following)",
+                   "up", "down", "pageup", "pagedown", "home", "end"),
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -193,6 +199,10 @@ class LogScreen(Screen[None]):
         if self.following:
             self.log_view.scroll_end(animate=False)
         self._update_title()
+
+    def action_help(self) -> None:
+        """The keys of the log view, as bound now."""
+        show_help(self, f"Keys of the logs of {self.slot_name}", extra=self.NAVIGATION)
 
     def action_close(self) -> None:
         """Back to the dashboard; polling stops with the screen."""

@@ -10,7 +10,7 @@ agent's container.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpuci_tui.core.engine.preview import CommandPreview, Effect, SlotEffect
 from gpuci_tui.core.models import SupervisorSnapshot
@@ -27,6 +27,14 @@ class Prompt:
     title: str
     body: str
     confirm: str
+
+    def on(self, host: str) -> Prompt:
+        """The same confirmation, its title naming the host it acts on (a fleet host's).
+
+        ``Drain gpu3-2?`` becomes ``Drain gpu3-2 on gpu-node-17.lab.example.org?``.
+        """
+        title = self.title.removesuffix("?")
+        return replace(self, title=f"{title} on {host}?")
 
 
 def _verb(count: int, singular: str, plural: str) -> str:
@@ -163,13 +171,21 @@ def quit_body(
     """What quitting means for the agents, depending on where the supervisor runs.
 
     ``stop`` is the core's preview of stopping the supervisor (agents left running);
-    with it, the busy agents that keep running are counted.
+    with it, the busy agents that keep running are counted. ``demo``: the demo, whose
+    end removes everything it made.
     """
-    if mode == "daemon":
-        pid = f" (pid {snapshot.pid})" if snapshot is not None and snapshot.pid else ""
+    if mode == "demo":
         return (
-            f"The supervisor runs as a detached daemon{pid}: quitting the console never stops it. "
-            "Agents keep running and are replaced as usual."
+            "This is the demo: quitting ends it. Its daemon, simulated organisation and "
+            "agents stop, and everything it made (its folder, containers, registry) is removed."
+        )
+    if mode == "daemon":
+        pid = f", pid {snapshot.pid}" if snapshot is not None and snapshot.pid else ""
+        # Not "detached": a `gpuci-tui run` in another terminal, or under systemd, is a
+        # daemon of its own as much as one this console started in the background.
+        return (
+            f"The supervisor is a daemon of its own (gpuci-tui run{pid}): quitting the console "
+            "never stops it. Agents keep running and are replaced as usual."
         )
     busy = (
         0
@@ -194,6 +210,8 @@ def reload_prompt(preview: CommandPreview) -> Prompt:
     lines = preview.message.splitlines()
     # The first line names the file ("reload /etc/gpuci-tui/config.toml:"): it is the title's.
     body = "\n".join(line.strip() for line in lines[1:]) or preview.message
+    if "overrides dropped (--reset-overrides)" in preview.message:
+        return Prompt("Reload and drop the overrides?", f"{body}\nNo job is killed.", "Reload")
     if "the configuration file has no change" in preview.message:
         return Prompt("Reload the configuration?", body, "Reload anyway")
     return Prompt("Reload the configuration?", f"{body}\nNo job is killed.", "Reload")

@@ -16,7 +16,7 @@ from textual.dom import DOMNode
 COMMAND_IDS = frozenset(
     {
         "drain", "drain_all", "restart", "restart_all", "resume", "resume_all",
-        "scale_up", "scale_down", "pause", "gpu_clear", "reload", "image_pull",
+        "scale_up", "scale_down", "pause", "gpu_clear", "reload", "reset_overrides", "image_pull",
     }
 )  # fmt: skip
 

@@ -14,6 +14,7 @@ from textual.widgets.option_list import Option
 
 from gpuci_tui.core.config.loader import VolumeConfig
 from gpuci_tui.core.formatting import gib
+from gpuci_tui.core.wording import plural
 from gpuci_tui.screens.wizard_base import Step, config_problem
 from gpuci_tui.screens.wizard_shapes import read_shape, shape_fields, show_shapes
 
@@ -69,7 +70,7 @@ class ImageStep(Step):
                 else ""
             )
             self.query_one("#host-line", Static).update(
-                f"This host: NVIDIA driver {host.driver_version or 'unknown'}{cuda}, {host.gpu_count} GPU(s)."
+                f"This host: NVIDIA driver {host.driver_version or 'unknown'}{cuda}, {plural(host.gpu_count, 'GPU')}."
             )
         else:
             self.query_one("#host-line", Static).update(

@@ -22,8 +22,8 @@ import io
 import tarfile
 import threading
 
-from gpuci_tui.core.engine.agent_versions import is_newer, parse_version
 from gpuci_tui.core.protocols import ContainerSpec
+from gpuci_tui.sim.names import agent_release, later_release
 
 #: Versions offered from the start (newest first), with their creation times.
 INITIAL = (("4.264.2", "2026-07-01T18:30:02.5270000Z"), ("4.261.0", "2026-05-12T10:02:11.0000000Z"))
@@ -78,7 +78,7 @@ def agent_version_of(spec: ContainerSpec) -> tuple[str, str | None]:
                 mounted = fh.readline().strip()
         except OSError:
             continue
-        if is_newer(mounted, BAKED_AGENT_VERSION):
+        if later_release(mounted, BAKED_AGENT_VERSION):
             return mounted, f"using agent {mounted} from the package mounted at {package_dir}"
     return BAKED_AGENT_VERSION, None
 
@@ -104,12 +104,12 @@ class SimAgentPackages:
 
     def require(self, version: str, created: str = "2026-11-20T09:00:00.0000000Z") -> None:
         """Offer ``version`` (newest) and require it of every agent from now on."""
-        if parse_version(version) is None:
+        if agent_release(version) is None:
             raise ValueError(f"not a version: {version!r}")
         with self._lock:
             if all(v != version for v, _ in self._offered):
                 self._offered.insert(0, (version, created))
-                self._offered.sort(key=lambda e: parse_version(e[0]) or (0, 0, 0), reverse=True)
+                self._offered.sort(key=lambda e: agent_release(e[0]) or (0, 0, 0), reverse=True)
             self.required = version
 
     def corrupt_hash(self, bad: bool = True) -> None:
@@ -120,7 +120,7 @@ class SimAgentPackages:
     def update_for(self, agent_version: str) -> str | None:
         """The version an agent of ``agent_version`` must update to first (None: none)."""
         required = self.required
-        return required if required and is_newer(required, agent_version) else None
+        return required if required and later_release(required, agent_version) else None
 
     def tarball(self, version: str) -> bytes:
         """The tarball of ``version`` (built once)."""
@@ -147,7 +147,7 @@ class SimAgentPackages:
             offered, bad = list(self._offered), self.bad_hash
         out: list[dict[str, object]] = []
         for version, created in offered:
-            major, minor, patch = parse_version(version) or (0, 0, 0)
+            major, minor, patch = agent_release(version) or (0, 0, 0)
             digest = hashlib.sha256(self.tarball(version)).hexdigest()
             if bad:
                 digest = hashlib.sha256(digest.encode()).hexdigest()

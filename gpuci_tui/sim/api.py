@@ -16,6 +16,7 @@ from typing import TypeVar
 from gpuci_tui.core.azure.packages import PACKAGES, newest_first, parse_agent_package
 from gpuci_tui.core.errors import (
     AzureAuthError,
+    AzureBadRequestError,
     AzureNotFoundError,
     AzureRateLimitError,
     AzureScopeError,
@@ -23,8 +24,9 @@ from gpuci_tui.core.errors import (
     AzureUnreachableError,
 )
 from gpuci_tui.core.packages import AgentPackage
-from gpuci_tui.core.protocols import Agent, JobRequest, Pool
+from gpuci_tui.core.protocols import JOB_REQUEST_CAP, Agent, JobRequest, JobRequests, Pool
 from gpuci_tui.sim.agent_packages import OFFLINE_BASE
+from gpuci_tui.sim.demands import DemandSyntaxError, read_filter
 from gpuci_tui.sim.org import MANAGE_SCOPE, READ_SCOPE, SimOrg
 from gpuci_tui.sim.records import (
     AgentRecord,
@@ -113,6 +115,11 @@ class SimPoolApi:
         except SimNotFoundError as exc:
             status = 404
             raise AzureNotFoundError(exc.message) from exc
+        except DemandSyntaxError as exc:
+            status = 400
+            raise AzureBadRequestError(
+                f"Azure DevOps refused the demands filter with HTTP 400: {exc}"
+            ) from exc
         finally:
             self.org.stats.record(method, route, status)
 
@@ -127,10 +134,27 @@ class SimPoolApi:
         p = pools[0]
         return Pool(p.id, p.name, self.org.pool_size(p.id), False, p.pool_type)
 
-    def list_agents(self, pool_id: int, *, include_capabilities: bool = False) -> list[Agent]:
-        """All agents of the pool with their assigned requests (capabilities always come)."""
-        agents = self._call("GET", AGENTS, READ_SCOPE, lambda: self.org.agents(pool_id))
-        return [self._agent(a) for a in agents]
+    def list_agents(
+        self,
+        pool_id: int,
+        *,
+        include_capabilities: bool = False,
+        demands: Sequence[str] = (),
+        agent_name: str | None = None,
+        include_last_completed: bool = False,
+    ) -> list[Agent]:
+        """The pool's agents with their assigned requests, filtered as the service filters.
+
+        Capabilities always come; the last completed request when asked for. A demand the
+        organisation cannot read raises `AzureBadRequestError` (the service's 400).
+        """
+        agents = self._call(
+            "GET",
+            AGENTS,
+            READ_SCOPE,
+            lambda: self.org.agents(pool_id, agent_name, read_filter(",".join(demands))),
+        )
+        return [self._agent(a, last_completed=include_last_completed) for a in agents]
 
     def get_agent(
         self, pool_id: int, agent_id: int, *, include_capabilities: bool = False
@@ -165,8 +189,8 @@ class SimPoolApi:
         except AzureNotFoundError:
             return
 
-    def list_job_requests(self, pool_id: int) -> list[JobRequest]:
-        """Queued and running requests (``completedRequestCount=0``)."""
+    def list_job_requests(self, pool_id: int) -> JobRequests:
+        """Queued and running requests (``completedRequestCount=0``), at most the service's cap."""
         jobs = self._call(
             "GET",
             JOBREQUESTS,
@@ -174,12 +198,15 @@ class SimPoolApi:
             lambda: self.org.job_requests(pool_id, completed_request_count=0),
         )
         # As the service: a queued request names the agents that meet its demands.
-        return [
-            job_request(j, [a.name for a in self.org.matched_agents(j)])
-            if j.state == "queued"
-            else job_request(j)
-            for j in jobs
-        ]
+        return JobRequests(
+            (
+                job_request(j, [a.name for a in self.org.matched_agents(j)])
+                if j.state == "queued"
+                else job_request(j)
+                for j in jobs[:JOB_REQUEST_CAP]
+            ),
+            capped=len(jobs) >= JOB_REQUEST_CAP,
+        )
 
     def last_job(self, pool_id: int, agent_id: int) -> JobRequest | None:
         """The agent's most recent finished request (``agentId=…&completedRequestCount=1``)."""
@@ -202,10 +229,16 @@ class SimPoolApi:
         )
         return newest_first([parse_agent_package(e) for e in entries])
 
-    def _agent(self, a: AgentRecord) -> Agent:
-        assigned = None
-        if a.assigned_request is not None:
-            assigned = job_request(self.org.job(a.assigned_request))
+    def _agent(self, a: AgentRecord, *, last_completed: bool = False) -> Agent:
+        assigned = last = None
+        if (
+            a.assigned_request is not None
+            and (kept := self.org.kept_job(a.assigned_request)) is not None
+        ):
+            assigned = job_request(kept)
+        wanted = a.last_completed_request if last_completed else None
+        if wanted is not None and (kept := self.org.kept_job(wanted)) is not None:
+            last = job_request(kept)
         return Agent(
             id=a.id,
             name=a.name,
@@ -216,6 +249,7 @@ class SimPoolApi:
             status_changed_on=wire_time(a.status_changed_on),
             assigned_request=assigned,
             system_capabilities=dict(a.capabilities),
+            last_completed_request=last,
         )
 
 

@@ -2,21 +2,39 @@
 
 Image ids are the image names (as in `SimulatedRuntime`); removing an image frees
 its size and takes it off the runtime's images, and an image a container of the
-runtime uses is refused, as the engine refuses it.
+runtime uses is refused, as the engine refuses it. What the disk needs of the
+runtime is `LocalImages` (the runtime, which holds the disk, is not imported here).
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from gpuci_tui.core.protocols import DiskUsage, ImageInfo
 
-if TYPE_CHECKING:
-    from gpuci_tui.sim.runtime import SimulatedRuntime
-
 GIB = 1024**3
+
+
+class LocalImages(Protocol):
+    """The simulated engine's images, as its data root sees them (`SimulatedRuntime`)."""
+
+    def image_names(self) -> set[str]:
+        """Every local image."""
+        ...
+
+    def images_in_use(self) -> set[str]:
+        """The images of the current containers (running or not)."""
+        ...
+
+    def image_present(self, image: str) -> bool:
+        """Whether ``image`` is local."""
+        ...
+
+    def drop_image(self, ref: str) -> bool:
+        """Take ``ref`` off the local images; False when it was not there."""
+        ...
 
 
 class SimDisk:
@@ -24,7 +42,7 @@ class SimDisk:
 
     def __init__(
         self,
-        runtime: SimulatedRuntime,
+        runtime: LocalImages,
         *,
         total: int = 500 * GIB,
         free: int = 200 * GIB,
@@ -51,14 +69,12 @@ class SimDisk:
 
     def list_images(self) -> list[ImageInfo]:
         """The runtime's images with their sizes (default 1 GiB)."""
-        with self.runtime._lock:  # noqa: SLF001 - the simulation's own parts
-            names = sorted(self.runtime.images | self.runtime.broken_images)
+        names = sorted(self.runtime.image_names())
         return [ImageInfo(n, (n,), self.created.get(n, 0.0), self.sizes.get(n, GIB)) for n in names]
 
     def image_ids_in_use(self) -> set[str]:
         """The images of the runtime's current containers (running or not)."""
-        with self.runtime._lock:  # noqa: SLF001
-            return {c.image for c in self.runtime._containers.values()}  # noqa: SLF001
+        return self.runtime.images_in_use()
 
     def image_id(self, ref: str) -> str | None:
         """``ref`` itself when present."""
@@ -70,11 +86,8 @@ class SimDisk:
             raise ValueError(
                 f"conflict: unable to remove {ref}: image is being used by a container"
             )
-        with self.runtime._lock:  # noqa: SLF001
-            if ref not in self.runtime.images and ref not in self.runtime.broken_images:
-                raise ValueError(f"No such image: {ref}")
-            self.runtime.images.discard(ref)
-            self.runtime.broken_images.discard(ref)
+        if not self.runtime.drop_image(ref):
+            raise ValueError(f"No such image: {ref}")
         with self._lock:
             self.free += self.sizes.get(ref, GIB)
             self.removed.append(ref)

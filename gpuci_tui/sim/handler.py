@@ -1,4 +1,8 @@
-"""HTTP request handling for `SimServer`: routing, auth, api-version, faults, answers."""
+"""HTTP request handling for `SimServer`: routing, auth, api-version, faults, answers.
+
+What the handler needs of its server is said in `sim.serving` (`Served`, `Serving`),
+not imported from `sim.server`, which imports this module: no import circle.
+"""
 
 from __future__ import annotations
 
@@ -10,15 +14,15 @@ import re
 import time
 import uuid
 from http.server import BaseHTTPRequestHandler
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from gpuci_tui.sim import locations, private_api, wire
+from gpuci_tui.sim.demands import DemandSyntaxError, read_filter
 from gpuci_tui.sim.org import MANAGE_SCOPE, READ_SCOPE
 from gpuci_tui.sim.records import AgentRecord, PatRecord, SimAuthError, SimError, SimScopeError
-
-if TYPE_CHECKING:
-    from gpuci_tui.sim.server import SimServer, _HTTPServer
+from gpuci_tui.sim.registry import REGISTRY_HEADER, no_image_here
+from gpuci_tui.sim.serving import Served, Serving
 
 _P = "/_apis/distributedtask"
 #: (regex, route template) — the template names the route in request stats.
@@ -44,7 +48,7 @@ ROUTES = [
     )
 ]
 _API_VERSION = re.compile(r"^\d+\.\d+(-preview(\.\d+)?)?$")
-_TOP_CAP = 200  # the service returns at most 200 job requests per page
+_TOP_CAP = 200  # the service returns at most 200 job requests, whatever $top says
 
 
 class _Reply(Exception):  # noqa: N818 - control flow, not an error
@@ -65,7 +69,7 @@ class SimRequestHandler(BaseHTTPRequestHandler):
     """One request to the simulated organisation."""
 
     protocol_version = "HTTP/1.1"
-    server: _HTTPServer
+    server: Serving  # type: ignore[assignment]  # the stdlib types it as its base server
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         """Quiet: the server keeps its own in-memory log."""
@@ -94,7 +98,7 @@ class SimRequestHandler(BaseHTTPRequestHandler):
     # ------------------------------------------------------------------ plumbing
 
     @property
-    def sim(self) -> SimServer:
+    def sim(self) -> Served:
         """The server this request came to."""
         return self.server.sim
 
@@ -121,7 +125,9 @@ class SimRequestHandler(BaseHTTPRequestHandler):
         private = path.startswith("/_sim/")
         route = path if private else "/_download/agent" if download else "?"
         try:
-            if download:
+            if path == "/v2" or path.startswith("/v2/"):  # Docker, pulling the demo's image
+                reply = _Reply(*no_image_here(path), {REGISTRY_HEADER: "registry/2.0"})
+            elif download:
                 reply = self._download(path, method)
             elif private:
                 route = path
@@ -133,17 +139,20 @@ class SimRequestHandler(BaseHTTPRequestHandler):
             reply = early
         # The query tells a pool poll from a per-agent read (benchmarks count them apart).
         query = "" if private else parts.query
+        data, headers = self._encode(reply)
         # A download is not an API request: it must not count against request budgets.
         self.sim.org.stats.record(
-            method, route, reply.status, private=private or download, detail=query
+            method, route, reply.status, private=private or download, detail=query, size=len(data)
         )
         self.sim.log(
             f'{self.client_address[0]} "{method} {self.path}" {reply.status} '
             f"{(time.monotonic() - started) * 1000:.1f}ms"
         )
-        self._send(method, reply)
+        self._send(method, reply, data, headers)
 
-    def _send(self, method: str, reply: _Reply) -> None:
+    @staticmethod
+    def _encode(reply: _Reply) -> tuple[bytes, dict[str, str]]:
+        """The answer's body and headers (the body's size is logged with the request)."""
         headers = {
             "ActivityId": str(uuid.uuid4()),
             "X-TFS-Session": str(uuid.uuid4()),
@@ -160,6 +169,9 @@ class SimRequestHandler(BaseHTTPRequestHandler):
         else:
             data = json.dumps(reply.body, separators=(",", ":")).encode()
             headers.setdefault("Content-Type", "application/json; charset=utf-8; api-version=7.1")
+        return data, headers
+
+    def _send(self, method: str, reply: _Reply, data: bytes, headers: dict[str, str]) -> None:
         try:
             self.send_response(reply.status)
             for key, value in headers.items():
@@ -356,7 +368,13 @@ class SimRequestHandler(BaseHTTPRequestHandler):
             p = org.get_pool(params["pool"])
             return _Reply(200, wire.pool(p, org.pool_size(p.id)))
         if route.endswith("/agents"):
-            agents = org.agents(params["pool"], self.query.get("agentName"))
+            try:
+                wanted = read_filter(self.query.get("demands"))
+            except DemandSyntaxError as exc:
+                raise _err(
+                    400, f"The demands filter cannot be read: {exc}.", "ArgumentException"
+                ) from None
+            agents = org.agents(params["pool"], self.query.get("agentName"), wanted)
             return _Reply(200, wire.envelope([self._agent_json(a, base) for a in agents]))
         if route.endswith("{agentId}"):
             return self._one_agent(method, params["pool"], params["agent"])
@@ -424,6 +442,7 @@ class SimRequestHandler(BaseHTTPRequestHandler):
                 jobs = jobs[:top]
                 if jobs:
                     headers["X-MS-ContinuationToken"] = str(jobs[-1].request_id)
+        jobs = jobs[:_TOP_CAP]  # a longer list is never answered whole (kedacore/keda#6819)
         # With $top the service leaves matchedAgents out (kedacore/keda#4387).
         values = [wire.job(org, j, self.sim.org_url, matched=top is None) for j in jobs]
         return _Reply(200, wire.envelope(values), headers)

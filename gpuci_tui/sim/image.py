@@ -18,9 +18,9 @@ import tarfile
 from importlib import resources
 from typing import Any
 
-from gpuci_tui.core.engine.agent_versions import AGENT_VERSION_LABEL
 from gpuci_tui.core.errors import GpuciError
 from gpuci_tui.sim.agent_packages import BAKED_AGENT_VERSION
+from gpuci_tui.sim.names import AGENT_VERSION_LABEL
 
 DEFAULT_TAG = "gpuci-sim/agent:1"
 #: The agent version the emulator reports unless a newer package is mounted (agent.sh's).

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 
-from gpuci_tui.core.engine.stale import MARKER_HOST, MARKER_INSTANCE
+from gpuci_tui.sim.names import MARKER_HOST, MARKER_INSTANCE
 from gpuci_tui.sim.org import SimOrg
 
 DAY = 86400.0

@@ -56,6 +56,7 @@ class _Handler(BaseHTTPRequestHandler):
         if parts.path == ARC_PATH:
             return self._arc(query)
         if len(segments) == 4 and segments[1:] == ["v2.0", ".well-known", "openid-configuration"]:
+            self.server.discovery_reads += 1
             base = f"{self.server.url}/{segments[0]}"
             return self._json(
                 200,
@@ -124,6 +125,7 @@ class _LoginHTTPServer(ThreadingHTTPServer):
         self.url = ""
         self.arc_dir = arc_dir
         self.arc_challenges = 0
+        self.discovery_reads = 0
         super().__init__(("127.0.0.1", 0), _Handler)
 
 
@@ -166,6 +168,11 @@ class SimLogin:
             self._httpd.shutdown()
         self._httpd.server_close()
         self._dir.cleanup()
+
+    @property
+    def discovery_reads(self) -> int:
+        """OpenID metadata reads so far (msal's tenant discovery: one per sign-in)."""
+        return self._httpd.discovery_reads
 
     @property
     def arc_challenges(self) -> int:

@@ -26,10 +26,19 @@ class RequestStats:
         self._private_counts: Counter[tuple[str, str]] = Counter()
 
     def record(
-        self, method: str, route: str, status: int, *, private: bool = False, detail: str = ""
+        self,
+        method: str,
+        route: str,
+        status: int,
+        *,
+        private: bool = False,
+        detail: str = "",
+        size: int = 0,
     ) -> None:
-        """Log one request (``route`` is the template, not the concrete path)."""
-        entry = RequestLogEntry(self._clock(), method, route, status, private, detail)
+        """Log one request (``route`` is the template, not the concrete path; ``size``: the
+        bytes of its answer's body).
+        """
+        entry = RequestLogEntry(self._clock(), method, route, status, private, detail, size)
         with self._lock:
             self._log.append(entry)
             (self._private_counts if private else self._counts)[(method, route)] += 1

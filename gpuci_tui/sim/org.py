@@ -27,14 +27,15 @@ import itertools
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 
 from gpuci_tui.sim.agent_packages import SimAgentPackages
+from gpuci_tui.sim.demands import SimDemand, meets_all, satisfies
 from gpuci_tui.sim.entra import SimEntra
 from gpuci_tui.sim.faults import FaultInjector
 from gpuci_tui.sim.metrics import RequestStats
-from gpuci_tui.sim.org_agents import AgentSideMixin, satisfies
+from gpuci_tui.sim.org_agents import AgentSideMixin
 from gpuci_tui.sim.records import (
     AgentRecord,
     AgentStartup,
@@ -208,16 +209,26 @@ class SimOrg(AgentSideMixin):
             )
         return agent
 
-    def agents(self, pool_id: int, name: str | None = None) -> list[AgentRecord]:
-        """Agents of a pool (copies), optionally only the one called ``name``."""
+    def agents(
+        self, pool_id: int, name: str | None = None, demands: Sequence[SimDemand] = ()
+    ) -> list[AgentRecord]:
+        """Agents of a pool (copies): only the one called ``name``, those meeting ``demands``."""
         with self._lock:
             self._sweep()
             self._pool(pool_id)
             return [
                 a.copy()
                 for a in self._agents.values()
-                if a.pool_id == pool_id and (name is None or a.name == name)
+                if a.pool_id == pool_id
+                and (name is None or a.name == name)
+                and (not demands or meets_all(a.all_capabilities, demands))
             ]
+
+    def agent_by_id(self, agent_id: int) -> AgentRecord | None:
+        """The agent with ``agent_id`` in any pool (a copy), or None."""
+        with self._lock:
+            agent = self._agents.get(agent_id)
+            return None if agent is None else agent.copy()
 
     def get_agent(self, pool_id: int, agent_id: int) -> AgentRecord:
         """One agent (copy). Raises SimNotFoundError."""
@@ -346,6 +357,17 @@ class SimOrg(AgentSideMixin):
         with self._lock:
             self._sweep()
             return self._job(request_id).copy()
+
+    def kept_job(self, request_id: int) -> JobRecord | None:
+        """One job request (copy), or None once the organisation no longer keeps it.
+
+        An agent's ``assignedRequest``/``lastCompletedRequest`` point at requests that
+        retention (or a long-running harness pruning its records) may have dropped: the
+        agent list then leaves the request out rather than failing the whole read.
+        """
+        with self._lock:
+            job = self._jobs.get(request_id)
+            return None if job is None else job.copy()
 
     def jobs(self, pool_id: int | None = None) -> list[JobRecord]:
         """Every job request ever queued (copies, oldest first): the record for assertions."""

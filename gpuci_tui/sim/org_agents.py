@@ -10,10 +10,10 @@ from __future__ import annotations
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from gpuci_tui.core.azure.demands import is_agent_version, meets
+from gpuci_tui.sim.demands import satisfies
 from gpuci_tui.sim.records import (
     AgentRecord,
     AgentUpdate,
@@ -150,6 +150,46 @@ class AgentSideMixin:
                 self._open(agent, key, now)
             self._cond.notify_all()
             return agent.id, key
+
+    def add_elsewhere(
+        self,
+        pool_id: int,
+        name: str,
+        capabilities: Mapping[str, str],
+        *,
+        online: bool,
+        enabled: bool = True,
+        since: float | None = None,
+    ) -> int:
+        """An agent another host registered and keeps alive (`sim.foreign`); returns its id.
+
+        It is listed like any agent, but never polls here, takes no job here and is
+        never swept offline: its host, not this organisation, decides its status.
+        """
+        with self._cond:
+            if pool_id not in self._pools:
+                raise SimNotFoundError(
+                    f"Agent pool {pool_id} could not be found.", "TaskAgentPoolNotFoundException"
+                )
+            when = self.clock() if since is None else since
+            version = capabilities.get("Agent.Version", self.agent_version)
+            agent = AgentRecord(
+                id=next(self._agent_ids),
+                pool_id=pool_id,
+                name=name,
+                version=version,
+                os_description="Linux 6.8.0-45-generic #45-Ubuntu SMP",
+                enabled=enabled,
+                online=online,
+                created_on=when,
+                status_changed_on=when,
+                capabilities=dict(capabilities),
+                hostname=capabilities.get("HOSTNAME", ""),
+                registrations=1,
+                elsewhere=True,
+            )
+            self._agents[agent.id] = agent
+            return agent.id
 
     def open_session(self, agent_id: int, key: str) -> str:
         """``run.sh`` starts: the registered agent opens its session and shows online.
@@ -387,6 +427,7 @@ class AgentSideMixin:
             if (
                 agent.online
                 and agent.active_polls == 0
+                and not agent.elsewhere
                 and now - agent.last_seen > self.heartbeat_timeout
             ):
                 self._abandon_current(agent, "the agent stopped heartbeating")
@@ -394,14 +435,4 @@ class AgentSideMixin:
                 self._cond.notify_all()
 
 
-def satisfies(agent: AgentRecord, demands: Iterable[str]) -> bool:
-    """Whether an agent's capabilities meet demand strings, as the service matches them.
-
-    ``-equals`` ignoring case, ``-gtVersion`` as "at least", exists; see
-    `gpuci_tui.core.azure.demands`.
-    """
-    # Every simulated agent is new enough for the service's own Agent.Version demand.
-    return meets(agent.capabilities, (d for d in demands if not is_agent_version(d)))
-
-
-__all__ = ["AgentSideMixin", "SimError", "satisfies"]
+__all__ = ["AgentSideMixin", "SimError"]

@@ -186,6 +186,16 @@ class AgentRecord:
     last_completed_request: int | None = None
     last_seen: float = 0.0
     active_polls: int = 0
+    user_capabilities: dict[str, str] = field(default_factory=dict)
+    """Capabilities a person added in the portal (the agent's own are ``capabilities``)."""
+    elsewhere: bool = False
+    """Another host's agent, kept online (or offline) by that host: it never polls here,
+    takes no job here and is never swept offline (`sim.foreign`)."""
+
+    @property
+    def all_capabilities(self) -> dict[str, str]:
+        """System and user capabilities together, as demands are matched against them."""
+        return {**self.capabilities, **self.user_capabilities}
 
     @property
     def status(self) -> str:
@@ -194,7 +204,11 @@ class AgentRecord:
 
     def copy(self) -> AgentRecord:
         """A detached copy (capabilities included)."""
-        return dataclasses.replace(self, capabilities=dict(self.capabilities))
+        return dataclasses.replace(
+            self,
+            capabilities=dict(self.capabilities),
+            user_capabilities=dict(self.user_capabilities),
+        )
 
 
 @dataclass
@@ -275,3 +289,5 @@ class RequestLogEntry:
     status: int
     private: bool = False
     detail: str = ""
+    size: int = 0
+    """The bytes of the answer's body (what the caller received)."""

@@ -24,9 +24,9 @@ import queue
 import secrets
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING
 
-from gpuci_tui.core.engine.agent_versions import AGENT_VERSION_LABEL
 from gpuci_tui.core.errors import (
     ContainerNameConflictError,
     ContainerStartError,
@@ -36,7 +36,11 @@ from gpuci_tui.core.protocols import ContainerEvent, ContainerInfo, ContainerSpe
 from gpuci_tui.sim.agent_packages import BAKED_AGENT_VERSION
 from gpuci_tui.sim.agent_program import AgentTiming, SimContainer, run_agent
 from gpuci_tui.sim.disk import SimDisk
+from gpuci_tui.sim.names import AGENT_VERSION_LABEL
 from gpuci_tui.sim.org import SimOrg
+
+if TYPE_CHECKING:
+    from gpuci_tui.sim.registry import SimImageRegistry
 
 DEFAULT_IMAGE = "gpuci-sim/agent:1"
 
@@ -52,6 +56,8 @@ class SimulatedRuntime:
         destroy_delay: Seconds from ``die`` to ``destroy`` for auto-removed containers.
         start_delay: Seconds `start` takes (create + copy + start).
         timing: The agents' pace (boot delay, poll timeout, heartbeat interval…).
+        clock: Stamps container times and events, as Docker's own clock does; a test may
+            share a fake one with the supervisor (waits always use real time).
     """
 
     def __init__(
@@ -63,8 +69,10 @@ class SimulatedRuntime:
         destroy_delay: float = 0.05,
         start_delay: float = 0.0,
         timing: AgentTiming | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.org = org
+        self.clock = clock
         self.images: set[str] = set(images)
         self.broken_images: set[str] = set(broken_images)
         self.destroy_delay = destroy_delay
@@ -87,6 +95,9 @@ class SimulatedRuntime:
         self.image_configs: dict[str, ImageConfig] = {}
         """What `image_config` says of an image (a test may change it under a running
         supervisor); a present image without an entry declares nothing."""
+        self.registry: SimImageRegistry | None = None
+        """Where this engine pulls from (`ImageRegistry`); None: it pulls nothing (the tests'
+        default), the demo gives it a `sim.registry.SimImageRegistry`."""
 
     # ------------------------------------------------------------------ test knobs
 
@@ -127,6 +138,26 @@ class SimulatedRuntime:
             running = [c for c in self._containers.values() if c.running]
         for c in running:
             c.terminate(137)
+
+    # ------------------------------------------------------------------ its data root's view
+
+    def image_names(self) -> set[str]:
+        """Every local image (``images`` and ``broken_images``)."""
+        with self._lock:
+            return self.images | self.broken_images
+
+    def images_in_use(self) -> set[str]:
+        """The images of the current containers (running or not)."""
+        with self._lock:
+            return {c.image for c in self._containers.values()}
+
+    def drop_image(self, ref: str) -> bool:
+        """Take ``ref`` off the local images; False when it was not there."""
+        with self._lock:
+            present = ref in self.images or ref in self.broken_images
+            self.images.discard(ref)
+            self.broken_images.discard(ref)
+            return present
 
     # ------------------------------------------------------------------ protocol
 
@@ -184,10 +215,12 @@ class SimulatedRuntime:
                     f"The image {spec.image} is not present on this host. Build or load it "
                     "first (the simulated runtime pulls nothing)."
                 )
-            if any(c.name == spec.name for c in self._containers.values()):
+            holder = next((c for c in self._containers.values() if c.name == spec.name), None)
+            if holder is not None:
                 raise ContainerNameConflictError(
                     f"The container name {spec.name} is still in use by a container being "
-                    "removed. Retry in a moment."
+                    "removed. Retry in a moment.",
+                    holder.info(),
                 )
             c = SimContainer(
                 id=secrets.token_hex(32),
@@ -197,6 +230,7 @@ class SimulatedRuntime:
                 org=self.org,
                 on_exit=self._on_exit,
                 on_oom=self._on_oom,
+                clock=self.clock,
             )
             self._containers[c.id] = c
             self._history.append(c)
@@ -252,7 +286,7 @@ class SimulatedRuntime:
                         yield from _drain(q)
                     yield ContainerEvent(
                         "stream-lost" if lost else "stream-restored",
-                        time=time.time(),
+                        time=self.clock(),
                         message="event stream interrupted" if lost else "event stream restored",
                     )
                     continue
@@ -290,7 +324,7 @@ class SimulatedRuntime:
             name=c.name,
             labels=dict(c.labels),
             exit_code=exit_code,
-            time=time.time(),
+            time=self.clock(),
         )
         with self._lock:
             if self._stream_down():

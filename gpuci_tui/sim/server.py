@@ -29,6 +29,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from gpuci_tui.sim.foreign import add_foreign_agents
 from gpuci_tui.sim.handler import SimRequestHandler
 from gpuci_tui.sim.jobs import JobFeeder
 from gpuci_tui.sim.org import SimOrg
@@ -229,6 +230,9 @@ def main(argv: list[str] | None = None) -> int:
         "--job-seconds", type=_duration_range, default=(20.0, 90.0), help="job length A:B"
     )
     parser.add_argument("--heartbeat-timeout", type=float, default=6.0)
+    parser.add_argument(
+        "--foreign-agents", type=int, default=0, help="agents of other hosts in the first pool"
+    )
     args = parser.parse_args(argv)
     try:
         pat = args.pat_file.read_text().strip()
@@ -241,6 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     org = SimOrg(args.org, heartbeat_timeout=args.heartbeat_timeout)
     org.add_pat(pat)
     pool_ids = [org.add_pool(name) for name in args.pool or ["gpu"]]
+    add_foreign_agents(org, pool_ids[0], max(0, args.foreign_agents))
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())

@@ -146,13 +146,13 @@ def agent(
     }
     if capabilities:
         body["systemCapabilities"] = dict(a.capabilities)
-        body["userCapabilities"] = {}
-    if assigned and a.assigned_request is not None:
-        body["assignedRequest"] = job(org, org.job(a.assigned_request), base, matched=False)
-    if last_completed and a.last_completed_request is not None:
-        body["lastCompletedRequest"] = job(
-            org, org.job(a.last_completed_request), base, matched=False
-        )
+        body["userCapabilities"] = dict(a.user_capabilities)
+    current = a.assigned_request if assigned else None
+    if current is not None and (kept := org.kept_job(current)) is not None:
+        body["assignedRequest"] = job(org, kept, base, matched=False)
+    last = a.last_completed_request if last_completed else None
+    if last is not None and (kept := org.kept_job(last)) is not None:
+        body["lastCompletedRequest"] = job(org, kept, base, matched=False)
     return body
 
 
@@ -181,8 +181,8 @@ def job(org: SimOrg, j: JobRecord, base: str, *, matched: bool = True) -> Json:
         }
     )
     if j.agent_id is not None:
-        reserved = next((a for a in org.agents(j.pool_id) if a.id == j.agent_id), None)
-        if reserved is not None:
+        reserved = org.agent_by_id(j.agent_id)
+        if reserved is not None and reserved.pool_id == j.pool_id:
             body["reservedAgent"] = agent_ref(reserved, base)
         else:  # the agent was deleted since: keep what the job knew of it
             body["reservedAgent"] = {"id": j.agent_id, "name": j.agent_name}

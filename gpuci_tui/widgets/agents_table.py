@@ -19,6 +19,7 @@ from gpuci_tui.core.wording import plural
 from gpuci_tui.widgets.format import (
     GPU_USE_WIDTH,
     clock_time,
+    cut_text,
     duration,
     exit_label,
     gpu_use_text,
@@ -29,13 +30,18 @@ from gpuci_tui.widgets.format import (
 )
 from gpuci_tui.widgets.keyed_table import Column, KeyedTable, fit_text
 
+FIGURES_OVER = 35
+"""Columns below this priority collapse to show the jobs' GPU figures (GPU ids, last exit…)."""
+JOB_IDEAL_MAX = 48
+"""The most cells of a job label other columns collapse for (a longer one is cut at a word)."""
+
 #: The columns, most important kept longest; the job takes the spare room.
 COLUMNS: tuple[Column, ...] = (
     Column("slot", "#", 1, priority=90),
     Column("agent", "Agent", 8, max_width=28, priority=80),
     Column("state", "State", 7, max_width=17, priority=85),
     Column("standby", "Standby", 7, priority=40),
-    Column("job", "Job", 16, priority=70, grow=True, ideal=25),
+    Column("job", "Job", 16, priority=70, grow=True),
     Column("uptime", "Up", 6, priority=50),
     Column("gpus", "GPU", 3, max_width=8, priority=30),
     Column("exit", "Last exit", 14, max_width=40, priority=20),
@@ -44,14 +50,15 @@ COLUMNS: tuple[Column, ...] = (
 )
 
 
-def job_cell(slot: SlotSnapshot, width: int | None, *, measured: bool) -> Text:
-    """The job, and on a busy row of a GPU-measuring supervisor its GPU figures now.
+def job_cell(slot: SlotSnapshot, width: int | None, *, figures: bool) -> Text:
+    """The job, and with ``figures`` (a busy row of a GPU-measuring supervisor) its GPU use now.
 
-    The figures are right-aligned at the end of the cell and the job label gives
-    way to them (the detail line under the table shows the job in full): job,
-    container and GPU use belong on one row. ``width`` None: the whole label.
+    The figures are right-aligned at the end of the cell, so they line up from row
+    to row. The job's name comes first: the table shows the figures only where every
+    job's label fits whole beside them (`AgentsTable.fit_cell`); the detail line
+    under the table tells them anyway. ``width`` None: the whole cell.
     """
-    if slot.job is None or not measured:
+    if slot.job is None or not figures:
         return Text(job_label(slot.job, width))
     use = gpu_use_text(slot.gpu_memory_bytes, slot.gpu_util_percent)
     if width is None:
@@ -60,6 +67,11 @@ def job_cell(slot: SlotSnapshot, width: int | None, *, measured: bool) -> Text:
     text = Text(job_label(slot.job, room).ljust(room + 1 + GPU_USE_WIDTH - len(use.plain)))
     text.append_text(use)
     return text
+
+
+def label_width(slot: SlotSnapshot) -> int:
+    """Cells of the slot's job label alone (``-`` without a job)."""
+    return len(job_label(slot.job))
 
 
 def row_cells(slot: SlotSnapshot, now: float, *, measured: bool = False) -> dict[str, Text]:
@@ -82,7 +94,7 @@ def row_cells(slot: SlotSnapshot, now: float, *, measured: bool = False) -> dict
         "agent": agent,
         "state": state_text(slot, now),
         "standby": standby_text(slot),
-        "job": job_cell(slot, None, measured=measured),
+        "job": job_cell(slot, None, figures=measured and slot.job is not None),
         "uptime": Text(duration(uptime), justify="right"),
         "gpus": Text(gpus_label(slot.gpus)),
         "exit": exit_label(slot.last_exit),
@@ -92,14 +104,16 @@ def row_cells(slot: SlotSnapshot, now: float, *, measured: bool = False) -> dict
 
 
 def fitted_columns(
-    rows: Sequence[tuple[str, dict[str, Text]]], names: Sequence[str]
+    rows: Sequence[tuple[str, dict[str, Text]]], names: Sequence[str], labels: int = 0
 ) -> tuple[Column, ...]:
     """`COLUMNS` with minimum widths fitted to what the rows hold.
 
     A narrow screen must never cut the agents' names ("ceo-fl1…" for every
     slot) while the Job column keeps 16 cells for a ``-``: the Agent column is at
     least as wide as the longest name, the Job column asks for its 16 only while
-    a job runs, and GPU is shown whole or collapsed (never "no…").
+    a job runs, and GPU is shown whole or collapsed (never "no…"). ``labels``: the
+    widest job label (figures aside): the columns less important than the job
+    give way until every label shows whole ('train - main' 20261122.3, not 'trai…').
     """
     widest = {
         key: max((cells[key].cell_len for _, cells in rows), default=0) for key in ("job", "gpus")
@@ -110,7 +124,14 @@ def fitted_columns(
         if column.key == "agent":
             column = replace(column, min_width=max(column.min_width, min(longest, 28)))
         elif column.key == "job":
-            column = replace(column, min_width=min(column.min_width, max(widest["job"], 3)))
+            column = replace(
+                column,
+                min_width=min(column.min_width, max(widest["job"], 3)),
+                ideal=min(labels, JOB_IDEAL_MAX),
+                # The GPU figures beside the whole labels: worth the last exit's and the
+                # container's room (the detail line tells both), not the uptime's.
+                roomy=(min(labels, JOB_IDEAL_MAX) + 1 + GPU_USE_WIDTH, FIGURES_OVER),
+            )
         elif column.key == "gpus":
             column = replace(column, min_width=max(column.min_width, min(widest["gpus"], 8)))
         fitted.append(column)
@@ -157,21 +178,28 @@ class AgentsTable(KeyedTable):
         """Re-render the time-dependent cells (uptime, backoff countdown)."""
         now = self._clock()
         keys = sorted(self._slots, key=_order)
-        rows = [(key, row_cells(self._slots[key], now, measured=self._measured)) for key in keys]
-        self.COLUMNS = fitted_columns(rows, [self._slots[key].name for key in keys])
+        slots = [self._slots[key] for key in keys]
+        rows = [(slot.key, row_cells(slot, now, measured=self._measured)) for slot in slots]
+        labels = max((label_width(slot) for slot in slots), default=0)
+        self.COLUMNS = fitted_columns(rows, [slot.name for slot in slots], labels)
         self.set_rows(rows)
 
     def fit_cell(self, row: str, column: str, cell: Text, width: int) -> Text:
-        """The job cell is laid out anew so its GPU figures stay whole and line up.
+        """The job cell is laid out anew: the job's label whole first, then its GPU figures.
 
-        They end where the longest job's figures end (or at the column's edge),
-        not at the far end of a wide column, away from their job.
+        The figures show only where every busy row's label fits whole beside them,
+        so they line up; they end where the longest job's figures end (or at the
+        column's edge), not at the far end of a wide column, away from their job.
         """
         slot = self._slots.get(row)
-        if column == "job" and slot is not None and self._measured and slot.job is not None:
-            widest = max(cells["job"].cell_len for cells in self.natural_rows.values())
-            return job_cell(slot, min(width, widest), measured=True)
-        return fit_text(cell, width)
+        if column != "job" or slot is None or slot.job is None:
+            return fit_text(cell, width)
+        widest = max(cells["job"].cell_len for cells in self.natural_rows.values())
+        figures = self._measured and width >= self._widest_label() + 1 + GPU_USE_WIDTH
+        return job_cell(slot, min(width, widest) if figures else width, figures=figures)
+
+    def _widest_label(self) -> int:
+        return max((label_width(s) for s in self._slots.values() if s.job is not None), default=0)
 
 
 #: Collapsed columns the detail line tells anyway, so it does not repeat them.
@@ -182,14 +210,10 @@ def slot_detail(slot: SlotSnapshot, now: float, collapsed: Sequence[tuple[str, T
     """Everything about one slot in a line: the table may be too narrow for it.
 
     ``collapsed``: ``(label, cell)`` of the table's collapsed columns, told right
-    after the state so a narrow screen still shows them.
+    after the job, its GPU use and the message, so a narrow screen still shows
+    them, and the job first.
     """
     text = Text.assemble((slot.name, "bold"), " ", state_text(slot, now), no_wrap=True)
-    for label, cell in collapsed:
-        if label not in _IN_DETAIL:
-            # "GPU 0,1" would read like the GPU use told below: say which GPUs.
-            text.append(f" · {'GPUs' if label == 'GPU' else label} ", style="bright_black")
-            text.append_text(cell)
     job = job_label(slot.job) if slot.job is not None else ""
     if job and job not in slot.message:
         text.append(f" · {job}")
@@ -200,6 +224,11 @@ def slot_detail(slot: SlotSnapshot, now: float, collapsed: Sequence[tuple[str, T
         text.append_text(gpu_use_text(slot.gpu_memory_bytes, slot.gpu_util_percent))
     if slot.message and slot.message != str(slot.state):  # "drained · drained" says it twice
         text.append(f" · {slot.message}")
+    for label, cell in collapsed:
+        if label not in _IN_DETAIL:
+            # "GPU 0,1" would read like the GPU use told above: say which GPUs.
+            text.append(f" · {'GPUs' if label == 'GPU' else label} ", style="bright_black")
+            text.append_text(cell)
     if slot.last_exit is not None:
         text.append(" · last exit ", style="bright_black")
         text.append_text(exit_label(slot.last_exit))
@@ -241,6 +270,4 @@ class SlotDetail(Widget):
         """The detail line, cut to the width."""
         if self.slot is None:
             return Text("no agent selected", style="bright_black")
-        text = slot_detail(self.slot, self._clock(), self.collapsed)
-        text.truncate(max(1, self.size.width), overflow="ellipsis")
-        return text
+        return cut_text(slot_detail(self.slot, self._clock(), self.collapsed), self.size.width)

@@ -14,10 +14,11 @@ from rich.text import Text
 from textual import events
 from textual.widget import Widget
 
-from gpuci_tui.core.fleet.labels import short_label
+from gpuci_tui.core.fleet.labels import short_label, target_around
 from gpuci_tui.core.fleet.link import LinkState
 from gpuci_tui.core.fleet.rows import FleetTotals, HostRow, Severity
-from gpuci_tui.core.formatting import duration
+from gpuci_tui.core.formatting import cut_words, duration
+from gpuci_tui.core.host_readings import queued_words
 from gpuci_tui.core.models import HealthState
 from gpuci_tui.widgets.format import ago, until
 from gpuci_tui.widgets.keyed_table import Column, KeyedTable, fit_text
@@ -35,14 +36,16 @@ COLUMNS: tuple[Column, ...] = (
     Column("queued", "Queue", 5, priority=50),
     Column("gpus", "GPU", 3, max_width=8, priority=30),
     Column("azure", "Azure", 7, priority=45),
+    # Only while some host says (`FleetTable.show_rows`): its calls to the organisation.
+    Column("calls", "API/m", 5, priority=32),
     # Only while some host has agents on their way (`FleetTable.show_rows`); last of
     # the counts, so that the others keep the places operators know them by.
     Column("starting", "Start", 5, priority=62),
     Column("problems", "Problems", 8, max_width=120, priority=25, grow=True),
 )
 
-_SETTLED = tuple(column for column in COLUMNS if column.key != "starting")
-"""The columns while no agent is starting."""
+_OPTIONAL = {"starting", "calls"}
+"""Columns shown only while some row has something to say in them."""
 
 _AZURE_CELLS: dict[HealthState, tuple[str, str]] = {
     HealthState.OK: ("✓ ok", "green"),
@@ -60,27 +63,6 @@ _LINK_CELLS: dict[LinkState, tuple[str, str]] = {
 _SEVERITY_STYLES = {Severity.DOWN: "red", Severity.ERROR: "red", Severity.WARNING: "yellow"}
 
 
-def middle(text: str, width: int) -> str:
-    """Cut ``text`` to ``width`` in the middle: ``127.0…:40123`` keeps both ends apart."""
-    if len(text) <= width:
-        return text
-    head = (width - 1) // 2
-    return text[:head] + "…" + text[len(text) - (width - 1 - head) :]
-
-
-def word_cut(text: str, width: int) -> str:
-    """``text`` cut to ``width`` after a whole word (``connect to…``), never inside one.
-
-    The detail line under the table says the selected host's problems in full.
-    """
-    if len(text) <= width:
-        return text
-    space = text.rfind(" ", 0, width)
-    if space < width // 2:  # one long word: a word cut beats an empty cell
-        return text[: width - 1] + "…"
-    return text[:space].rstrip(" ;:,") + "…"
-
-
 def _count(value: int, row: HostRow, style: str = "") -> Text:
     if not row.seen:
         return Text("-", style="bright_black", justify="right")
@@ -96,6 +78,9 @@ def row_cells(row: HostRow) -> dict[str, Text]:
         azure, azure_style = "-", "bright_black"
     problems = "; ".join(row.problems) or "-"
     queued = "-" if row.queued is None or not row.seen else str(row.queued)
+    if row.queued_capped and row.seen:
+        queued += "+"  # read at the service's cap: that many or more, never exactly
+    calls = "-" if row.calls_per_minute is None or row.stale else str(row.calls_per_minute)
     dim = "bright_black" if row.stale else ""
     return {
         "host": Text(row.label, style="bold"),
@@ -109,6 +94,7 @@ def row_cells(row: HostRow) -> dict[str, Text]:
         "queued": Text(queued, justify="right", style=dim),
         "gpus": Text(row.gpus_busy or "-", justify="right", style=dim),
         "azure": Text(azure, style=azure_style),
+        "calls": Text(calls, justify="right", style=dim),
         "problems": Text(problems, style=_SEVERITY_STYLES.get(row.severity, "bright_black")),
     }
 
@@ -156,8 +142,13 @@ class FleetTable(KeyedTable):
             self._host_order = order
         self.labels = [row.label for _, row in rows]
         # A host whose agents all start must not read like an empty one ("0 0 0 …"):
-        # the Start column counts them, while there are any (else it only takes room).
-        self.COLUMNS = COLUMNS if any(row.starting for _, row in rows) else _SETTLED
+        # the Start column counts them, while there are any (else it only takes room);
+        # API/m while some daemon counts its calls (an older one does not).
+        shown = {
+            "starting": any(row.starting for _, row in rows),
+            "calls": any(row.calls_per_minute is not None for _, row in rows),
+        }
+        self.COLUMNS = tuple(c for c in COLUMNS if c.key not in _OPTIONAL or shown[c.key])
         self.set_rows([(str(index), row_cells(row)) for index, row in rows], cursor_to=cursor_to)
 
     def fit_cell(self, row: str, column: str, cell: Text, width: int) -> Text:
@@ -165,7 +156,7 @@ class FleetTable(KeyedTable):
         if column == "host" and cell.cell_len > width:
             return Text(short_label(cell.plain, self.labels, width), style=cell.style)
         if column == "problems" and cell.cell_len > width:
-            return Text(word_cut(cell.plain, width), style=cell.style)
+            return Text(cut_words(cell.plain, width), style=cell.style)
         return fit_text(cell, width)
 
     @property
@@ -192,6 +183,9 @@ def totals_line(totals: FleetTotals, *, readonly: bool, width: int) -> Text:
         if word == "starting" and not value:
             continue  # said only while agents are on their way
         parts.append((f"{value} {word}", style if value else ""))
+    if totals.calls_per_minute is not None:
+        # Every host of the fleet may sign in as one identity: one budget, their sum.
+        parts.append((f"{totals.calls_per_minute} API calls/min", ""))
     badge = Text(" READ-ONLY ", style="bold black on yellow") if readonly else Text()
     room = max(0, width - badge.cell_len - 1)
     title = True
@@ -237,15 +231,21 @@ def uptimes(row: HostRow, now: float) -> list[str]:
     return parts
 
 
+def host_name(label: str, target: str) -> Text:
+    """The host named once (``ci@gpu3:2222``, ``gpu3`` in bold), or an alias and its target."""
+    around = target_around(label, target)
+    if around is None:
+        return Text.assemble((label, "bold"), (f" {target}", "bright_black"))
+    before, after = around
+    return Text.assemble((before, "bright_black"), (label, "bold"), (after, "bright_black"))
+
+
 def host_detail(row: HostRow, now: float, collapsed: Sequence[tuple[str, Text]] = ()) -> Text:
     """The selected host in full: target, since when, its problems (whole: they come
     before the rest), the table's collapsed columns (``collapsed``: label and cell),
     daemon and link ages, agents and queue.
     """
-    # The label once when it is the target itself (no alias, no user, no port).
-    text = Text(row.label, style="bold")
-    if row.target != row.label:
-        text.append(f" {row.target}", style="bright_black")
+    text = host_name(row.label, row.target)
     if row.link is LinkState.DOWN:
         text.append(f" · down since {ago(row.since, now)}", style="red")
         text.append(f", retry {until(row.retry_at, now)}" if row.retry_at else ", retrying…")
@@ -266,7 +266,8 @@ def host_detail(row: HostRow, now: float, collapsed: Sequence[tuple[str, Text]] 
             text.append(" (last known)", style="bright_black")
         elif row.queue_read_at is not None:
             # The queue is read less often than the agents: say how old it is.
-            text.append(f" · queue {row.queued} read {ago(row.queue_read_at, now)}")
+            queue = queued_words(row.queued or 0, row.queued_capped)
+            text.append(f" · queue {queue} read {ago(row.queue_read_at, now)}")
         if row.stale_registrations:
             # Only when some are left: its dashboard's x lists them and removes them.
             text.append(" · stale registrations ", style="bright_black")

@@ -15,6 +15,7 @@ from gpuci_tui.core import formatting
 # Re-exported: the panels take every formatter from this module.
 from gpuci_tui.core.formatting import NA as NA
 from gpuci_tui.core.formatting import ago as ago
+from gpuci_tui.core.formatting import cut_words as cut_words
 from gpuci_tui.core.formatting import duration as duration
 from gpuci_tui.core.formatting import exit_code, memory_short
 from gpuci_tui.core.formatting import gib as gib
@@ -37,18 +38,19 @@ STATE_STYLES: dict[SlotState, str] = {
     SlotState.QUARANTINED: "bold white on red",
 }
 
-#: One line per state for the help screen's legend.
+#: One line per state for the help screen's legend; ``{resume}`` and ``{gpu_clear}`` are
+#: the keys that do it, as bound on the screen the help is for (`screens.help.legend_keys`).
 STATE_MEANINGS: dict[SlotState, str] = {
     SlotState.EMPTY: "no container yet; the supervisor is about to start one",
     SlotState.STARTING: "container running, agent not yet online with Azure DevOps",
     SlotState.IDLE: "online and waiting for a job",
     SlotState.BUSY: "running a job",
     SlotState.DRAINING: "disabled on the server; finishing its job, then stops",
-    SlotState.DRAINED: "stopped and not replaced until resumed (u)",
+    SlotState.DRAINED: "stopped and not replaced until resumed ({resume})",
     SlotState.BACKOFF: "the last container failed early; waiting before retrying",
-    SlotState.PARKED: "failed too often; not restarted until resumed (u)",
+    SlotState.PARKED: "failed too often; not restarted until resumed ({resume})",
     SlotState.HELD: "a GPU is used by a process not ours; the agent waits, disabled",
-    SlotState.QUARANTINED: "a GPU is failing (Xid, ECC, …); no new job until cleared (c on GPUs)",
+    SlotState.QUARANTINED: "a GPU is failing (Xid, ECC, …); no new job until cleared ({gpu_clear})",
 }
 
 
@@ -67,6 +69,21 @@ STANDBY_MEANINGS: dict[str, str] = {
     "pending": "no standby yet: it is registered once the active agent is idle or gone",
     "off": "hot standby is off ([agents] standby = false): one agent per slot",
 }
+
+
+def cut_text(text: Text, width: int) -> Text:
+    """``text`` cut after a whole word to ``width`` cells (`cut_words`), its styles kept.
+
+    ``text`` itself is left alone; one that fits is returned as it is.
+    """
+    if text.cell_len <= width:
+        return text
+    shown = cut_words(text.plain, width)
+    cut = text[: max(0, len(shown) - 1)]
+    cut.append("…")
+    # `cut_words` counts characters: a wide one (an emoji) may still leave a cell too many.
+    cut.truncate(max(0, width), overflow="ellipsis")
+    return cut
 
 
 def standby_text(slot: SlotSnapshot) -> Text:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rich.text import Text
@@ -79,6 +79,8 @@ COLUMNS: tuple[HistoryColumn, ...] = (
     HistoryColumn("facts", "GPU facts", 9, max_width=48, priority=5, sort_key=lambda r: r.energy_j),
 )
 SORTABLE = tuple(c.key for c in COLUMNS if c.sort_key is not None)
+PIPELINE_IDEAL_MAX = 48
+"""The most cells of a pipeline name other columns collapse for."""
 
 
 def column(key: str) -> HistoryColumn:
@@ -148,6 +150,16 @@ class HistoryTable(KeyedTable):
     def show(self, rows: Sequence[JobRecord]) -> None:
         """Replace the rows (sorted as chosen), keeping the cursor on the same job."""
         self.rows_shown = sort_rows(rows, self.sort_key, self.descending)
+        # The pipeline's name gets its width first: the columns less important than it
+        # collapse until the longest name shows whole (up to a point; then it is cut
+        # after a whole word).
+        longest = max((len(r.pipeline or "-") for r in self.rows_shown), default=0)
+        self.COLUMNS = tuple(
+            replace(c, ideal=max(c.ideal, min(longest, PIPELINE_IDEAL_MAX)))
+            if c.key == "pipeline"
+            else c
+            for c in COLUMNS
+        )
         self.set_rows(
             [(str(r.id or f"#{index}"), row_cells(r)) for index, r in enumerate(self.rows_shown)]
         )

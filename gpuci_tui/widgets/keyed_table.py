@@ -24,6 +24,8 @@ from textual import events
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowDoesNotExist, RowKey
 
+from gpuci_tui.widgets.format import cut_text, cut_words
+
 
 @dataclass(frozen=True)
 class Column:
@@ -33,6 +35,9 @@ class Column:
     the room left over once every column has its natural width; ``ideal`` is the
     width it is worth collapsing lower-priority columns for (the job's label
     matters more than the container id, which the detail line shows anyway).
+    ``roomy``: then a wider width, worth collapsing only the columns below a
+    priority (``(width, priority)``): the job's GPU figures beside its whole label
+    are worth the container id's room, not the uptime's.
     """
 
     key: str
@@ -42,6 +47,7 @@ class Column:
     priority: int = 0
     grow: bool = False
     ideal: int = 0
+    roomy: tuple[int, int] = (0, 0)
 
 
 @dataclass(frozen=True)
@@ -74,14 +80,17 @@ def plan_layout(
         drop_least()
     widths = _share(shown, want, room, padding)
     grower = next((c for c in shown if c.grow), None)
-    # Then make the grow column roomy, at the cost of columns less important than it.
-    while (
-        grower is not None
-        and widths[grower.key] < min(grower.ideal, want[grower.key])
-        and min(c.priority for c in shown) < grower.priority
-    ):
-        drop_least()
-        widths = _share(shown, want, room, padding)
+    # Then make the grow column roomy, at the cost of columns less important than it
+    # (for its ideal), then of the columns below its ``roomy`` priority.
+    wishes = [] if grower is None else [(grower.ideal, grower.priority), grower.roomy]
+    for wish, above in wishes:
+        assert grower is not None
+        while (
+            widths[grower.key] < min(wish, want[grower.key])
+            and min(c.priority for c in shown) < above
+        ):
+            drop_least()
+            widths = _share(shown, want, room, padding)
     hidden = tuple(c.key for c in columns if c not in shown)
     return Layout(tuple((c.key, widths[c.key]) for c in shown), hidden)
 
@@ -103,12 +112,8 @@ def _share(
 
 
 def fit_text(cell: Text, width: int) -> Text:
-    """``cell`` cut to ``width`` with an ellipsis (the cell itself is left alone)."""
-    if cell.cell_len <= width:
-        return cell
-    cut = cell.copy()
-    cut.truncate(width, overflow="ellipsis")
-    return cut
+    """``cell`` cut after a whole word to ``width`` with an ellipsis (the cell is left alone)."""
+    return cut_text(cell, width)
 
 
 class KeyedTable(DataTable[Text]):
@@ -280,6 +285,10 @@ class KeyedTable(DataTable[Text]):
             values = " · ".join(
                 f"{label} {cell.plain}" for label, cell in self.hidden_cells(self.selected_key)
             )
+            # The values give way (after a whole word), never the marker: the border's
+            # corners and the title's spacing take 6 cells.
+            room = self.size.width - 6 - len(marker) - 2 if self.size.width else len(values)
+            values = cut_words(values, room)
             marker = f"{values}  {marker}" if values else marker
         self.border_subtitle = marker
 

@@ -1,4 +1,8 @@
-"""The pool as Azure DevOps sees it (all agents, not only ours) and Docker's health."""
+"""The pool as Azure DevOps sees it (our agents, or all of them) and Docker's health.
+
+The subtitle says what the daemon's calls cost the organisation: its calls per
+minute and, once the service has sent it, the identity's budget left.
+"""
 
 from __future__ import annotations
 
@@ -10,8 +14,8 @@ from textual.widget import Widget
 
 from gpuci_tui.core.formatting import byte_size
 from gpuci_tui.core.models import HealthState, PoolSummary, SupervisorSnapshot
-from gpuci_tui.core.wording import disabled_reasons, rollout_words
-from gpuci_tui.widgets.format import ago, until
+from gpuci_tui.core.wording import NOT_READ_YET, disabled_reasons, override_words, rollout_words
+from gpuci_tui.widgets.format import ago, cut_text, until
 
 _HEALTH_STYLE = {
     HealthState.OK: "green",
@@ -43,22 +47,35 @@ class PoolPanel(Widget):
         """Render a new snapshot."""
         if snapshot is None:
             return
-        if len(snapshot.pools) > 1:
-            self.border_title = "Pools"
-        else:
-            # The name in the title, not on a line: at 80x24 every line of this
-            # panel is a line less for the agents and events below it.
-            pool = snapshot.pool_summary
-            ident = f" #{pool.pool_id}" if pool.pool_id is not None else ""
-            # Text, not markup: a pool name may hold "[".
-            self.border_title = Text(f"Pool {pool.name or snapshot.pool}{ident}")
-        self.border_subtitle = f"{snapshot.azure_requests} API calls"
+        self._title(snapshot)
+        self.border_subtitle = calls_subtitle(snapshot)
         # layout=True: the panel is as tall as its lines, and the disabled line comes
         # and goes (a plain refresh would cut the docker line off below it). Textual keeps
         # the content height per width: without clearing it, a line added at the same
         # width (stale, waiting, a roll-out) is cut off at the bottom.
         self.clear_cached_dimensions()
         self.refresh(layout=True)
+
+    def tick(self) -> None:
+        """The clock moved on: the ages in the title and the lines."""
+        if self.snapshot is not None:
+            self._title(self.snapshot)
+        self.refresh()
+
+    def _title(self, snapshot: SupervisorSnapshot) -> None:
+        """``Pool gpu-a100 #12 · 3 s ago``: the name and how old the agents' figures are.
+
+        In the title, not on a line: at 80x24 every line of this panel is a line less
+        for the agents and events below it.
+        """
+        if len(snapshot.pools) > 1:
+            self.border_title = "Pools"
+            return
+        pool = snapshot.pool_summary
+        ident = f" #{pool.pool_id}" if pool.pool_id is not None else ""
+        read = f" · {ago(pool.read_at, self._clock())}" if pool.read_at is not None else ""
+        # Text, not markup: a pool name may hold "[".
+        self.border_title = Text(f"Pool {pool.name or snapshot.pool}{ident}{read}")
 
     def render(self) -> Text:
         """Render the pool summary."""
@@ -79,7 +96,20 @@ class PoolPanel(Widget):
             for r in snap.rollouts
         )
         lines.extend(Text(line, style="cyan") for line in snap.pulls)  # wrapped, not cut
+        # What runs over the file (a scale, a pause, drains), beside the file's value.
+        lines.extend(
+            Text(f"override: {override_words(o, now)}", style="yellow") for o in snap.overrides
+        )
         lines.extend(agent_version_line(snap))
+        usage = snap.azure_usage
+        if usage.held_last_minute:
+            lines.append(
+                Text(
+                    f"cap {usage.cap_per_minute}/min: {usage.held_last_minute} calls held "
+                    "back in the last minute (reads first)",
+                    style="yellow",
+                )
+            )
         azure = snap.azure
         if azure.state not in (HealthState.OK, HealthState.UNKNOWN) and azure.message:
             lines.append(Text(f"azure: {azure.message}", style="red"))
@@ -96,7 +126,7 @@ class PoolPanel(Widget):
                     ("  on ", "bright_black"),
                     (str(pool.online), "green"),
                     ("  q ", "bright_black"),
-                    (str(pool.queued_jobs), "bold yellow" if pool.queued_jobs else ""),
+                    (pool.queued_text, "bold yellow" if pool.queued_jobs else ""),
                     ("  run ", "bright_black"),
                     str(pool.running_jobs),
                     ("  sb ", "bright_black"),
@@ -109,8 +139,25 @@ class PoolPanel(Widget):
 
     def _one_pool(self, snap: SupervisorSnapshot, now: float) -> list[Text]:
         pool = snap.pool_summary
+        if pool.read_at is None and pool.pool_id is None:
+            # Before the first read (the organisation unreachable, a slow start): no
+            # zeros that look like facts.
+            return [Text(f"pool {NOT_READ_YET}", style="bright_black")]
+        if pool.jobs_read_at is None and pool.read_at is not None:
+            queued = Text(f"queue {NOT_READ_YET}", style="bright_black")
+        else:
+            queued = Text.assemble(
+                ("queued ", "bright_black"),
+                # "200 or more" when the read was at the service's cap: never a made-up 200.
+                (pool.queued_text, "bold yellow" if pool.queued_jobs else ""),
+                # The queue is read less often than the rest: it says how old it is.
+                # (The standbys are counted on the disabled line above.)
+                (f" ({ago(pool.jobs_read_at, now)})" if pool.jobs_read_at else "", "bright_black"),
+            )
         return [
             Text.assemble(
+                # Only our lanes' agents were asked for: the counts are ours, not the pool's.
+                ("ours: " if pool.ours_only else "", "bright_black"),
                 ("online ", "bright_black"),
                 (str(pool.online), "green"),
                 ("  offline ", "bright_black"),
@@ -135,14 +182,7 @@ class PoolPanel(Widget):
                 else []
             ),
             Text.assemble(
-                ("queued ", "bright_black"),
-                (str(pool.queued_jobs), "bold yellow" if pool.queued_jobs else ""),
-                # The queue is read less often than the rest: it says how old it is.
-                # (The standbys are counted on the disabled line above.)
-                (f" ({ago(pool.jobs_read_at, now)})" if pool.jobs_read_at else "", "bright_black"),
-                ("  running ", "bright_black"),
-                str(pool.running_jobs),
-                no_wrap=True,
+                queued, ("  running ", "bright_black"), str(pool.running_jobs), no_wrap=True
             ),
         ]
 
@@ -161,7 +201,7 @@ class PoolPanel(Widget):
         # would wrap this one and drop its justification.
         width = self.size.width
         if width > 0:
-            line.truncate(width, overflow="ellipsis")
+            line = cut_text(line, width)
             line.pad_left(width - line.cell_len)
         return [line]
 
@@ -194,6 +234,20 @@ class PoolPanel(Widget):
         if disk_words:
             docker_line.append(disk_words, style=_DISK_STYLE.get(disk.state, "bright_black"))
         return docker_line
+
+
+def calls_subtitle(snap: SupervisorSnapshot) -> str:
+    """``12 calls/min · budget 184/200``: the daemon's rate, and the identity's budget when
+    the service sent it; ``1234 API calls`` from a daemon that does not count by the minute.
+    """
+    usage = snap.azure_usage
+    if usage.read_at is None:
+        return f"{snap.azure_requests} API calls"
+    text = f"{usage.requests_last_minute} calls/min"
+    if usage.rate_limit_remaining is not None:
+        of = f"/{usage.rate_limit_limit:g}" if usage.rate_limit_limit is not None else ""
+        text += f" · budget {usage.rate_limit_remaining:g}{of}"
+    return text
 
 
 def agent_version_line(snap: SupervisorSnapshot) -> list[Text]:

@@ -16,7 +16,7 @@ from textual.widget import Widget
 from gpuci_tui.core.fleet.rows import daemon_started
 from gpuci_tui.core.formatting import duration
 from gpuci_tui.core.models import HealthSnapshot, HealthState, SlotState, SupervisorSnapshot
-from gpuci_tui.widgets.format import ago, clock_time, until
+from gpuci_tui.widgets.format import ago, clock_time, cut_text, until
 
 _RUNNING_STATES = frozenset(
     {SlotState.STARTING, SlotState.IDLE, SlotState.BUSY, SlotState.DRAINING}
@@ -67,16 +67,22 @@ def azure_health(health: HealthSnapshot, now: float, *, short: bool = False) -> 
 
 
 def supervisor_label(
-    snapshot: SupervisorSnapshot, *, uptime: float | None = None, short: bool = False
+    snapshot: SupervisorSnapshot,
+    *,
+    uptime: float | None = None,
+    short: bool = False,
+    demo: bool = False,
 ) -> Text:
-    """``daemon pid 1234 up 3h02m (detached)`` / ``in-process``, plus paused/draining/stopping.
+    """``daemon pid 1234 up 3h02m`` / ``in-process``, plus paused/draining/stopping.
 
     ``uptime``: the daemon's, worked out on its own clock (None: not known, not shown).
+    A daemon is not called detached: one started by ``gpuci-tui run`` in a terminal is
+    not, and the demo's (``demo``) runs in the demo's own process, so its pid is not told.
     """
     if snapshot.mode == "daemon":
-        pid = f" pid {snapshot.pid}" if snapshot.pid else ""
+        pid = f" pid {snapshot.pid}" if snapshot.pid and not demo else ""
         up = "" if uptime is None else f" up {duration(uptime)}"
-        text = Text(f"daemon{pid}{up}" + ("" if short else " (detached)"), style="cyan")
+        text = Text(f"{'demo ' if demo else ''}daemon{pid}{up}", style="cyan")
     else:
         text = Text("in-process", style="cyan")
     draining = sum(1 for s in snapshot.slots if s.state is SlotState.DRAINING)
@@ -87,6 +93,30 @@ def supervisor_label(
     if draining:
         text.append(f" · draining {draining}", style="magenta")
     return text
+
+
+def health_line(
+    snap: SupervisorSnapshot, now: float, uptime: float | None, width: int, *, demo: bool = False
+) -> Text:
+    """The header's second line in ``width`` cells: the Azure health, then the supervisor.
+
+    The supervisor's part (its pid, its uptime, paused, draining) is never cut: on a
+    narrow terminal the labels go first, then the Azure part is cut after a whole word.
+    """
+    line = Text.assemble(
+        "Azure: ",
+        azure_health(snap.azure, now),
+        "   Supervisor: ",
+        supervisor_label(snap, uptime=uptime, demo=demo),
+    )
+    if line.cell_len <= width:
+        return line
+    supervisor = supervisor_label(snap, uptime=uptime, short=True, demo=demo)
+    gap = Text("  │  ", style="bright_black")
+    room = width - supervisor.cell_len - gap.cell_len
+    return Text.assemble(
+        cut_text(azure_health(snap.azure, now, short=True), max(1, room)), gap, supervisor
+    )
 
 
 class StatusBar(Widget):
@@ -165,7 +195,7 @@ class StatusBar(Widget):
                 # A deeper or "auto" standby: its depth now (and at the most).
                 left.append(f"  standby {snap.standby_depth}", style="cyan")
         right_width = right.cell_len
-        left.truncate(max(0, width - right_width - 1), overflow="ellipsis")
+        left = cut_text(left, max(0, width - right_width - 1))
         gap = max(1, width - left.cell_len - right_width)
         line1 = Text.assemble(left, " " * gap, right, no_wrap=True)
 
@@ -175,19 +205,7 @@ class StatusBar(Widget):
             line2 = Text(self._waiting, style="bright_black")
         else:
             uptime = None if self._daemon_since is None else max(0.0, now - self._daemon_since)
-            line2 = Text.assemble(
-                "Azure: ",
-                azure_health(snap.azure, now),
-                "   Supervisor: ",
-                supervisor_label(snap, uptime=uptime),
-            )
-            if line2.cell_len > width:
-                # Narrow terminal: drop the labels and the wordy parts, keep every state.
-                line2 = Text.assemble(
-                    azure_health(snap.azure, now, short=True),
-                    ("  │  ", "bright_black"),
-                    supervisor_label(snap, uptime=uptime, short=True),
-                )
+            line2 = health_line(snap, now, uptime, width, demo=self._demo)
         line2.no_wrap = True
         line2.truncate(width, overflow="ellipsis")
         return Text.assemble(line1, "\n", line2)

@@ -336,7 +336,7 @@ def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
 def cli_scale_two(env: Env) -> str:
     out = cli("scale", "two")
     assert (out.returncode, out.stdout) == (exitcodes.USAGE, "")
-    assert out.stderr.startswith("usage: gpuci-tui scale [-h] [--group GROUP] count\n")
+    assert out.stderr.startswith("usage: gpuci-tui scale [-h] [--group GROUP] [-v] count\n")
     assert "Traceback" not in out.stderr
     return out.stderr.splitlines()[-1]
 

@@ -31,7 +31,7 @@ from gpuci_tui.core.config.loader import (
     save_config,
     validate_config,
 )
-from gpuci_tui.core.config.validate import PAT_ADVICE
+from gpuci_tui.core.config.validate import IMAGE_EXAMPLE, PAT_ADVICE
 from tests.badinput.helpers import (
     AGENTS_KEYS,
     PAT,
@@ -48,7 +48,8 @@ from tests.badinput.helpers import (
 
 DIGEST_ADVICE = (
     "a digest is sha256: and 64 lowercase hex (docker image inspect lists it under RepoDigests), "
-    'e.g. "REPO/IMAGE@sha256:<64 hex>"; or use a tag, "REPO/IMAGE:TAG"'
+    'e.g. "registry.example.com/gpuci-agent@sha256:<64 hex>"; or use a tag, '
+    f'"{IMAGE_EXAMPLE}"'
 )
 
 
@@ -311,7 +312,7 @@ CONFIG_CASES = [
         "image-uppercase",
         setv("agents", "image", "Registry/GPU-Agent:cuda12"),
         "agents.image",
-        'is not an image reference like "REPO/IMAGE:TAG"; repository names must be lowercase, '
+        f'is not an image reference like "{IMAGE_EXAMPLE}"; repository names must be lowercase, '
         'got "Registry/GPU-Agent:cuda12"',
     ),
     ConfigCase(
@@ -335,6 +336,33 @@ CONFIG_CASES = [
         'has a malformed digest "sha256:' + "AB" * 24 + '…": ' + DIGEST_ADVICE,
         in_memory=False,
     ),
+    ConfigCase(
+        "keys-action-typo",
+        setv("keys", "drian", "k"),
+        "keys.drian",
+        'is not an action of the console; did you mean "drain"? actions: quit, help, drain, '
+        "drain_all, restart, restart_all, resume, resume_all, scale_up, scale_down, logs, "
+        "history, pause, gpu_clear, reload, reset_overrides, stale, image_pull, open_host, "
+        "reconnect, fleet_back",
+    ),
+    ConfigCase(
+        "keys-reserved",
+        setv("keys", "drain", "escape"),
+        "keys.drain",
+        'binds "escape", which the console keeps: it goes back and closes dialogs; choose '
+        "another key",
+    ),
+    ConfigCase(
+        "standby-floor-above-ceiling",
+        combine(
+            setv("agents", "standby", "auto"),
+            setv("agents", "standby_min", 4),
+            setv("agents", "standby_max", 2),
+        ),
+        "agents.standby_min",
+        'is 4, above standby_max (2): "auto" keeps standby_min standbys while idle and at most '
+        "standby_max; lower standby_min to 2 or raise standby_max",
+    ),
 ]
 
 
@@ -343,7 +371,12 @@ def as_config(doc: dict[str, Any]) -> Config:
     agents = dict(doc["agents"])
     agents["volumes"] = tuple(VolumeConfig(**v) for v in agents.get("volumes", ()))
     metrics = MetricsConfig(**doc.get("metrics", {}))
-    return Config(azure=AzureConfig(**doc["azure"]), agents=AgentsConfig(**agents), metrics=metrics)
+    return Config(
+        azure=AzureConfig(**doc["azure"]),
+        agents=AgentsConfig(**agents),
+        metrics=metrics,
+        keys=dict(doc.get("keys", {})),
+    )
 
 
 @pytest.mark.parametrize("case", CONFIG_CASES, ids=[c.id for c in CONFIG_CASES])

@@ -175,9 +175,12 @@ OTHER_CASES = [
         keyring_absent,
         "No keyring is available in this session. Over SSH there is usually no Secret Service "
         'on D-Bus. Either run gpuci-tui under "dbus-run-session" with "gnome-keyring-daemon '
-        '--unlock" (see README, "Keyring"), or use the encrypted file store (gpuci-tui asks '
-        "for its passphrase), or, for a systemd service, put the PAT in a file only you can "
-        "read and set GPUCI_PAT_FILE to it.",
+        '--unlock" (see README, "Keyring"), or use the encrypted file store (its passphrase is '
+        "asked on the terminal). A service gets the PAT from a file instead: a systemd "
+        "credential (in its unit LoadCredential=gpuci-pat:/etc/gpuci-tui/pat, or "
+        "LoadCredentialEncrypted=; gpuci-tui reads $CREDENTIALS_DIRECTORY/gpuci-pat), or "
+        "GPUCI_PAT_FILE naming a file that holds the PAT on one line (chmod 600). See README, "
+        '"The PAT".',
     ),
     Case(
         "cli-scale-two",

@@ -73,5 +73,5 @@ def full_config(tmp_path: Path) -> Config:
             docker_socket=True,
         ),
         supervisor=SupervisorConfig(poll_interval=5.0, park_after=3, stop_timeout=60.0),
-        keys={"drain": "x", "app.quit": "ctrl+q"},
+        keys={"drain": "ctrl+d", "quit": "q,f10"},
     )

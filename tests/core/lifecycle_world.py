@@ -12,7 +12,10 @@ failing writes. It asserts the engine's promises while it runs:
   crash at every start and must be rolled back), and the two promises above still hold;
 * with ``gpu_faults``: no job is handed to a slot whose GPU has been taken by a
   foreign process, or has failed, for longer than `GATE_MARGIN` seconds (GPU
-  frames come every second; a disable takes a write, which may fail and retry).
+  frames come every second; a disable takes a write, which may fail and retry);
+* with ``outages``: now and then the organisation refuses every call of the
+  daemon (reads and writes) for a while, its agents going on; jobs keep being
+  handed out meanwhile (`refused_jobs`), by the lanes restarted in place.
 
 Everything is virtual time: a run of ten simulated minutes takes milliseconds.
 """
@@ -24,12 +27,14 @@ import itertools
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 from gpuci_tui.core.command_types import Command
 from gpuci_tui.core.engine.commands import apply_command
 from gpuci_tui.core.engine.gpu_admission import FOREIGN_PROCESS, GateKind, GateReading
-from gpuci_tui.core.engine.lifecycle import EngineState, Lane, PoolView, lane_name, new_slot
+from gpuci_tui.core.engine.lifecycle import EngineState, Lane, lane_name, new_slot
 from gpuci_tui.core.engine.planning.planner import FAST_POLL, decide
+from gpuci_tui.core.engine.pool_view import PoolView
 from gpuci_tui.core.engine.rollout.progress import advance, begin
 from gpuci_tui.core.engine.settings import SupervisorConfig
 from gpuci_tui.core.engine.standby.auto import AutoStandby
@@ -45,6 +50,7 @@ from gpuci_tui.core.engine.steps import (
     LogTail,
     Observation,
     PoolRead,
+    PoolUnread,
     RemoveContainer,
     Removed,
     ServerFailed,
@@ -126,6 +132,8 @@ class World:
     _jobs: itertools.count[int] = field(default_factory=lambda: itertools.count(1000))
     _next_read: float = 0.0
     _feed_until: float = 0.0
+    _plans: int = 0
+    """Plans made so far: a wake-up set by an older plan than the last is dropped."""
     foreign: dict[int, float] = field(default_factory=dict)
     """Per slot: since when a foreign process holds its GPU."""
     broken: dict[int, float] = field(default_factory=dict)
@@ -139,6 +147,12 @@ class World:
     """Every spec reloaded to, in order."""
     lost_jobs: int = 0
     """Jobs whose container ended other than by finishing (a stop or a crash during a job)."""
+    outages: bool = False
+    """Every call of the daemon is refused now and then, for 10-60 s (`refusing`)."""
+    refused: list[tuple[float, float]] = field(default_factory=list)
+    """The windows (start, end) in which the organisation refuses every call."""
+    refused_jobs: int = 0
+    """Jobs handed out while the organisation refused the daemon's calls."""
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -164,6 +178,10 @@ class World:
         if self.gpu_faults:
             self._gpu_chaos(until)
             self.at(0.0, self._gpu_frame)
+        if self.outages:
+            t = 20.0
+            while (t := t + self.rng.uniform(30.0, 120.0)) < until - 120:
+                self.refused.append((t, t + self.rng.uniform(10.0, 60.0)))
         self._plan()
         while self._events and self._events[0][0] <= until:
             self.now, _, fn = heapq.heappop(self._events)
@@ -209,8 +227,17 @@ class World:
         if plan.poll_fast and not self.fast and self._next_read > self.now + FAST_POLL:
             self.at(FAST_POLL, self._read)
         self.fast = plan.poll_fast
+        # Like the supervisor's loop: one wake-up, the latest plan's. Its `wake_at` is the
+        # earliest time anything in the state is due, so an older plan's wake-up is only
+        # ever early or the same; keeping every one made "auto" plan 3.5 times as often
+        # (each plan moves its hold-down's end) for nothing the daemon does.
+        self._plans += 1
         if plan.wake_at is not None:
-            self.at(max(0.0, plan.wake_at - self.now), self._plan)
+            self.at(max(0.0, plan.wake_at - self.now), partial(self._wake, self._plans))
+
+    def _wake(self, plan: int) -> None:
+        if plan == self._plans:  # no plan since the one that asked for this wake-up
+            self._plan()
 
     def command(self, command: Command) -> None:
         self.state, _ = apply_command(self.state, command)
@@ -293,7 +320,14 @@ class World:
             box.job = None
         self.at(0.03, lambda: self.observe(Died(box.slot, box.lane, box.id, code, self.now)))
 
+    def refusing(self) -> bool:
+        """The organisation refuses every call of the daemon now (its agents go on)."""
+        return any(start <= self.now < end for start, end in self.refused)
+
     def _server(self, action: SetEnabled | CheckAgent) -> None:
+        if self.refusing():
+            self.observe(ServerFailed(action.slot, action.lane, "HTTP 429", self.now + 5.0))
+            return
         reg = next((r for r in self.regs.values() if r.id == action.agent_id), None)
         if self.rng.random() < self.write_failure_rate or reg is None:
             self.observe(ServerFailed(action.slot, action.lane, "HTTP 500", self.now + 2.0,
@@ -314,6 +348,11 @@ class World:
 
     def _read(self) -> None:
         began = self.now
+        if self.refusing():  # the observer backs off, then reads again
+            self.at(0.1, lambda: self.observe(PoolUnread(began, began + 5.0, "HTTP 429")))
+            self._next_read = self.now + 5.0
+            self.at(5.0, self._read)
+            return
         agents = tuple(self._agent(reg, True) for reg in self.regs.values())
         view = PoolView(pool_id=42, began_at=began, agents=agents, queued_jobs=len(self.queue))
         # The answer arrives a little later: the world may have moved on meanwhile.
@@ -343,6 +382,7 @@ class World:
             )
             reg.job = box.job = job
             box.took_job = True
+            self.refused_jobs += self.refusing()
             others[job] = box.lane
             self.at(self.rng.uniform(*self.job_length), lambda b=box: self._exit(b, 0))
 

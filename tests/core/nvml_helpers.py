@@ -43,12 +43,17 @@ def cli_on_fake_nvml(
     env = dict(os.environ, LD_LIBRARY_PATH=str(fake_nvml_lib.parent), FAKE_NVML_STATE=str(state))
 
     def run(*argv: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "gpuci_tui.cli.main", "--config", str(path), *argv],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        return run_cli(path, env, *argv)
 
     return path, run
+
+
+def run_cli(path: Path, env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
+    """The real ``gpuci-tui --config PATH *argv`` in ``env``."""
+    return subprocess.run(
+        [sys.executable, "-m", "gpuci_tui.cli.main", "--config", str(path), *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )

@@ -88,7 +88,7 @@ def test_check_config_ok(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     config = write_config(tmp_path / "config.toml")
     assert main(["--config", str(config), "check-config"]) == exitcodes.OK
     out = capsys.readouterr().out
-    assert "OK (2 slot(s), pool 'gpu')" in out
+    assert "OK (2 slots, pool 'gpu')" in out
     assert "GPU admission: none (no GPU)" in out
 
 

@@ -52,7 +52,7 @@ def test_admission_values(tmp_path: Path, value: object, expected: GpuAdmission)
         ),
         (
             {"foreign_memory": "8GiB"},
-            "agents.gpu_admission: has unknown key(s) foreign_memory; a limits table takes "
+            "agents.gpu_admission: has unknown key foreign_memory; a limits table takes "
             "foreign_memory_max and/or foreign_util_max",
         ),
         (

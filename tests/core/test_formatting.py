@@ -89,11 +89,47 @@ def test_gpu_memory_not_known() -> None:
         (JobInfo(8, pipeline="train - main", run="20261122.3"), None, "'train - main' 20261122.3"),
         (JobInfo(8, pipeline="inference-bench - main", run="20261122.1"), 26,
          "'inference-be…' 20261122.1"),
-        (JobInfo(123456789), 10, "request 1…"),
+        (JobInfo(8, pipeline="train - main", run="20261122.3"), 22, "'train…' 20261122.3"),
+        (JobInfo(123456789), 10, "request…"),
     ],
 )  # fmt: skip
 def test_job_label(job: JobInfo | None, width: int | None, label: str) -> None:
     assert job_label(job, width) == label
+
+
+@pytest.mark.parametrize(
+    ("text", "width", "cut"),
+    [
+        ("GPU 1 is held by pid 4242", 40, "GPU 1 is held by pid 4242"),
+        ("GPU 1 is held by pid 4242", 25, "GPU 1 is held by pid 4242"),
+        ("GPU 1 is held by pid 4242", 24, "GPU 1 is held by pid…"),
+        ("GPU 1 is held by pid 4242", 16, "GPU 1 is held…"),
+        ("GPU 1 is held by pid 4242", 14, "GPU 1 is held…"),  # the space after "held" is free
+        # A separator left at the cut goes with the word after it.
+        ("offline for 3 days, name of an old prefix", 22, "offline for 3 days…"),
+        ("'train - main' 20261122.3", 10, "'train…"),
+        ("reason: the container exited", 10, "reason…"),
+        # One long word: cut inside it rather than keep almost nothing.
+        ("gpuhost-verylongname-17", 10, "gpuhost-v…"),
+        ("a verylongwordthatgoeson", 12, "a verylongw…"),
+        ("abc", 1, "…"),
+        ("abc", 0, ""),
+        ("", 5, ""),
+    ],
+)
+def test_cut_words_ends_on_a_whole_word(text: str, width: int, cut: str) -> None:
+    assert formatting.cut_words(text, width) == cut
+    assert len(cut) <= max(0, width)
+
+
+def test_cut_words_keeps_every_word_it_shows_whole() -> None:
+    """Over every width, each shown word is a word of the text (the last may be a long one's cut)."""
+    text = "registered 3 days ago under the old prefix demo-old, never seen online since"
+    words = text.split()
+    for width in range(12, len(text)):
+        shown = formatting.cut_words(text, width).removesuffix("…").split()
+        assert shown[:-1] == words[: len(shown) - 1]
+        assert shown[-1].rstrip(",") == words[len(shown) - 1].rstrip(",")
 
 
 @pytest.mark.parametrize(
@@ -146,3 +182,12 @@ def test_the_cli_and_the_console_take_each_formatter_from_core() -> None:
         assert getattr(widget_format, name) is getattr(formatting, name)
     slot_exit = ExitInfo(code=137, oom=True, reason="killed: out of memory")
     assert widget_format.exit_label(slot_exit).plain == exit_label(slot_exit)
+
+
+def test_wrap_words_breaks_between_words_and_loses_nothing() -> None:
+    text = "drain gpuhost-4 [asked from the console] after registry.example.com/gpuci-agent:x"
+    lines = formatting.wrap_words(text, 20)
+    assert all(len(line) <= 20 for line in lines)
+    assert lines[:2] == ["drain gpuhost-4", "[asked from the"]
+    assert "".join(lines).replace(" ", "") == text.replace(" ", ""), "a long word is split, not cut"
+    assert formatting.wrap_words("", 10) == [""]

@@ -80,7 +80,7 @@ def test_ecc_counts_only_errors_after_the_baseline() -> None:
     seen = [GpuHealthReading(ecc_uncorrected_volatile=n) for n in (4, 4)]
     assert codes(run(frame(1.0, seen[0]), frame(2.0, seen[1]))) == []
     book = run(frame(1.0, seen[0]), frame(2.0, GpuHealthReading(ecc_uncorrected_volatile=6)))
-    assert [f.reason for f in book.faults_of(0)] == ["GPU 0: 2 new uncorrectable ECC error(s)"]
+    assert [f.reason for f in book.faults_of(0)] == ["GPU 0: 2 new uncorrectable ECC errors"]
     # Cleared: the next frame is the new baseline, so the same count does not come back.
     book = clear(book, "0")[0]
     assert codes(run(frame(3.0, GpuHealthReading(ecc_uncorrected_volatile=6)), book=book)) == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from gpuci_tui.cli.render import render_status
 from gpuci_tui.core.models import (
@@ -28,6 +29,7 @@ def test_status_shows_standby_per_slot_and_explains_the_disabled_agents() -> Non
         desired_count=2,
         standby=True,
         pool_summary=PoolSummary(
+            pool_id=7,
             name="gpu",
             online=4,
             disabled=4,
@@ -41,7 +43,7 @@ def test_status_shows_standby_per_slot_and_explains_the_disabled_agents() -> Non
     )
     text = render_status(snap, now=100.0)
     lines = text.splitlines()
-    assert "2 slot(s), hot standby on" in lines[0]
+    assert "2 slots, hot standby on" in lines[0]
     assert "4 disabled (1 busy, 2 standby, 1 not ours)" in text
     header = next(line for line in lines if line.startswith("SLOT"))
     assert header.split()[:4] == ["SLOT", "NAME", "STATE", "STANDBY"]
@@ -97,23 +99,45 @@ def test_status_gives_the_daemons_uptime_from_its_own_clock_or_nothing() -> None
     assert render_status(stepped_back, now=100.0).startswith("gpuci-tui daemon pid 27330 —")
 
 
-def test_status_says_how_old_the_pool_and_queue_figures_are() -> None:
-    """The agents and the queue are read at different times: each figure says when."""
+def one_pool(pool: PoolSummary, **changes: Any) -> SupervisorSnapshot:
+    """A one-slot daemon's snapshot of pool ``gpu``, taken at 100.0."""
     snap = SupervisorSnapshot(
         taken_at=100.0,
         org_url="https://dev.azure.com/o",
         pool="gpu",
         instance="i",
         desired_count=1,
-        pool_summary=PoolSummary(
+        pool_summary=pool,
+    )
+    return replace(snap, **changes)
+
+
+def test_status_says_how_old_the_pool_and_queue_figures_are() -> None:
+    """The agents and the queue are read at different times: each figure says when."""
+    snap = one_pool(
+        PoolSummary(
             name="gpu", online=2, queued_jobs=3, running_jobs=1, read_at=97.0, jobs_read_at=75.0
-        ),
+        )
     )
     text = render_status(snap, now=100.0)
     assert "pool (read 3s ago): 2 online" in text
     assert "jobs 3 queued (read 25s ago), 1 running" in text
-    older = render_status(replace(snap, pool_summary=PoolSummary(name="gpu", online=2)), now=100.0)
+    old = PoolSummary(pool_id=7, name="gpu", online=2)  # a daemon from before the ages
+    older = render_status(replace(snap, pool_summary=old), now=100.0)
     assert "pool: 2 online" in older, "a daemon that does not say: no age, not a made-up one"
+    queue = replace(snap.pool_summary, jobs_read_at=None)
+    assert "jobs queue not read yet, 1 running" in render_status(replace(snap, pool_summary=queue))
+
+
+def test_status_says_a_pool_never_read_is_not_read_yet_not_zeros() -> None:
+    """Before the first read (the organisation unreachable): no zeros that look like facts."""
+    snap = SupervisorSnapshot(
+        taken_at=100.0, org_url="https://dev.azure.com/o", pool="gpu", instance="i",
+        desired_count=1, pool_summary=PoolSummary(name="gpu"),
+    )  # fmt: skip
+    lines = render_status(snap, now=100.0).splitlines()
+    assert "pool: not read yet" in lines
+    assert not any("0 online" in line or "0 queued" in line for line in lines)
 
 
 def test_status_says_which_image_each_lane_runs_by_id_and_digest() -> None:
@@ -135,10 +159,9 @@ def test_status_says_which_image_each_lane_runs_by_id_and_digest() -> None:
     )  # fmt: skip
     lines = render_status(snap, now=100.0).splitlines()
     assert (
-        "image: reg:5000/agent:1 (id 3f2a1b9c0d4e, digest sha256:abcdef123456) on 2 lane(s)"
-        in lines
+        "image: reg:5000/agent:1 (id 3f2a1b9c0d4e, digest sha256:abcdef123456) on 2 lanes" in lines
     )
-    assert "image: reg:5000/agent:1 (id 999999999999) on 1 lane(s)" in lines
+    assert "image: reg:5000/agent:1 (id 999999999999) on 1 lane" in lines
     idle = replace(snap, slots=(replace(snap.slots[0], agents=()),))
     assert (
         "image: reg:5000/agent:1 (configured; no container runs it)"
@@ -164,7 +187,7 @@ def test_status_shows_dockers_free_space_and_its_limits_when_watched() -> None:
     assert line == (
         "disk: critical (checked 5s ago): 1.0 GiB free on /var/lib/docker, below the hard "
         "floor 2.0 GiB: no pull starts (min_free 20.0 GiB, hard floor 2.0 GiB); 3 unused "
-        "image(s) removed"
+        "images removed"
     )
 
 
@@ -187,3 +210,36 @@ def test_status_shows_the_agent_versions_and_warns_when_they_differ() -> None:
         "(mounted into new containers of older images)"
     ) in text
     assert "  WARNING: group 's image has agent 4.264.2; the organisation offers 4.270.0" in text
+
+
+def test_status_says_what_the_calls_cost_and_a_queue_read_at_the_cap() -> None:
+    from gpuci_tui.core.models import AzureUsage
+
+    snap = one_pool(
+        PoolSummary(
+            name="gpu",
+            online=2,
+            queued_jobs=200,
+            queued_capped=True,
+            ours_only=True,
+            read_at=95.0,
+            jobs_read_at=90.0,
+        ),
+        azure_usage=AzureUsage(
+            requests_last_minute=9,
+            bytes_last_minute=20_480,
+            cap_per_minute=60,
+            held_last_minute=2,
+            rate_limit_remaining=150,
+            rate_limit_limit=200,
+            rate_limit_reset_at=400.0,
+            read_at=100.0,
+        ),
+    )
+    text = render_status(snap, now=100.0)
+    assert (
+        "  calls: 9 requests/min, 20 KiB/min received; identity's budget 150/200 left "
+        "(resets in 5 min); cap 60/min, 2 held back in the last minute"
+    ) in text
+    assert "2 online, 0 offline, 0 disabled (ours); jobs 200 or more queued (read 10s ago)" in text
+    assert "jobs 200 queued" not in text

@@ -25,9 +25,9 @@ def first_line(depth: str, standby: bool = True) -> str:
 
 
 def test_status_line_shows_the_depth() -> None:
-    assert first_line("2/3 (auto)").endswith("2 slot(s), hot standby on, standby 2/3 (auto)")
+    assert first_line("2/3 (auto)").endswith("2 slots, hot standby on, standby 2/3 (auto)")
     assert first_line("3").endswith("hot standby on, standby 3")
-    assert first_line("1").endswith("2 slot(s), hot standby on")
+    assert first_line("1").endswith("2 slots, hot standby on")
     assert first_line("off", standby=False).endswith("hot standby off")
 
 

@@ -90,11 +90,11 @@ def test_host_replaces_the_configured_hosts_and_keeps_the_rest(tmp_path: Path) -
     save_config(config, path)  # a GPU host's own file may carry [fleet] too
     path.write_text(
         path.read_text()
-        + '\n[keys]\ndrain = "x"\n[fleet]\nhosts = ["ci@gpu2"]\ncommand = "/opt/g/gpuci-tui"\n'
+        + '\n[keys]\ndrain = "ctrl+d"\n[fleet]\nhosts = ["ci@gpu2"]\ncommand = "/opt/g/gpuci-tui"\n'
     )
     args = build_parser().parse_args(["--config", str(path), "--host", "ops@gpu7:2200"])
     fleet, keys, where = fleet_config(args)
     assert [h.target for h in fleet.hosts] == ["ops@gpu7:2200"]
     assert fleet.command == "/opt/g/gpuci-tui"
-    assert keys == {"drain": "x"}
+    assert keys == {"drain": "ctrl+d"}
     assert where == path

@@ -17,7 +17,13 @@ from gpuci_tui.core.models import (
     SupervisorEvent,
     SupervisorSnapshot,
 )
-from tests.fleet.fakes import SwitchHandle, auth_failed_snapshot, healthy_snapshot, member
+from tests.fleet.fakes import (
+    NO_DAEMON,
+    SwitchHandle,
+    auth_failed_snapshot,
+    healthy_snapshot,
+    member,
+)
 from tests.ui.scenarios import NOW, loaded_snapshot
 from tests.waiting import wait_until_async
 
@@ -68,6 +74,7 @@ async def test_a_link_goes_down_backs_off_and_comes_back() -> None:
     handle = SwitchHandle(healthy_snapshot())
     rec = Recorder()
     clock = iter(range(1000, 2000)).__next__
+    moments = iter(range(0, 10_000, 5)).__next__  # every look: 5 s later (each link was steady)
     link = HostLink(
         member("gpu3", "ci@gpu3", handle),
         rec.statuses.append,
@@ -75,6 +82,7 @@ async def test_a_link_goes_down_backs_off_and_comes_back() -> None:
         on_event=rec.events.append,
         rand=lambda: 0.5,
         sleep=rec.sleep,
+        monotonic=lambda: float(moments()),
     )
     task = asyncio.get_running_loop().create_task(link.run())
     try:
@@ -85,9 +93,14 @@ async def test_a_link_goes_down_backs_off_and_comes_back() -> None:
 
         handle.drop()
         down = await rec.until(lambda s: s.state is LinkState.DOWN, "down")
-        assert down.problem == "the daemon closed the connection (it stopped or restarted)"
+        # The lost stream said nothing of why: the link tried again at once, "reconnecting"
+        # meanwhile, and the attempt's failure is the reason shown.
+        between = rec.statuses[rec.statuses.index(up) + 1 : -1]
+        assert [(s.state, s.problem) for s in between][-1:] == [(LinkState.CONNECTING, "")]
+        assert down.problem == NO_DAEMON
         assert down.failures == 1 and down.snapshot == healthy_snapshot()
-        assert down.retry_at == down.since + 1.0
+        assert down.since == between[-1].since, "down since the stream was lost"
+        assert down.retry_at is not None and rec.sleeps[:1] == [1.0], "no wait before the retry"
         for expected in (2.0, 4.0):  # still down: each attempt waits twice as long
             rec.resume.set()
             await rec.until(lambda s, n=expected: rec.sleeps[-1:] == [n], f"a {expected} s wait")
@@ -239,3 +252,41 @@ def test_a_hosts_refused_pool_role_is_its_problem_in_words() -> None:
     row = host_row("gpu3", "ci@gpu3", up(replace(healthy_snapshot(), azure=azure)))
     assert row.problems[0] == f"agent starts wait: {reason}"
     assert row.severity is Severity.ERROR and "PAT was rejected" not in " ".join(row.problems)
+
+
+def test_each_hosts_api_calls_and_their_sum_and_a_queue_read_at_the_cap() -> None:
+    """One identity shared by the fleet spends one budget: the overview adds the hosts up."""
+    from gpuci_tui.core.models import AzureUsage
+    from gpuci_tui.widgets.fleet_table import host_detail, row_cells, totals_line
+
+    def counting(calls: int, **usage: float) -> SupervisorSnapshot:
+        snap = healthy_snapshot()
+        return replace(
+            snap,
+            azure_usage=AzureUsage(requests_last_minute=calls, read_at=NOW, **usage),  # type: ignore[arg-type]
+            pool_summary=replace(
+                snap.pool_summary, queued_jobs=200, queued_capped=True, jobs_read_at=snap.taken_at
+            ),
+        )
+
+    rows = fleet_rows(
+        [
+            ("gpu1", "gpu1", up(counting(12))),
+            ("gpu2", "gpu2", up(counting(30, rate_limit_remaining=20, rate_limit_limit=200))),
+            ("gpu3", "gpu3", up(healthy_snapshot())),  # an older daemon: does not say
+        ]
+    )
+    assert [(r.label, r.calls_per_minute) for r in rows] == [
+        ("gpu2", 30), ("gpu1", 12), ("gpu3", None)
+    ]  # fmt: skip
+    assert rows[0].problems == (
+        "the identity's budget is nearly spent: 20/200 left (every host signing in as it "
+        "shares it)",
+    )
+    assert fleet_totals(rows).calls_per_minute == 42
+    assert "42 API calls/min" in totals_line(fleet_totals(rows), readonly=False, width=200).plain
+    cells = row_cells(rows[1])
+    assert (cells["calls"].plain, cells["queued"].plain) == ("12", "200+")
+    assert row_cells(rows[2])["calls"].plain == "-"
+    assert "queue 200 or more read" in host_detail(rows[1], NOW).plain
+    assert fleet_totals(rows[2:]).calls_per_minute is None

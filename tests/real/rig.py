@@ -182,18 +182,20 @@ def make_rig(
     count: int = 2,
     heartbeat_timeout: float = 5.0,
     agents: dict[str, Any] | None = None,
+    startup: tuple[float, float] = STARTUP,
     **supervisor: Any,
 ) -> Iterator[Rig]:
     """Yield a `Rig` (organisation served, config and PAT file written, no daemon yet).
 
-    Afterwards every daemon is stopped, every container of the instance removed
-    and the server stopped.
+    ``startup``: the agents' (registration, session) delays, the drills' short ones by
+    default. Afterwards every daemon is stopped, every container of the instance
+    removed and the server stopped.
     """
     from gpuci_tui.sim.org import SimOrg
     from gpuci_tui.sim.records import AgentStartup
     from gpuci_tui.sim.server import SimServer
 
-    org = SimOrg("it-org", heartbeat_timeout=heartbeat_timeout, startup=AgentStartup(*STARTUP))
+    org = SimOrg("it-org", heartbeat_timeout=heartbeat_timeout, startup=AgentStartup(*startup))
     org.add_pat(PAT)
     pool_id = org.add_pool("gpu")
     server = SimServer(org)

@@ -81,7 +81,12 @@ def test_scrape_follows_agents_and_jobs(rig: Rig) -> None:
     assert got[("gpuci_docker_up", frozenset())] == 1
     assert got[("gpuci_azure_state", frozenset({("state", "ok")}))] == 1
     assert got[("gpuci_container_starts_total", frozenset({("group", "default")}))] >= 2
-    assert got[("gpuci_azure_requests_total", frozenset({("outcome", "ok")}))] > 0
+    # By outcome, route and code: the outcome's total is the sum over routes and codes.
+    ok = [v for (n, labels), v in got.items() if n == "gpuci_azure_requests_total"
+          and ("outcome", "ok") in labels]  # fmt: skip
+    assert sum(ok) > 0
+    agents = ("gpuci_azure_response_bytes_total", frozenset({("route", "agents")}))
+    assert got[agents] > 0
     # One image series per slot, naming the id Docker gives the image the agents run.
     image = rig.config.agents.image
     image_id = rig.client.images.get(image).id

@@ -49,6 +49,6 @@ def test_sighup_and_reload_name_a_restart_and_a_bad_file_changes_nothing(rig: Ri
     )
     out = rig.cli("reload")
     assert out.returncode == 4
-    assert "nothing was reloaded: the daemon runs as it did" in out.stderr
+    assert "nothing was reloaded: the daemon runs on the configuration it loaded" in out.stderr
     assert daemon.poll() is None, rig.daemon_log()
     assert rig.container_ids() == before and rig.all_idle()

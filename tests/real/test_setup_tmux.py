@@ -180,6 +180,22 @@ def terminal_tools() -> None:
     assert BINARY.exists(), f"console script missing: {BINARY}"
 
 
+LOGIN_DIRS = {
+    "XDG_CONFIG_HOME": "config",
+    "XDG_DATA_HOME": "data",
+    "XDG_STATE_HOME": "state",
+    "XDG_CACHE_HOME": "cache",
+    "XDG_RUNTIME_DIR": "run",
+}
+
+
+def login_home(home: Path) -> dict[str, str]:
+    """HOME and the XDG directories of a login under ``home`` (created, 0700)."""
+    for sub in LOGIN_DIRS.values():
+        (home / sub).mkdir(parents=True, mode=0o700, exist_ok=True)
+    return {"HOME": str(home)} | {var: str(home / sub) for var, sub in LOGIN_DIRS.items()}
+
+
 def session_script(tmp_path: Path, home: Path, org: Org, config: Path) -> Path:
     """The pane's command: a D-Bus session with gnome-keyring, the wizard, then a read-back.
 
@@ -188,18 +204,11 @@ def session_script(tmp_path: Path, home: Path, org: Org, config: Path) -> Path:
     secret back in the same session, as the daemon would on this host.
     """
     env = {
-        "HOME": str(home),
-        "XDG_CONFIG_HOME": str(home / "config"),
-        "XDG_DATA_HOME": str(home / "data"),
-        "XDG_STATE_HOME": str(home / "state"),
-        "XDG_CACHE_HOME": str(home / "cache"),
-        "XDG_RUNTIME_DIR": str(home / "run"),
+        **login_home(home),
         "REQUESTS_CA_BUNDLE": str(org.login.ca_file),
         "TERM": "xterm-256color",
         "KEYRING_TEST_PASSWORD": "test",
     }
-    for sub in ("config", "data", "state", "cache", "run"):
-        (home / sub).mkdir(parents=True, mode=0o700)
     inner = tmp_path / "inner.sh"
     q = shlex.quote
     inner.write_text(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -12,11 +13,14 @@ from pathlib import Path
 import psutil
 import pytest
 
+from gpuci_tui.sim.jobs import PIPELINES
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.tmux
 
 BINARY = Path(sys.executable).parent / "gpuci-tui"
+RUN = re.compile(r"\d{8}\.\d+")
+"""A run number as the simulated organisation names runs (20261128.4)."""
 
 
 class Tmux:
@@ -71,8 +75,7 @@ class Tmux:
             return []
 
 
-@pytest.fixture
-def demo(tmp_path: Path) -> Iterator[Tmux]:
+def start_demo(tmp_path: Path, width: int = 100, height: int = 30) -> Tmux:
     if shutil.which("tmux") is None:
         pytest.fail("tmux is required (scripts/test.sh installs it)", pytrace=False)
     assert BINARY.exists(), f"console script missing: {BINARY}"
@@ -81,12 +84,56 @@ def demo(tmp_path: Path) -> Iterator[Tmux]:
         f"TERM=screen-256color {BINARY} demo --agents 2 --jobs-per-minute 40; "
         f"echo $? > {marker}; sleep 5"
     )
-    tmux = Tmux(command)
+    tmux = Tmux(command, width, height)
     tmux.marker = marker  # type: ignore[attr-defined]
+    return tmux
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> Iterator[Tmux]:
+    tmux = start_demo(tmp_path)
     try:
         yield tmux
     finally:
         tmux.kill()
+
+
+def quit_demo(demo: Tmux) -> None:
+    """q, then leave: the demo ends and removes what it made (exit 0)."""
+    demo.keys("q")
+    demo.wait(lambda s: "Leave agents running" in s, what="quit dialog")
+    demo.keys("l")
+    marker: Path = demo.marker  # type: ignore[attr-defined]
+    wait_until(marker.exists, 15, lambda: f"the demo to exit; screen:\n{demo.screen()}")
+    assert marker.read_text().strip() == "0"
+
+
+#: A job in the agents table: its pipeline in quotes, then its run number.
+JOB = re.compile(r"'([^']*)' (\S+)")
+
+
+def busy_jobs(screen: str) -> list[tuple[str, str]]:
+    """(pipeline, run) of each busy row of the agents table (the rows between its borders)."""
+    rows = screen.split("─ Agents ─", 1)[-1].split("╰", 1)[0].splitlines()
+    return [m.groups() for row in rows if " busy " in row and (m := JOB.search(row))]
+
+
+def test_demo_at_80x24_shows_every_job_whole_and_the_daemons_uptime(tmp_path: Path) -> None:
+    """The first size: job names get the table's width before anything else, the header
+    keeps the daemon's uptime (issue 27: 'trai…', 'daemon pid 15447 up …')."""
+    demo = start_demo(tmp_path, 80, 24)
+    try:
+        screen = demo.wait(
+            lambda s: len(busy_jobs(s)) == 2, timeout=90, what="both agents busy with a job"
+        )
+        for pipeline, run in busy_jobs(screen):
+            assert pipeline in PIPELINES, f"cut job name {pipeline!r}:\n{screen}"
+            assert RUN.fullmatch(run), f"cut run number {run!r}:\n{screen}"
+        header = screen.splitlines()[1]
+        assert re.search(r"demo daemon up \d+[smhd](\d\d[smh])?$", header.rstrip()), header
+        quit_demo(demo)
+    finally:
+        demo.kill()
 
 
 def test_demo_dashboard_drain_restart_and_quit(demo: Tmux) -> None:
@@ -109,12 +156,7 @@ def test_demo_dashboard_drain_restart_and_quit(demo: Tmux) -> None:
         timeout=30,
         what="agents back after restart",
     )
-    demo.keys("q")
-    demo.wait(lambda s: "Leave running" in s or "leave" in s.lower(), what="quit dialog")
-    demo.keys("l")
-    marker: Path = demo.marker  # type: ignore[attr-defined]
-    wait_until(marker.exists, 15, lambda: f"the demo to exit; screen:\n{demo.screen()}")
-    assert marker.read_text().strip() == "0"
+    quit_demo(demo)
 
 
 @pytest.mark.docker

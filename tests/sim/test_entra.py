@@ -4,6 +4,7 @@ tenant (`SimEntra` over `SimLogin`'s TLS), the client against the simulated orga
 from __future__ import annotations
 
 import datetime
+import itertools
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +16,11 @@ from gpuci_tui.core.azure.client import AzureDevOpsClient
 from gpuci_tui.core.config.model import AzureConfig
 from gpuci_tui.core.errors import AzureAuthError, AzureScopeError
 from gpuci_tui.core.secrets.entra import EntraCredential
-from gpuci_tui.core.secrets.entra_msal import MI_ENDPOINT_VAR, make_credential
+from gpuci_tui.core.secrets.entra_msal import (
+    MI_ENDPOINT_VAR,
+    make_credential,
+    service_principal_acquirer,
+)
 from gpuci_tui.core.secrets.entra_secrets import EntraSecretError, EntraSecretStore
 from gpuci_tui.sim.login import SimLogin
 from gpuci_tui.sim.org import SimOrg
@@ -137,6 +142,30 @@ def test_an_expired_token_is_replaced_and_a_rotated_secret_picked_up(world: Worl
     cred.refresh()
     client.list_pools()
     assert [how for _, how in world.org.entra.sign_ins] == ["secret", "secret"]
+
+
+def test_short_lived_tokens_are_renewed_at_half_their_life_not_at_every_call(
+    world: World,
+) -> None:
+    """90-s tokens on a shared fake clock: one sign-in (and one OpenID read) per 45 s."""
+    now = [1_000_000.0]
+    world.org.entra.clock = lambda: now[0]
+    world.org.entra.token_lifetime = 90
+    store = EntraSecretStore(environ={"GPUCI_CLIENT_SECRET": SECRET})
+    acquire = service_principal_acquirer(world.azure(), store, world.session)
+    cred = EntraCredential("service-principal", CLIENT, acquire, clock=lambda: now[0])
+    client = world.client(cred)
+    calls = range(3, 601, 3)  # a REST call every 3 s for 10 minutes
+    start = now[0]
+    for at in calls:
+        now[0] = start + at
+        client.list_pools()
+    # Renewed 45 s after each sign-in (half of 90 s), never inside the 5-minute margin
+    # at every call (before: 200 sign-ins and 200 discovery reads for 200 calls).
+    expected = len(range(3, 601, 45))
+    assert (len(world.org.entra.sign_ins), world.login.discovery_reads) == (expected, expected)
+    gaps = {round(b - a) for a, b in itertools.pairwise(world.org.entra.sign_in_times)}
+    assert gaps == {45}
 
 
 def test_a_token_the_organisation_stops_taking_is_reacquired_once(world: World) -> None:

@@ -379,7 +379,7 @@ async def test_command_palette_offers_the_agent_actions(handle: FakeHandle) -> N
 async def test_help_shows_config_syntax_as_text_not_markup(handle: FakeHandle) -> None:
     """'hot standby is off ([agents] standby = false)' lost '[agents]' to Rich markup."""
     app = make_app(make_services(handle=handle))
-    async with app.run_test(size=(120, 60)) as pilot:
+    async with app.run_test(size=(120, 64)) as pilot:
         await ready(pilot)
         await pilot.press("question_mark")
         await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), what="help")

@@ -12,6 +12,7 @@ from gpuci_tui.app import make_app
 from gpuci_tui.core.gpu_readings import GpuFrame
 from gpuci_tui.core.models import (
     AgentVersionsSnapshot,
+    AzureUsage,
     DisabledAgents,
     DiskSnapshot,
     HealthSnapshot,
@@ -144,8 +145,51 @@ async def test_pool_panel(handle: FakeHandle) -> None:
             "queued 3 (25 s ago)  running 3",
             "docker ok · answered 2 s ago",
         ]
-        assert panel.border_title == "Pool gpu-a100 #12"
+        assert str(panel.border_title) == "Pool gpu-a100 #12 · 3 s ago", "the agents' age"
         assert panel.border_subtitle == "1234 API calls"
+
+
+async def test_pool_panel_says_what_the_calls_cost_and_whose_agents_it_counts() -> None:
+    """Our lanes only (the filtered read), a queue at the service's cap, the cap holding back."""
+    loaded = loaded_snapshot()
+    pool = replace(loaded.pool_summary, ours_only=True, queued_jobs=200, queued_capped=True)
+    usage = AzureUsage(
+        requests_last_minute=14,
+        cap_per_minute=12,
+        held_last_minute=3,
+        rate_limit_remaining=180,
+        rate_limit_limit=200,
+        read_at=NOW,
+    )
+    app = make_app(
+        make_services(handle=FakeHandle(replace(loaded, pool_summary=pool, azure_usage=usage)))
+    )
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await ready(pilot)
+        panel = screen.pool_panel
+        lines = panel.render().plain.split("\n")
+        assert lines[0] == "ours: online 5  offline 2  disabled 5"
+        assert lines[2].startswith("queued 200 or more (")
+        assert "cap 12/min: 3 calls held back in the last minute (reads first)" in lines
+        assert panel.border_subtitle == "14 calls/min · budget 180/200"
+
+
+async def test_a_pool_never_read_is_not_read_yet_not_zeros() -> None:
+    handle = FakeHandle(loaded_snapshot(pool_summary=PoolSummary(name="gpu-a100")))
+    app = make_app(make_services(handle=handle))
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await ready(pilot)
+        lines = screen.pool_panel.render().plain.split("\n")
+        assert lines[0] == "pool not read yet"
+        assert not any("online 0" in line or "queued 0" in line for line in lines)
+        assert str(screen.pool_panel.border_title) == "Pool gpu-a100", "no age for no read"
+        read = replace(loaded_snapshot().pool_summary, jobs_read_at=None)
+        handle.push(loaded_snapshot(pool_summary=read))
+        await wait_for(
+            pilot,
+            lambda: "queue not read yet  running 3" in screen.pool_panel.render().plain,
+            what="the queue not read yet beside the agents read",
+        )
 
 
 async def test_pool_panel_says_only_what_is_disabled_and_cuts_it_to_fit() -> None:
@@ -168,7 +212,7 @@ async def test_pool_panel_says_only_what_is_disabled_and_cuts_it_to_fit() -> Non
         panel = screen.pool_panel
         lines = panel.render().plain.split("\n")
         assert len(lines) == 4
-        assert lines[1].startswith("(2 busy · 1 leaving") and lines[1].endswith("…")
+        assert lines[1].lstrip().startswith("(2 busy · 1 leaving") and lines[1].endswith("held…")
         assert len(lines[1]) == panel.size.width
 
 

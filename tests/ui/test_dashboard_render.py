@@ -17,6 +17,7 @@ from gpuci_tui.core.models import (
 from gpuci_tui.screens.dashboard import DashboardScreen
 from gpuci_tui.widgets.agents_table import row_cells
 from gpuci_tui.widgets.keyed_table import fit_text
+from gpuci_tui.widgets.status_bar import health_line
 from tests.ui.fakes import FakeHandle, make_services
 from tests.ui.helpers import notes, ready, screen_text, wait_for
 from tests.ui.scenarios import NOW, idle_slot, loaded_snapshot
@@ -49,7 +50,26 @@ async def test_header_badges_and_daemon_mode() -> None:
         assert line1.rstrip().endswith("DEMO   READ-ONLY"), (
             "badges are never cut, even at 80 columns"
         )
-        assert line2.startswith("✓ PAT valid · 12 s ago  │  daemon pid 1234 up 1h00m · paused")
+        # The demo's daemon runs in the demo's own process: no pid, nothing "detached".
+        assert line2.startswith("✓ PAT valid · 12 s ago  │  demo daemon up 1h00m · paused")
+
+
+@pytest.mark.parametrize(
+    "identity",
+    [
+        "service principal gpuci-lab-runner-westeurope-production · token valid 52 min",
+        "PAT · expires in 5 days (2025-11-27): renew it with gpuci-tui token set",
+    ],
+)
+def test_at_80_columns_the_header_keeps_the_daemons_uptime_whole(identity: str) -> None:
+    """A long identity is cut after a whole word; the pid, the uptime and the flags never are."""
+    azure = HealthSnapshot(HealthState.OK, identity=identity, checked_at=NOW - 12)
+    snap = loaded_snapshot(mode="daemon", pid=15447, paused=True, azure=azure)
+    line = health_line(snap, NOW, uptime=3 * 3600 + 12 * 60, width=80).plain
+    assert len(line) <= 80
+    assert line.endswith("daemon pid 15447 up 3h12m · paused · draining 1"), line
+    azure_part = line.partition("  │  ")[0]
+    assert azure_part.endswith("…") and identity.startswith(azure_part[2:-1].rstrip())
 
 
 async def test_the_daemons_uptime_is_its_own_and_keeps_counting() -> None:
@@ -60,10 +80,11 @@ async def test_the_daemons_uptime_is_its_own_and_keeps_counting() -> None:
     app = make_app(make_services(handle=handle, clock=lambda: now[0]))
     async with app.run_test(size=(120, 30)) as pilot:
         screen = await ready(pilot)
-        assert "Supervisor: daemon pid 1234 up 1h00m (detached)" in screen.status_bar.render().plain
+        assert "Supervisor: daemon pid 1234 up 1h00m" in screen.status_bar.render().plain
         now[0] += 125
         screen._tick()
-        assert "daemon pid 1234 up 1h02m (detached)" in screen.status_bar.render().plain
+        assert "daemon pid 1234 up 1h02m" in screen.status_bar.render().plain
+        assert "detached" not in screen.status_bar.render().plain
 
 
 @pytest.mark.parametrize(
@@ -113,7 +134,7 @@ def test_row_cells_say_everything_about_a_slot() -> None:
     backoff = {k: v.plain for k, v in row_cells(slots[5], NOW).items()}
     assert backoff["state"] == "backoff in 12 s"
     assert backoff["exit"] == "137 OOM killed: out of memory", "natural width: the table cuts"
-    assert fit_text(row_cells(slots[5], NOW)["exit"], 22).plain == "137 OOM killed: out o…"
+    assert fit_text(row_cells(slots[5], NOW)["exit"], 22).plain == "137 OOM killed: out…"
     assert backoff["gpus"] == "all"
     assert backoff["standby"] == "-"
     parked = {k: v.plain for k, v in row_cells(slots[6], NOW).items()}
@@ -154,7 +175,9 @@ async def test_table_updates_in_place_and_keeps_the_selected_slot(handle: FakeHa
         slots = list(snapshot.slots)
         slots[0] = replace(slots[0], state=SlotState.IDLE, job=None, message="waiting for a job")
         slots[2] = replace(slots[2], job=JobInfo(9, "eval nightly", "20261122.4"))
-        del slots[4]  # slot 5 scaled away
+        # Slot 6 scaled away: the columns keep their widths (slot 5's "backoff in 12 s"
+        # stays the widest state), so the rows are updated in place.
+        del slots[5]
         slots.append(idle_slot(7))
         handle.push(replace(snapshot, slots=tuple(slots)))
         await wait_for(pilot, lambda: table.row_count == 6 and "7" in [r.value for r in table.rows])
@@ -163,7 +186,7 @@ async def test_table_updates_in_place_and_keeps_the_selected_slot(handle: FakeHa
         assert row_text(screen, 3)[4] == "'eval nightly' 20261122.4"
         assert row_text(screen, 1)[2] == "idle"
         assert added == ["7"], "only the new slot got a new row"
-        assert [key.value for key in table.rows] == ["1", "2", "3", "4", "6", "7"]
+        assert [key.value for key in table.rows] == ["1", "2", "3", "4", "5", "7"]
 
 
 async def test_a_returning_lower_slot_is_sorted_in_and_the_cursor_follows_its_slot(

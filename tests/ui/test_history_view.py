@@ -164,7 +164,7 @@ async def test_a_slow_read_is_not_overlapped_by_the_next_refresh(
     every tick pile up threads on a slow disk or a busy host (seen at the end of a loaded
     CI run), each slower than the last. The ticks are the test's own (`_refresh`, what the
     interval calls) and the slow disk answers when the test lets it: nothing is timed."""
-    import gpuci_tui.screens.history as view
+    import gpuci_tui.core.store.history_source as view
 
     read, started = view.read_history, []
     disk = threading.Event()  # set: the disk answers
@@ -274,3 +274,22 @@ def test_the_gpu_facts_cell_is_one_compact_line_red_when_the_gpu_failed() -> Non
     assert cell.plain == "412 kJ · thermal 12 s · Xid 79"
     assert str(cell.style) == "red"
     assert row_cells(job(1, "lint", energy_j=None))["facts"].plain == "-"
+
+
+async def test_at_80_columns_the_names_come_whole_and_the_collapsed_marker_too(
+    history_file: Path,
+) -> None:
+    """A long pipeline name collapses lesser columns; the foot's values give way, not '+N cols ›'."""
+    history = JobHistory(history_file, clock=lambda: NOW)
+    history.add(job(30, "inference-bench - nightly long", duration_s=60.0))
+    history.close()
+    app = app_for(history_file)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await open_history(pilot)
+        table = screen.table
+        assert table.get_cell(str(table.rows_shown[0].id), "pipeline").plain == (
+            "inference-bench - nightly long"
+        )
+        marker = str(table.border_subtitle)
+        assert marker.endswith(f"+{len(table.layout_now.hidden)} cols ›"), marker
+        assert len(marker) <= table.size.width - 6

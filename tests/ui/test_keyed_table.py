@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from gpuci_tui.app import make_app
 from gpuci_tui.screens.dashboard import DashboardScreen
 from gpuci_tui.widgets.agents_table import COLUMNS as AGENT_COLUMNS
@@ -34,13 +36,29 @@ def test_narrow_collapses_the_least_important_column_first() -> None:
     assert dict(layout.widths)["up"] == 6, "a kept column is never cut below its minimum"
 
 
+def test_a_roomy_wish_collapses_only_the_columns_below_its_priority() -> None:
+    roomy = (
+        Column("name", "Name", 4, priority=90),
+        Column("job", "Job", 10, priority=70, grow=True, ideal=20, roomy=(30, 35)),
+        Column("up", "Up", 6, priority=50),
+        Column("box", "Container", 12, priority=10),
+    )
+    wide = dict(plan_layout(roomy, NATURAL, room=60).widths)
+    assert "box" not in wide and wide["job"] >= 30, "the container gives its room"
+    narrow = plan_layout(roomy, NATURAL, room=44)
+    assert dict(narrow.widths)["up"] == 6, "the uptime stays: it is above the roomy priority"
+    assert dict(narrow.widths)["job"] >= 20
+
+
 def test_without_a_size_every_column_has_its_natural_width() -> None:
     assert dict(plan_layout(COLS, NATURAL, room=None).widths)["job"] == 30
 
 
 def test_agents_at_80_columns_keep_up_whole_and_the_job_roomy() -> None:
     natural = {c.key: c.min_width for c in AGENT_COLUMNS} | {"agent": 9, "state": 15, "job": 40}
-    layout = plan_layout(AGENT_COLUMNS, natural, room=78)
+    # The job's ideal is its widest label (`fitted_columns`): 'train - main' 20261122.3.
+    columns = [replace(c, ideal=25) if c.key == "job" else c for c in AGENT_COLUMNS]
+    layout = plan_layout(columns, natural, room=78)
     widths = dict(layout.widths)
     assert widths["uptime"] == 6, "12m05s keeps its unit"
     assert widths["job"] >= 25
@@ -54,7 +72,7 @@ async def test_columns_follow_a_resize_and_the_detail_line_tells_the_collapsed_o
         table = screen.agents_table
         await wait_for(pilot, lambda: "container" in table.layout_now.hidden, what="80 cols")
         assert table.border_subtitle.endswith("cols ›")
-        await wait_for(pilot, lambda: "Container 01c0ffee01ab" in detail_text(screen))
+        await wait_for(pilot, lambda: "GPUs 0" in detail_text(screen))
         await pilot.resize_terminal(200, 60)
         await wait_for(pilot, lambda: table.layout_now.hidden == (), what="all columns at 200")
         assert table.border_subtitle == ""

@@ -65,7 +65,10 @@ async def test_daemon_is_never_stopped_by_quitting(key: str) -> None:
     result, body = await run_quit(handle, [key])
     assert result is QuitChoice.LEAVE_RUNNING
     assert handle.sent == []
-    assert "detached daemon (pid 4321): quitting the console never stops it" in body
+    assert (
+        "a daemon of its own (gpuci-tui run, pid 4321): quitting the console never stops it" in body
+    )
+    assert "detached" not in body, "a gpuci-tui run in a terminal is not detached"
 
 
 async def test_daemon_drain_then_quit_drains_but_leaves_the_daemon_running() -> None:

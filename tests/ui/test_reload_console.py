@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from gpuci_tui.app import make_app
 from gpuci_tui.core.command_types import Command, Reload
 from gpuci_tui.core.engine.preview import CommandPreview
-from gpuci_tui.core.models import RolloutSnapshot
+from gpuci_tui.core.models import RolloutSnapshot, RuntimeOverride
 from gpuci_tui.screens.confirm import ConfirmScreen
 from gpuci_tui.screens.dashboard import DashboardScreen
 from tests.ui.fakes import FakeHandle, make_services
@@ -35,25 +37,58 @@ class ReloadHandle(FakeHandle):
         return await super().preview(command)
 
 
-async def test_reload_shows_the_dry_run_then_sends_on_yes() -> None:
-    handle = ReloadHandle(CommandPreview("reload", True, DRY_RUN))
+RESET_DRY_RUN = (
+    "reload /etc/gpuci-tui/config.toml:\n"
+    "  the configuration file has no change\n"
+    "  overrides dropped (--reset-overrides): the groups run the file\n"
+    "    count 1, scaled at 10:02; the file says 3"
+)
+
+
+@pytest.mark.parametrize(
+    ("key", "dry_run", "title", "body", "sent"),
+    [
+        (
+            "ctrl+r",
+            DRY_RUN,
+            "Reload the configuration?",
+            [
+                'agents.image: "reg/agent:v1" -> "reg/agent:v2": the slots change image one by '
+                "one (standby first, busy ones after their job)",
+                "slots 0-5: 2 idle lanes replaced now, 3 busy after their job",
+            ],
+            Reload(),
+        ),
+        (
+            # Where reload is: the same dry run, naming the overrides the reset drops.
+            "ctrl+o",
+            RESET_DRY_RUN,
+            "Reload and drop the overrides?",
+            [
+                "the configuration file has no change",
+                "overrides dropped (--reset-overrides): the groups run the file",
+                "count 1, scaled at 10:02; the file says 3",
+            ],
+            Reload(reset_overrides=True),
+        ),
+    ],
+)
+async def test_reload_shows_the_dry_run_then_sends_on_yes(
+    key: str, dry_run: str, title: str, body: list[str], sent: Reload
+) -> None:
+    handle = ReloadHandle(CommandPreview("reload", True, dry_run))
     app = make_app(make_services(handle=handle))
     async with app.run_test(size=(110, 32)) as pilot:
         await ready(pilot)
-        await pilot.press("ctrl+r")
+        await pilot.press(key)
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the dry run")
         assert isinstance(app.screen, ConfirmScreen)
         prompt = app.screen.prompt
-        assert prompt.title == "Reload the configuration?"
-        assert prompt.body.splitlines() == [
-            'agents.image: "reg/agent:v1" -> "reg/agent:v2": the slots change image one by one '
-            "(standby first, busy ones after their job)",
-            "slots 0-5: 2 idle lanes replaced now, 3 busy after their job",
-            "No job is killed.",
-        ]
+        assert prompt.title == title
+        assert prompt.body.splitlines() == [*body, "No job is killed."]
         assert handle.sent == []
         await pilot.press("y")
-        await wait_for(pilot, lambda: handle.sent == [Reload()], what="Reload() sent")
+        await wait_for(pilot, lambda: handle.sent == [sent], what=f"{sent} sent")
 
 
 async def test_a_file_with_problems_is_said_and_nothing_is_sent() -> None:
@@ -95,10 +130,22 @@ async def test_the_rollout_shows_in_the_pool_panel() -> None:
         assert "cuda13: …:v3 rolled back to …:v1:" in screen_text(app)  # the reason wraps
 
 
-async def test_a_pull_in_flight_shows_in_the_pool_panel() -> None:
-    line = "pulling reg/agent:v2: 3/7 layers, 1.2 GB of 4.8 GB"
-    handle = FakeHandle(loaded_snapshot(pulls=(line,)))
+@pytest.mark.parametrize(
+    ("changes", "line"),
+    [
+        ({"pulls": ("pulling reg/agent:v2: 3/7 layers, 1.2 GB of 4.8 GB",)}, "3/7 layers, 1.2 GB"),
+        # What runs over the file, beside the file's value (issue 28).
+        (
+            {"overrides": (RuntimeOverride("scale", "", None, "1", "3"),)},
+            "override: count 1, scaled; the file says 3",
+        ),
+    ],
+)
+async def test_a_pull_in_flight_and_the_overrides_show_in_the_pool_panel(
+    changes: dict[str, Any], line: str
+) -> None:
+    handle = FakeHandle(loaded_snapshot(**changes))
     app = make_app(make_services(handle=handle))
     async with app.run_test(size=(160, 40)) as pilot:
         await ready(pilot)
-        await wait_for(pilot, lambda: "3/7 layers, 1.2 GB" in screen_text(app), what="the pull")
+        await wait_for(pilot, lambda: line in screen_text(app), what=line)

@@ -77,8 +77,8 @@ def test_quit_dialog(snap_compare: Snap) -> None:
     assert snap_compare(app, terminal_size=SIZE, run_before=dashboard_ready(handle), press=["q"])
 
 
-def test_log_view(snap_compare: Snap) -> None:
-    """The followed output of gpuhost-1's container."""
+def log_app() -> tuple[GpuciApp, Callable[[Pilot[Any]], Any]]:
+    """The console following gpuhost-1's container output, and a run_before that opens it."""
     snapshot = loaded_snapshot()
     container = snapshot.slots[0].container_id
     assert container is not None
@@ -105,6 +105,12 @@ def test_log_view(snap_compare: Snap) -> None:
         log = pilot.app.screen.query_one("#log-view", Log)
         await wait_for(pilot, lambda: log.line_count >= 22, what="the log lines")
 
+    return app, run_before
+
+
+def test_log_view(snap_compare: Snap) -> None:
+    """The followed output of gpuhost-1's container."""
+    app, run_before = log_app()
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
 
 

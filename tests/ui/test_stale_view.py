@@ -56,8 +56,8 @@ async def test_the_count_the_view_and_prune_after_asking() -> None:
         await wait_for(pilot, lambda: handle.sent == [Prune(dry_run=True)], what="the refresh")
         table = view.query_one("#stale-table", DataTable)
         assert table.row_count == 2
-        assert [table.get_row_at(i)[0] for i in range(2)] == ["old-0", "gpuhost-5"]
-        assert table.get_row_at(0)[2] == "8d00h"
+        assert [table.get_row_at(i)[0].plain for i in range(2)] == ["old-0", "gpuhost-5"]
+        assert table.get_row_at(0)[2].plain == "8d00h"
         await pilot.press("p")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the question")
         question = app.screen
@@ -102,3 +102,22 @@ async def test_no_is_no_and_read_only_only_looks() -> None:
         await wait_for(pilot, lambda: isinstance(app.screen, StaleScreen), what="back")
         await pilot.pause()
         assert all(isinstance(c, Prune) and c.dry_run for c in handle.sent)
+
+
+async def test_at_80_columns_why_it_is_stale_wraps_at_whole_words_and_is_never_cut() -> None:
+    handle = FakeHandle(with_stale(), respond=respond)
+    app = make_app(make_services(handle=handle, readonly=True))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        await pilot.press("x")
+        await wait_for(pilot, lambda: isinstance(app.screen, StaleScreen), what="the view")
+        await pilot.pause()
+        text = screen_text(app)
+        assert "…" not in text
+        lines = text.splitlines()
+        column = next(line.index("Why it is stale") for line in lines if "Why it is" in line)
+        for stale in STALE:
+            # The reason's words, in order, across the row's lines: every word whole.
+            row = next(i for i, line in enumerate(lines) if f" {stale.name} " in line)
+            shown = " ".join(line[column:].strip() for line in lines[row : row + 3])
+            assert stale.reason in shown, shown

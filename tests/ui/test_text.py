@@ -161,7 +161,7 @@ def test_prompts_mention_the_standby_that_shares_the_slots_fate() -> None:
 
 def test_quit_body_depends_on_where_the_supervisor_runs() -> None:
     assert "never stops it" in quit_body(loaded_snapshot(pid=99), "daemon")
-    assert "(pid 99)" in quit_body(loaded_snapshot(pid=99), "daemon")
+    assert "(gpuci-tui run, pid 99)" in quit_body(loaded_snapshot(pid=99), "daemon")
     assert "stops with it" in quit_body(None, "in-process")
     snap = loaded_snapshot()
     body = quit_body(snap, "in-process", preview(snap, Stop()))

@@ -10,6 +10,7 @@ import pytest
 from textual.widgets import Button, Input, OptionList, RadioButton
 
 from gpuci_tui.core.config.loader import VolumeConfig, load_config
+from gpuci_tui.core.config.validate import IMAGE_EXAMPLE
 from gpuci_tui.core.gpu_readings import GpuFrame, GpuHostInfo
 from gpuci_tui.screens.dashboard import DashboardScreen
 from tests.ui.fakes import (
@@ -34,7 +35,10 @@ async def test_image_is_suggested_for_the_driver_and_checked(tmp_path: Path) -> 
         assert text_of(w.wizard, "#image-compat").startswith("✓ ")
         await w.fill("#image", "Not An Image")
         await w.next()
-        assert w.message.startswith('The image is not an image reference like "REPO/IMAGE:TAG"')
+        assert w.message.startswith(
+            f'The image is not an image reference like "{IMAGE_EXAMPLE}"'
+        ), "a real-looking example, never the value refused"
+        assert "Not An Image" in w.message
         await w.fill("#image", "gpuci-agent:amd64-ubuntu24.04-cuda12.8")
         await w.next()
         await w.at(4)

@@ -116,11 +116,14 @@ class Setup:
             assert self.wizard.index == index + 1, f"step {index + 1} refused: {self.message}"
 
 
-@asynccontextmanager
-async def wizard(
-    tmp_path: Path, size: tuple[int, int] = (100, 30), **overrides: Any
-) -> AsyncIterator[Setup]:
-    """A console with no configuration, wired to fakes."""
+def wizard_app(
+    tmp_path: Path, **overrides: Any
+) -> tuple[GpuciApp, FakeAzure, FakeTokenStore, Path, list[Any]]:
+    """A console with no configuration, wired to fakes (not running yet).
+
+    Returns the app, its Azure DevOps and token store fakes, the configuration path
+    and the configurations it started a supervisor with.
+    """
     azure = overrides.pop("azure", None) or FakeAzure(
         checks={GOOD_PAT: PatCheck(True, "ok", "", user="Jane Doe")},
         pools=[
@@ -130,7 +133,7 @@ async def wizard(
         ],
     )
     tokens = overrides.pop("tokens", None) or FakeTokenStore()
-    config_path = tmp_path / "cfg" / "config.toml"
+    config_path = overrides.pop("config_path", None) or tmp_path / "cfg" / "config.toml"
     started: list[Any] = []
 
     async def start(config: Any) -> FakeHandle:
@@ -148,7 +151,15 @@ async def wizard(
         "start_supervisor": start,
     }
     kwargs.update(overrides)
-    app = make_app(make_services(**kwargs))
+    return make_app(make_services(**kwargs)), azure, tokens, config_path, started
+
+
+@asynccontextmanager
+async def wizard(
+    tmp_path: Path, size: tuple[int, int] = (100, 30), **overrides: Any
+) -> AsyncIterator[Setup]:
+    """A console with no configuration, wired to fakes."""
+    app, azure, tokens, config_path, started = wizard_app(tmp_path, **overrides)
     async with app.run_test(size=size) as pilot:
         setup = Setup(app, pilot, azure, tokens, config_path, started)
         await wait_for(pilot, lambda: isinstance(app.screen, WizardScreen), what="the wizard")

@@ -32,8 +32,10 @@ from gpuci_tui.core.azure.http import AzureTransport, TokenProvider
 from gpuci_tui.core.azure.packages import PACKAGES, newest_first, parse_agent_package
 from gpuci_tui.core.azure.parse import RateLimitState, as_mapping, opt_str, parse_pool
 from gpuci_tui.core.azure.pool_agents import LOG, POOLS, PoolAgentCalls
+from gpuci_tui.core.azure.usage import HttpAttempt
 from gpuci_tui.core.azure.validate import check_pat
 from gpuci_tui.core.errors import AzureAuthError, AzureError, AzureNotFoundError
+from gpuci_tui.core.host_readings import AzureUsage
 from gpuci_tui.core.packages import AgentPackage
 from gpuci_tui.core.protocols import PatCheck, Pool
 from gpuci_tui.core.secrets.credentials import Credential
@@ -57,6 +59,8 @@ class AzureDevOpsClient(PoolAgentCalls):
         clock: Wall-clock time source (epoch seconds), injectable for tests.
         sleep: Used for backoff waits, injectable for tests.
         jitter: Returns a float in [0, 1) that spreads retries out.
+        max_requests_per_minute: ``[azure] max_requests_per_minute``: this client's cap
+            on its attempts (None: none); periodic reads give way first (`budget`).
 
     Raises:
         AzureError: The URL is malformed or would send the PAT in clear text.
@@ -75,6 +79,7 @@ class AzureDevOpsClient(PoolAgentCalls):
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
         jitter: Callable[[], float] = random.random,
+        max_requests_per_minute: int | None = None,
     ) -> None:
         self._http = AzureTransport(
             org_url,
@@ -87,6 +92,7 @@ class AzureDevOpsClient(PoolAgentCalls):
             clock=clock,
             sleep=sleep,
             jitter=jitter,
+            max_requests_per_minute=max_requests_per_minute,
         )
         # connectionData only exists as a preview resource; a released version
         # without "-preview" is refused by the service.
@@ -106,9 +112,17 @@ class AzureDevOpsClient(PoolAgentCalls):
     ) -> None:
         self.close()
 
-    def observe_requests(self, observer: Callable[[int | None], None] | None) -> None:
-        """Tell ``observer`` the HTTP status of every attempt (None: no answer), e.g. metrics."""
+    def observe_requests(self, observer: Callable[[HttpAttempt], None] | None) -> None:
+        """Tell ``observer`` every attempt (its route, status, bytes), e.g. metrics."""
         self._http.observer = observer
+
+    def usage(self) -> AzureUsage:
+        """What this client's calls cost: the last minute, the cap, the service's budget."""
+        return self._http.usage()
+
+    def set_request_cap(self, cap: int | None) -> None:
+        """Apply a new ``[azure] max_requests_per_minute`` at once (None: no cap)."""
+        self._http.set_request_cap(cap)
 
     def close(self) -> None:
         """Release the HTTP connections (only those of a session made here)."""

@@ -13,7 +13,10 @@ should see. It owns the things every endpoint shares:
 * ``Retry-After`` / ``X-RateLimit-*`` handling, without blocking callers for long
   (`rate_limits`);
 * a request counter and the latest rate-limit figures, both thread-safe;
-* an optional observer told the status of every attempt (the daemon's metrics).
+* the daemon's own cap on its calls (``[azure] max_requests_per_minute``, `budget`):
+  a call of a low priority gives way to the higher ones when the cap is near;
+* the last minute of attempts and bytes (`usage`), and an optional observer told
+  each attempt's route, status and size (the daemon's metrics).
 
 Nothing here knows about pools or agents; see `client.py` for the endpoints.
 """
@@ -33,6 +36,7 @@ from urllib.parse import quote, urlencode
 
 import requests
 
+from gpuci_tui.core.azure.budget import Priority
 from gpuci_tui.core.azure.errors import (
     HeaderAuth,
     OrgUrl,
@@ -41,14 +45,17 @@ from gpuci_tui.core.azure.errors import (
 )
 from gpuci_tui.core.azure.parse import RateLimitState, parse_retry_after, server_message
 from gpuci_tui.core.azure.rate_limits import MAX_INLINE_WAIT, RateLimits
+from gpuci_tui.core.azure.usage import HttpAttempt, RequestLedger, route_of
 from gpuci_tui.core.errors import (
     AzureAuthError,
+    AzureBadRequestError,
     AzureError,
     AzureNotFoundError,
     AzureScopeError,
     AzureServerError,
     AzureUnreachableError,
 )
+from gpuci_tui.core.host_readings import AzureUsage
 from gpuci_tui.core.secrets.credentials import (
     Credential,
     TokenProvider,
@@ -95,6 +102,7 @@ class AzureTransport:
         clock: Wall-clock time source (epoch seconds), injectable for tests.
         sleep: Used for backoff waits, injectable for tests.
         jitter: Returns a float in [0, 1) that spreads retries out.
+        max_requests_per_minute: This client's cap on its attempts (None: none).
 
     Raises:
         AzureError: The URL is malformed or would send the PAT in clear text.
@@ -113,6 +121,7 @@ class AzureTransport:
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
         jitter: Callable[[], float] = random.random,
+        max_requests_per_minute: int | None = None,
     ) -> None:
         if timeout <= 0:
             raise ValueError("timeout must be positive")
@@ -133,9 +142,10 @@ class AzureTransport:
         self._lock = threading.Lock()
         self._count = 0
         self._limits = RateLimits()
+        self._ledger = RequestLedger(max_requests_per_minute)
         self._identity_fingerprint: str | None = None
-        self.observer: Callable[[int | None], None] | None = None
-        """Told each attempt's HTTP status (None: no answer), from the calling thread."""
+        self.observer: Callable[[HttpAttempt], None] | None = None
+        """Told each attempt (route, status, bytes), from the calling thread."""
         # Plain http:// only ever goes to loopback: never via a proxy from the
         # environment, which would see the PAT in clear text. requests drops a
         # proxy whose per-request value is None (typeshed only allows str).
@@ -158,6 +168,14 @@ class AzureTransport:
     def rate_limit_state(self) -> RateLimitState:
         """The latest rate-limit figures (a frozen copy)."""
         return self._limits.state
+
+    def usage(self) -> AzureUsage:
+        """The last minute of attempts and bytes, the cap, and the service's word on the budget."""
+        return self._ledger.usage(self._clock(), self._limits.state)
+
+    def set_request_cap(self, cap: int | None) -> None:
+        """Change ``[azure] max_requests_per_minute`` (a reload applies it at once)."""
+        self._ledger.set_cap(cap)
 
     def forget_identity(self) -> None:
         """Forget that a PAT was accepted (its answer turned out to be anonymous)."""
@@ -192,6 +210,7 @@ class AzureTransport:
         api_version: str | None = None,
         pool_endpoint: bool = False,
         confirms_identity: bool = False,
+        priority: Priority = Priority.READ,
     ) -> Answer:
         """Send one logical request (with retries) and return its 2xx answer.
 
@@ -203,18 +222,22 @@ class AzureTransport:
             api_version: Overrides the client's version for this call.
             pool_endpoint: A 401 here after the PAT was accepted means "no scope".
             confirms_identity: A 2xx here proves the PAT is valid (``connectionData``).
+            priority: Who gives way first when ``max_requests_per_minute`` is near.
 
         Raises:
             AzureAuthError, AzureScopeError, AzureNotFoundError, AzureRateLimitError,
-            AzureUnreachableError, AzureServerError, AzureError: see the module doc.
+            AzureUnreachableError, AzureServerError, AzureBadRequestError, AzureError:
+            see the module doc. AzureHeldBackError: a periodic read the cap held back.
         """
         query = f"?{urlencode(params, quote_via=quote)}" if params else ""
         url = f"{self.org.url}/{path}{query}"
         shown = f"/{path}{query}"
+        route = route_of(path)
         attempt = 0
         reacquired = False
         while True:
             self._limits.raise_if_blocked(self._clock())
+            self._ledger.clear_to_send(priority, f"{method} {shown}", self._clock, self._sleep)
             # Checked before every send, not just at construction: the URL is
             # the last thing standing between the PAT and a clear-text network.
             self.org.check_safe(url)
@@ -241,8 +264,10 @@ class AzureTransport:
                 text, retryable = describe_transport_error(exc, self.org.netloc, self._timeout)
                 failure = AzureUnreachableError(redact(text, token))
             elapsed_ms = (time.monotonic() - started) * 1000
-            if self.observer is not None:
-                self.observer(None if failure is not None else response.status_code)
+            if failure is not None:
+                self._attempted(HttpAttempt(method, route, None))
+            else:
+                self._attempted(HttpAttempt(method, route, response.status_code, _size(response)))
             if failure is not None:
                 # Raised outside the except block so that no exception chain
                 # (whose request object carries the Authorization header) is kept.
@@ -279,6 +304,12 @@ class AzureTransport:
                 response.close()
             self._sleep(retry_in)
             attempt += 1
+
+    def _attempted(self, attempt: HttpAttempt) -> None:
+        """Count one attempt (the last minute, and the observer's metrics)."""
+        self._ledger.received(self._clock(), attempt.response_bytes)
+        if self.observer is not None:
+            self.observer(attempt)
 
     def _headers(self, api_version: str | None, has_body: bool) -> dict[str, str]:
         headers = {
@@ -354,7 +385,8 @@ class AzureTransport:
                 "side (see https://status.dev.azure.com); try again in a few minutes."
             )
         detail = redact(server_message(response.content), token)
-        raise AzureError(
+        refused = AzureBadRequestError if status == 400 else AzureError
+        raise refused(
             f"Azure DevOps refused {method} {shown} with HTTP {status}"
             + (f": {detail}" if detail else ".")
         )
@@ -378,6 +410,14 @@ class AzureTransport:
 
 
 _NO_PROXY = ("http", "https", "all")
+
+
+def _size(response: requests.Response) -> int:
+    """The bytes of an answer's body (as received; a body that cannot be read counts 0)."""
+    try:
+        return len(response.content)
+    except requests.RequestException:
+        return 0
 
 
 def _fingerprint(token: str) -> str:

@@ -189,8 +189,8 @@ def parse_job_request(obj: object) -> JobRequest:
 def parse_agent(obj: object) -> Agent:
     """A ``TaskAgent`` JSON object as an `Agent`.
 
-    An ``assignedRequest`` that cannot be read is dropped (with a warning)
-    rather than losing the whole agent.
+    An ``assignedRequest`` or ``lastCompletedRequest`` that cannot be read is dropped
+    (with a warning) rather than losing the whole agent.
 
     Raises:
         MalformedError: No object, id or name.
@@ -201,12 +201,7 @@ def parse_agent(obj: object) -> Agent:
     name = opt_str(agent.get("name"))
     if name is None:
         raise MalformedError("agent without a name")
-    assigned: JobRequest | None = None
-    if agent.get("assignedRequest") is not None:
-        try:
-            assigned = parse_job_request(agent["assignedRequest"])
-        except MalformedError as exc:
-            LOG.warning("Ignoring the unreadable assigned request of agent %r: %s", name, exc)
+    assigned = _request_of(agent, "assignedRequest", "assigned request", name)
     capabilities = as_mapping(agent.get("systemCapabilities")) or {}
     return Agent(
         id=_required_int(agent, "id", "agent"),
@@ -222,7 +217,21 @@ def parse_agent(obj: object) -> Agent:
             for k, v in capabilities.items()
             if v is not None
         },
+        last_completed_request=_request_of(
+            agent, "lastCompletedRequest", "last completed request", name
+        ),
     )
+
+
+def _request_of(agent: Mapping[str, Any], key: str, what: str, name: str) -> JobRequest | None:
+    """The job request an agent carries under ``key``; an unreadable one is dropped, logged."""
+    if agent.get(key) is None:
+        return None
+    try:
+        return parse_job_request(agent[key])
+    except MalformedError as exc:
+        LOG.warning("Ignoring the unreadable %s of agent %r: %s", what, name, exc)
+        return None
 
 
 def collection(body: object) -> list[object]:

@@ -1,9 +1,12 @@
 """The calls on one pool's agents and job requests, and how the client reads answers.
 
 `PoolAgentCalls` is the part of `AzureDevOpsClient` that the supervisor calls every
-cycle: the pool's agents with their assigned requests (one call for every slot),
-enabling, disabling and deleting a registration, the pool's unfinished job
-requests (paged) and an agent's last job. It also holds the helpers every call of
+cycle: the pool's agents with their assigned requests (one call for every slot;
+``demands`` asks the service for ours only), enabling, disabling and deleting a
+registration, the pool's unfinished job requests (paged; an answer at the service's
+cap says so) and an agent's last job. The observer's reads are `Priority.PERIODIC`
+(they give way first under ``[azure] max_requests_per_minute``), enabling and
+disabling `Priority.INTAKE` (last). It also holds the helpers every call of
 the client uses to turn an answer into the dataclasses of `core/protocols.py`,
 with messages an operator can act on when it cannot (`_items`, `_one`, `_pool_gone`).
 `AzureDevOpsClient` (`client.py`) builds the transport and adds the organisation's
@@ -13,9 +16,10 @@ calls: identity, pools, agent packages, the PAT check.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
+from gpuci_tui.core.azure.budget import Priority
 from gpuci_tui.core.azure.http import Answer, AzureTransport
 from gpuci_tui.core.azure.parse import (
     MalformedError,
@@ -25,7 +29,7 @@ from gpuci_tui.core.azure.parse import (
     parse_job_request,
 )
 from gpuci_tui.core.errors import AzureError, AzureNotFoundError
-from gpuci_tui.core.protocols import Agent, JobRequest
+from gpuci_tui.core.protocols import JOB_REQUEST_CAP, Agent, JobRequest, JobRequests
 
 LOG = logging.getLogger("gpuci_tui.azure")
 
@@ -56,26 +60,44 @@ class PoolAgentCalls:
     # ------------------------------------------------------------------ agents
 
     def list_agents(
-        self, pool_id: int, *, agent_name: str | None = None, include_capabilities: bool = False
+        self,
+        pool_id: int,
+        *,
+        include_capabilities: bool = False,
+        demands: Sequence[str] = (),
+        agent_name: str | None = None,
+        include_last_completed: bool = False,
     ) -> list[Agent]:
-        """All agents of the pool with their assigned requests, in one call.
+        """The pool's agents with their assigned requests, in one call.
 
         Args:
             pool_id: The pool.
-            agent_name: Only the agent with this name.
             include_capabilities: Also fetch ``systemCapabilities`` (larger answer).
+            demands: Only the agents meeting every demand (sent comma-separated, as
+                ``demands`` of `Agents - List`): the service filters, not us.
+            agent_name: Only the agent with this name.
+            include_last_completed: Also each agent's ``lastCompletedRequest``.
 
         Raises:
             AzureNotFoundError: The pool does not exist (any more).
+            AzureBadRequestError: The service refused a demand (HTTP 400).
         """
         params = {"includeAssignedRequest": "true"}
         if include_capabilities:
             params["includeCapabilities"] = "true"
+        if include_last_completed:
+            params["includeLastCompletedRequest"] = "true"
+        if demands:
+            params["demands"] = ",".join(d.strip() for d in demands)
         if agent_name:
             params["agentName"] = agent_name
         try:
             answer = self._http.request(
-                "GET", f"{POOLS}/{int(pool_id)}/agents", params=params, pool_endpoint=True
+                "GET",
+                f"{POOLS}/{int(pool_id)}/agents",
+                params=params,
+                pool_endpoint=True,
+                priority=Priority.PERIODIC,
             )
         except AzureNotFoundError:
             raise self._pool_gone(pool_id) from None
@@ -109,6 +131,7 @@ class PoolAgentCalls:
                 self._agent_path(pool_id, agent_id),
                 json_body={"id": int(agent_id), "enabled": bool(enabled)},
                 pool_endpoint=True,
+                priority=Priority.INTAKE,
             )
         except AzureNotFoundError:
             raise AzureNotFoundError(
@@ -156,40 +179,51 @@ class PoolAgentCalls:
         finished = [r for r in self._items(answer, parse_job_request, "job request") if r.result]
         return max(finished, key=lambda r: (r.finish_time or "", r.request_id), default=None)
 
-    def list_job_requests(self, pool_id: int) -> list[JobRequest]:
+    def list_job_requests(self, pool_id: int) -> JobRequests:
         """The pool's unfinished job requests (queued and running).
 
         Uses ``completedRequestCount=0`` and follows ``X-MS-ContinuationToken``
-        for at most `JOB_REQUEST_PAGE_CAP` pages.
+        for at most `JOB_REQUEST_PAGE_CAP` pages. The service answers at most
+        `JOB_REQUEST_CAP` requests (kedacore/keda#6819): a last page that full, with
+        no token for more, is marked ``capped`` (the queue may be longer).
 
         Raises:
             AzureNotFoundError: The pool does not exist (any more).
         """
         found: dict[int, JobRequest] = {}
         continuation: str | None = None
+        capped = False
         for _ in range(JOB_REQUEST_PAGE_CAP):
             params = {"completedRequestCount": "0"}
             if continuation:
                 params["continuationToken"] = continuation
             try:
                 answer = self._http.request(
-                    "GET", f"{POOLS}/{int(pool_id)}/jobrequests", params=params, pool_endpoint=True
+                    "GET",
+                    f"{POOLS}/{int(pool_id)}/jobrequests",
+                    params=params,
+                    pool_endpoint=True,
+                    priority=Priority.PERIODIC,
                 )
             except AzureNotFoundError:
                 raise self._pool_gone(pool_id) from None
-            for request in self._items(answer, parse_job_request, "job request"):
+            page = self._items(answer, parse_job_request, "job request")
+            for request in page:
                 found.setdefault(request.request_id, request)
             if not answer.continuation_token or answer.continuation_token == continuation:
+                capped = len(page) >= JOB_REQUEST_CAP
                 break
             continuation = answer.continuation_token
         else:
+            capped = True
             LOG.warning(
                 "Pool %s has more than %d pages of unfinished job requests; read only those",
                 pool_id,
                 JOB_REQUEST_PAGE_CAP,
             )
         # completedRequestCount=0 should leave finished ones out; make sure of it.
-        return [r for r in found.values() if r.result is None and r.finish_time is None]
+        unfinished = (r for r in found.values() if r.result is None and r.finish_time is None)
+        return JobRequests(unfinished, capped=capped)
 
     # ------------------------------------------------------------------ helpers
 

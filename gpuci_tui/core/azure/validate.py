@@ -21,6 +21,7 @@ from gpuci_tui.core.errors import (
     GpuciError,
 )
 from gpuci_tui.core.protocols import PatCheck, Pool
+from gpuci_tui.core.wording import plural
 
 REASONS = (
     "ok",
@@ -137,7 +138,9 @@ def _check_identity(
     try:
         if pool_name is None:
             count = len(api.list_pools())
-            return PatCheck(True, "ok", f"The {who} can see {count} agent pool(s).", user=user)
+            return PatCheck(
+                True, "ok", f"The {who} can see {plural(count, 'agent pool')}.", user=user
+            )
         pool = api.resolve_pool(pool_name)
         manageable = api.can_manage_pool(pool)
     except GpuciError as exc:

@@ -64,7 +64,8 @@ def parse_admission(value: object) -> GpuAdmission:
         raise ConfigError(f"must be {_EXAMPLE}, got {show(value)}", key=_KEY)
     unknown = sorted(str(k) for k in value if k not in _LIMIT_KEYS)
     if unknown or not value:
-        what = f"has unknown key(s) {', '.join(unknown)}" if unknown else "is an empty table"
+        keys = "key" if len(unknown) == 1 else "keys"
+        what = f"has unknown {keys} {', '.join(unknown)}" if unknown else "is an empty table"
         raise ConfigError(
             f"{what}; a limits table takes foreign_memory_max and/or foreign_util_max, "
             'e.g. { foreign_memory_max = "8GiB", foreign_util_max = 20 }',

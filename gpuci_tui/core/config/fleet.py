@@ -35,7 +35,8 @@ from gpuci_tui.core.config.fleet_host import (
     validate_host_entry,
     validate_path,
 )
-from gpuci_tui.core.config.validate import check_keys, validate_key_binding
+from gpuci_tui.core.config.keys import check_keys_table
+from gpuci_tui.core.config.validate import check_keys
 
 DEFAULT_COMMAND = "gpuci-tui"
 DEFAULT_CONNECT_TIMEOUT = 10.0
@@ -197,16 +198,12 @@ def load_fleet(path: Path) -> tuple[FleetConfig, dict[str, str]]:
     errors: list[ConfigError] = []
     fleet, problems = check_fleet_table(tables.get("fleet", {}))
     errors += problems
-    keys: dict[str, str] = {}
     raw_keys = tables.get("keys", {})
     if not isinstance(raw_keys, Mapping):
         errors.append(ConfigError(f"must be a table ([keys]), got {show(raw_keys)}", key="keys"))
         raw_keys = {}
-    for binding, value in raw_keys.items():
-        try:
-            keys[binding] = validate_key_binding(binding, value)
-        except ConfigError as exc:
-            errors.append(exc)
+    keys, key_errors = check_keys_table(raw_keys)
+    errors += key_errors
     raise_if_any(errors, path)
     assert fleet is not None  # noqa: S101 - no errors means it was built
     return fleet, keys

@@ -29,8 +29,15 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from gpuci_tui.core.config.file import ConfigError, show
-from gpuci_tui.core.config.schedule import check_schedule_limit
-from gpuci_tui.core.config.validate import GPU_POLICIES, check_keys, suggest, validate_pool
+from gpuci_tui.core.config.schedule import check_schedule_limit, check_standby_bounds
+from gpuci_tui.core.config.validate import (
+    GPU_POLICIES,
+    IMAGE_EXAMPLE,
+    check_keys,
+    suggest,
+    validate_pool,
+)
+from gpuci_tui.core.wording import plural
 
 GROUP_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,19}")
 _GPU_ID = re.compile(r"\d{1,3}|(?:GPU|MIG)-[0-9A-Za-z-]{8,}")
@@ -166,7 +173,7 @@ def parse_groups(
                     values[key] = checks[f"agents.{key}"](value)
             except ConfigError as exc:
                 errors.extend(_rekey(e, where) for e in exc.errors)
-        for required, example in (("count", "2"), ("image", '"REPO/IMAGE:TAG"')):
+        for required, example in (("count", "2"), ("image", f'"{IMAGE_EXAMPLE}"')):
             if required not in values:
                 problem = f"is missing; add {required} = {example} here or in [agents]"
                 errors.append(ConfigError(problem, key=f"{where}.{required}"))
@@ -201,12 +208,13 @@ def check_between_groups(groups: Sequence[tuple[str, str, Mapping[str, Any]]]) -
         policy, ids, count = values.get("gpus", "all"), values.get("gpu_ids", ()), values["count"]
         per_slot = values.get("gpus_per_slot", 1)
         if policy == "per-agent" and ids and len(ids) < count * per_slot:
-            problem = f"is {count}, but gpus per_agent lists {len(ids)} GPUs " + (
+            problem = f"is {count}, but gpus per_agent lists {plural(len(ids), 'GPU')} " + (
                 f"({per_slot} per slot)" if per_slot > 1 else "(one per slot)"
             )
             errors.append(ConfigError(problem, key=f"{key}.count"))
         errors.extend(check_per_slot(key, policy, per_slot))
         errors.extend(check_schedule_limit(key, values))
+        errors.extend(check_standby_bounds(key, values))
         if policy == "per-agent" and per_slot > 1 and not ids and len(groups) > 1:
             # The planner picks among every GPU of the host: other groups' too.
             problem = (

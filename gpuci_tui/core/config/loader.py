@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import tomllib
 from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
@@ -32,6 +33,7 @@ from gpuci_tui.core.config.file import (
 from gpuci_tui.core.config.fleet import FleetConfig, check_fleet_table
 from gpuci_tui.core.config.groups import check_per_slot, parse_gpus, parse_groups
 from gpuci_tui.core.config.identity import config_hash, daemon_instance, instance_id
+from gpuci_tui.core.config.keys import check_keys_table
 from gpuci_tui.core.config.model import (
     DEFAULT_GROUP,
     AgentGroup,
@@ -52,9 +54,14 @@ from gpuci_tui.core.config.observe import (
     validate_metrics,
 )
 from gpuci_tui.core.config.pull import validate_pull, validate_pull_check_interval
-from gpuci_tui.core.config.schedule import check_schedule_limit, parse_schedule
+from gpuci_tui.core.config.schedule import (
+    check_schedule_limit,
+    check_standby_bounds,
+    parse_schedule,
+)
 from gpuci_tui.core.config.validate import (
     GPU_POLICIES,
+    IMAGE_EXAMPLE,
     NETWORK_MODES,
     default_name_prefix,
     validate_count,
@@ -63,6 +70,7 @@ from gpuci_tui.core.config.validate import (
 )
 from gpuci_tui.core.config.volumes import host_paths_elsewhere, validate_volume
 from gpuci_tui.core.engine.settings import SupervisorConfig
+from gpuci_tui.core.wording import indefinite, plural
 
 # Re-exported so that callers need only this module; the wizard may use any
 # other `validate.validate_*` for a single field.
@@ -70,7 +78,8 @@ __all__ = [
     "DEFAULT_GROUP", "AgentGroup", "agent_groups", "for_group",
     "GPU_POLICIES", "NETWORK_MODES", "AgentsConfig", "AzureConfig", "Config", "ConfigError",
     "ConfigErrors", "GpuConfig", "HistoryConfig", "MetricsConfig", "VolumeConfig", "config_hash", "config_to_toml",
-    "daemon_instance", "default_name_prefix", "instance_id", "load_config", "save_config", "validate_config",
+    "daemon_instance", "default_name_prefix", "instance_id", "load_config", "parse_config", "save_config",
+    "validate_config",
     "validate_count", "validate_name_prefix", "validate_org_url", "validate_volume",
 ]  # fmt: skip
 
@@ -100,6 +109,7 @@ _FIELDS: dict[str, Callable[[object], object]] = {
     "azure.url": validate_org_url,
     "azure.pool": rules.validate_pool,
     "azure.remove_offline_after": rules.validate_remove_offline_after,
+    "azure.max_requests_per_minute": rules.validate_max_requests_per_minute,
     "azure.auth": auth_rules.validate_auth,
     "azure.tenant_id": auth_rules.validate_tenant_id,
     "azure.client_id": auth_rules.validate_client_id,
@@ -137,7 +147,7 @@ _REQUIRED = {
     "azure.url": '"https://dev.azure.com/ORG"',
     "azure.pool": '"gpu"',
     "agents.count": "2",
-    "agents.image": '"REPO/IMAGE:TAG"',
+    "agents.image": f'"{IMAGE_EXAMPLE}"',
 }
 
 
@@ -161,7 +171,9 @@ def _from_tables(
             and name in ("azure", "agents")
             and not (name == "agents" and "groups" in tables)
         ):
-            errors.append(ConfigError(f"is missing; add a [{name}] section", key=name))
+            errors.append(
+                ConfigError(f"is missing; add {indefinite(f'[{name}]')} section", key=name)
+            )
         elif table is not None and name in _TABLES:
             errors.extend(rules.check_keys(table, name, _TABLES[name]))
         sections[name] = table
@@ -202,11 +214,8 @@ def _from_tables(
             volumes=_volumes,
             errors=errors,
         )
-    for binding, value in (sections["keys"] or {}).items():
-        try:
-            values["keys"][binding] = rules.validate_key_binding(binding, value)
-        except ConfigError as exc:
-            errors.append(exc)
+    values["keys"], key_errors = check_keys_table(sections["keys"] or {})
+    errors.extend(key_errors)
     fleet: FleetConfig | None = FleetConfig()
     if sections["fleet"] is not None:
         fleet, fleet_errors = check_fleet_table(sections["fleet"])
@@ -312,12 +321,14 @@ def _cross_checks(
         and count
         and len(ids) < count * per_slot
     ):
-        problem = f"is {count}, but gpus per_agent lists {len(ids)} GPUs " + (
+        problem = f"is {count}, but gpus per_agent lists {plural(len(ids), 'GPU')} " + (
             f"({per_slot} per slot)" if per_slot > 1 else "(one per slot)"
         )
         errors.append(ConfigError(problem, key="agents.count"))
     errors.extend(check_per_slot("agents", values["agents"].get("gpus", "all"), per_slot))
     errors.extend(check_schedule_limit("agents", values["agents"]))
+    if settled("agents", "standby", "standby_min", "standby_max") is not None:
+        errors.extend(check_standby_bounds("agents", values["agents"]))
     errors.extend(check_metrics_remote(sections["metrics"] or {}, values["metrics"]))
     if not any(
         name in (sections["docker"] or {}) and name not in values["docker"]
@@ -388,6 +399,22 @@ def load_config(
     """
     with contextlib.nullcontext() if host_paths_here else host_paths_elsewhere():
         config, errors = _from_tables(read_toml(path), gpu_count=gpu_count)
+    raise_if_any(errors, path)
+    assert config is not None  # noqa: S101 - no errors means it was built
+    return dataclasses.replace(config, path=path)
+
+
+def parse_config(text: str, path: Path | None = None) -> Config:
+    """A configuration from TOML text (what a daemon says it runs on), by the file's rules.
+
+    Raises:
+        ConfigError: the text is not TOML, or breaks a rule (`ConfigErrors` for several).
+    """
+    try:
+        tables = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"not valid TOML ({exc})", path=path) from None
+    config, errors = _from_tables(tables)
     raise_if_any(errors, path)
     assert config is not None  # noqa: S101 - no errors means it was built
     return dataclasses.replace(config, path=path)

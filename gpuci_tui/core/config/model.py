@@ -61,6 +61,9 @@ class AzureConfig:
     pat_expires: str = ""
     """The PAT's expiry date (``YYYY-MM-DD``, as Azure DevOps showed it at creation);
     warned about `secrets.credentials.PAT_WARN_DAYS` days before. Empty: not known."""
+    max_requests_per_minute: int | None = None
+    """This daemon's cap on its calls to the organisation (None: none). Periodic reads
+    give way first, enabling and disabling lanes last (`core.azure.budget`)."""
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,7 @@ _RESTART_AGENTS = {
 #: Other sections: the fields that apply live; every other field needs a restart (`_WHY`).
 _LIVE_OTHER = {
     "supervisor.canary_jobs": "the default for the next reload --canary",
+    "azure.max_requests_per_minute": "applies now: the daemon's calls are capped at once",
     "keys": "the console reads it when it opens (reopen the console)",
     "fleet": "the console reads it when it opens (reopen the console)",
 }
@@ -229,12 +230,18 @@ def _kept(old: AgentGroup, new: AgentGroup) -> AgentGroup:
 def _other_changes(old: Config, new: Config, *, grouped: bool) -> tuple[FieldChange, ...]:
     changes: list[FieldChange] = []
     # The implicit group's pool shows as [azure] pool; with groups each group says its own.
-    azure = ("url",) if grouped else ("url", "pool")
+    azure = (
+        ("url", "max_requests_per_minute")
+        if grouped
+        else ("url", "pool", "max_requests_per_minute")
+    )
     for name in azure:
         before, after = getattr(old.azure, name), getattr(new.azure, name)
         if before != after:
             key = f"azure.{name}"
-            changes.append(FieldChange(key, _show(before), _show(after), False, _WHY[key]))
+            live = key in _LIVE_OTHER
+            why = _LIVE_OTHER[key] if live else _WHY[key]
+            changes.append(FieldChange(key, _show(before), _show(after), live, why))
     for section in ("supervisor", "gpu", "history", "metrics", "docker"):
         before_table, after_table = getattr(old, section), getattr(new, section)
         for field in dataclasses.fields(before_table):
@@ -262,8 +269,10 @@ def _applied_other(old: Config, new: Config) -> Config:
         for key in _LIVE_OTHER
         if key.startswith("supervisor.")
     }
+    cap = new.azure.max_requests_per_minute
     return dataclasses.replace(
         old,
+        azure=dataclasses.replace(old.azure, max_requests_per_minute=cap),
         supervisor=dataclasses.replace(old.supervisor, **live_supervisor),
         keys=new.keys,
         fleet=new.fleet,

@@ -26,7 +26,7 @@ from gpuci_tui.core.config.model import AgentsConfig
 from gpuci_tui.core.config.validate import MAX_STANDBY, check_keys
 from gpuci_tui.core.engine.standby.schedule import DAYS, Entries, StandbySchedule
 
-__all__ = ["SCHEDULE_KEYS", "check_schedule_limit", "parse_schedule"]
+__all__ = ["SCHEDULE_KEYS", "check_schedule_limit", "check_standby_bounds", "parse_schedule"]
 
 #: Shorthands for several days, from the broadest (applied first, overridden by narrower keys).
 _GROUPS = {"every_day": DAYS, "weekdays": DAYS[:5], "weekend": DAYS[5:]}
@@ -95,6 +95,30 @@ def check_schedule_limit(where: str, values: Mapping[str, Any]) -> list[ConfigEr
             )
             errors.append(ConfigError(problem, key=f"{where}.standby_schedule.{name}"))
     return errors
+
+
+def check_standby_bounds(where: str, values: Mapping[str, Any]) -> list[ConfigError]:
+    """With ``standby = "auto"``, ``standby_min`` at most ``standby_max``.
+
+    The engine would quietly keep the larger as both bounds (`standby.auto.depth_of`), so
+    the file would not say what runs: refused instead, naming the default when one is unset.
+
+    Args:
+        where: ``agents`` or ``groups.NAME``.
+        values: That table's checked values (absent ones take their defaults).
+    """
+    if values.get("standby") != "auto":
+        return []
+    least = values.get("standby_min", AgentsConfig.standby_min)
+    most = values.get("standby_max", AgentsConfig.standby_max)
+    if least <= most:
+        return []
+    said = "" if "standby_max" in values else ", the default"
+    problem = (
+        f'is {least}, above standby_max ({most}{said}): "auto" keeps standby_min standbys '
+        f"while idle and at most standby_max; lower standby_min to {most} or raise standby_max"
+    )
+    return [ConfigError(problem, key=f"{where}.standby_min")]
 
 
 def _zone(value: object, key: str) -> str:

@@ -32,8 +32,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from gpuci_tui.core.wording import plural
+
 if TYPE_CHECKING:
-    from gpuci_tui.core.config.model import AgentsConfig
+    from gpuci_tui.core.config.file import ConfigError
+    from gpuci_tui.core.config.model import AgentsConfig, Config
 
 #: NVML's topology levels (``nvmlGpuTopologyLevel_t``), nearest first.
 LEVEL_NAMES: Mapping[int, str] = {
@@ -127,12 +130,9 @@ def group_gpus(
         have = "is 1 GPU" if len(free) == 1 else f"are {len(free)} GPUs"
         fit = len(free) // per_slot
         fix = f"lower count to {fit} or gpus_per_slot" if fit else "lower gpus_per_slot"
-        slots = (
-            f"{count} slots of {per_slot} GPUs need"
-            if count > 1
-            else f"a slot of {per_slot} GPUs needs"
-        )
-        raise ShapeError(f"{slots} {need} GPUs, but there {have}; {fix}")
+        each = plural(per_slot, "GPU")
+        slots = f"{count} slots of {each} need" if count > 1 else f"a slot of {each} needs"
+        raise ShapeError(f"{slots} {plural(need, 'GPU')}, but there {have}; {fix}")
     groups: list[tuple[int, ...]] = []
     for _ in range(count):
         held = [free.pop(0)]
@@ -270,6 +270,28 @@ def plan(
     return gpu_slots(topology, count, agents.gpus_per_slot, agents.gpu_ids)
 
 
+def shape_problems(config: Config, topology: HostTopology) -> list[ConfigError]:
+    """Every shaped group planned on ``topology``: one problem per group that does not fit.
+
+    The one statement of "the shape fits this host": ``run`` refuses to start on it
+    (`host.slot_layout`) and ``check-config`` reports it, each under the group's
+    ``gpus`` key, with the fix.
+    """
+    from gpuci_tui.core.config.file import ConfigError  # noqa: PLC0415 - the rules' error
+    from gpuci_tui.core.config.model import agent_groups  # noqa: PLC0415 - model is above
+
+    problems = []
+    for group in agent_groups(config):
+        if not is_shaped(group.agents):
+            continue
+        where = "agents" if group.implicit else f"groups.{group.name}"
+        try:
+            plan(group.agents, topology)
+        except ShapeError as exc:
+            problems.append(ConfigError(str(exc), key=f"{where}.gpus", path=config.path))
+    return problems
+
+
 def shaped_slot(agents: AgentsConfig, slot: int) -> SlotDevices | None:
     """The devices of ``slot`` when the shape depends on the hardware, else None.
 
@@ -305,6 +327,7 @@ __all__ = [
     "host_topology",
     "is_shaped",
     "plan",
+    "shape_problems",
     "shaped_slot",
     "use_topology",
     "LEVEL_NAMES",

@@ -203,11 +203,30 @@ def validate_remove_offline_after(value: object) -> float | None:
         seconds = float(match.group(1)) * _UNITS[match.group(2)]
     if not seconds >= REMOVE_OFFLINE_MIN or seconds == float("inf"):
         raise ConfigError(
-            f"must be at least 1 minute (stale registrations are checked every 10 minutes), "
+            f"must be at least 1 minute (stale registrations are checked every hour), "
             f"{example}; got {show(value)}",
             key=key,
         )
     return seconds
+
+
+#: The smallest ``max_requests_per_minute`` a daemon works under: a cycle of reads a
+#: minute, the queue, and room left for the writes that take jobs in.
+MIN_REQUESTS_PER_MINUTE = 10
+MAX_REQUESTS_PER_MINUTE = 100_000
+
+
+def validate_max_requests_per_minute(value: object) -> int | None:
+    """``[azure] max_requests_per_minute``: a whole number from 10 (None: no cap).
+
+    Raises:
+        ConfigError: with key ``azure.max_requests_per_minute``.
+    """
+    if value is None:
+        return None
+    return _whole(
+        value, "azure.max_requests_per_minute", MIN_REQUESTS_PER_MINUTE, MAX_REQUESTS_PER_MINUTE
+    )
 
 
 # --------------------------------------------------------------------------- [agents]
@@ -246,6 +265,13 @@ def check_gpu_count(count: int, gpus: str, gpu_count: int | None, per_slot: int 
     )
 
 
+IMAGE_EXAMPLE = "registry.example.com/gpuci-agent:amd64-ubuntu24.04-cuda12.8"
+"""A real-looking agent image (a tag dockeragent/build.sh builds) for every message that
+shows one: valid itself, so it is never the value a message rejects."""
+IMAGE_PLACEHOLDER = "REPO/IMAGE:TAG"
+"""The wizard's placeholder, which a file copied by hand may still hold."""
+
+
 def validate_image(value: object) -> str:
     """Check a container image reference: a tag or a pinned digest.
 
@@ -255,20 +281,25 @@ def validate_image(value: object) -> str:
     key = "agents.image"
     ref = as_text(value, key)
     if not ref:
-        raise ConfigError('is empty; set the agent image, e.g. "REPO/IMAGE:TAG"', key=key)
+        raise ConfigError(f'is empty; set the agent image, e.g. "{IMAGE_EXAMPLE}"', key=key)
     name, at, digest = ref.partition("@")
     if at and not _DIGEST.fullmatch(digest):
         raise ConfigError(
             f"has a malformed digest {show(digest)}: a digest is sha256: and 64 lowercase hex "
-            '(docker image inspect lists it under RepoDigests), e.g. "REPO/IMAGE@sha256:<64 hex>"; '
-            'or use a tag, "REPO/IMAGE:TAG"',
+            "(docker image inspect lists it under RepoDigests), e.g. "
+            f'"{IMAGE_EXAMPLE.rsplit(":", 1)[0]}@sha256:<64 hex>"; or use a tag, "{IMAGE_EXAMPLE}"',
+            key=key,
+        )
+    if ref == IMAGE_PLACEHOLDER:
+        raise ConfigError(
+            f'is still the placeholder {show(ref)}: name your agent image, e.g. "{IMAGE_EXAMPLE}"',
             key=key,
         )
     if len(ref) > 255 or not _IMAGE_REF.fullmatch(ref):
         name = name.rsplit(":", 1)[0] if ":" in name.rsplit("/", 1)[-1] else name
         hint = "; repository names must be lowercase" if name != name.lower() else ""
         raise ConfigError(
-            f'is not an image reference like "REPO/IMAGE:TAG"{hint}, got {show(ref)}', key=key
+            f'is not an image reference like "{IMAGE_EXAMPLE}"{hint}, got {show(ref)}', key=key
         )
     return ref
 
@@ -354,7 +385,7 @@ def validate_max_agents(value: object) -> int | None:
     return None if value is None else _whole(value, "agents.max_agents", 1)
 
 
-# --------------------------------------------------------------------------- [supervisor], [keys]
+# --------------------------------------------------------------------------- [supervisor]
 
 
 def validate_supervisor(field: str, value: object) -> float | int:
@@ -365,14 +396,3 @@ def validate_supervisor(field: str, value: object) -> float | int:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
         raise ConfigError(f"must be a positive number of seconds, got {show(value)}", key=key)
     return float(value)
-
-
-def validate_key_binding(binding: str, value: object) -> str:
-    """Check one ``[keys]`` entry: binding id = key(s), e.g. ``drain = "x"``."""
-    key = f"keys.{binding}"
-    if not binding.strip():
-        raise ConfigError('has an empty binding id; write e.g. drain = "x"', key="keys")
-    text = as_text(value, key, 'key names such as "x" or "ctrl+d"')
-    if not text:
-        raise ConfigError('is empty; give one or more keys, e.g. "x" or "ctrl+d,f5"', key=key)
-    return text

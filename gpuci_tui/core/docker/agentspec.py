@@ -13,7 +13,7 @@ from gpuci_tui.core.config.loader import Config, config_hash, instance_id
 from gpuci_tui.core.config.slot_shapes import shaped_slot
 from gpuci_tui.core.engine.lifecycle import Lane, lane_name
 from gpuci_tui.core.engine.stale import MARKER_HOST, MARKER_INSTANCE
-from gpuci_tui.core.engine.steps import ListedContainer
+from gpuci_tui.core.engine.steps import ListedContainer, NameHolder
 from gpuci_tui.core.packages import AgentPackageMount
 from gpuci_tui.core.protocols import ContainerInfo, ContainerSpec, VolumeMount
 
@@ -30,6 +30,9 @@ LABEL_CONFIG = "io.gpuci-tui.config"
 LABEL_DEMO = "io.gpuci-tui.demo"
 LABEL_AGENT_PACKAGE = "io.gpuci-tui.agent-package"
 """The cached agent package version mounted into the container (absent: the image's agent)."""
+LABEL_STATE_DIR = "io.gpuci-tui.state-dir"
+"""The state directory of the daemon that made the container: whose it is, for an operator
+who finds it in another daemon's way (`name_holder`). Not part of the adoption filter."""
 PROJECT = "gpuci-tui"
 
 TOKEN_PATH = "/run/azp/token"
@@ -188,6 +191,21 @@ def spec_of(labels: Mapping[str, str]) -> str:
 def package_of(labels: Mapping[str, str]) -> str:
     """The cached agent package version mounted into a container; empty: the image's agent."""
     return labels.get(LABEL_AGENT_PACKAGE, "")
+
+
+def name_holder(info: ContainerInfo, instance: str) -> NameHolder:
+    """``info``, the container that holds a name our start wanted, as the engine sees it.
+
+    ``instance``: this supervisor's (its containers' `LABEL_INSTANCE`).
+    """
+    theirs = info.labels.get(LABEL_INSTANCE, "")
+    return NameHolder(
+        container_id=info.id,
+        status=info.status,
+        ours=bool(instance) and theirs == instance,
+        instance=theirs,
+        state_dir=info.labels.get(LABEL_STATE_DIR, ""),
+    )
 
 
 def placed(containers: Iterable[ContainerInfo]) -> tuple[ListedContainer, ...]:

@@ -9,7 +9,9 @@ slot's name, and every following start of that slot would meet a name
 conflict for ever. So a conflict on create is settled here: a container of the
 same name that never ran and carries this supervisor's labels is ours, left
 half-made, and is removed before the create is tried once more
-(`reclaim_half_made`). Anything else holding the name is left alone.
+(`reclaim_half_made`). Anything else holding the name is left alone, and the
+conflict names it (`holder_of`): the engine tells a leftover of ours (removed
+as usual) from a container another instance or someone else made.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from typing import Any
 import docker.errors
 
 from gpuci_tui.core.docker.agentspec import LABEL_INSTANCE, LABEL_LANE, LABEL_SLOT
+from gpuci_tui.core.docker.mapping import info_from_inspect
+from gpuci_tui.core.protocols import ContainerInfo
 
 log = logging.getLogger("gpuci_tui.runtime")
 
@@ -68,3 +72,11 @@ def reclaim_half_made(api: Any, name: str, labels: Mapping[str, str]) -> bool:
         str(details.get("Id", ""))[:12],
     )
     return discard(api, str(details.get("Id") or name), name)
+
+
+def holder_of(api: Any, name: str) -> ContainerInfo | None:
+    """The container called ``name``, or None when it is gone or cannot be inspected."""
+    try:
+        return info_from_inspect(api.inspect_container(name))
+    except Exception:  # noqa: BLE001 - cannot tell: the conflict is reported without it
+        return None

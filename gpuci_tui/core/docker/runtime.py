@@ -40,7 +40,7 @@ from gpuci_tui.core.docker.events import EVENT_ACTIONS, follow_events
 from gpuci_tui.core.docker.files import remove_file
 from gpuci_tui.core.docker.image_reader import ImageReader
 from gpuci_tui.core.docker.images import repo_digest_for
-from gpuci_tui.core.docker.leftovers import discard, reclaim_half_made
+from gpuci_tui.core.docker.leftovers import discard, holder_of, reclaim_half_made
 from gpuci_tui.core.docker.mapping import (
     host_config_kwargs,
     info_from_inspect,
@@ -48,7 +48,11 @@ from gpuci_tui.core.docker.mapping import (
     token_archive,
 )
 from gpuci_tui.core.docker.registry import EngineRegistry
-from gpuci_tui.core.errors import ContainerStartError, RuntimeUnavailableError
+from gpuci_tui.core.errors import (
+    ContainerNameConflictError,
+    ContainerStartError,
+    RuntimeUnavailableError,
+)
 from gpuci_tui.core.protocols import ContainerEvent, ContainerInfo, ContainerSpec, ImageConfig
 from gpuci_tui.core.secrets.redaction import redact
 
@@ -200,7 +204,10 @@ class DockerRuntime:
                         raise
                     created = api.create_container(**create)
             except docker.errors.APIError as exc:
-                raise start_failure(exc, name=spec.name, image=spec.image, stage="create") from exc
+                error = start_failure(exc, name=spec.name, image=spec.image, stage="create")
+                if isinstance(error, ContainerNameConflictError):
+                    error.holder = holder_of(api, spec.name)  # whose: the engine's question
+                raise error from exc
             container_id = str(created["Id"])
             for warning in created.get("Warnings") or []:
                 log.warning("Docker warning for %s: %s", spec.name, warning)

@@ -1,9 +1,10 @@
 """The operator's commands as pure changes of intent, and the intent kept across restarts.
 
-`apply_command(state, command)` returns the new `EngineState` and the
-`CommandResult` to show; it only changes intents and counters. What the
-change means for containers and registrations is the planner's business, on
-the loop's next turn.
+`apply_command(state, command, at=...)` returns the new `EngineState` and the
+`CommandResult` to show; it only changes intents and counters, and records when
+an override of the file was made (`engine.overrides`). What the change means for
+containers and registrations is the planner's business, on the loop's next turn.
+`reset_overrides` drops the overrides: the group runs the file again.
 """
 
 from __future__ import annotations
@@ -27,9 +28,16 @@ from gpuci_tui.core.command_types import (
 )
 from gpuci_tui.core.engine.gpu_health import NO_GPU_WATCH
 from gpuci_tui.core.engine.lifecycle import EngineState, Intent, SlotRecord, new_slot
+from gpuci_tui.core.engine.overrides import (
+    Overrides,
+    override_data,
+    restored_overrides,
+    runtime_overrides,
+    stamped,
+)
 from gpuci_tui.core.engine.rollout.state import Rollout, rollout_data, rollout_from
 from gpuci_tui.core.engine.snapshots import primary
-from gpuci_tui.core.models import MAX_SLOTS
+from gpuci_tui.core.models import MAX_SLOTS, RuntimeOverride
 from gpuci_tui.core.wording import plural
 
 
@@ -49,8 +57,23 @@ def refusal(command: Command, numbers: Sequence[int]) -> str | None:
     return None
 
 
-def apply_command(state: EngineState, command: Command) -> tuple[EngineState, CommandResult]:
-    """Carry out ``command`` on the intents; say what it does."""
+def apply_command(
+    state: EngineState, command: Command, at: float | None = None
+) -> tuple[EngineState, CommandResult]:
+    """Carry out ``command`` on the intents; say what it does.
+
+    ``at``: when the operator gave it; a scale, pause or drain is then recorded as an
+    override of the file (None: the engine's own use, e.g. a reload's new count).
+    """
+    state, result = _apply(state, command)
+    if at is not None and result.ok:
+        # A stop that drains names no slot: it drains them all.
+        targets = [s.number for s in state.slots] if isinstance(command, Stop) else result.affected
+        state = replace(state, overrides=stamped(state.overrides, command, at, targets))
+    return state, result
+
+
+def _apply(state: EngineState, command: Command) -> tuple[EngineState, CommandResult]:
     problem = refusal(command, [s.number for s in state.slots])
     if problem is not None:
         return state, CommandResult(False, problem)
@@ -84,6 +107,46 @@ def apply_command(state: EngineState, command: Command) -> tuple[EngineState, Co
         # Not an intent: the daemon's stale watch removes registrations (`host.stale_watch`).
         return state, CommandResult(False, "prune is carried out by the daemon, not a group")
     raise AssertionError(f"unhandled command {command!r}")
+
+
+def reset_overrides(state: EngineState, file_count: int) -> tuple[EngineState, CommandResult]:
+    """Drop the operator's overrides: the file's count, replenishing on, drained slots resumed.
+
+    ``file_count``: the count of the configuration the group runs on.
+    """
+    said = []
+    if state.overrides.scaled_at is not None:
+        if state.desired != file_count:
+            said.append(f"count {state.desired} -> {file_count} (the file's)")
+            state, _ = _scale(state, file_count)
+        else:
+            said.append(f"count {file_count} is the file's again")
+    if state.paused:
+        state = replace(state, paused=False)
+        said.append("replenishing resumed")
+    drained = [slot for slot in state.slots if slot.intent is Intent.DRAIN]
+    for slot in drained:
+        state = state.with_slot(resumed(slot))
+    if drained:
+        said.append(f"resumed {_names(drained)}")
+    state = replace(state, overrides=Overrides())
+    if not said:
+        return state, CommandResult(True, "no override in force: the group runs the file")
+    return state, CommandResult(True, "overrides dropped: " + "; ".join(said), _nums(drained))
+
+
+def overrides_in_force(
+    state: EngineState, file_count: int, group: str = ""
+) -> tuple[RuntimeOverride, ...]:
+    """The overrides in force, each beside the file's value (``file_count``: its count)."""
+    return runtime_overrides(
+        state.overrides,
+        desired=state.desired,
+        paused=state.paused,
+        drained=[s.number for s in state.slots if s.intent is Intent.DRAIN],
+        file_count=file_count,
+        group=group,
+    )
 
 
 def resumed(slot: SlotRecord) -> SlotRecord:
@@ -146,7 +209,8 @@ def _restart(state: EngineState, targets: list[SlotRecord]) -> tuple[EngineState
         state = state.with_slot(slot)
     text = f"restarting {_names(targets)}"
     if later:
-        text += f"; {later} busy agent(s) are replaced after their job"
+        after = "is replaced after its job" if later == 1 else "are replaced after their job"
+        text += f"; {plural(later, 'busy agent')} {after}"
     return state, CommandResult(True, text, _nums(targets))
 
 
@@ -188,25 +252,42 @@ def _nums(slots: list[SlotRecord]) -> tuple[int, ...]:
 
 
 def intent_data(state: EngineState) -> dict[str, Any]:
-    """What to keep across a restart of the supervisor: count, pause, drained slots, roll-out."""
+    """What to keep across a restart of the supervisor: count, pause, drained slots, roll-out,
+    and when the overrides among them were made.
+    """
     drained = sorted(s.number for s in state.slots if s.intent is Intent.DRAIN)
     data: dict[str, Any] = {"count": state.desired, "paused": state.paused, "drained": drained}
+    data.update(override_data(state.overrides))
     if state.rollout is not None:
         data["rollout"] = rollout_data(state.rollout)
     return data
 
 
 def restore_intent(state: EngineState, data: dict[str, Any]) -> EngineState:
-    """Apply what `intent_data` saved (bad values are ignored, never fatal)."""
+    """Apply what `intent_data` saved (bad values are ignored, never fatal).
+
+    ``state`` is the file's: the saved count wins over its count only when it was a
+    scale (a file that says so; an older one: a count other than the file's). A count
+    the file changed while the daemon was down is then the file's.
+    """
     count = data.get("count")
-    if isinstance(count, int) and not isinstance(count, bool) and 1 <= count <= MAX_SLOTS:
+    if not (isinstance(count, int) and not isinstance(count, bool) and 1 <= count <= MAX_SLOTS):
+        count = None
+    said = data["scaled_at"] is not None if "scaled_at" in data else count != state.desired
+    scaled = count is not None and said
+    if count is not None and scaled:
         state = replace(state, desired=count)
     state = replace(state, paused=bool(data.get("paused", False)))
     slots = {n: state.slot(n) or new_slot(state.prefix, n) for n in range(state.desired)}
+    drained = []
     for number in data.get("drained", []):
         if isinstance(number, int) and not isinstance(number, bool) and number in slots:
             slots[number] = replace(slots[number], intent=Intent.DRAIN, message="drained")
-    state = replace(state, slots=tuple(slots[n] for n in sorted(slots)))
+            drained.append(number)
+    overrides = restored_overrides(data, drained=drained)
+    if not scaled:
+        overrides = replace(overrides, scaled_at=None)
+    state = replace(state, slots=tuple(slots[n] for n in sorted(slots)), overrides=overrides)
     return replace(state, rollout=restored_rollout(state, data.get("rollout")))
 
 

@@ -8,20 +8,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gpuci_tui.core.engine.agent_exit import AGENT_UPDATING, describe
+from gpuci_tui.core.engine.agent_exit import AGENT_UPDATING, KILLED, describe
 from gpuci_tui.core.engine.lifecycle import LaneRecord, SlotRecord
 from gpuci_tui.core.engine.settings import SupervisorConfig
-from gpuci_tui.core.models import ExitInfo
+from gpuci_tui.core.models import ExitInfo, JobInfo
 from gpuci_tui.core.protocols import ContainerInfo
 
 #: Exit codes of a container ended politely by a signal (SIGINT, SIGTERM). SIGKILL (137)
 #: still counts: it is also what a missed OOM kill looks like, and an image that is
 #: OOM-killed at every start must back off and park, not restart in a tight loop.
 SIGNAL_EXITS = frozenset({130, 143})
-#: Pause before the next start after an agent that already had the chance to start with
-#: the cached package left to update again: the cache did not help (no verified package),
-#: so the slot must not hammer the organisation with registrations. Never counted as failure.
-UPDATE_RETRY = 30.0
 
 
 def judge_exit(
@@ -35,15 +31,21 @@ def judge_exit(
 
     A failure is a container that stopped on its own, without taking a job,
     with a non-zero code: a broken image, a bad PAT, a missing token. Those
-    back off exponentially and park after ``rules.park_after`` in a row.
+    back off exponentially and park after ``rules.park_after`` in a row. A
+    container that dies under its running job (`lost_job`) is a job lost on the
+    slot, never a failure.
     """
-    took_job = lane.took_job or code == 0
+    took_job = lane.took_job or lane.job is not None or code == 0
     lifetime = at - lane.started_at if lane.started_at else 0.0
+    lost = lost_job(lane, code)
     if lane.stop_requested:
         reason, failure = "stopped by gpuci-tui", False
     elif lane.oom:
-        reason = "killed by the OOM killer" + (" during its job" if lane.took_job else "")
-        failure = not lane.took_job
+        during = f" during {job_words(lane.job)}" if lane.job is not None else ""
+        reason = "killed by the OOM killer" + (during or (" during its job" if took_job else ""))
+        failure = not took_job
+    elif lost and lane.job is not None:
+        reason, failure = killed_during(lane.job, code), False
     elif code == 0:
         reason, failure = ("job finished" if lane.took_job else "exited 0"), False
     elif code is None:
@@ -51,7 +53,7 @@ def judge_exit(
         # image is not to blame, so this is not counted towards parking.
         reason, failure = "gone while the Docker engine was unreachable (exit code unknown)", False
     else:
-        reason = f"exit code {code}: {describe(code, took_job=lane.took_job)}"
+        reason = f"exit code {code}: {describe(code, took_job=took_job)}"
         # A signal we did not send (docker stop by someone, dockerd shutting down)
         # says nothing about the image: only the agent's own failures count.
         external_signal = code in SIGNAL_EXITS
@@ -59,15 +61,38 @@ def judge_exit(
         # organisation wants a newer agent. Counting it would park every slot (issue 20).
         updating = code == AGENT_UPDATING
         failure = (
-            not lane.took_job
-            and not external_signal
-            and not updating
-            and lifetime < rules.healthy_after
+            not took_job and not external_signal and not updating and lifetime < rules.healthy_after
         )
-    info = ExitInfo(
-        code=code, oom=lane.oom, at=at, reason=reason, log_tail=log_tail, took_job=took_job
-    )
-    return info, failure
+    info = ExitInfo(code=code, oom=lane.oom, at=at, reason=reason, log_tail=log_tail)
+    return replace(info, took_job=took_job, lost_job=lost), failure
+
+
+def lost_job(lane: LaneRecord, code: int | None) -> bool:
+    """Whether the lane's container died under the job it was running, not stopped by us.
+
+    Known busy means a job on the lane (`LaneRecord.job`: the organisation's read, or
+    the agent's own output) when it died. Not lost: a job that ended (exit 0), an
+    agent that left to update after it, a stop signal (the agent cancels its job and
+    reports it), an unknown end (the engine was away), and our own stop.
+    """
+    if lane.job is None or lane.stop_requested:
+        return False
+    if lane.oom:
+        return True
+    return code is not None and code not in (0, AGENT_UPDATING, *SIGNAL_EXITS)
+
+
+def job_words(job: JobInfo) -> str:
+    """``job 4711``, or the job's name while its request id is not known yet."""
+    return f"job {job.request_id}" if job.request_id else f"job {job.pipeline or '(unnamed)'}"
+
+
+def killed_during(job: JobInfo, code: int | None) -> str:
+    """The reason of a container that died under ``job``: ``killed during job 4711``."""
+    if code == KILLED or (code is not None and code > 128):
+        signal = "SIGKILL" if code == KILLED else f"signal {(code or 0) - 128}"
+        return f"killed during {job_words(job)} ({signal}; the job is lost)"
+    return f"exit code {code} during {job_words(job)}: {describe(code)} (the job is lost)"
 
 
 def count_failure(
@@ -107,7 +132,7 @@ def settle_exit(
     """
     failure, reason = judged
     if code == AGENT_UPDATING and not lane.stop_requested:
-        return left_to_update(slot, lane.started_at, at), True
+        return left_to_update(slot, lane.started_at, at, rules.update_retry), True
     if failure:
         return count_failure(slot, f"failed ({reason})", reason, at, rules), False
     slot = forgive(slot)
@@ -115,13 +140,16 @@ def settle_exit(
     return (replace(slot, update_exit_at=None) if lane.took_job else slot), False
 
 
-def left_to_update(slot: SlotRecord, started_at: float | None, at: float) -> SlotRecord:
+def left_to_update(
+    slot: SlotRecord, started_at: float | None, at: float, retry: float
+) -> SlotRecord:
     """An agent of ``slot`` left to update itself (exit 12): never a step towards parking.
 
     The next container starts at once, with the package the daemon caches. Only a
     container started *after* the slot's first update exit (since its last job: it
-    should have had that package, so the cache cannot help) waits `UPDATE_RETRY`
-    before the next start.
+    should have had that package, so the cache cannot help) waits ``retry`` seconds
+    (``[supervisor] update_retry``) before the next start: the cache did not help (no
+    verified package), so the slot must not hammer the organisation with registrations.
     """
     # The first update exit of an episode is kept (not the latest): with two lanes per
     # slot, each lane's exit would otherwise move it past the other's restart.
@@ -130,9 +158,9 @@ def left_to_update(slot: SlotRecord, started_at: float | None, at: float) -> Slo
         return replace(
             slot,
             failures=0,
-            backoff_until=at + UPDATE_RETRY,
+            backoff_until=at + retry,
             message=f"agent left to update again (no newer package to give it); "
-            f"next start in {UPDATE_RETRY:.0f} s",
+            f"next start in {retry:.0f} s",
         )
     return replace(
         slot,

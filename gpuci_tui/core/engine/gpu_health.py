@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from gpuci_tui.core.gpu_readings import GpuFrame, GpuHealthReading, GpuSample
+from gpuci_tui.core.wording import plural
 
 #: Xids caused by an application, not the GPU (NVIDIA k8s-device-plugin, internal/rm/health.go).
 APPLICATION_XIDS = frozenset({13, 31, 43, 45, 68, 109})
@@ -315,7 +316,7 @@ def _faults_now(
         found.append(
             GpuFault(
                 Fault.ECC,
-                f"{name}: {count - baseline} new uncorrectable ECC error(s)",
+                f"{name}: {plural(count - baseline, 'new uncorrectable ECC error')}",
                 now,
             )
         )

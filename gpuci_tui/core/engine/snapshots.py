@@ -21,6 +21,7 @@ from gpuci_tui.core.engine.lifecycle import (
 )
 from gpuci_tui.core.engine.rollout.views import rollout_snapshots
 from gpuci_tui.core.engine.standby.auto import depth_text
+from gpuci_tui.core.engine.waits import long_wait
 from gpuci_tui.core.gpu_readings import JobGpuNow
 from gpuci_tui.core.models import (
     AgentSnapshot,
@@ -194,7 +195,7 @@ def slot_snapshot(
         failures=slot.failures,
         backoff_until=slot.backoff_until,
         restart_pending=pending_restart,
-        message=slot.message,
+        message=slot.message or long_wait(slot, now),
         jobs_done=slot.jobs_done,
         intent=slot.intent.value,
         lane=main.lane.value,
@@ -234,6 +235,8 @@ def pool_summary(state: EngineState, pool_name: str) -> PoolSummary:
         read_at=view.began_at,
         jobs_read_at=view.jobs_read_at,
         waiting=view.waiting,
+        queued_capped=view.queued_capped,
+        ours_only=view.ours_only,
     )
 
 
@@ -346,7 +349,7 @@ def supervisor_snapshot(
 def shared_pool(summaries: list[PoolSummary]) -> PoolSummary:
     """One pool as several groups that use it see it: the same read, their own agents added up.
 
-    Each group reads the whole pool, so the pool's counts are the last group's;
+    Each group gets the same read of the pool, so the pool's counts are the last group's;
     what each group knows of its own agents (standbys, disabled for its reasons) adds up,
     and "others" is what no group claims.
     """
@@ -381,6 +384,8 @@ def pools_total(pools: list[PoolSummary]) -> PoolSummary:
         read_at=_oldest(p.read_at for p in pools),
         jobs_read_at=_oldest(p.jobs_read_at for p in pools),
         waiting=tuple(why for p in pools for why in p.waiting),
+        queued_capped=any(p.queued_capped for p in pools),
+        ours_only=all(p.ours_only for p in pools),
     )
 
 

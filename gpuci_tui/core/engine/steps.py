@@ -16,7 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuci_tui.core.engine.gpu_admission import GateReading
-from gpuci_tui.core.engine.lifecycle import Lane, PoolView
+from gpuci_tui.core.engine.lifecycle import Lane
+from gpuci_tui.core.engine.pool_view import PoolView
 from gpuci_tui.core.models import ExitInfo, ImageUsed, JobInfo
 from gpuci_tui.core.protocols import Agent, ContainerInfo
 
@@ -80,12 +81,31 @@ class Started:
 
 
 @dataclass(frozen=True)
+class NameHolder:
+    """The container that holds the name a lane's start wanted, read from its labels.
+
+    The labels are parsed before the engine sees them (`docker.agentspec.name_holder`).
+    """
+
+    container_id: str
+    status: str
+    """Docker's state of it: created, running, exited, dead…"""
+    ours: bool
+    """It carries this supervisor's instance label: ours, left over (removed as usual)."""
+    instance: str = ""
+    """The gpuci-tui instance its labels name (empty: not made by gpuci-tui)."""
+    state_dir: str = ""
+    """The state directory of the daemon that made it, when its labels say."""
+
+
+@dataclass(frozen=True)
 class StartFailed:
     """Our start of a lane's container failed; ``kind`` says whose fault it was.
 
-    ``conflict``: the name is still taken (retry soon); ``engine``: Docker is
-    unreachable (all starts pause); ``token``: the PAT could not be read (all
-    starts pause); ``pull``: the image is absent and could not be pulled (the lane
+    ``conflict``: the name is still taken (retry soon; ``holder`` says by what when
+    Docker could tell: a container not ours is a named problem on the slot);
+    ``engine``: Docker is unreachable (all starts pause); ``token``: the PAT could
+    not be read (all starts pause); ``pull``: the image is absent and could not be pulled (the lane
     waits and retries; not counted); ``start``: the slot's own problem (counts
     towards parking).
     """
@@ -95,6 +115,7 @@ class StartFailed:
     kind: str
     reason: str
     at: float
+    holder: NameHolder | None = None
 
 
 @dataclass(frozen=True)
@@ -194,6 +215,19 @@ class PoolRead:
     """A successful read of the whole pool."""
 
     view: PoolView
+
+
+@dataclass(frozen=True)
+class PoolUnread:
+    """A read of the pool failed (429, 5xx, unreachable): the organisation refuses our calls.
+
+    The pool observer's own backoff holds every other call until ``retry_at``, and
+    after it until one of its reads is answered (`PoolObserver.blocked_until`).
+    """
+
+    at: float
+    retry_at: float
+    message: str
 
 
 @dataclass(frozen=True)
@@ -299,6 +333,7 @@ Observation = (
     | EngineLost
     | EngineAnswered
     | PoolRead
+    | PoolUnread
     | AgentWritten
     | AgentChecked
     | ServerFailed
@@ -408,6 +443,8 @@ class JobEnded:
     """Critical Xids the slot's GPUs raised while the job ran."""
     image: ImageUsed = ImageUsed()
     """The image the job ran on."""
+    startup_s: float | None = None
+    """Its agent's start-up, container start to online (None: not measured)."""
 
 
 Output = Note | JobEnded

@@ -49,6 +49,16 @@ def startup_note(before: LaneRecord, after: LaneRecord, slot: int, read_at: floa
     )
 
 
+def measured_startup(
+    before: LaneRecord, after: LaneRecord, slot: int, read_at: float
+) -> tuple[LaneRecord, Note | None]:
+    """``after`` with its start-up kept when this read measured it, and the note saying so."""
+    note = startup_note(before, after, slot, read_at)
+    if note is None:
+        return after, None
+    return replace(after, startup_s=note.seconds), note
+
+
 def gap_start(slot: SlotRecord, lane: LaneRecord, took_job: bool, at: float) -> float | None:
     """When the slot's next-job gap starts, as ``lane``'s container exits at ``at``."""
     if not took_job:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from gpuci_tui.core.config.loader import AgentsConfig, AzureConfig
 from gpuci_tui.core.errors import GpuciError
+from gpuci_tui.core.wording import plural
 
 DEFAULT_NAMESPACE = "gpuci"
 DEFAULT_SECRET_NAME = "gpuci-azp-pat"
@@ -104,7 +105,7 @@ def problems(
         )
     elif agents.gpus != "all" and options.gpus_per_agent is not None:
         given = (
-            f"{gpus_per_pod(agents, options)} GPU(s) per agent"
+            f"{plural(gpus_per_pod(agents, options), 'GPU')} per agent"
             if agents.gpus != "none"
             else ("no GPUs")
         )

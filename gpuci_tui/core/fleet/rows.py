@@ -77,6 +77,10 @@ class HostRow:
     """Jobs waiting in the pool (the pool's figure: shared by hosts of one pool)."""
     queue_read_at: float | None = None
     """When the daemon read ``queued``, on this console's clock (`on_our_clock`)."""
+    queued_capped: bool = False
+    """``queued`` was read at the service's cap: the queue holds that many or more."""
+    calls_per_minute: int | None = None
+    """The daemon's calls to the organisation in the last minute (None: it does not say)."""
     gpus_busy: str = ""
     """GPUs held by busy agents: a count, ``all``, or empty when not known."""
     azure: HealthState = HealthState.UNKNOWN
@@ -136,6 +140,15 @@ def host_problems(snapshot: SupervisorSnapshot) -> list[tuple[Severity, str]]:
         found.append(
             (Severity.WARNING, f"{plural(queued, 'job')} queued, but no agent here takes jobs")
         )
+    usage = snapshot.azure_usage
+    if usage.budget_low:
+        found.append(
+            (
+                Severity.WARNING,
+                f"the identity's budget is nearly spent: {usage.rate_limit_remaining:g}/"
+                f"{usage.rate_limit_limit:g} left (every host signing in as it shares it)",
+            )
+        )
     if snapshot.stopping:
         found.append((Severity.WARNING, "the daemon is stopping"))
     if snapshot.paused:
@@ -178,7 +191,8 @@ def host_row(label: str, target: str, status: HostStatus) -> HostRow:
     if status.state is LinkState.DOWN:
         problems.append((Severity.DOWN, down_reason(status.problem)))
     elif status.state is LinkState.CONNECTING:
-        problems.append((Severity.WARNING, "connecting…"))
+        # Until an attempt fails with its cause, or works: never a reason that says nothing.
+        problems.append((Severity.WARNING, "reconnecting…" if snapshot else "connecting…"))
     if snapshot is None:
         severity = problems[0][0] if problems else Severity.OK
         return HostRow(
@@ -217,6 +231,10 @@ def host_row(label: str, target: str, status: HostStatus) -> HostRow:
         drained=sum(1 for s in slots if s.state in (SlotState.DRAINING, SlotState.DRAINED)),
         queued=snapshot.pool_summary.queued_jobs,
         queue_read_at=on_our_clock(snapshot, snapshot.pool_summary.jobs_read_at, status.updated_at),
+        queued_capped=snapshot.pool_summary.queued_capped,
+        calls_per_minute=snapshot.azure_usage.requests_last_minute
+        if snapshot.azure_usage.read_at is not None
+        else None,
         gpus_busy=gpus_busy(snapshot),
         azure=snapshot.azure.state,
         docker=snapshot.docker.state,
@@ -243,6 +261,9 @@ class FleetTotals:
     standby: int
     parked: int
     starting: int = 0
+    calls_per_minute: int | None = None
+    """The reachable hosts' calls to the organisation in the last minute, added up (None:
+    no host says): one identity shared by the fleet spends one budget."""
 
 
 def fleet_totals(rows: Sequence[HostRow]) -> FleetTotals:
@@ -256,4 +277,7 @@ def fleet_totals(rows: Sequence[HostRow]) -> FleetTotals:
         standby=sum(row.standby for row in live),
         parked=sum(row.parked for row in live),
         starting=sum(row.starting for row in live),
+        calls_per_minute=sum(calls)
+        if (calls := [r.calls_per_minute for r in live if r.calls_per_minute is not None])
+        else None,
     )

@@ -227,24 +227,24 @@ def check_compatibility(
             )
             message = f"Image CUDA {img} is newer than driver {host} supports. {advice}".strip()
         else:
-            older = f"cuda{driver_cuda[0]}.x" if driver_cuda else "an older CUDA"
+            older = f"a cuda{driver_cuda[0]}.x" if driver_cuda else "an older CUDA"
             message = (
                 f"Image CUDA {img} needs NVIDIA driver ≥ {need}; this host has {host}. "
-                f"Choose a {older} tag or update the driver."
+                f"Choose {older} tag or update the driver."
             )
         return Compatibility(Verdict.TOO_OLD, message, image_cuda, driver_cuda, need)
-    exact = f"cuda{_fmt(driver_cuda)}" if driver_cuda else "an older"
+    exact = f"a cuda{_fmt(driver_cuda)}" if driver_cuda else "an older"
     if require_disabled:
         message = (
             f"Image CUDA {img} is newer than driver {host}; NVIDIA_DISABLE_REQUIRE=1 lets it "
             "start under minor-version compatibility (some features, e.g. PTX JIT, fail). "
-            f"A {exact} tag avoids the limits."
+            f"{exact[0].upper()}{exact[1:]} tag avoids the limits."
         )
     else:
         message = (
             f"Image CUDA {img} is newer than driver {host}: programs would run under "
             "minor-version compatibility, but the container will refuse to start "
-            f"(NVIDIA_REQUIRE_CUDA) unless NVIDIA_DISABLE_REQUIRE=1 is set. Choose a {exact} "
+            f"(NVIDIA_REQUIRE_CUDA) unless NVIDIA_DISABLE_REQUIRE=1 is set. Choose {exact} "
             "tag or update the driver."
         )
     return Compatibility(Verdict.MINOR_COMPAT, message, image_cuda, driver_cuda, need)

@@ -43,7 +43,7 @@ from gpuci_tui.core.host.images.disk_watch import DiskWatch
 from gpuci_tui.core.host.images.puller import ImagePuller, ImageRegistry
 from gpuci_tui.core.host.instance import DaemonPaths, group_lock, intent_stores, lock_instance
 from gpuci_tui.core.host.metrics.registry import Metrics, follow
-from gpuci_tui.core.host.observers.job_recorder import JobRecorder
+from gpuci_tui.core.host.observers.job_recorder import JobRecorder, history_seed
 from gpuci_tui.core.host.observers.pool import PoolObserver
 from gpuci_tui.core.host.reporter import Broadcaster
 from gpuci_tui.core.host.supervision.group_supervisor import GroupSupervisor
@@ -56,6 +56,7 @@ from gpuci_tui.core.protocols import (
     DockerDisk,
     GpuSampler,
     TokenSource,
+    UsageReporting,
 )
 from gpuci_tui.core.store.history import JobHistory
 from gpuci_tui.core.store.intent import IntentStore
@@ -387,6 +388,15 @@ def assemble(
         puller=puller,
         agent_versions=updates,
     )
+    if isinstance(api, UsageReporting):
+        # [azure] max_requests_per_minute: at start, and at once after a reload changes it.
+        api.set_request_cap(config.azure.max_requests_per_minute)
+        supervisor.on_reload(
+            lambda: api.set_request_cap(supervisor.config.azure.max_requests_per_minute)
+        )
+    for child in supervisor.children.values():
+        # "auto" starts from this host's recent jobs and start-ups, not from nothing.
+        child.seed_auto(history_seed(history, child.instance))
     if cuda is not None:
         # A reload may change the groups' images: check them against the driver again.
         supervisor.on_reload(cuda.check_soon)

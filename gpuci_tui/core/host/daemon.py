@@ -52,6 +52,7 @@ async def serve(
     command: tuple[str, ...] | None = None,
     ready: Callable[[Supervised, ControlServer], None] | None = None,
     gpu: GpuSampler | None = None,
+    signals: bool = True,
 ) -> int:
     """Run a supervisor with its control socket until stopped; returns an exit code.
 
@@ -59,7 +60,9 @@ async def serve(
     supervisor per group; a lock per group too, so no other daemon runs one of
     them). With a ``gpu`` sampler, the GPUs are sampled every
     ``[gpu] sample_interval`` and each finished job's GPU use is written to the
-    history with it.
+    history with it. ``signals`` False leaves SIGINT, SIGTERM and SIGHUP to the
+    caller (the demo serves in a thread beside its console: only the main thread
+    can take signals, and its handlers end the console and then the daemon).
 
     Raises:
         AlreadyRunningError: another supervisor (a daemon, or a console --foreground)
@@ -90,7 +93,9 @@ async def serve(
     try:
         if exporter is not None:
             exporter.start()  # before anything runs: a taken port fails the start
-        server = ControlServer(supervisor, paths.socket, logs_tail=runtime.logs_tail)
+        server = ControlServer(
+            supervisor, paths.socket, logs_tail=runtime.logs_tail, history_path=paths.history
+        )
         await server.start()
         # The CLI finds the daemon from the file: after an edit and a reload, too.
         links = SocketLinks(paths.socket)
@@ -102,10 +107,6 @@ async def serve(
                 TokenSweeper(runtime, supervisor).follow()
             )
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            # Default: leave the agents running, so a restart of the daemon
-            # (or of the whole host's service manager) never kills a job.
-            loop.add_signal_handler(sig, supervisor.request_stop, False)
         reloads: set[asyncio.Task[None]] = set()
 
         def hangup() -> None:
@@ -113,7 +114,12 @@ async def serve(
             reloads.add(task)  # held until done: the loop keeps only a weak reference
             task.add_done_callback(reloads.discard)
 
-        loop.add_signal_handler(signal.SIGHUP, hangup)
+        if signals:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                # Default: leave the agents running, so a restart of the daemon
+                # (or of the whole host's service manager) never kills a job.
+                loop.add_signal_handler(sig, supervisor.request_stop, False)
+            loop.add_signal_handler(signal.SIGHUP, hangup)
         log.info("supervising %s; control socket %s", agent_set(config), paths.socket)
         parts.start()
         if ready is not None:
@@ -121,7 +127,7 @@ async def serve(
         try:
             await parts.stopped()
         finally:
-            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP) if signals else ():
                 with contextlib.suppress(Exception):
                     loop.remove_signal_handler(sig)
             links.close()

@@ -1,7 +1,8 @@
 """Where a service principal's secret or certificate is kept, exactly as the PAT is.
 
-* The client secret: ``GPUCI_CLIENT_SECRET_FILE`` (a 0600 file, e.g. a systemd
-  credential), ``GPUCI_CLIENT_SECRET``, then the OS keyring (service
+* The client secret: ``GPUCI_CLIENT_SECRET_FILE`` (a 0600 file), the systemd
+  credential ``gpuci-client-secret`` (``$CREDENTIALS_DIRECTORY``),
+  ``GPUCI_CLIENT_SECRET``, then the OS keyring (service
   ``gpuci-tui``, user ``URL#client-secret:CLIENT_ID``), with the PAT's keyring
   rules (no plaintext backend, no prompting backend: `TokenStore`).
 * The certificate: always a PEM file (``[azure] client_certificate``) holding
@@ -9,8 +10,8 @@
   limit an entry's size (the Windows credential store to 2.5 KB, some Secret
   Service setups less), and a 4096-bit key with its chain does not fit, so the
   file is the one place, as for ``ssh`` keys. Its optional passphrase is kept
-  like the secret (``GPUCI_CERT_PASSPHRASE_FILE``, ``GPUCI_CERT_PASSPHRASE``,
-  keyring user ``URL#certificate-passphrase:CLIENT_ID``).
+  like the secret (``GPUCI_CERT_PASSPHRASE_FILE``, the credential
+  ``gpuci-cert-passphrase``, ``GPUCI_CERT_PASSPHRASE``, keyring user ``URL#certificate-passphrase:CLIENT_ID``).
 
 Each value handed out is registered with the redactor first.
 """
@@ -27,6 +28,7 @@ from pathlib import Path
 
 from gpuci_tui.core.config.validate import validate_org_url
 from gpuci_tui.core.errors import GpuciError
+from gpuci_tui.core.secrets.pat_file import secret_file
 from gpuci_tui.core.secrets.redaction import register_secret, register_secrets
 from gpuci_tui.core.secrets.token_store import SERVICE, TokenStore
 
@@ -38,6 +40,8 @@ _ENV = {
     CLIENT_SECRET: ("GPUCI_CLIENT_SECRET_FILE", "GPUCI_CLIENT_SECRET"),
     CERT_PASSPHRASE: ("GPUCI_CERT_PASSPHRASE_FILE", "GPUCI_CERT_PASSPHRASE"),
 }
+_CREDENTIAL = {CLIENT_SECRET: "gpuci-client-secret", CERT_PASSPHRASE: "gpuci-cert-passphrase"}
+"""The systemd credential (``$CREDENTIALS_DIRECTORY/NAME``) that may hold each secret."""
 
 
 class EntraSecretError(GpuciError):
@@ -83,11 +87,10 @@ class EntraSecretStore(TokenStore):
             EntraSecretError: the file named by the variable is unusable.
             KeyringUnavailableError: (and subclasses) the keyring cannot be used.
         """
-        file_var, env_var = _ENV[what]
-        file_name = self._environ.get(file_var, "").strip()
-        if file_name:
-            value = read_private_file(Path(file_name).expanduser(), file_var, strict=False)
-            value = value.strip()
+        env_var = _ENV[what][1]
+        found = secret_file(self._environ, _ENV[what][0], _CREDENTIAL[what])
+        if found is not None:
+            value = read_private_file(found.path, found.named_by, strict=False).strip()
         elif self._environ.get(env_var, "").strip():
             value = self._environ[env_var].strip()
         else:
@@ -98,6 +101,12 @@ class EntraSecretStore(TokenStore):
             value = stored.strip()
         register_secret(value)
         return value or None
+
+    def secret_keyring_needed(self, what: str) -> bool:
+        """Whether `get_secret` of ``what`` asks the keyring (no file or variable gives it)."""
+        file_var, env_var = _ENV[what]
+        named = secret_file(self._environ, file_var, _CREDENTIAL[what])
+        return named is None and not self._environ.get(env_var, "").strip()
 
     def set_secret(self, org_url: str, what: str, client_id: str, value: str) -> None:
         """Store ``value`` in the keyring (as `TokenStore.set_token` does the PAT)."""

@@ -1,8 +1,11 @@
 """The PAT: where it is stored (OS keyring), where else it may come from, and log redaction.
 
-The PAT is looked up in this order: the file named by ``GPUCI_PAT_FILE`` (e.g.
-a systemd credential), ``GPUCI_PAT``, then the keyring (service ``gpuci-tui``,
-user name = the normalised organisation URL). Two keyring behaviours are never
+The PAT is looked up in this order: the file named by ``GPUCI_PAT_FILE``, the
+systemd credential ``gpuci-pat`` (`pat_file`), ``GPUCI_PAT``, then the keyring
+(service ``gpuci-tui``, user name = the normalised organisation URL). Without a
+Secret Service the keyring is gpuci-tui's own encrypted file store
+(`open_cryptfile`), which the command line unlocks with a passphrase asked on
+the terminal (`gpuci_tui.cli.unlock`). Two keyring behaviours are never
 allowed: a plaintext backend (it would store the PAT base64-encoded, not
 encrypted) and a backend that asks for a password with ``getpass`` (it would
 corrupt a running Textual screen or hang a daemon). Both become a `GpuciError`
@@ -12,10 +15,7 @@ log redactor (`redaction`) first.
 
 from __future__ import annotations
 
-import logging
 import os
-import stat
-import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,22 +29,26 @@ from gpuci_tui.core.config import paths
 from gpuci_tui.core.config.validate import validate_org_url
 from gpuci_tui.core.errors import GpuciError
 
+# TokenFileError, PAT_FILE_MAX and SERVICE_ADVICE are re-exported: callers deal with this
+# module only.
+from gpuci_tui.core.secrets.pat_file import PAT_FILE_MAX as PAT_FILE_MAX
+from gpuci_tui.core.secrets.pat_file import SERVICE_ADVICE as SERVICE_ADVICE
+from gpuci_tui.core.secrets.pat_file import PatFileReader, pat_file
+from gpuci_tui.core.secrets.pat_file import TokenFileError as TokenFileError
+
 # SecretRedactor and mask_token are re-exported: callers deal with this module only.
 from gpuci_tui.core.secrets.redaction import SecretRedactor as SecretRedactor
 from gpuci_tui.core.secrets.redaction import mask_token as mask_token
 from gpuci_tui.core.secrets.redaction import redact, register_secret
 
-log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 SERVICE = "gpuci-tui"
-PAT_FILE_MAX = 64 * 1024
 STORE_HINT = 'store one with "gpuci-tui token set" or run "gpuci-tui setup"'
 NO_KEYRING_ADVICE = (
     "Over SSH there is usually no Secret Service on D-Bus. Either run gpuci-tui under "
     '"dbus-run-session" with "gnome-keyring-daemon --unlock" (see README, "Keyring"), '
-    "or use the encrypted file store (gpuci-tui asks for its passphrase), or, for a "
-    "systemd service, put the PAT in a file only you can read and set GPUCI_PAT_FILE to it."
+    "or use the encrypted file store (its passphrase is asked on the terminal). " + SERVICE_ADVICE
 )
 
 
@@ -70,10 +74,6 @@ class TokenMissingError(GpuciError):
 
 class InvalidTokenError(GpuciError):
     """A PAT (typed, or read from GPUCI_PAT / GPUCI_PAT_FILE) is empty or malformed."""
-
-
-class TokenFileError(GpuciError):
-    """``GPUCI_PAT_FILE`` names a file that cannot be used."""
 
 
 # --------------------------------------------------------------------------- keyring diagnosis
@@ -136,9 +136,11 @@ def _classify(backend: KeyringBackend) -> KeyringStatus:
         if unlocked:
             return KeyringStatus(True, "cryptfile" if is_cryptfile else "other", name, "Unlocked.")
         if is_cryptfile:
-            message = "The encrypted file store is locked: it needs its passphrase."
-            advice = "Enter its passphrase in gpuci-tui (a service can use GPUCI_PAT_FILE)."
-            return KeyringStatus(False, "cryptfile", name, message, advice)
+            message = (
+                "There is no Secret Service in this session, and the encrypted file store "
+                "needs its passphrase, which is asked on a terminal."
+            )
+            return KeyringStatus(False, "cryptfile", name, message, SERVICE_ADVICE)
         message = f"The selected keyring ({name}) would ask for its password on the terminal."
         return KeyringStatus(False, "other", name, message, "Use the encrypted file store.")
     if name.startswith(("keyring.backends.SecretService", "keyring.backends.libsecret")):
@@ -185,6 +187,19 @@ def diagnose_keyring(backend: KeyringBackend | None = None) -> KeyringStatus:
 
 
 # --------------------------------------------------------------------------- encrypted file store
+
+
+def encrypted_store_instead(status: KeyringStatus) -> bool:
+    """Whether the PAT goes to gpuci-tui's own encrypted file store (`open_cryptfile`).
+
+    So it does where there is no Secret Service: keyring then picks its own
+    passphrase file store, locked (it would ask with ``getpass`` at its first
+    use), or no backend at all. A backend disabled on purpose (the null one), a
+    plaintext one or a locked Secret Service keep their own advice.
+    """
+    if status.usable:
+        return False
+    return status.kind == "cryptfile" or status.backend_name == "keyring.backends.fail.Keyring"
 
 
 def open_cryptfile(
@@ -246,7 +261,8 @@ class TokenStore:
     Args:
         backend: The keyring backend to use (e.g. from `open_cryptfile`); None
             means keyring's own choice, resolved at each call (`default_backend`).
-        environ: Where ``GPUCI_PAT_FILE`` and ``GPUCI_PAT`` are read (default: os.environ).
+        environ: Where ``GPUCI_PAT_FILE``, ``CREDENTIALS_DIRECTORY`` and ``GPUCI_PAT``
+            are read (default: os.environ).
     """
 
     def __init__(
@@ -254,8 +270,7 @@ class TokenStore:
     ) -> None:
         self._backend = backend
         self._environ = os.environ if environ is None else environ
-        self._warned: set[tuple[str, int]] = set()
-        self._lock = threading.Lock()
+        self._files = PatFileReader()
 
     @property
     def backend(self) -> KeyringBackend:
@@ -267,19 +282,17 @@ class TokenStore:
         return diagnose_keyring(self.backend)
 
     def get_token(self, org_url: str) -> str:
-        """The PAT for ``org_url``: from GPUCI_PAT_FILE, else GPUCI_PAT, else the keyring.
+        """The PAT for ``org_url``: from its file (`pat_file`), else GPUCI_PAT, else the keyring.
 
         Raises:
-            TokenFileError: GPUCI_PAT_FILE is set but unusable.
+            TokenFileError: GPUCI_PAT_FILE (or the systemd credential) is set but unusable.
             InvalidTokenError: the PAT found is empty or malformed.
             TokenMissingError: none is stored for this organisation.
             KeyringUnavailableError: (and subclasses) the keyring cannot be used.
         """
-        file_name = self._environ.get("GPUCI_PAT_FILE", "")
-        if file_name.strip():
-            pat = _clean(
-                self._read_pat_file(Path(file_name.strip()).expanduser()), "in GPUCI_PAT_FILE"
-            )
+        source = pat_file(self._environ)
+        if source is not None:
+            pat = _clean(self._files.read(source), f"in {source.named_by}")
         elif self._environ.get("GPUCI_PAT", "").strip():
             pat = _clean(self._environ["GPUCI_PAT"], "in GPUCI_PAT")
         else:
@@ -317,6 +330,15 @@ class TokenStore:
         self._call("delete the PAT from", lambda b: b.delete_password(SERVICE, url))
         return True
 
+    def pat_file(self) -> Path | None:
+        """The file `get_token` reads the PAT from (GPUCI_PAT_FILE or the systemd credential)."""
+        source = pat_file(self._environ)
+        return source.path if source is not None else None
+
+    def keyring_needed(self) -> bool:
+        """Whether `get_token` asks the keyring (no PAT file, credential or GPUCI_PAT)."""
+        return pat_file(self._environ) is None and not self._environ.get("GPUCI_PAT", "").strip()
+
     def source_of_token(self, org_url: str) -> str:
         """Where `get_token` would take the PAT from: ``file``, ``env``, ``keyring`` or ``none``.
 
@@ -324,10 +346,8 @@ class TokenStore:
             KeyringUnavailableError: (and subclasses) the keyring had to be asked
                 and cannot be used.
         """
-        if self._environ.get("GPUCI_PAT_FILE", "").strip():
-            return "file"
-        if self._environ.get("GPUCI_PAT", "").strip():
-            return "env"
+        if not self.keyring_needed():
+            return "file" if self.pat_file() is not None else "env"
         url = validate_org_url(org_url)
         found = self._call("read", lambda b: b.get_password(SERVICE, url))
         return "none" if found is None else "keyring"
@@ -356,57 +376,6 @@ class TokenStore:
             raise KeyringUnavailableError(
                 f"Cannot {doing} the keyring ({status.backend_name}): {detail}."
             ) from None
-
-    def _read_pat_file(self, path: Path) -> str:
-        where = f"GPUCI_PAT_FILE names {path}, which"
-        try:
-            # O_NONBLOCK: a FIFO must not hang us; it is rejected as "not a regular file".
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        except FileNotFoundError:
-            raise TokenFileError(
-                f"{where} does not exist; create it (the PAT on one line, chmod 600) "
-                "or unset GPUCI_PAT_FILE."
-            ) from None
-        except OSError as exc:
-            raise TokenFileError(
-                f"{where} cannot be read ({exc.strerror}); make it readable by this user "
-                "(owned by you, chmod 600)."
-            ) from None
-        try:
-            info = os.fstat(fd)
-            regular = stat.S_ISREG(info.st_mode)
-            data = _read_up_to(fd, PAT_FILE_MAX + 1) if regular else b""
-        finally:
-            os.close(fd)
-        if not regular:
-            raise TokenFileError(f"{where} is not a regular file; point it at the PAT file.")
-        if len(data) > PAT_FILE_MAX:
-            raise TokenFileError(f"{where} is too large to hold a PAT; point it at the PAT file.")
-        mode = stat.S_IMODE(info.st_mode)
-        if mode & 0o077:
-            with self._lock:
-                first = (str(path), mode) not in self._warned
-                self._warned.add((str(path), mode))
-            if first:
-                log.warning(
-                    "GPUCI_PAT_FILE %s is open to group or others (mode %04o); restrict it: "
-                    "chmod 600 %s",
-                    path,
-                    mode,
-                    path,
-                )
-        try:
-            return data.decode("utf-8")
-        except UnicodeDecodeError:
-            raise TokenFileError(f"{where} is not text; it must hold only the PAT.") from None
-
-
-def _read_up_to(fd: int, limit: int) -> bytes:
-    chunks, size = [], 0
-    while size < limit and (chunk := os.read(fd, limit - size)):
-        chunks.append(chunk)
-        size += len(chunk)
-    return b"".join(chunks)
 
 
 def _clean(raw: str, source: str) -> str:

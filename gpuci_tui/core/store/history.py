@@ -92,6 +92,8 @@ class JobRecord:
     ecc_uncorrected: int | None = None
     """ECC errors the job's GPUs counted while it ran."""
     peak_temp_c: float | None = None
+    startup_s: float | None = None
+    """Seconds its agent took to start: container start to online (None: not measured)."""
     id: int | None = None
     """The row id, set on records read back from the history."""
 

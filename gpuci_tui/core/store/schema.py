@@ -22,7 +22,7 @@ import os
 import sqlite3
 from pathlib import Path
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 BUSY_TIMEOUT_S = 5.0
 
 _V1_TABLE = """
@@ -82,7 +82,12 @@ V5_COLUMNS: tuple[tuple[str, str], ...] = (
 throttle reason (a JSON object), ECC errors during the job and the peak temperature;
 NULL: not known (older rows, or the board does not say), never 0."""
 
-_ADDED = (V2_COLUMNS, V3_COLUMNS, V4_COLUMNS, V5_COLUMNS)
+V6_COLUMNS: tuple[tuple[str, str], ...] = (("startup_s", "REAL"),)
+"""Added by version 6: the start-up of the agent that ran the job (its container's start
+to its agent online), which a restarted daemon's ``standby = "auto"`` starts from; NULL:
+not measured (older rows, an adopted agent)."""
+
+_ADDED = (V2_COLUMNS, V3_COLUMNS, V4_COLUMNS, V5_COLUMNS, V6_COLUMNS)
 COLUMNS = V1_COLUMNS + tuple(name for added in _ADDED for name, _ in added)
 
 _V2_INDEXES = (
@@ -190,6 +195,9 @@ def migrate(db: sqlite3.Connection) -> int:
         if version == 4:
             _add_columns(db, V5_COLUMNS)
             version = 5
+        if version == 5:
+            _add_columns(db, V6_COLUMNS)
+            version = 6
         if version != found:
             db.execute(f"PRAGMA user_version = {version}")
         db.execute("COMMIT")

@@ -17,6 +17,7 @@ from gpuci_tui.core.config.loader import (
     validate_name_prefix,
     validate_org_url,
 )
+from gpuci_tui.core.config.validate import IMAGE_EXAMPLE
 from gpuci_tui.core.engine.settings import SupervisorConfig
 from tests.core.config_helpers import (
     URL,
@@ -115,8 +116,19 @@ def test_unknown_key_without_close_match_lists_the_allowed(tmp_path: Path) -> No
     [line] = problems(tmp_path, with_value("azure", "region", "westeurope"))
     assert line == (
         "azure.region: unknown key; allowed: url, pool, remove_offline_after, auth, tenant_id, "
-        "client_id, authority, client_certificate, pat_expires"
+        "client_id, authority, client_certificate, pat_expires, max_requests_per_minute"
     )
+
+
+def test_the_request_cap_is_a_whole_number_from_ten_and_a_near_miss_is_named(
+    tmp_path: Path,
+) -> None:
+    path = write(tmp_path / "ok.toml", with_value("azure", "max_requests_per_minute", 120))
+    assert load_config(path).azure.max_requests_per_minute == 120
+    [low] = problems(tmp_path, with_value("azure", "max_requests_per_minute", 5))
+    assert low == "azure.max_requests_per_minute: must be a whole number from 10 to 100000, got 5"
+    [typo] = problems(tmp_path, with_value("azure", "max_request_per_minute", 60))
+    assert 'did you mean "max_requests_per_minute"?' in typo
 
 
 @pytest.mark.parametrize(
@@ -143,8 +155,8 @@ def test_top_level_token_is_refused(tmp_path: Path) -> None:
 
 def test_missing_sections_and_required_keys(tmp_path: Path) -> None:
     assert problems(tmp_path, {"agents": {"count": 1}}) == [
-        "azure: is missing; add a [azure] section",
-        'agents.image: is missing; add image = "REPO/IMAGE:TAG"',
+        "azure: is missing; add an [azure] section",
+        f'agents.image: is missing; add image = "{IMAGE_EXAMPLE}"',
     ]
     assert problems(tmp_path, {"azure": {}, "agents": {"image": "a:b"}}) == [
         'azure.url: is missing; add url = "https://dev.azure.com/ORG"',
@@ -270,11 +282,14 @@ def test_valid_image_references(tmp_path: Path, image: str) -> None:
 @pytest.mark.parametrize(
     ("image", "problem"),
     [
-        ("Team/Agent:v1", 'is not an image reference like "REPO/IMAGE:TAG"; repository names must '
-         'be lowercase, got "Team/Agent:v1"'),
-        ("gpu agent", 'is not an image reference like "REPO/IMAGE:TAG", got "gpu agent"'),
-        ("repo:", 'is not an image reference like "REPO/IMAGE:TAG", got "repo:"'),
-        ("", 'is empty; set the agent image, e.g. "REPO/IMAGE:TAG"'),
+        ("Team/Agent:v1", f'is not an image reference like "{IMAGE_EXAMPLE}"; repository names '
+         'must be lowercase, got "Team/Agent:v1"'),
+        ("gpu agent", f'is not an image reference like "{IMAGE_EXAMPLE}", got "gpu agent"'),
+        ("repo:", f'is not an image reference like "{IMAGE_EXAMPLE}", got "repo:"'),
+        ("", f'is empty; set the agent image, e.g. "{IMAGE_EXAMPLE}"'),
+        # The wizard's placeholder, copied by hand: the example is a real image, never it.
+        ("REPO/IMAGE:TAG", 'is still the placeholder "REPO/IMAGE:TAG": name your agent image, '
+         f'e.g. "{IMAGE_EXAMPLE}"'),
     ],
 )  # fmt: skip
 def test_bad_image_references(tmp_path: Path, image: str, problem: str) -> None:

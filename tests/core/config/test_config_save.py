@@ -1,4 +1,4 @@
-"""Configuration: volumes, supervisor and keys tables, in-memory validation, atomic saving, identity."""
+"""Configuration: volumes and supervisor tables, in-memory validation, atomic saving, identity."""
 
 from __future__ import annotations
 
@@ -34,7 +34,6 @@ from gpuci_tui.core.config.loader import (
 from gpuci_tui.core.engine.settings import SupervisorConfig
 from tests.core.config_helpers import (
     URL,
-    base_doc,
     full_config,
     problems,
     with_value,
@@ -144,7 +143,7 @@ def test_validate_volume_for_the_wizard(tmp_path: Path) -> None:
     assert one.value.key == "agents.volumes[4].host"
 
 
-# --------------------------------------------------------------------------- supervisor and keys
+# --------------------------------------------------------------------------- supervisor
 
 
 @pytest.mark.parametrize(
@@ -171,20 +170,6 @@ def test_supervisor_whole_seconds_become_floats(tmp_path: Path) -> None:
     config = load_config(write(tmp_path / "c.toml", with_value("supervisor", "poll_interval", 3)))
     assert config.supervisor.poll_interval == 3.0
     assert isinstance(config.supervisor.poll_interval, float)
-
-
-def test_key_bindings(tmp_path: Path) -> None:
-    doc = base_doc()
-    doc["keys"] = {"drain": "x", "restart": "", "quit": 5}
-    assert problems(tmp_path, doc) == [
-        'keys.restart: is empty; give one or more keys, e.g. "x" or "ctrl+d,f5"',
-        'keys.quit: must be key names such as "x" or "ctrl+d" in quotes, got 5',
-    ]
-    doc["keys"] = {"drain": " x ", "app.quit": "ctrl+q,f10"}
-    assert load_config(write(tmp_path / "k.toml", doc)).keys == {
-        "drain": "x",
-        "app.quit": "ctrl+q,f10",
-    }
 
 
 # --------------------------------------------------------------------------- in memory

@@ -57,3 +57,27 @@ def test_auto_is_saved_and_read_back(tmp_path: Path) -> None:
     save_config(replace(config, agents=agents), tmp_path / "out.toml")
     again = load_config(tmp_path / "out.toml").agents
     assert (again.standby, again.standby_max, again.max_agents) == ("auto", 2, 6)
+
+
+def test_a_floor_above_the_ceiling_is_refused_in_agents_and_in_a_group(tmp_path: Path) -> None:
+    """Issue 28: standby_min = 4 above standby_max = 2 was accepted, and "auto" quietly kept 4."""
+    doc = base_doc()
+    doc["agents"].update(standby="auto", standby_min=4, standby_max=2)
+    assert problems(tmp_path, doc) == [
+        'agents.standby_min: is 4, above standby_max (2): "auto" keeps standby_min standbys '
+        "while idle and at most standby_max; lower standby_min to 2 or raise standby_max"
+    ]
+    doc["agents"].update(standby_min=1, standby_max=2, gpus="none")
+    doc["groups"] = {"a": {"standby_min": 4}, "b": {"standby": 1, "standby_min": 4}}
+    assert problems(tmp_path, doc) == [
+        'groups.a.standby_min: is 4, above standby_max (2): "auto" keeps standby_min standbys '
+        "while idle and at most standby_max; lower standby_min to 2 or raise standby_max"
+    ]
+    # Without "auto" the bounds are not used: nothing to refuse.
+    assert loaded(tmp_path, standby=1, standby_min=4).standby_min == 4
+    # The default ceiling is named as one.
+    doc = base_doc()
+    doc["agents"].update(standby="auto", standby_min=5)
+    assert problems(tmp_path, doc)[0].startswith(
+        "agents.standby_min: is 5, above standby_max (3, the default)"
+    )

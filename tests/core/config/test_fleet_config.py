@@ -173,14 +173,14 @@ def test_a_fleet_only_file_is_enough_for_the_console(tmp_path: Path) -> None:
     path = tmp_path / "config.toml"
     path.write_text(
         '[fleet]\nhosts = ["ci@gpu2", { host = "ci@gpu3", label = "a100" }]\n'
-        'command = "~/.local/bin/gpuci-tui"\nconnect_timeout = 5\n[keys]\ndrain = "x"\n'
+        'command = "~/.local/bin/gpuci-tui"\nconnect_timeout = 5\n[keys]\ndrain = "ctrl+d"\n'
     )
     fleet, keys = load_fleet(path)
     assert [h.target for h in fleet.hosts] == ["ci@gpu2", "ci@gpu3"]
     assert fleet.labels() == ("gpu2", "a100")
     assert fleet.command_of(fleet.hosts[0]) == "~/.local/bin/gpuci-tui"
     assert fleet.connect_timeout == 5.0
-    assert keys == {"drain": "x"}
+    assert keys == {"drain": "ctrl+d"}
 
 
 def test_load_fleet_names_the_file(tmp_path: Path) -> None:

@@ -82,6 +82,8 @@ ONE_GROUP = [
      "supervisor.backoff_max", False, "engine's rules"),
     (('name_prefix = "box"', 'name_prefix = "box"\n\n[history]\nkeep_days = 7'),
      "history.keep_days", False, "history is opened"),
+    (('pool = "gpu"', 'pool = "gpu"\nmax_requests_per_minute = 60'),
+     "azure.max_requests_per_minute", True, "(unset) -> 60: applies now: the daemon's calls"),
 ]  # fmt: skip
 
 
@@ -110,6 +112,15 @@ def test_applied_takes_only_what_changed_live(tmp_path: Path) -> None:
     assert diff.applied.agents.name_prefix == "box"  # restart: as it runs
     assert diff.applied.azure.url == old.azure.url
     assert len(diff.restart_needed) == 2
+
+
+def test_a_new_request_cap_is_applied_live(tmp_path: Path) -> None:
+    old = load(tmp_path, ONE)
+    new = load(
+        tmp_path, edit(ONE, 'pool = "gpu"', 'pool = "gpu"\nmax_requests_per_minute = 60'), "n"
+    )
+    assert diff_configs(old, new).applied.azure.max_requests_per_minute == 60
+    assert diff_configs(new, old).applied.azure.max_requests_per_minute is None
 
 
 def test_no_change(tmp_path: Path) -> None:

@@ -119,3 +119,20 @@ def test_a_canary_on_a_spec_that_never_starts_is_rolled_back_and_the_others_neve
     assert world.outdated() == []
     started_on_new = {b.slot for b in world.boxes.values() if b.spec == "s1"}
     assert started_on_new == canary
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_while_the_organisation_refuses_every_call_jobs_go_on_and_never_two(seed: int) -> None:
+    """Windows of 10-60 s in which every read and write is refused, under the whole storm.
+
+    Slots whose active agent exits meanwhile restart it in place (`planning.refused`):
+    jobs keep being handed out; afterwards each slot is back to one active lane and
+    its ready standby.
+    """
+    world = World(seed=seed, slots=3, crash_rate=0.0, outages=True)
+    world.run(600.0)
+    assert world.refused, "no refusal window drawn"
+    assert world.refused_jobs > 0, "no job started while the organisation refused our calls"
+    assert len(world.done) > 30, f"only {len(world.done)} jobs done"
+    world.settle(120.0)
+    assert world.steady() == []

@@ -64,11 +64,12 @@ ROWS: list[tuple[str, EngineState, list[Action], bool]] = [
      engine({**ACTIVE, "enabled": False, "idle_verified": True}, ABSENT),
      [StartAgent(0, B)], False),
     ("a busy, b never registered: b waits (a new registration would be enabled)",
-     engine(BUSY, ABSENT), [SetEnabled(0, A, 1, False)], False),
+     engine(BUSY, ABSENT), [], False),
     # ------------------------------------------------------------- steady state
     ("active ready, standby ready: nothing to do", engine(ACTIVE, STANDBY), [], False),
-    ("active busy: disable it now so its next container comes back as the standby",
-     engine(BUSY, STANDBY), [SetEnabled(0, A, 1, False)], False),
+    ("active busy: it stays enabled until it exits (then the exit disables it, below), so"
+     " an organisation that starts refusing writes meanwhile does not strand the slot",
+     engine(BUSY, STANDBY), [], False),
     ("active exited (disabled while busy), standby ready: enable the standby at once"
      " (and remove the dead container at once: no auto-remove)",
      engine(dying("ca", agent_id=1, enabled=False, idle_verified=True, known_at=20.0), STANDBY),

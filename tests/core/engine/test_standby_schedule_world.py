@@ -27,11 +27,20 @@ DEEP = (Lane.C, Lane.D)
 
 
 def probe(world: World, times: tuple[float, ...]) -> dict[float, tuple[int, int]]:
-    """At each time: (standby depth in force, live containers in lanes c and d)."""
+    """At each time: (standby depth in force, lanes c and d in use).
+
+    In use: a container runs in the lane, or its next one is being started (a lane
+    that ran a job restarts at once; at any instant one may be between the two).
+    """
     seen: dict[float, tuple[int, int]] = {}
 
     def look(t: float) -> None:
-        deep = sum(1 for box in world.boxes.values() if box.alive and box.lane in DEEP)
+        deep = sum(
+            1
+            for _, lane in world.state.lanes()
+            if lane.lane in DEEP
+            and (lane.live or any(b.alive and b.name == lane.name for b in world.boxes.values()))
+        )
         seen[t] = (int(world.state.standby), deep)
 
     for t in times:

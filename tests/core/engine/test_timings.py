@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gpuci_tui.core.engine.lifecycle import LanePhase, new_slot
-from gpuci_tui.core.engine.steps import Note
+from gpuci_tui.core.engine.lifecycle import Lane, LanePhase, new_slot
+from gpuci_tui.core.engine.pool_view import PoolView
+from gpuci_tui.core.engine.steps import Died, JobEnded, Note, PoolRead, Started
 from gpuci_tui.core.engine.timings import gap_start, startup_note, with_gap
+from gpuci_tui.core.engine.transitions.apply import apply
 from gpuci_tui.core.models import JobInfo
+from gpuci_tui.core.protocols import Agent, JobRequest
+from tests.core.lifecycle_helpers import RULES, engine, observe, slot0
 
 SLOT = new_slot("t", 0)
 A, B = SLOT.lanes
@@ -57,3 +61,21 @@ def test_the_gap_runs_from_a_jobs_end_to_the_slots_next_assignment() -> None:
     unreadable = taken.with_lane(replace(B, job=replace(job, assign_time="soon")))
     note, _ = with_gap(Note("job_assigned", "x", 0, agent=B.name), unreadable, 510.0)
     assert note.seconds == 10.0  # the read that showed it
+
+
+def test_the_lane_keeps_its_startup_until_its_job_ends_and_the_history_row_gets_it() -> None:
+    """The row of the finished job carries it (what a restarted "auto" starts from)."""
+
+    def read(at: float, online: bool, job: int | None = None) -> PoolRead:
+        request = JobRequest(request_id=job) if job else None
+        agent = Agent(1, "h-0", True, "online" if online else "offline", assigned_request=request)
+        return PoolRead(PoolView(42, began_at=at, agents=(agent,)))
+
+    state = observe(engine(standby=False), Started(0, Lane.A, "c1", 100.0), read(101.0, False))
+    state = observe(state, read(109.5, True))
+    assert slot0(state).lane(Lane.A).startup_s == 9.5
+    state = observe(state, read(110.0, True, job=7))
+    step = apply(state, Died(0, Lane.A, "c1", 0, 113.0), RULES)
+    ended = [out for out in step.outputs if isinstance(out, JobEnded)]
+    assert [e.startup_s for e in ended] == [9.5]
+    assert slot0(step.state).lane(Lane.A).startup_s is None, "the next container measures anew"

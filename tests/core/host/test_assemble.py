@@ -18,7 +18,7 @@ from gpuci_tui.core.host.assemble import assemble
 from gpuci_tui.core.host.daemon import DaemonPaths
 from gpuci_tui.core.host.supervision.group_supervisor import GroupSupervisor
 from gpuci_tui.core.models import SlotState
-from gpuci_tui.core.store.history import JobHistory, JobQuery
+from gpuci_tui.core.store.history import JobHistory, JobQuery, JobRecord
 from gpuci_tui.sim.api import SimPoolApi
 from gpuci_tui.sim.org import SimOrg
 from gpuci_tui.sim.runtime import DEFAULT_IMAGE, SimulatedRuntime
@@ -140,3 +140,36 @@ async def test_one_group_is_still_a_group_that_looks_like_a_lone_supervisor(
     finally:
         sup.request_stop()
         await asyncio.wait_for(task, 10)
+
+
+def test_a_restarted_daemon_starts_auto_from_its_history(org: SimOrg, tmp_path: Path) -> None:
+    """The assembly reads the history once: "auto" knows 3-s jobs and 9-s start-ups at once."""
+    path = tmp_path / "config.toml"
+    path.write_text(
+        CONFIG.split("[groups.a]")[0].replace("count = 1", 'count = 1\nstandby = "auto"')
+    )
+    config = load_config(path)
+    history = JobHistory(":memory:")
+    for n in range(5):  # what the daemon wrote before it was restarted
+        history.add(
+            JobRecord(
+                instance=instance_id(config), slot=0, agent="box-0", request_id=n,
+                pipeline="train", run="1", started_at=100.0 * n, ended_at=100.0 * n + 12.5,
+                exit_code=0, oom=False, reason="job finished", result="succeeded",
+                duration_s=3.0, startup_s=9.0,
+            )
+        )  # fmt: skip
+    history.add(JobRecord("another-host", 0, "x-0", 9, None, None, 0.0, 1.0, 0, False, "",
+                          result="succeeded", duration_s=60.0, startup_s=1.0))  # fmt: skip
+    parts = assemble(
+        config,
+        api=SimPoolApi(org, PAT),
+        runtime=SimulatedRuntime(org),
+        tokens=StaticTokens(),
+        history=history,
+        mode="in-process",
+    )
+    sup = parts.supervisor
+    assert isinstance(sup, GroupSupervisor)
+    auto = next(iter(sup.children.values())).state.auto
+    assert auto is not None and (auto.job_s, auto.startup_s) == (3.0, 9.0)

@@ -90,7 +90,7 @@ async def test_kept_groups_get_only_their_live_changes(
     assert sup.config.groups[0].agents.image == "repo/x:v2"
     assert sup.config.groups[0].agents.name_prefix == "box-a"
     events = [e.message for e in sup.events if e.kind == "reload"]
-    assert events == ["reload: 2 change(s) applied; 1 need a restart"]
+    assert events == ["reload: 2 changes applied; 1 needs a restart"]
     # Without --canary-jobs the default is [supervisor] canary_jobs.
     await sup.execute(Reload(canary=1))
     assert recorded.calls == [recorded.calls[0]]  # nothing changed the second time
@@ -145,7 +145,7 @@ async def test_groups_added_and_removed_while_running(
         result = await sup.execute(Reload())
         assert not result.ok  # the held group could not be added; the rest is applied
         assert "group b: removed" not in result.message  # already gone
-        assert "group c: added: 1 slots start" in result.message
+        assert "group c: added: 1 slot starts" in result.message
         assert "not added: another gpuci-tui run (pid 1)" in result.message
         await wait_until(lambda: idle({"a/0", "c/0"}), timeout=20, what="b gone, c/0 idle")
         assert set(sup.children) == {"a", "c"} and sup.retiring == set()
@@ -201,4 +201,4 @@ async def test_an_image_the_driver_cannot_run_is_refused_before_anything_changes
     assert [g.agents.count for g in sup.config.groups] == [1, 2]
     assert sorted(set(asked)) == ["repo/x:cu124", "repo/y:cu124"]
     events = [e.message for e in sup.events if e.kind == "reload"]
-    assert events[-1] == "reload: refused a, c (CUDA); 1 change(s) applied", events
+    assert events[-1] == "reload: refused a, c (CUDA); 1 change applied", events

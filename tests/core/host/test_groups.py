@@ -292,7 +292,7 @@ def test_check_config_lists_each_group(tmp_path: Path, capsys: pytest.CaptureFix
     assert main(["--config", str(path), "check-config"]) == exitcodes.OK
     out = capsys.readouterr().out.splitlines()
     assert out[0].endswith(": OK (2 agent groups)")
-    assert out[1].startswith("  cuda12: 2 slot(s) box-cuda12-0…, pool 'gpu'")
+    assert out[1].startswith("  cuda12: 2 slots box-cuda12-0…, pool 'gpu'")
     assert out[1].endswith("GPUs 0,1 (shared)")
     assert out[2] == (
         "    GPU admission: exclusive (no process outside gpuci-tui's containers on the "

@@ -10,7 +10,12 @@ from gpuci_tui.core.engine.steps import JobEnded
 from gpuci_tui.core.gpu.accounting import JobAccountant, container_owners, key_of
 from gpuci_tui.core.gpu_readings import GpuFrame, GpuHostInfo, GpuProcess, GpuSample
 from gpuci_tui.core.host.gpus.watch import GpuWatch
-from gpuci_tui.core.host.observers.job_recorder import JobRecorder, job_record, seconds_between
+from gpuci_tui.core.host.observers.job_recorder import (
+    JobRecorder,
+    history_seed,
+    job_record,
+    seconds_between,
+)
 from gpuci_tui.core.host.supervision.supervisor import Supervisor
 from gpuci_tui.core.models import (
     AgentSnapshot,
@@ -194,3 +199,23 @@ async def test_rows_waiting_for_a_backoff_are_written_at_shutdown_without_the_re
     await recorder.drain()
     (row,) = recorder.history.query(JobQuery())
     assert row.request_id == 890001 and row.result is None and api.reads == 0
+
+
+def test_the_row_keeps_the_agents_startup_and_a_restart_reads_it_back() -> None:
+    """`history_seed`: job lengths as the organisation timed them, and the start-ups."""
+    history = JobHistory(":memory:")
+    timed = JobRequest(
+        request_id=890001,
+        result="succeeded",
+        assign_time="2026-11-23T10:00:00Z",
+        finish_time="2026-11-23T10:00:03Z",
+    )
+    history.add(job_record("inst", replace(ENDED, startup_s=9.2), timed, None))
+    # Unread (the organisation was refusing): its "duration" is the container's life.
+    history.add(job_record("inst", replace(ENDED, startup_s=8.8), None, None))
+    history.add(job_record("inst", ENDED, timed, None))  # an adopted agent: not measured
+    history.add(job_record("other", replace(ENDED, startup_s=1.0), timed, None))
+    rows = history.query(JobQuery(instance="inst"))
+    assert sorted(r.startup_s or 0.0 for r in rows) == [0.0, 8.8, 9.2]
+    seed = history_seed(history, "inst")
+    assert sorted(seed.jobs) == [3.0, 3.0] and sorted(seed.startups) == [8.8, 9.2]

@@ -12,6 +12,7 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from gpuci_tui.core.azure.usage import ROUTES, HttpAttempt, route_of
 from gpuci_tui.core.gpu_readings import GpuFrame, GpuHostInfo, GpuSample
 from gpuci_tui.core.host.metrics.registry import Metrics, azure_outcome, follow, result_label
 from gpuci_tui.core.host.reporter import Broadcaster
@@ -227,8 +228,55 @@ def test_replenish_latency_runs_from_the_exit_to_the_next_idle_snapshot() -> Non
 def test_azure_outcomes_are_a_small_fixed_set(status: int | None, outcome: str) -> None:
     assert azure_outcome(status) == outcome
     metrics = Metrics()
-    metrics.azure_response(status)
-    assert value(metrics, "gpuci_azure_requests_total", outcome=outcome) == 1
+    metrics.azure_response(HttpAttempt("GET", "agents", status, 1234))
+    code = "unreachable" if status is None else str(status)
+    assert value(metrics, "gpuci_azure_requests_total", outcome=outcome, route="agents", code=code)
+    assert value(metrics, "gpuci_azure_response_bytes_total", route="agents") == 1234
+
+
+def test_requests_and_bytes_by_route_stay_bounded() -> None:
+    metrics = Metrics()
+    metrics.azure_response(
+        HttpAttempt("GET", route_of("_apis/distributedtask/pools/42/agents"), 200, 900)
+    )
+    metrics.azure_response(
+        HttpAttempt("GET", route_of("_apis/distributedtask/pools/42/agents"), 200, 100)
+    )
+    metrics.azure_response(
+        HttpAttempt("PATCH", route_of("_apis/distributedtask/pools/42/agents/7"), 200, 50)
+    )
+    metrics.azure_response(
+        HttpAttempt("GET", route_of("_apis/distributedtask/pools/42/jobrequests"), None)
+    )
+    got = scrape(metrics)
+    assert (
+        got[
+            (
+                "gpuci_azure_requests_total",
+                (("code", "200"), ("outcome", "ok"), ("route", "agents")),
+            )
+        ]
+        == 2
+    )
+    assert (
+        got[
+            ("gpuci_azure_requests_total", (("code", "200"), ("outcome", "ok"), ("route", "agent")))
+        ]
+        == 1
+    )
+    assert (
+        got[
+            (
+                "gpuci_azure_requests_total",
+                (("code", "unreachable"), ("outcome", "network_error"), ("route", "jobrequests")),
+            )
+        ]
+        == 1
+    )
+    assert value(metrics, "gpuci_azure_response_bytes_total", route="agents") == 1000
+    assert value(metrics, "gpuci_azure_response_bytes_total", route="jobrequests") == 0
+    routes = {dict(k[1]).get("route") for k in got if k[0] == "gpuci_azure_response_bytes_total"}
+    assert routes == set(ROUTES)  # every route from the start, and no other
 
 
 def test_result_labels_stay_bounded() -> None:
@@ -294,7 +342,7 @@ def test_every_counter_has_a_zero_sample_before_its_first_event() -> None:
         ):
             assert value(metrics, name, group=group) == 0, name
     for outcome in AZURE_OUTCOMES:
-        assert value(metrics, "gpuci_azure_requests_total", outcome=outcome) == 0
+        assert value(metrics, "gpuci_azure_requests_total", outcome=outcome, route="", code="") == 0
     assert {azure_outcome(s) for s in (200, None, 429, 401, 404, 503)} == set(AZURE_OUTCOMES)
     metrics.job_recorded("a100", record(result="succeeded", duration_s=5.0))
     assert value(metrics, "gpuci_jobs_total", group="a100", result="succeeded") == 1

@@ -12,6 +12,7 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpuci_tui.core.azure.client import AzureDevOpsClient
+from gpuci_tui.core.azure.usage import HttpAttempt
 from gpuci_tui.core.errors import AzureNotFoundError
 from gpuci_tui.core.host.metrics.registry import Metrics
 from gpuci_tui.core.host.metrics.server import MetricsListenError, MetricsServer
@@ -38,14 +39,19 @@ def free_port() -> int:
 
 def test_serves_the_private_registry_and_releases_the_port() -> None:
     metrics = Metrics()
-    metrics.azure_response(200)
+    metrics.azure_response(HttpAttempt("GET", "agents", 200, 10))
     server = MetricsServer(metrics.registry, f"127.0.0.1:{free_port()}")
     server.start()
     try:
         reply = requests.get(server.url, timeout=5)
         assert reply.status_code == 200
         families = {f.name: f for f in text_string_to_metric_families(reply.text)}
-        assert families["gpuci_azure_requests"].samples[0].value == 1
+        counted = [
+            s.value
+            for s in families["gpuci_azure_requests"].samples
+            if s.name.endswith("_total") and s.labels["route"] == "agents"
+        ]
+        assert counted == [1]
         # A private registry: none of the library's process/GC metrics.
         assert not any(name.startswith(("process_", "python_")) for name in families)
     finally:
@@ -87,13 +93,14 @@ def test_the_azure_client_reports_each_attempt() -> None:
                 dead.list_agents(pool)
     finally:
         server.stop()
-    counts = {
-        s.labels["outcome"]: s.value
-        for f in text_string_to_metric_families(generate_latest(metrics.registry).decode())
-        if f.name == "gpuci_azure_requests"
-        for s in f.samples
-        if s.name.endswith("_total")
-    }
+    counts: dict[str, float] = {}
+    for family in text_string_to_metric_families(generate_latest(metrics.registry).decode()):
+        if family.name != "gpuci_azure_requests":
+            continue
+        for sample in family.samples:
+            if sample.name.endswith("_total"):
+                outcome = sample.labels["outcome"]
+                counts[outcome] = counts.get(outcome, 0) + sample.value
     # Every outcome is exported from the start (0 until its first request).
     assert counts == {
         "ok": 1, "client_error": 1, "network_error": 1,

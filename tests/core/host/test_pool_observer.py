@@ -35,7 +35,9 @@ class LimitedApi:
     def resolve_pool(self, name: str) -> Pool:
         return Pool(id=42, name=name)
 
-    def list_agents(self, pool_id: int, *, include_capabilities: bool = False) -> list[Agent]:
+    def list_agents(
+        self, pool_id: int, *, include_capabilities: bool = False, **filters: object
+    ) -> list[Agent]:
         self.calls.append(time.monotonic())
         raise AzureRateLimitError("rate limited", retry_after=RETRY_AFTER)
 
@@ -70,7 +72,9 @@ class CountingApi:
     def resolve_pool(self, name: str) -> Pool:
         return Pool(id=42, name=name)
 
-    def list_agents(self, pool_id: int, *, include_capabilities: bool = False) -> list[Agent]:
+    def list_agents(
+        self, pool_id: int, *, include_capabilities: bool = False, **filters: object
+    ) -> list[Agent]:
         self.agent_reads += 1
         return []
 
@@ -140,3 +144,13 @@ def test_after_a_backoff_only_the_observers_read_probes_the_organisation() -> No
     assert observer.blocked_until() == now[0] + PROBE_WAIT, "the probe has not answered yet"
     observer.answered()
     assert observer.blocked_until() == 0.0
+
+
+async def test_a_failed_read_tells_the_engine_the_organisation_refuses_us() -> None:
+    """`PoolUnread` with the observer's own retry time: the engine keeps slots going in place."""
+    from gpuci_tui.core.engine.steps import PoolUnread
+
+    observer = observer_on(LimitedApi(), lambda: 1000.0)
+    seen: list[object] = []
+    assert await observer.cycle(seen.append) == RETRY_AFTER
+    assert seen == [PoolUnread(1000.0, 1000.0 + RETRY_AFTER, "rate limited")]

@@ -27,7 +27,9 @@ class RoleApi:
     def resolve_pool(self, name: str) -> Pool:
         return Pool(id=42, name=name)
 
-    def list_agents(self, pool_id: int, *, include_capabilities: bool = False) -> list[Agent]:
+    def list_agents(
+        self, pool_id: int, *, include_capabilities: bool = False, **filters: object
+    ) -> list[Agent]:
         return []
 
     def list_job_requests(self, pool_id: int) -> list[JobRequest]:

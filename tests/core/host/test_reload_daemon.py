@@ -7,7 +7,7 @@ groups added and removed, and a bad file that changes nothing.
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import os
 import signal
 from collections.abc import AsyncIterator
@@ -16,18 +16,11 @@ from pathlib import Path
 import pytest
 
 from gpuci_tui.cli import exitcodes
-from gpuci_tui.cli.main import main
-from gpuci_tui.core.config.loader import daemon_instance, load_config
-from gpuci_tui.core.host.control.server import ControlServer
-from gpuci_tui.core.host.daemon import DaemonPaths, serve
-from gpuci_tui.core.host.handle import Supervised
 from gpuci_tui.core.host.supervision.group_supervisor import GroupSupervisor
 from gpuci_tui.core.models import SlotState
-from gpuci_tui.sim.api import SimPoolApi
-from gpuci_tui.sim.org import SimOrg
-from gpuci_tui.sim.runtime import SimulatedRuntime
 from tests.core.reload_double import Recorded, two_groups
-from tests.core.supervisor_env import PAT, StaticTokens, wait_until
+from tests.core.served_daemon import Daemon, served
+from tests.core.supervisor_env import wait_until
 
 TEXT = two_groups("http://127.0.0.1:9/reload", "rl")
 NEW = (
@@ -37,54 +30,12 @@ NEW = (
 )
 
 
-class Daemon:
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.supervisor: GroupSupervisor | None = None
-
-    @property
-    def sup(self) -> GroupSupervisor:
-        assert self.supervisor is not None
-        return self.supervisor
-
-    async def cli(self, *argv: str) -> int:
-        # The CLI blocks on the socket: off the loop that serves it.
-        return await asyncio.to_thread(main, ["--config", str(self.path), *argv])
-
-
 @pytest.fixture
 async def daemon(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Daemon]:
     Recorded(monkeypatch)
-    org = SimOrg(heartbeat_timeout=3.0)
-    org.add_pat(PAT)
-    org.add_pool("gpu")
-    path = tmp_path / "config.toml"
-    path.write_text(TEXT, encoding="utf-8")
-    config = load_config(path)
-    running = Daemon(path)
-
-    def ready(sup: Supervised, server: ControlServer) -> None:
-        assert isinstance(sup, GroupSupervisor)
-        running.supervisor = sup
-
-    task = asyncio.create_task(
-        serve(
-            config,
-            api=SimPoolApi(org, PAT),
-            runtime=SimulatedRuntime(org, destroy_delay=0.05),
-            tokens=StaticTokens(),
-            paths=DaemonPaths.for_instance(daemon_instance(config)),
-            ready=ready,
-        )
-    )
-    try:
-        await wait_until(lambda: running.supervisor is not None or task.done(), what="serving")
-        await wait_until(lambda: idle(running.sup, {"a/0", "b/0"}), timeout=20, what="idle")
+    ready = functools.partial(idle, keys={"a/0", "b/0"})
+    async with served(tmp_path / "config.toml", TEXT, ready) as running:
         yield running
-    finally:
-        if running.supervisor is not None:
-            running.supervisor.request_stop()
-        await asyncio.wait_for(task, 15)
 
 
 def idle(sup: GroupSupervisor, keys: set[str]) -> bool:
@@ -100,8 +51,8 @@ async def test_reload_dry_run_then_reload_over_the_socket(
     out = capsys.readouterr().out
     assert 'groups.a.image: "gpuci-sim/agent:1" -> "repo/agent:v2"' in out
     assert "    slot 0: replaced now with repo/agent:v2" in out  # the group's own preview
-    assert "group b: removed: 1 slots drain; no job is killed" in out
-    assert "group c: added: 1 slots start" in out
+    assert "group b: removed: 1 slot drains; no job is killed" in out
+    assert "group c: added: 1 slot starts" in out
     assert "metrics.listen" in out and "a restart is needed (the metrics endpoint" in out
     assert set(daemon.sup.children) == {"a", "b"}  # a dry run changes nothing
 
@@ -126,7 +77,7 @@ async def test_a_bad_file_is_refused_and_the_daemon_keeps_running(
     assert await daemon.cli("reload") == exitcodes.CONFIG
     err = capsys.readouterr().err
     assert "groups.a.count" in err
-    assert "nothing was reloaded: the daemon runs as it did" in err
+    assert "nothing was reloaded: the daemon runs on the configuration it loaded" in err
     assert set(daemon.sup.children) == {"a", "b"}
     assert await daemon.cli("reload", "--canary", "-1") == exitcodes.USAGE
 

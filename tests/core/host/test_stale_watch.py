@@ -194,7 +194,9 @@ class FlagApi:
     def resolve_pool(self, name: str) -> Pool:
         return Pool(id=42, name=name)
 
-    def list_agents(self, pool_id: int, *, include_capabilities: bool = False) -> list[Agent]:
+    def list_agents(
+        self, pool_id: int, *, include_capabilities: bool = False, **filters: object
+    ) -> list[Agent]:
         self.reads.append(include_capabilities)
         return []
 

@@ -9,7 +9,12 @@ import pytest
 
 from gpuci_tui.core.errors import AzureAuthError
 from gpuci_tui.core.secrets.credentials import PatCredential, as_credential, header_secret
-from gpuci_tui.core.secrets.entra import EntraCredential, describe_aadsts, token_claims
+from gpuci_tui.core.secrets.entra import (
+    EntraCredential,
+    describe_aadsts,
+    refresh_margin,
+    token_claims,
+)
 
 
 class Clock:
@@ -41,20 +46,41 @@ def make(lifetime: float = 3600.0) -> tuple[EntraCredential, Entra, Clock]:
     return cred, entra, clock
 
 
-# (seconds after the first sign-in, sign-ins so far): a new token 5 min before expiry.
+# (lifetime, seconds after the first sign-in, sign-ins so far): renewal starts at the
+# smaller of 5 minutes and half the lifetime before expiry.
 @pytest.mark.parametrize(
-    ("after", "sign_ins"),
-    [(0, 1), (60, 1), (3299, 1), (3300, 2), (3500, 2), (7000, 2)],
+    ("lifetime", "after", "sign_ins"),
+    [
+        (90, 0, 1),
+        (90, 44, 1),
+        (90, 45, 2),  # half of 90 s: not at every call (5 min > its whole life)
+        (90, 89, 2),
+        (600, 299, 1),
+        (600, 300, 2),  # 10 min: half its life and the 5-minute margin agree
+        (3600, 0, 1),
+        (3600, 60, 1),
+        (3600, 3299, 1),
+        (3600, 3300, 2),  # 1 h: 5 minutes before expiry
+        (3600, 3500, 2),
+        (3600, 7000, 2),
+    ],
 )
-def test_a_token_is_reused_until_five_minutes_before_it_expires(
-    after: float, sign_ins: int
+def test_renewal_starts_at_the_smaller_of_five_minutes_and_half_the_lifetime(
+    lifetime: float, after: float, sign_ins: int
 ) -> None:
-    cred, entra, clock = make()
+    cred, entra, clock = make(lifetime)
     start = clock.now
     cred.authorization()
     clock.now = start + after
     cred.authorization()
     assert entra.calls == sign_ins
+
+
+@pytest.mark.parametrize(
+    ("lifetime", "margin"), [(90, 45), (600, 300), (3600, 300), (4800, 300), (0, 0)]
+)
+def test_refresh_margin(lifetime: float, margin: float) -> None:
+    assert refresh_margin(lifetime) == margin
 
 
 def test_refresh_forces_a_new_sign_in_and_the_header_is_bearer() -> None:

@@ -10,6 +10,7 @@ import pytest
 
 from gpuci_tui.core.secrets.entra_secrets import EntraSecretStore
 from gpuci_tui.core.secrets.redaction import SecretRedactor, redact
+from tests.keyring_fakes import MemoryKeyring
 
 TOKEN = jwt.encode({"appid": "x", "exp": 2_000_000_000}, "k" * 32, algorithm="HS256")
 KEY = (
@@ -57,6 +58,23 @@ def test_a_secret_file_is_read_like_the_pat_file(
     with caplog.at_level(logging.WARNING):
         assert store.get_secret("https://dev.azure.com/acme", "client-secret", "c") == secret
     assert "chmod 600" in caplog.text, "open to the group: warned, as GPUCI_PAT_FILE is"
+
+
+@pytest.mark.parametrize(
+    ("what", "credential"),
+    [("client-secret", "gpuci-client-secret"), ("certificate-passphrase", "gpuci-cert-passphrase")],
+)
+def test_a_systemd_credential_gives_the_secret(tmp_path: Path, what: str, credential: str) -> None:
+    value = "Q~credential-0123456789abcdefghijklmnopq"
+    (tmp_path / credential).write_text(value + "\n")
+    store = EntraSecretStore(MemoryKeyring(), environ={"CREDENTIALS_DIRECTORY": str(tmp_path)})
+    assert store.get_secret("https://dev.azure.com/acme", what, "c") == value
+    assert not store.secret_keyring_needed(what)
+    other = EntraSecretStore(
+        MemoryKeyring(), environ={"CREDENTIALS_DIRECTORY": str(tmp_path / "x")}
+    )
+    assert other.secret_keyring_needed(what)
+    assert other.get_secret("https://dev.azure.com/acme", what, "c") is None
 
 
 def test_a_keys_lines_are_registered_with_one_rebuild_of_the_pattern(

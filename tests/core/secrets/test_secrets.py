@@ -105,6 +105,53 @@ def test_precedence_file_then_env_then_keyring(tmp_path: Path) -> None:
     )
 
 
+# (what the environment names, where the PAT comes from): GPUCI_PAT_FILE, then the
+# systemd credential gpuci-pat, then GPUCI_PAT, then the keyring.
+@pytest.mark.parametrize(
+    ("named", "source"),
+    [
+        ({"file", "credential", "env"}, "file"),
+        ({"credential", "env"}, "credential"),
+        ({"credential-dir-only", "env"}, "env"),  # a unit with other credentials, no PAT
+        ({"credential-dir-only"}, "keyring"),
+    ],
+)
+def test_a_systemd_credential_comes_after_the_pat_file(
+    tmp_path: Path, named: set[str], source: str
+) -> None:
+    backend = MemoryKeyring()
+    pats = {name: new_pat() for name in ("file", "credential", "env", "keyring")}
+    TokenStore(backend, environ={}).set_token(URL, pats["keyring"])
+    credentials = tmp_path / "credentials"
+    credentials.mkdir()
+    (credentials / "gpuci-client-secret").write_text("not a PAT")
+    environ = {"CREDENTIALS_DIRECTORY": str(credentials)}
+    if "credential" in named:
+        (credentials / "gpuci-pat").write_text(pats["credential"] + "\n")
+    if "file" in named:
+        environ["GPUCI_PAT_FILE"] = str(pat_file(tmp_path, pats["file"]))
+    if "env" in named:
+        environ["GPUCI_PAT"] = pats["env"]
+    store = TokenStore(backend, environ=environ)
+    assert store.get_token(URL) == pats[source]
+    assert store.keyring_needed() is (source == "keyring")
+    if source in ("file", "credential"):
+        assert store.source_of_token(URL) == "file"
+        expected = credentials / "gpuci-pat" if source == "credential" else tmp_path / "pat"
+        assert store.pat_file() == expected
+
+
+def test_an_unreadable_credential_names_itself(tmp_path: Path) -> None:
+    (tmp_path / "gpuci-pat").mkdir()
+    store = TokenStore(MemoryKeyring(), environ={"CREDENTIALS_DIRECTORY": str(tmp_path)})
+    with pytest.raises(TokenFileError) as info:
+        store.get_token(URL)
+    assert str(info.value) == (
+        f"The systemd credential gpuci-pat ({tmp_path}/gpuci-pat) is not a regular file; "
+        "point it at the PAT file."
+    )
+
+
 def test_environment_overrides_need_no_keyring(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

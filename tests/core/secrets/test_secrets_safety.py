@@ -90,9 +90,14 @@ def test_locked_cryptfile_never_prompts(tmp_path: Path) -> None:
     for call in (lambda: store.get_token(URL), lambda: store.set_token(URL, new_pat())):
         with pytest.raises(KeyringLockedError) as info:
             call()
+        # What a service does instead, never "enter it in gpuci-tui" (the command that failed).
         assert str(info.value).startswith(
-            "The encrypted file store is locked: it needs its passphrase."
+            "There is no Secret Service in this session, and the encrypted file store needs "
+            "its passphrase, which is asked on a terminal. A service gets the PAT from a file "
+            "instead: a systemd credential (in its unit LoadCredential=gpuci-pat:"
         )
+        assert "GPUCI_PAT_FILE" in str(info.value)
+        assert "in gpuci-tui" not in str(info.value)
     status = diagnose_keyring(backend)
     assert (status.usable, status.kind) == (False, "cryptfile")
     assert not (tmp_path / "store.cfg").exists()

@@ -28,7 +28,7 @@ JSON_KEYS = [
     "ended_at", "duration_s", "queue_wait_s", "result", "exit_code", "oom", "failed", "reason",
     "gpus", "gpu_samples", "peak_gpu_memory_mib", "mean_util_pct", "peak_util_pct", "energy_j",
     "energy_note", "xid", "image", "image_id", "repo_digest",
-    "throttle_s", "ecc_corrected", "ecc_uncorrected", "peak_temp_c",
+    "throttle_s", "ecc_corrected", "ecc_uncorrected", "peak_temp_c", "startup_s",
 ]  # fmt: skip
 
 

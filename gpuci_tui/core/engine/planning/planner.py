@@ -9,6 +9,7 @@ as observations (`transitions.apply`).
 
 The rules for taking a lane out of service live here (drain, retire, restart);
 which lane of a running slot takes jobs, and the hot standby, in `planner_run`;
+how its intake goes on while the organisation refuses our calls, in `planning.refused`;
 a running slot whose GPUs are held or quarantined, or whose image the driver cannot
 run, in `planner_hold`.
 Every rule keeps the one safety promise of `lifecycle`: a second lane of a
@@ -30,6 +31,7 @@ from gpuci_tui.core.engine.lifecycle import (
     gate_of,
 )
 from gpuci_tui.core.engine.planning.hold import plan_held
+from gpuci_tui.core.engine.planning.refused import steer
 from gpuci_tui.core.engine.planning.run import Draft, plan_run, take_out
 from gpuci_tui.core.engine.rollout.progress import mark_outdated
 from gpuci_tui.core.engine.standby.auto import next_change_at, observe, retire_at, widened
@@ -98,7 +100,7 @@ def decide(state: EngineState, now: float) -> tuple[EngineState, Plan]:
             used = state.used_lanes
             if state.org_refused and any(not x.live for x in slot.lanes if x.lane in used):
                 draft.say(f"{ORG_WAIT}{state.org_refused}")
-            plan_run(draft)
+            plan_run(draft, steer)  # an organisation that refuses our calls: `refused`
         slot = _mark(draft)
         state = state.with_slot(slot)
         actions.extend(draft.actions)

@@ -6,7 +6,12 @@ with standby on, its other used lanes *ready* (one per standby, see
 agent's container exits after its job, a standby is enabled at once (one
 PATCH) and a fresh container is started for the exited lane, which comes
 back disabled because a re-registration keeps the ``enabled`` flag (so that
-flag is set to False before the new start).
+flag is set to False before the new start, in the same round as the standby
+is enabled). Not earlier, while it runs its job: the active lane stays
+enabled until its container ends, so that if the organisation then refuses
+our writes it can restart in place and keep taking jobs (`planning.refused`);
+disabled while busy, it would come back disabled with nothing able to enable
+a lane until writes work.
 
 A lane name that was never registered comes back *enabled* when first
 registered. So a further lane of a slot is only ever registered for the
@@ -123,8 +128,7 @@ class Draft:
 
 def absent(lane: LaneRecord) -> bool:
     """A read newer than the lane's last container showed no registration of its name."""
-    ended = lane.ended_at or 0.0
-    return not lane.live and lane.agent_id is None and lane.known_at > ended and lane.known_at > 0
+    return not lane.may_be_registered and lane.known_at > 0
 
 
 def take_out(draft: Draft, lane: LaneRecord, why: str) -> None:
@@ -163,9 +167,20 @@ def leaving_why(slot: SlotRecord, lane: LaneRecord) -> str:
     return "new agent spec" if lane.container_id in slot.spec_ids else "restart"
 
 
-def plan_run(draft: Draft) -> None:
-    """Plan a slot whose intent is RUN or RESTART."""
-    slot, state = draft.slot, draft.state
+#: A rule that may decide a running slot's active lane before the usual ones (`plan_run`):
+#: given the draft, the one lane that could take a job (None: none) and the lanes in use,
+#: it plans what it decides and returns the active lane, or None to leave it to them.
+Steer = Callable[[Draft, LaneRecord | None, tuple[Lane, ...]], LaneRecord | None]
+
+
+def plan_run(draft: Draft, steer: Steer | None = None) -> None:
+    """Plan a slot whose intent is RUN or RESTART.
+
+    ``steer`` decides first when it can (the planner passes `planning.refused`'s rules
+    for an organisation that refuses our calls; they build on this module, so it is
+    handed in rather than imported).
+    """
+    slot = draft.slot
     used = used_lanes(draft)
 
     def leaving(lane: LaneRecord) -> bool:
@@ -176,7 +191,10 @@ def plan_run(draft: Draft) -> None:
         _settle_conflict(draft, capable, used)
         return
     active = capable[0] if capable else None
-    if active is not None:
+    steered = steer(draft, active, used) if steer is not None else None
+    if steered is not None:
+        active = steered
+    elif active is not None:
         if active.lane not in used or leaving(active):
             why = leaving_why(slot, active) if leaving(active) else unused_why(draft.state)
             fresh = _fresh_standby_coming(draft, active, used)
@@ -184,10 +202,6 @@ def plan_run(draft: Draft) -> None:
                 draft.say(f"{why}: {active.name} serves until the fresh standby is ready")
             else:
                 take_out(draft, active, why)
-        elif active.busy and state.standby and active.enabled is True:
-            # Disabled now, its registration comes back disabled in the next
-            # container: a standby, started as soon as this one exits.
-            draft.set_enabled(active, False)
     else:
         active = _choose_active(draft, used, leaving)
     for lane in slot.lanes:

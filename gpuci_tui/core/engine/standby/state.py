@@ -1,7 +1,8 @@
 """What ``standby = "auto"`` keeps between two plans: its bounds and what it learnt.
 
 Its own module so that `lifecycle.EngineState` can hold it without importing
-the rules (`standby_auto`), which are built on `lifecycle`.
+the rules (`standby_auto`), which are built on `lifecycle`. `AutoSeed` is what a
+restarted daemon tells it from the local job history (`standby_auto.seeded`).
 """
 
 from __future__ import annotations
@@ -34,3 +35,15 @@ class AutoStandby:
     """(lane name, container start) of agents not seen online yet."""
     running: frozenset[tuple[str, int, float]] = frozenset()
     """(lane name, job request id, first seen) of jobs not seen ended yet."""
+
+
+@dataclass(frozen=True)
+class AutoSeed:
+    """The recent job lengths and agent start-ups of the local job history, in seconds.
+
+    Read by the host once at start, so that "auto" starts from what this host's
+    jobs and agents are like instead of from nothing (`standby_auto.seeded`).
+    """
+
+    jobs: tuple[float, ...] = ()
+    startups: tuple[float, ...] = ()

@@ -41,6 +41,7 @@ from gpuci_tui.core.engine.steps import (
     PackageCached,
     PoolRead,
     PoolRole,
+    PoolUnread,
     Removed,
     ServerFailed,
     Started,
@@ -55,6 +56,7 @@ from gpuci_tui.core.engine.transitions.exit import (
     forget_container,
 )
 from gpuci_tui.core.engine.transitions.gpu import cuda_checked, gpu_observed
+from gpuci_tui.core.engine.transitions.name_taken import name_taken
 from gpuci_tui.core.engine.transitions.pull import pull_failed
 from gpuci_tui.core.engine.transitions.server import server_step
 from gpuci_tui.core.models import ExitInfo, HealthSnapshot, HealthState, ImageUsed
@@ -79,7 +81,14 @@ class Step:
 def apply(state: EngineState, obs: Observation, rules: SupervisorConfig) -> Step:
     """Fold ``obs`` into ``state``."""
     match obs:
-        case PoolRead() | AgentWritten() | AgentChecked() | ServerFailed() | PoolRole():
+        case (
+            PoolRead()
+            | PoolUnread()
+            | AgentWritten()
+            | AgentChecked()
+            | ServerFailed()
+            | PoolRole()
+        ):
             return Step(*server_step(state, obs))
         case GpuObserved():
             new, notes = gpu_observed(state, obs)
@@ -150,12 +159,15 @@ def container_started(
         op=None,
         retry_at=None,
         conflict_retries=0,
+        conflict_since=None,
+        name_holder=None,
         oom=False,
         took_job=False,
         job=None,
         stop_requested=False,
         online=False,
         xids=(),
+        startup_s=None,
     )
 
 
@@ -193,13 +205,7 @@ def _start_failed(
     lane = replace(slot.lane(obs.lane), op=None, phase=LanePhase.EMPTY)
     slot = slot.with_lane(lane)
     if obs.kind == "conflict":
-        retries = lane.conflict_retries + 1
-        lane = replace(lane, conflict_retries=retries, retry_at=obs.at + min(0.1 * retries, 2.0))
-        slot = replace(
-            slot.with_lane(lane),
-            message="waiting for the previous container's name to be released",
-        )
-        return Step(state.with_slot(slot))
+        return Step(*name_taken(state, slot, lane, obs, rules))
     if obs.kind == "engine":
         # The engine is down (e.g. dockerd restarting), not the slot's image: counting
         # it as a failed start would park every slot within seconds. Pause all starts.

@@ -58,6 +58,7 @@ def container_died(
                 lane.agent_id,
                 lane.xids,
                 lane.image,
+                lane.startup_s,
             )
         )
     ended = replace(
@@ -76,6 +77,8 @@ def container_died(
         xids=(),
         image=ImageUsed(),
         stop_requested=False,
+        in_place=False,
+        startup_s=None,
         logs_of=obs.container_id if failure else lane.logs_of,
         # A registration disabled before its container ended can take no job any more.
         idle_verified=lane.enabled is False,
@@ -96,7 +99,10 @@ def container_died(
     outputs.insert(
         0, Note(kind, f"{lane.name} exited: {info.reason}", slot.number, agent=lane.name)
     )
-    if lane.took_job or info.took_job:
+    if info.lost_job:
+        lost = f"{lane.name} lost its job: {info.reason}"
+        outputs.insert(1, Note("job_lost", lost, slot.number, agent=lane.name))
+    elif lane.took_job or info.took_job:
         outputs.insert(
             1, Note("job_finished", f"{lane.name} finished its job", slot.number, agent=lane.name)
         )

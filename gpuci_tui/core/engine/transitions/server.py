@@ -22,9 +22,10 @@ from gpuci_tui.core.engine.steps import (
     Note,
     PoolRead,
     PoolRole,
+    PoolUnread,
     ServerFailed,
 )
-from gpuci_tui.core.engine.timings import startup_note, with_gap
+from gpuci_tui.core.engine.timings import measured_startup, with_gap
 from gpuci_tui.core.models import JobInfo
 from gpuci_tui.core.protocols import Agent, JobRequest
 
@@ -33,8 +34,10 @@ from gpuci_tui.core.protocols import Agent, JobRequest
 REGISTRATION_EXITS = frozenset({AGENT_ERROR, CONFIG_FAILED})
 #: What a slot that cannot start says while the organisation refuses the pool.
 ORG_WAIT = "waiting for the organisation: "
+#: What a slot says while the organisation refuses our calls (`planning.refused`).
+REFUSED = "the organisation refuses our calls: "
 
-ServerObservation = PoolRead | AgentWritten | AgentChecked | ServerFailed | PoolRole
+ServerObservation = PoolRead | PoolUnread | AgentWritten | AgentChecked | ServerFailed | PoolRole
 
 
 def server_step(state: EngineState, obs: ServerObservation) -> tuple[EngineState, tuple[Note, ...]]:
@@ -42,6 +45,8 @@ def server_step(state: EngineState, obs: ServerObservation) -> tuple[EngineState
     match obs:
         case PoolRead():
             return pool_read(state, obs)
+        case PoolUnread():
+            return pool_unread(state, obs), ()
         case AgentWritten():
             return agent_written(state, obs)
         case AgentChecked():
@@ -119,7 +124,8 @@ def pool_read(state: EngineState, obs: PoolRead) -> tuple[EngineState, tuple[Not
     for slot in state.slots:
         for lane in slot.lanes:
             learned = learn(lane, view.agent(lane.name), view.began_at)
-            if (online := startup_note(lane, learned, slot.number, view.began_at)) is not None:
+            learned, online = measured_startup(lane, learned, slot.number, view.began_at)
+            if online is not None:
                 notes.append(online)
             slot = slot.with_lane(learned)
             if (note := _job_note(lane, learned, slot.number)) is not None:
@@ -128,7 +134,29 @@ def pool_read(state: EngineState, obs: PoolRead) -> tuple[EngineState, tuple[Not
         slots.append(slot)
     # A successful read means the organisation answers: writes may go ahead.
     new = replace(state, slots=tuple(slots), pool=view, server_retry_at=0.0)
-    return new, tuple(notes)
+    return answered(new), tuple(notes)
+
+
+def answered(state: EngineState) -> EngineState:
+    """The organisation answered a call: a refusal is over, and the slots stop saying so."""
+    if not state.refusal:
+        return state
+    slots = tuple(
+        replace(slot, message="") if slot.message.startswith(REFUSED) else slot
+        for slot in state.slots
+    )
+    return replace(state, slots=slots, refusal="")
+
+
+def pool_unread(state: EngineState, obs: PoolUnread) -> EngineState:
+    """A read of the pool failed: the organisation refuses our calls; writes wait too.
+
+    The host holds every write until one of its reads is answered anyway
+    (`PoolObserver.blocked_until`); knowing it, the engine plans none meanwhile
+    and keeps its slots taking jobs in place (`planning.refused`).
+    """
+    retry = max(state.server_retry_at, obs.retry_at)
+    return replace(state, server_retry_at=retry, refusal=obs.message)
 
 
 def agent_written(state: EngineState, obs: AgentWritten) -> tuple[EngineState, tuple[Note, ...]]:
@@ -148,10 +176,11 @@ def agent_written(state: EngineState, obs: AgentWritten) -> tuple[EngineState, t
         # container, a job may have been handed out just before: re-read first.
         idle_verified=agent.enabled is False and not lane.live,
         known_at=obs.at,
+        in_place=False,  # written: the usual rules have it again
     )
     verb = "enabled" if agent.enabled else "disabled"
     note = Note(f"agent_{verb}", f"{lane.name} {verb} on the server", slot.number, agent=lane.name)
-    return state.with_slot(slot.with_lane(lane)), (note,)
+    return answered(state.with_slot(slot.with_lane(lane))), (note,)
 
 
 def agent_checked(state: EngineState, obs: AgentChecked) -> tuple[EngineState, tuple[Note, ...]]:
@@ -162,26 +191,32 @@ def agent_checked(state: EngineState, obs: AgentChecked) -> tuple[EngineState, t
     before = slot.lane(obs.lane)
     lane = learn(replace(before, op=None), obs.agent, obs.began_at)
     notes: list[Note] = []
-    if (online := startup_note(before, lane, slot.number, obs.began_at)) is not None:
+    lane, online = measured_startup(before, lane, slot.number, obs.began_at)
+    if online is not None:
         notes.append(online)
     slot = slot.with_lane(lane)
     if (note := _job_note(before, lane, slot.number)) is not None:
         note, slot = with_gap(note, slot, obs.began_at)
         notes.append(note)
-    return state.with_slot(slot), tuple(notes)
+    return answered(state.with_slot(slot)), tuple(notes)
 
 
 def server_failed(state: EngineState, obs: ServerFailed) -> EngineState:
-    """A write or re-read failed: writes wait; a vanished agent is forgotten."""
+    """A write or re-read failed: writes wait; a vanished agent is forgotten.
+
+    Any failure but "no such agent" (an answer) means the organisation refuses our
+    calls (`EngineState.refusal`) until one is answered.
+    """
+    refusal = state.refusal if obs.gone else obs.message
     slot = state.slot(obs.slot)
     if slot is None:
-        return state
+        return replace(state, refusal=refusal)
     lane = replace(slot.lane(obs.lane), op=None)
     if obs.gone:
         lane = replace(lane, agent_id=None, enabled=None, status=None, idle_verified=False)
     slot = replace(slot.with_lane(lane), message=f"waiting for Azure DevOps: {obs.message}")
     retry = max(state.server_retry_at, obs.retry_at)
-    return replace(state.with_slot(slot), server_retry_at=retry)
+    return replace(state.with_slot(slot), server_retry_at=retry, refusal=refusal)
 
 
 def pool_role(state: EngineState, obs: PoolRole) -> tuple[EngineState, tuple[Note, ...]]:

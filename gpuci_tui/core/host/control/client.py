@@ -4,6 +4,8 @@ Wire format: one JSON object per line (UTF-8). Requests carry ``op``:
 
 * ``{"op": "hello"}`` → ``{"ok": true, "protocol": 1, "pid": …, "instance": …}``
 * ``{"op": "status"}`` → ``{"ok": true, "snapshot": {…SupervisorSnapshot…}}``
+* ``{"op": "config"}`` → ``{"ok": true, "path": …, "loaded_at": …, "toml": …}``: the
+  configuration the daemon runs on, whatever its file says now (`LoadedConfig`)
 * ``{"op": "command", "command": {"type": "drain", "slots": [1]}}`` →
   ``{"ok": …, "result": {…CommandResult…}}``
 * ``{"op": "preview", "command": {…}}`` → ``{"ok": true, "preview": {…CommandPreview…}}``
@@ -13,6 +15,10 @@ Wire format: one JSON object per line (UTF-8). Requests carry ``op``:
 * ``{"op": "logs", "container": "<id>", "tail": 200}`` → ``{"ok": true, "lines": […]}``:
   the last lines of one of the daemon's own containers, redacted and bounded
   (`log_serving`); a console follows a remote agent's output by asking again
+* ``{"op": "history", "query": {"failed_only": true, "limit": 500, …}}`` →
+  ``{"ok": true, "rows": [{…JobRecord…}], "recorded": true, "truncated": false}``:
+  the daemon's finished jobs, newest first, read-only, redacted and bounded
+  (`history_serving`); a fleet console's history view of a remote host
 
 Anything malformed (not JSON, too long, too deeply nested, an unknown op or
 command) gets ``{"ok": false, "error": "…"}``. The server is
@@ -31,6 +37,7 @@ import logging
 import socket
 import struct
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -46,9 +53,9 @@ log = logging.getLogger("gpuci_tui.control")
 MAX_LINE = 1 << 20
 
 #: The requests a daemon answers (the bridge forwards only these).
-OPS = ("hello", "status", "command", "preview", "subscribe", "logs")
+OPS = ("hello", "status", "config", "command", "preview", "subscribe", "logs", "history")
 
-Op = Literal["hello", "status", "command", "preview", "subscribe"]
+Op = Literal["hello", "status", "config", "command", "preview", "subscribe"]
 
 
 class ControlError(GpuciError):
@@ -113,6 +120,35 @@ def preview_reply(reply: dict[str, Any]) -> CommandPreview:
     if "preview" not in reply:
         raise ControlError(str(reply.get("error", "the daemon gave no preview")))
     return _parsed(lambda data: from_dict(CommandPreview, data), reply["preview"])
+
+
+@dataclass(frozen=True)
+class LoadedConfig:
+    """The configuration a daemon runs on, as it read it (the ``config`` op's answer)."""
+
+    path: str
+    """The file it was read from (empty: none)."""
+    loaded_at: float | None
+    """When the daemon read it (at start, or at its last applied reload); None: not said."""
+    toml: str
+    """The configuration as TOML (`config.file.config_to_toml`)."""
+
+
+def config_reply(reply: dict[str, Any]) -> LoadedConfig:
+    """The configuration in a ``config`` answer.
+
+    Raises:
+        ControlError: the daemon refused (an older one knows no such op), or the answer is
+            malformed.
+    """
+    if not reply.get("ok") or not isinstance(reply.get("toml"), str):
+        raise ControlError(str(reply.get("error", "the daemon gave no configuration")))
+    loaded_at = reply.get("loaded_at")
+    return LoadedConfig(
+        path=str(reply.get("path") or ""),
+        loaded_at=float(loaded_at) if isinstance(loaded_at, int | float) else None,
+        toml=reply["toml"],
+    )
 
 
 def logs_reply(reply: dict[str, Any]) -> list[str]:
@@ -231,6 +267,10 @@ class ControlClient:
     def snapshot(self) -> SupervisorSnapshot:
         """The daemon's current state."""
         return snapshot_reply(request(self.path, message("status"), self.timeout))
+
+    def loaded_config(self) -> LoadedConfig:
+        """The configuration the daemon runs on (see `LoadedConfig`)."""
+        return config_reply(request(self.path, message("config"), self.timeout))
 
     def send(self, command: Command) -> CommandResult:
         """Send ``command`` and return the daemon's result."""

@@ -11,7 +11,8 @@ Two kinds of figures, fed two ways:
   failures, Azure DevOps requests by outcome) are counters and histograms fed by
   supervisor events (`follow`; the start-up and the gap are measured by the engine and
   carried by the event's ``seconds``), by the job recorder's finished rows
-  (`Metrics.job_recorded`) and by the Azure DevOps transport (`Metrics.azure_response`).
+  (`Metrics.job_recorded`) and by the Azure DevOps transport (`Metrics.azure_response`:
+  each attempt by outcome, route and HTTP code, and the bytes of its answer by route).
 
 Label values come from small fixed sets (slot states, health states, results,
 outcomes) or from the configuration (group names, GPU indexes): never request
@@ -27,6 +28,7 @@ from collections.abc import Callable, Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from gpuci_tui.core.azure.usage import ROUTES, HttpAttempt
 from gpuci_tui.core.engine.timings import GAP_NOTE, STARTUP_NOTE
 from gpuci_tui.core.gpu_readings import GpuFrame
 from gpuci_tui.core.host.handle import Supervised
@@ -154,8 +156,13 @@ class Metrics:
             ["group"], registry=r,
         )  # fmt: skip
         self.azure_requests = Counter(
-            "gpuci_azure_requests", "HTTP requests to Azure DevOps (retries included), by outcome.",
-            ["outcome"], registry=r,
+            "gpuci_azure_requests", "HTTP requests to Azure DevOps (retries included), by "
+            "outcome, route (agents, jobrequests, ...) and HTTP code (or unreachable).",
+            ["outcome", "route", "code"], registry=r,
+        )  # fmt: skip
+        self.azure_bytes = Counter(
+            "gpuci_azure_response_bytes", "Bytes of Azure DevOps' answers, by route.", ["route"],
+            registry=r,
         )  # fmt: skip
         self.images_removed = Counter(
             "gpuci_docker_images_removed", "Unused images removed to keep [docker] min_free "
@@ -178,7 +185,10 @@ class Metrics:
     def _zero(self, groups: Iterable[str]) -> None:
         """Create every known label set, so each series exists (at 0) from the start."""
         for outcome in AZURE_OUTCOMES:
-            self.azure_requests.labels(outcome)
+            # Empty route and code: the outcome's total exists (at 0) before its first request.
+            self.azure_requests.labels(outcome, "", "")
+        for route in ROUTES:
+            self.azure_bytes.labels(route)
         for group in groups:
             for result in (*sorted(JOB_RESULTS), "unknown", "other"):
                 self.jobs.labels(group, result)
@@ -269,9 +279,12 @@ class Metrics:
         if record.peak_gpu_memory_mib is not None:
             self.gpu_peak.labels(label).observe(record.peak_gpu_memory_mib * MIB)
 
-    def azure_response(self, status: int | None) -> None:
-        """Count one HTTP attempt to Azure DevOps (called from the client's threads)."""
-        self.azure_requests.labels(azure_outcome(status)).inc()
+    def azure_response(self, attempt: HttpAttempt) -> None:
+        """Count one HTTP attempt to Azure DevOps and its answer's bytes (the client's threads)."""
+        outcome = azure_outcome(attempt.status)
+        self.azure_requests.labels(outcome, attempt.route, attempt.code).inc()
+        if attempt.response_bytes:
+            self.azure_bytes.labels(attempt.route).inc(attempt.response_bytes)
 
 
 async def follow(supervised: Supervised, metrics: Metrics) -> None:

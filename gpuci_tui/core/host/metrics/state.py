@@ -1,6 +1,7 @@
 """The state gauges of the Prometheus metrics, computed at scrape time.
 
-Slots by state, agents, parked slots, health, GPUs, images, roll-outs, agent versions:
+Slots by state, agents, parked slots, health, GPUs, images, roll-outs, agent versions,
+the organisation's budget (the service's ``X-RateLimit-*`` word, our cap):
 read from the latest published `SupervisorSnapshot` and GPU frame, so a gauge can never
 drift from what ``gpuci-tui status`` shows (the counters and histograms are in `metrics`).
 """
@@ -164,6 +165,43 @@ class StateCollector(Collector):
         yield from (
             util, used, total, health, held, image, rollout, rollout_state, pat_expiry, agent, warned
         )  # fmt: skip
+        yield from _budget(snap)
+
+
+def _budget(snap: SupervisorSnapshot | None) -> Iterator[GaugeMetricFamily]:
+    """The queue's cap, the identity's budget as the service last said it, and our own cap."""
+    capped = GaugeMetricFamily(
+        "gpuci_pool_jobs_queued_capped", "1 when the pool's job requests were read at the "
+        "service's cap (200): gpuci_pool_jobs_queued is then a lower bound.", labels=["pool"],
+    )  # fmt: skip
+    remaining = GaugeMetricFamily(
+        "gpuci_azure_rate_limit_remaining", "X-RateLimit-Remaining of the latest answer: the "
+        "identity's budget left in the service's 5-minute window, shared by every host signing "
+        "in as it (absent until the service sends it).",
+    )  # fmt: skip
+    limit = GaugeMetricFamily(
+        "gpuci_azure_rate_limit_limit", "X-RateLimit-Limit: that window's budget (absent until "
+        "the service sends it).",
+    )  # fmt: skip
+    cap = GaugeMetricFamily(
+        "gpuci_azure_request_cap_per_minute", "[azure] max_requests_per_minute (absent: no cap)."
+    )
+    held = GaugeMetricFamily(
+        "gpuci_azure_requests_held_last_minute", "Calls the cap held back in the last minute "
+        "(periodic reads first).",
+    )  # fmt: skip
+    if snap is not None:
+        for pool in snap.pools or (snap.pool_summary,):
+            capped.add_metric([pool.name or snap.pool], 1.0 if pool.queued_capped else 0.0)
+        usage = snap.azure_usage
+        if usage.rate_limit_remaining is not None:
+            remaining.add_metric([], usage.rate_limit_remaining)
+        if usage.rate_limit_limit is not None:
+            limit.add_metric([], usage.rate_limit_limit)
+        if usage.cap_per_minute is not None:
+            cap.add_metric([], usage.cap_per_minute)
+        held.add_metric([], usage.held_last_minute)
+    yield from (capped, remaining, limit, cap, held)
 
 
 def _add_agent_versions(

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 
+from gpuci_tui.core.engine.standby.state import AutoSeed
 from gpuci_tui.core.engine.steps import JobEnded
 from gpuci_tui.core.errors import GpuciError
 from gpuci_tui.core.gpu.accounting import JobAccountant, JobGpuStats, key_of
@@ -28,6 +29,24 @@ log = logging.getLogger("gpuci_tui.history")
 #: How long a row waits for an organisation in backoff before it is written without
 #: the server's view of the job (result, pipeline, queue wait).
 MAX_WAIT_FOR_SERVER = 300.0
+#: The newest rows of an instance a restarted daemon's ``standby = "auto"`` starts from.
+SEED_ROWS = 20
+
+
+def history_seed(history: JobHistory, instance: str, rows: int = SEED_ROWS) -> AutoSeed:
+    """The recent job lengths and agent start-ups of ``instance`` in the history.
+
+    A job's length counts only as the organisation timed it (a row without its
+    result holds the container's life, start-up included). A history that cannot
+    be read gives no seed: "auto" then starts from nothing, as before.
+    """
+    try:
+        recent = history.recent(instance, rows)
+    except sqlite3.Error as exc:
+        log.warning('could not read the job history for standby "auto": %s', exc)
+        return AutoSeed()
+    jobs = tuple(r.duration_s for r in recent if r.result is not None and r.duration_s)
+    return AutoSeed(jobs, tuple(r.startup_s for r in recent if r.startup_s is not None))
 
 
 def seconds_between(start: str | None, end: str | None) -> float | None:
@@ -60,7 +79,8 @@ def job_record(
         exit_code=info.code,
         oom=info.oom,
         reason=info.reason,
-        result=request.result if request else None,
+        # A job its container died under: the organisation abandons it, later.
+        result=(request.result if request else None) or ("abandoned" if info.lost_job else None),
         queue_wait_s=seconds_between(request.queue_time, request.assign_time) if request else None,
         duration_s=(
             seconds_between(request.receive_time or request.assign_time, request.finish_time)
@@ -71,6 +91,7 @@ def job_record(
         image=ended.image.reference or None,
         image_id=ended.image.image_id or None,
         repo_digest=ended.image.repo_digest or None,
+        startup_s=ended.startup_s,
     )
     return record.with_gpu(gpu) if gpu is not None else record
 

@@ -1,15 +1,22 @@
-"""The pool observer: reads the whole pool in one call per cycle and keeps Azure's health.
+"""The pool observer: reads our agents in one call per cycle and keeps Azure's health.
 
-Each cycle lists every agent of the pool (with their assigned jobs) in one
-call and hands an immutable `PoolView` to the engine; it never calls per
-slot, so the cost does not grow with the number of agents. The engine says
+Each cycle lists our lanes' agents (with their assigned jobs and their last
+finished request) in one call and hands an immutable `PoolView` to the engine;
+it never calls per slot, and the service filters the pool for us (`pool_scope`:
+``demands``), so the cost grows neither with our slots nor with the other hosts
+sharing the pool. Once an hour (or when a prune asks) a cycle also reads this
+host's agents with capabilities (other instances' stale registrations) and, every
+six hours, the whole pool's names (agents on our names the filter hides); how, and
+what a refused filter costs, is `pool_reads`. The engine says
 when it needs the fast cycle (`set_fast`): while some lane waits for a fact
 only a fresh read can give.
 
 Failures never stop local replenishing: the observer backs off (longer for
 auth failures, as told for rate limits) and the health says why. The
 engine's own writes report their failures here too (`failed`), so one
-health and one backoff cover every call to the organisation.
+health and one backoff cover every call to the organisation. A failed read
+is the engine's news too (`PoolUnread`): it keeps its slots taking jobs
+without writes meanwhile (`planning.refused`).
 
 It also checks, rarely, that the organisation lets our identity manage the
 pool (`pool_role`), and tells the engine (`steps.PoolRole`): a refusal holds
@@ -25,15 +32,20 @@ from collections.abc import Callable
 
 from gpuci_tui.core.azure.demands import waiting_for_agents
 from gpuci_tui.core.engine.agent_versions import demanded_version
-from gpuci_tui.core.engine.lifecycle import PoolView
-from gpuci_tui.core.engine.steps import Observation, PoolRead, PoolRole
+from gpuci_tui.core.engine.pool_view import PoolView
+from gpuci_tui.core.engine.steps import Observation, PoolRead, PoolRole, PoolUnread
 from gpuci_tui.core.errors import (
     AzureAuthError,
     AzureError,
+    AzureHeldBackError,
     AzureNotFoundError,
     AzureRateLimitError,
     AzureScopeError,
     AzureUnreachableError,
+)
+from gpuci_tui.core.host.observers.pool_reads import (
+    UNMARKED_RECHECK,
+    AgentReads,
 )
 from gpuci_tui.core.host.observers.pool_role import (
     ROLE_INTERVAL,
@@ -42,8 +54,9 @@ from gpuci_tui.core.host.observers.pool_role import (
     PoolRoleApi,
     refusal,
 )
+from gpuci_tui.core.host.observers.pool_scope import ReadScope
 from gpuci_tui.core.models import HealthSnapshot, HealthState
-from gpuci_tui.core.protocols import Agent, AgentPoolApi, JobRequest, Pool
+from gpuci_tui.core.protocols import Agent, AgentPoolApi, JobRequest, Pool, at_cap
 from gpuci_tui.core.secrets.credentials import Credential, renewal_due
 
 log = logging.getLogger("gpuci_tui.supervisor.azure")
@@ -56,9 +69,9 @@ JOBREQUESTS_INTERVAL = 30.0
 #: after its last read (a burst of job ends costs one read, not one per job).
 JOBREQUESTS_MIN_GAP = 2.0
 MAX_ERROR_BACKOFF = 60.0
-#: While someone listens (`on_capabilities`), one cycle this often reads the agents with
-#: their capabilities (the stale-registration check): the answer is larger, so not every cycle.
-CAPABILITIES_INTERVAL = 600.0
+#: One cycle this often reads the whole pool with capabilities (the stale-registration and
+#: foreign-name checks) instead of our agents: at 5,000 agents that answer is ~7 MB.
+CAPABILITIES_INTERVAL = 3600.0
 #: While the organisation fails, how often a write or history read waiting for the
 #: observer's probe looks again (a look sends nothing).
 PROBE_WAIT = 1.0
@@ -77,6 +90,8 @@ class PoolObserver:
         clock: Callable[[], float],
         interval: float,
         report: Callable[[str, str], None],
+        scope: Callable[[], ReadScope] | None = None,
+        role_retry: float = ROLE_RETRY,
     ) -> None:
         """Create the observer (nothing is read until `run`).
 
@@ -86,11 +101,16 @@ class PoolObserver:
             clock: Wall clock.
             interval: Seconds between reads when nothing waits (``poll_interval``).
             report: Called with (kind, message) for operator-facing events.
+            scope: Our agents in the pool, now (a reload changes the groups); None:
+                every agent of the pool is ours to see (no filter).
+            role_retry: Seconds between checks of the pool role while it is refused
+                (``[supervisor] role_retry``).
         """
         self.api = api
         self.pool_name = pool_name
         self.clock = clock
         self.interval = interval
+        self.role_retry = role_retry
         self.health = HealthSnapshot()
         self.pool_id: int | None = None
         self._pool: Pool | None = None
@@ -106,6 +126,7 @@ class PoolObserver:
         self._next_jobrequests = 0.0
         self._jobs_read_at: float | None = None
         self._queued = 0
+        self._queued_capped = False
         self._waiting: tuple[str, ...] = ()
         self._running = 0
         self.on_capabilities: Callable[[tuple[Agent, ...], float], None] | None = None
@@ -113,6 +134,9 @@ class PoolObserver:
         self._next_capabilities = 0.0
         self.demanded_version: str | None = None
         """The highest agent version queued jobs demand (None: none demand one)."""
+        self.scope = scope
+        self.reads = AgentReads(api, scope, report)
+        """How a cycle reads the agents (the filter, the hourly check, their fallbacks)."""
 
     # ------------------------------------------------------------------ steering
 
@@ -138,7 +162,7 @@ class PoolObserver:
         """A registration failed (or a write got a 403): ask whether the role is still there.
 
         At most one check per `ROLE_SOON_GAP`; while the role is missing, the
-        `ROLE_RETRY` cadence is kept (a failing registration must not shorten it).
+        ``role_retry`` cadence is kept (a failing registration must not shorten it).
         """
         if self.role_refused or not isinstance(self.api, PoolRoleApi):
             return  # a client that cannot say is never held: no read for nothing
@@ -209,40 +233,46 @@ class PoolObserver:
                 pool = await asyncio.to_thread(self.api.resolve_pool, self.pool_name)
                 self.pool_id, self._pool = pool.id, pool
             began = self.clock()
-            full = self.on_capabilities is not None and began >= self._next_capabilities
-            if full:
-                # The same one call, with capabilities: the stale check costs no extra read.
-                agents = await asyncio.to_thread(
-                    self.api.list_agents, self.pool_id, include_capabilities=True
-                )
-            else:
-                agents = await asyncio.to_thread(self.api.list_agents, self.pool_id)
+            watched = self.on_capabilities is not None or self.scope is not None
+            full = watched and began >= self._next_capabilities
+            everyone, agents = await self.reads.read(self.pool_id, began, full)
             if began >= self._next_jobrequests:
                 requests = await asyncio.to_thread(self.api.list_job_requests, self.pool_id)
                 self._count_requests(requests)
                 self._jobs_read_at = began
                 self._next_jobrequests = began + JOBREQUESTS_INTERVAL
             role = await self._check_role(began)
+        except AzureHeldBackError as exc:
+            # Our own cap, not the organisation: its health stays; the read comes again.
+            log.debug("%s", exc)
+            return max(exc.retry_after, FAST_INTERVAL)
         except AzureError as exc:
             if isinstance(exc, AzureNotFoundError):
                 self.pool_id = None  # the pool was deleted or renamed: resolve it again
-            return self.failed(exc)
+            delay = self.failed(exc)
+            # The engine's own word that the organisation refuses us (`planning.refused`).
+            deliver(PoolUnread(self.clock(), self.health.retry_at or self.clock(), str(exc)))
+            return delay
         self.answered()
         view = PoolView(
             pool_id=self.pool_id,
             began_at=began,
-            agents=tuple(agents),
+            agents=agents,
             queued_jobs=self._queued,
             running_jobs=self._running,
             jobs_read_at=self._jobs_read_at,
             waiting=self._waiting,
+            queued_capped=self._queued_capped,
+            ours_only=self.scope is not None,
         )
         deliver(PoolRead(view))
         if role is not None:
             deliver(role)
-        if full and self.on_capabilities is not None:
-            self._next_capabilities = began + CAPABILITIES_INTERVAL
-            self.on_capabilities(view.agents, began)
+        if full:
+            again = UNMARKED_RECHECK if self.reads.unmarked else CAPABILITIES_INTERVAL
+            self._next_capabilities = began + again
+            if self.on_capabilities is not None:
+                self.on_capabilities(everyone, began)
         delay = FAST_INTERVAL if self.fast else self.interval
         # A queue read asked for by a job change and held back by the gap comes on time.
         return max(0.0, min(delay, self._next_jobrequests - self.clock()))
@@ -266,7 +296,7 @@ class PoolObserver:
         credential = getattr(self.api, "credential", None)
         who = credential.describe() if isinstance(credential, Credential) else ""
         refused = "" if manageable else refusal(who, pool.name)
-        self._next_role = began + (ROLE_RETRY if refused else ROLE_INTERVAL)
+        self._next_role = began + (self.role_retry if refused else ROLE_INTERVAL)
         if refused != self.role_refused:
             log.warning("pool role: %s", refused or "the identity may manage the pool again")
         self.role_refused = refused
@@ -284,7 +314,7 @@ class PoolObserver:
             # job results and the role checks go on (`blocked_until` stays 0).
             message = (
                 f"{self.role_refused} (agent starts wait; checked again every "
-                f"{ROLE_RETRY:.0f} s; running jobs are not affected)"
+                f"{self.role_retry:.0f} s; running jobs are not affected)"
             )
             self.health = HealthSnapshot(
                 HealthState.AUTH_FAILED, message, now, None, identity, expires, self.role_refused
@@ -331,6 +361,7 @@ class PoolObserver:
         return text, expires
 
     def _count_requests(self, requests: list[JobRequest]) -> None:
+        self._queued_capped = at_cap(requests)
         self._waiting = waiting_for_agents(requests)
         self._queued = sum(1 for r in requests if r.assign_time is None and r.result is None)
         # What queued jobs demand of the agent (Agent.Version -gtVersion): warned about

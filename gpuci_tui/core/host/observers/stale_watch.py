@@ -4,8 +4,9 @@ The rule (which registration is stale) is `core.engine.stale`; this module
 gathers what it needs and carries out the removals:
 
 * the agents with their capabilities come from the `PoolObserver`: one of its
-  cycles every `CAPABILITIES_INTERVAL` reads them with ``includeCapabilities``
-  (the same one call, not a second poller), and a dry run or a prune asks for
+  cycles every `CAPABILITIES_INTERVAL` (an hour) reads the whole pool with
+  ``includeCapabilities`` (the other cycles ask the service for our lanes only, and
+  another instance's leftovers are not among them), and a dry run or a prune asks for
   such a read at once (`PoolObserver.want_capabilities`);
 * before each DELETE the agent is read again (with capabilities) and judged
   again: one that came online, took a job or was taken by a lane is kept;
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from gpuci_tui.core.command_types import CommandResult, Prune
-from gpuci_tui.core.config.loader import Config, agent_groups, for_group, instance_id
+from gpuci_tui.core.config.loader import Config, agent_groups
 from gpuci_tui.core.config.paths import lock_path
 from gpuci_tui.core.engine.lifecycle import Lane, lane_name
 from gpuci_tui.core.engine.stale import (
@@ -40,9 +41,15 @@ from gpuci_tui.core.engine.stale import (
 from gpuci_tui.core.errors import AzureError, GpuciError
 from gpuci_tui.core.formatting import duration
 from gpuci_tui.core.host.observers.pool import PoolObserver
+from gpuci_tui.core.host.observers.pool_scope import own_instances
 from gpuci_tui.core.protocols import Agent, AgentPoolApi
 from gpuci_tui.core.registrations import StaleRegistration
 from gpuci_tui.core.wording import plural
+
+__all__ = [
+    "SCAN_TIMEOUT", "Removal", "StaleWatch", "current_lane_names", "describe",
+    "held_by_a_daemon", "own_instances", "ownership", "remove_stale", "summary",
+]  # fmt: skip
 
 #: How long a dry run or prune waits for the observer's read with capabilities.
 SCAN_TIMEOUT = 30.0
@@ -69,13 +76,6 @@ def current_lane_names(
         for number in {*range(group.agents.count), *extra_slots}:
             names.update(lane_name(prefix, number, lane) for lane in Lane)
     return frozenset(names)
-
-
-def own_instances(config: Config, pool: str) -> frozenset[str]:
-    """The instance ids of ``config``'s groups in ``pool`` (what their agents' markers say)."""
-    return frozenset(
-        instance_id(for_group(config, g)) for g in agent_groups(config) if g.pool == pool
-    )
 
 
 def held_by_a_daemon(instance: str) -> bool:

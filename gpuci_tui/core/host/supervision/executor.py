@@ -12,7 +12,12 @@ import os
 from collections.abc import Awaitable, Callable, Mapping
 
 from gpuci_tui.core.config.loader import Config, config_hash
-from gpuci_tui.core.docker.agentspec import build_spec
+from gpuci_tui.core.docker.agentspec import (
+    LABEL_INSTANCE,
+    LABEL_STATE_DIR,
+    build_spec,
+    name_holder,
+)
 from gpuci_tui.core.engine.lifecycle import Lane
 from gpuci_tui.core.engine.steps import (
     Action,
@@ -45,6 +50,16 @@ from gpuci_tui.core.host.observers.pool import PoolObserver
 from gpuci_tui.core.packages import AgentPackageMount
 from gpuci_tui.core.protocols import AgentPoolApi, ContainerRuntime, TokenSource
 from gpuci_tui.core.secrets.redaction import redact_lines
+
+
+def owner_labels() -> dict[str, str]:
+    """The state directory of this daemon, for the containers it makes (none if unknown)."""
+    from gpuci_tui.core.config import paths
+
+    try:
+        return {LABEL_STATE_DIR: str(paths.state_dir())}
+    except (GpuciError, OSError):
+        return {}
 
 
 class Executor:
@@ -85,6 +100,8 @@ class Executor:
         self.pool = pool
         self.clock = clock
         self.extra_labels = dict(extra_labels or {})
+        self.owner_labels = owner_labels()
+        """Labels that say whose a container is (not used to find ours: `LABEL_STATE_DIR`)."""
         self.command = command
         self.agent_dir_root = agent_dir_root
         self.pull_refusal = pull_refusal
@@ -141,7 +158,7 @@ class Executor:
             config,
             slot,
             lane,
-            extra_labels=self.extra_labels,
+            extra_labels={**self.owner_labels, **self.extra_labels},
             command=self.command,
             agent_dir_root=self.agent_dir_root,
             capabilities=found,
@@ -156,7 +173,9 @@ class Executor:
         try:
             info = await asyncio.to_thread(self.runtime.start, spec, token)
         except ContainerNameConflictError as exc:
-            return StartFailed(slot, lane, "conflict", str(exc), self.clock())
+            ours = spec.labels.get(LABEL_INSTANCE, "")
+            holder = name_holder(exc.holder, ours) if exc.holder is not None else None
+            return StartFailed(slot, lane, "conflict", str(exc), self.clock(), holder)
         except RuntimeUnavailableError as exc:
             return StartFailed(slot, lane, "engine", str(exc), self.clock())
         except GpuciError as exc:

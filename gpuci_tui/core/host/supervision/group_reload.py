@@ -46,6 +46,7 @@ from gpuci_tui.core.errors import GpuciError
 from gpuci_tui.core.host.reporter import Broadcaster
 from gpuci_tui.core.host.supervision.supervisor import Supervisor
 from gpuci_tui.core.models import SupervisorSnapshot
+from gpuci_tui.core.wording import override_words, plural
 
 __all__ = ["GroupSupervisor", "preview_reload", "reload"]
 
@@ -54,8 +55,11 @@ class GroupSupervisor(Protocol):
     """What a reload needs of `group_supervisor.GroupSupervisor` (no import cycle)."""
 
     config: Config
+    config_loaded_at: float
+    clock: Callable[[], float]
     implicit: bool
     children: dict[str, Supervisor]
+    retiring: set[str]
     reporter: Broadcaster
     cuda_refusal: Callable[[Config], str] | None
 
@@ -99,10 +103,15 @@ def _read(sup: GroupSupervisor, load: Loader) -> tuple[ConfigDiff | None, str]:
 def preview_reload(
     sup: GroupSupervisor, command: Reload, load: Loader = load_config
 ) -> CommandPreview:
-    """What ``reload`` would change now, in words (the answer's message); nothing changes."""
+    """What ``reload`` would change now, in words (the answer's message); nothing changes.
+
+    The overrides in force are listed too (a broken file's answer included): what the
+    daemon runs that the file does not say, and whether ``--reset-overrides`` drops it.
+    """
     diff, problem = _read(sup, load)
     if diff is None:
-        return CommandPreview("reload", False, problem)
+        overrides = _override_lines(sup, drop=False)
+        return CommandPreview("reload", False, "\n".join([problem, *overrides]))
     refused = cuda_refusals(sup, diff)
     lines = [f"reload {sup.config.path}:"]
     for group in diff.groups:
@@ -115,7 +124,22 @@ def preview_reload(
             effects = child.preview_reconfigure(config, canary=command.canary)
             lines += [f"    {line}" for line in effects]
     lines += [f"  {line}" for line in _other_lines(diff)]
+    lines += _override_lines(sup, drop=command.reset_overrides)
     return CommandPreview("reload", True, "\n".join(lines))
+
+
+def _override_lines(sup: GroupSupervisor, *, drop: bool) -> list[str]:
+    """The overrides in force, each beside the file's value, and what becomes of them."""
+    overrides = sup.snapshot().overrides
+    if not overrides:
+        return []
+    now = sup.clock()
+    head = (
+        "overrides dropped (--reset-overrides): the groups run the file"
+        if drop
+        else "overrides in force (they stay; reload --reset-overrides drops them):"
+    )
+    return [f"  {head}", *(f"    {override_words(o, now)}" for o in overrides)]
 
 
 async def reload(
@@ -166,6 +190,11 @@ async def reload(
     lines += [f"  {line}" for line in _other_lines(diff)]
     # The groups that drain stay until they are empty (their supervisors still run them).
     sup.config = applied
+    sup.config_loaded_at = sup.clock()
+    if command.reset_overrides:
+        lines += _reset(sup)
+    else:
+        lines += _override_lines(sup, drop=False)
     sup.reloaded()
     message = "\n".join(lines)
     sup.reporter.event("reload", _summary(diff, refused))
@@ -173,16 +202,33 @@ async def reload(
     return CommandResult(ok, message)
 
 
+def _reset(sup: GroupSupervisor) -> list[str]:
+    """Every kept group drops its overrides (a retiring group drains on)."""
+    lines = []
+    for name, child in sup.children.items():
+        if name in sup.retiring:
+            continue
+        result = child.reset_overrides()
+        lines.append(f"  {'' if sup.implicit else f'group {name}: '}{result.message}")
+    return lines
+
+
 def _group_lines(sup: GroupSupervisor, diff: ConfigDiff, group: GroupDiff) -> list[str]:
     name = "" if sup.implicit else f"group {group.name}: "
     if group.status == "added":
         agents = _group(diff.applied, group.name).agents
-        return [f"group {group.name}: added: {agents.count} slots start ({agents.image})"]
+        start = "starts" if agents.count == 1 else "start"
+        return [
+            f"group {group.name}: added: {plural(agents.count, 'slot')} {start} ({agents.image})"
+        ]
     if group.status == "removed":
         slots = [s for s in sup.snapshot().slots if s.group == group.name]
         busy = sum(1 for s in slots if s.job is not None)
-        after = f", {busy} busy finish their job first" if busy else ""
-        return [f"group {group.name}: removed: {len(slots)} slots drain{after}; no job is killed"]
+        finish = "finishes its job" if busy == 1 else "finish their job"
+        after = f", {busy} busy {finish} first" if busy else ""
+        drain = "drains" if len(slots) == 1 else "drain"
+        removed = f"{plural(len(slots), 'slot')} {drain}{after}"
+        return [f"group {group.name}: removed: {removed}; no job is killed"]
     if not group.changes:
         return [f"{name}no change"] if name else []
     return [change.words() for change in group.changes]  # the key names the group
@@ -248,9 +294,10 @@ def _summary(diff: ConfigDiff, refused: dict[str, str] | None = None) -> str:
     live = sum(len(g.live_changes) for g in diff.groups if g.name not in refused)
     live += sum(1 for c in diff.other if c.live)
     if live:
-        parts.append(f"{live} change(s) applied")
+        parts.append(f"{plural(live, 'change')} applied")
     if diff.restart_needed or diff.shape:
-        parts.append(f"{len(diff.restart_needed) + bool(diff.shape)} need a restart")
+        restart = len(diff.restart_needed) + bool(diff.shape)
+        parts.append(f"{restart} {'needs' if restart == 1 else 'need'} a restart")
     return "reload: " + "; ".join(parts)
 
 

@@ -101,4 +101,5 @@ def merged_snapshot(sup: GroupSupervisor) -> SupervisorSnapshot:
         gpu_accounting=any(s.gpu_accounting for s in snaps.values()),
         gpu_gates=() if sup.gatekeeper is None else sup.gatekeeper.gates,
         rollouts=tuple(r for s in snaps.values() for r in s.rollouts),
+        overrides=tuple(o for s in snaps.values() for o in s.overrides),
     )

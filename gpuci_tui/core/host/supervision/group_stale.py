@@ -1,4 +1,5 @@
-"""Each pool's stale registrations for a `GroupSupervisor`: one watch per pool, pruned together.
+"""Each pool's stale registrations for a `GroupSupervisor`: one watch per pool, pruned together;
+and which of a pool's agents are ours (what its observer asks the service for).
 
 Kept apart from the composition of the groups (building, running, reloading them):
 the watch of a pool reads the groups that use it at each read, so a reload that adds
@@ -14,6 +15,7 @@ from gpuci_tui.core.command_types import CommandResult, Prune
 from gpuci_tui.core.config.loader import Config
 from gpuci_tui.core.docker.agentspec import host_marker
 from gpuci_tui.core.host.observers.pool import PoolObserver
+from gpuci_tui.core.host.observers.pool_scope import ReadScope, read_scope
 from gpuci_tui.core.host.observers.stale_watch import StaleWatch, current_lane_names, own_instances
 from gpuci_tui.core.host.reporter import Broadcaster
 from gpuci_tui.core.host.supervision.supervisor import Supervisor
@@ -51,6 +53,11 @@ def pool_stale_watch(groups: Groups, pool_name: str, pool: PoolObserver) -> Stal
         remove_after=groups.config.azure.remove_offline_after,
         changed=groups.reporter.changed,
     )
+
+
+def pool_scope(groups: Groups, pool_name: str) -> ReadScope:
+    """Our agents in ``pool_name`` now: the groups there (a reload changes them), this host."""
+    return read_scope(groups.config, pool_name, host_marker())
 
 
 async def prune_pools(

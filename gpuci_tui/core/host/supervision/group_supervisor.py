@@ -40,13 +40,18 @@ from gpuci_tui.core.host.reporter import Broadcaster, GroupTap, Update
 from gpuci_tui.core.host.supervision.group_commands import execute_routed, preview_routed
 from gpuci_tui.core.host.supervision.group_reload import preview_reload, reload
 from gpuci_tui.core.host.supervision.group_snapshot import merged_snapshot
-from gpuci_tui.core.host.supervision.group_stale import pool_stale_watch, prune_pools
+from gpuci_tui.core.host.supervision.group_stale import pool_scope, pool_stale_watch, prune_pools
 from gpuci_tui.core.host.supervision.supervisor import Supervisor
 from gpuci_tui.core.models import (
     DiskSnapshot,
     SupervisorSnapshot,
 )
-from gpuci_tui.core.protocols import AgentPoolApi, ContainerRuntime, TokenSource
+from gpuci_tui.core.protocols import (
+    AgentPoolApi,
+    ContainerRuntime,
+    TokenSource,
+    UsageReporting,
+)
 from gpuci_tui.core.store.intent import IntentStore
 
 if TYPE_CHECKING:
@@ -101,6 +106,8 @@ class GroupSupervisor:
         ``agent_versions``: the agent versions and package cache (None: not watched).
         """
         self.config = config
+        self.config_loaded_at = clock()
+        """When ``config`` was read from its file: at start, then at each applied reload."""
         self.api = api
         self.clock = clock
         self.mode = mode
@@ -209,6 +216,9 @@ class GroupSupervisor:
                 clock=self.clock,
                 interval=config.supervisor.poll_interval,
                 report=self.reporter.event,
+                # The groups in the pool at each read: a reload adds and removes them.
+                scope=partial(pool_scope, self, group.pool),
+                role_retry=config.supervisor.role_retry,
             )
             self.pools[group.pool] = pool
             self.stale[group.pool] = pool_stale_watch(self, group.pool, pool)
@@ -358,6 +368,8 @@ class GroupSupervisor:
         snap = snap if self.puller is None else self.puller.overlay(snap)
         if self.agent_versions is not None:
             snap = replace(snap, agent_versions=self.agent_versions.reading)
+        if isinstance(self.api, UsageReporting):
+            snap = replace(snap, azure_usage=self.api.usage())
         return snap if self.disk is None else replace(snap, disk=self.disk())
 
     def _pull_refusal(self) -> str | None:

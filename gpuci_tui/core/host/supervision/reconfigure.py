@@ -70,8 +70,12 @@ def reconfigured(
         at=supervisor.clock(),
     )
     agents = config.agents
-    if agents.count != state.desired:
-        state, _ = apply_command(state, Scale(agents.count))
+    # An operator's scale holds over the file until the file's count changes (or the
+    # overrides are reset): a reload of another value does not undo it.
+    if state.overrides.scaled_at is None or agents.count != supervisor.config.agents.count:
+        if agents.count != state.desired:
+            state, _ = apply_command(state, Scale(agents.count))
+        state = replace(state, overrides=replace(state.overrides, scaled_at=None))
     depth, auto = depth_of(
         agents.standby, least=agents.standby_min, most=agents.standby_max, cap=agents.max_agents
     )

@@ -9,14 +9,13 @@ fix it, instead of leaving slots unplaced.
 
 from __future__ import annotations
 
-from gpuci_tui.core.config.file import ConfigError, ConfigErrors
+from gpuci_tui.core.config.file import raise_if_any
 from gpuci_tui.core.config.loader import Config, agent_groups
 from gpuci_tui.core.config.slot_shapes import (
     HostTopology,
-    ShapeError,
     host_topology,
     is_shaped,
-    plan,
+    shape_problems,
     use_topology,
 )
 from gpuci_tui.core.gpu.nvml_topology import topology_reader
@@ -30,22 +29,11 @@ def prepare_shapes(config: Config, sampler: GpuSampler | None) -> None:
         ConfigError: a shaped group does not fit this host's GPUs (`ConfigErrors`
             for several), or there is no GPU sampler to read the topology with.
     """
-    groups = [g for g in agent_groups(config) if is_shaped(g.agents)]
     use_topology(topology_reader(sampler) if sampler is not None else None)
-    if not groups:
+    if not any(is_shaped(g.agents) for g in agent_groups(config)):
         return
     topology = host_topology() if sampler is not None else HostTopology()
-    errors = []
-    for group in groups:
-        where = "agents" if group.implicit else f"groups.{group.name}"
-        try:
-            plan(group.agents, topology)
-        except ShapeError as exc:
-            errors.append(ConfigError(str(exc), key=f"{where}.gpus", path=config.path))
-    if len(errors) == 1:
-        raise errors[0]
-    if errors:
-        raise ConfigErrors(errors)
+    raise_if_any(shape_problems(config, topology))
 
 
 __all__ = ["prepare_shapes"]

@@ -25,26 +25,28 @@ import logging
 import os
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from gpuci_tui.core.command_types import Command, CommandResult, GpuClear, Stop
 from gpuci_tui.core.config.loader import Config
-from gpuci_tui.core.docker.agentspec import config_hash, instance_id, instance_labels
+from gpuci_tui.core.docker.agentspec import config_hash, host_marker, instance_id, instance_labels
 from gpuci_tui.core.docker.slot_devices import device_label
-from gpuci_tui.core.engine.commands import apply_command
+from gpuci_tui.core.engine.commands import apply_command, overrides_in_force, reset_overrides
 from gpuci_tui.core.engine.gpu_admission import GpuAdmission
 from gpuci_tui.core.engine.lifecycle import EngineState, new_slot
 from gpuci_tui.core.engine.planning.planner import decide
 from gpuci_tui.core.engine.preview import CommandPreview, preview
 from gpuci_tui.core.engine.rollout.progress import advance
 from gpuci_tui.core.engine.snapshots import SnapshotMeta, supervisor_snapshot
-from gpuci_tui.core.engine.standby.auto import depth_of
+from gpuci_tui.core.engine.standby.auto import AutoSeed, depth_of, seeded
 from gpuci_tui.core.engine.steps import Action, Died, JobEnded, Note, Observation
 from gpuci_tui.core.engine.transitions.server import REGISTRATION_EXITS
 from gpuci_tui.core.host.gpus.gates import clear_gpu
 from gpuci_tui.core.host.gpus.slot_gpus import SlotGpus
 from gpuci_tui.core.host.observers.containers import ContainerObserver
 from gpuci_tui.core.host.observers.pool import PoolObserver
+from gpuci_tui.core.host.observers.pool_scope import read_scope
 from gpuci_tui.core.host.reporter import Broadcaster, Reporter, Update, report_note
 from gpuci_tui.core.host.supervision.executor import Executor
 from gpuci_tui.core.host.supervision.reconfigure import apply_reload, preview_reload
@@ -151,6 +153,8 @@ class Supervisor:
             clock=clock,
             interval=config.supervisor.poll_interval,
             report=self.reporter.event,
+            scope=lambda: read_scope(self.config, self.config.azure.pool, host_marker()),
+            role_retry=config.supervisor.role_retry,
         )
         self.containers = ContainerObserver(runtime, self.labels, clock=clock)
         self.executor = Executor(
@@ -209,6 +213,11 @@ class Supervisor:
             self.reporter.event("supervisor_stopped", "supervisor stopped; agents left running")
             self.reporter.publish_now()
 
+    def seed_auto(self, seed: AutoSeed) -> None:
+        """Start ``standby = "auto"`` from the local history (call before `run`)."""
+        if self.state.auto is not None:
+            self.state = replace(self.state, auto=seeded(self.state.auto, seed))
+
     def snapshot(self) -> SupervisorSnapshot:
         """The current state as a frozen snapshot."""
         meta = self._meta or SnapshotMeta(
@@ -221,7 +230,7 @@ class Supervisor:
         )
         if self.started_at is not None:
             self._meta = meta
-        return supervisor_snapshot(
+        snap = supervisor_snapshot(
             self.state,
             meta,
             self.clock(),
@@ -234,6 +243,19 @@ class Supervisor:
             gpu_gates=() if self.gatekeeper is None else self.gatekeeper.gates,
             image=self.config.agents.image,
         )
+        if self.state.stopping:  # its drains are the stop's (or a removed group's), not the file's
+            return snap
+        overrides = overrides_in_force(self.state, self.config.agents.count, self.group)
+        return replace(snap, overrides=overrides) if overrides else snap
+
+    def reset_overrides(self) -> CommandResult:
+        """Drop the operator's overrides (scale, pause, drains): the group runs its file."""
+        self.state, result = reset_overrides(self.state, self.config.agents.count)
+        self.reporter.event("command", f"reset_overrides: {result.message}")
+        self._save_intent()
+        self._kick()
+        self.reporter.changed()
+        return result
 
     def preview(self, command: Command) -> CommandPreview:
         """What ``command`` would do now, slot by slot (nothing is changed)."""
@@ -284,7 +306,7 @@ class Supervisor:
             result = clear_gpu(self.gatekeeper, command)
             self.reporter.event("command", f"gpu_clear: {result.message}")
             return result
-        self.state, result = apply_command(self.state, command)
+        self.state, result = apply_command(self.state, command, at=self.clock())
         self.reporter.event("command", f"{type(command).__name__.lower()}: {result.message}")
         self._save_intent()
         self._kick()
