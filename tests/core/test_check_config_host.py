@@ -25,6 +25,7 @@ TWO_GPUS = (
 
 
 @pytest.mark.nvml
+@pytest.mark.daemon  # `run` is tried too (it refuses before it starts)
 def test_a_mig_shape_without_mig_devices_is_refused_as_run_refuses_it(
     fake_nvml_lib: Path, tmp_path: Path
 ) -> None:
