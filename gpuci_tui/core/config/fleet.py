@@ -49,6 +49,7 @@ class FleetConfig:
     """``[fleet]``: the hosts and how to reach them."""
 
     hosts: tuple[FleetHost, ...] = ()
+    """The hosts the console watches, in the overview's order (``--host`` replaces them)."""
     command: str = DEFAULT_COMMAND
     """gpuci-tui on the hosts, unless an entry names its own."""
     ssh_config: str | None = None

@@ -58,10 +58,11 @@ _LIVE_OTHER = {
     "keys": "the console reads it when it opens (reopen the console)",
     "fleet": "the console reads it when it opens (reopen the console)",
 }
-#: ``[azure]`` keys `diff_configs` compares (the rest is the identity the daemon signs in with).
+#: ``[azure]`` keys `diff_configs` compares; the others (how the daemon signs in, the PAT's
+#: expiry, the stale-registration removal) are read when the daemon starts.
 _AZURE_COMPARED = ("url", "pool", "max_requests_per_minute")
 _GROUP_POOL = "the group's agents are registered in that pool, and its lock is named after it"
-_SIGN_IN = "the daemon signs in with it when it starts; reload leaves the identity as it runs"
+_SIGN_IN = "read when the daemon starts; reload leaves the value it runs on"
 _WHY = {
     "azure.url": "the daemon's agents are registered in that organisation, and its lock and "
     "socket are named after it",
