@@ -12,12 +12,14 @@ import contextlib
 import io
 import re
 import shlex
+import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 
 from gpuci_tui.cli.main import build_parser
+from gpuci_tui.core.config import loader
 from gpuci_tui.core.config.keys import key_name
 from tests.ui.test_help_keys import SCREENS as HELP_SCREENS
 from tests.ui.test_help_keys import open_help
@@ -222,3 +224,43 @@ def test_a_broken_link_fails_the_check() -> None:
 def test_the_readme_is_a_front_door() -> None:
     """Issue 27: at most about 250 lines; the reference lives in docs/."""
     assert len(README.read_text(encoding="utf-8").splitlines()) <= 250
+
+
+# --------------------------------------------------------------------------- TOML examples
+
+_TOML = re.compile(r"^```toml\n(.*?)^```", re.M | re.S)
+
+
+def toml_problems(markdown: str) -> list[str]:
+    """Each ```toml example that is not TOML, or names a section or key the loader does not know.
+
+    Examples are partial files, so only those two are checked (a missing required key or a
+    dataset path absent from this machine is not the example's fault).
+    """
+    problems = []
+    for block in _TOML.findall(markdown):
+        try:
+            tables = tomllib.loads(block)
+        except tomllib.TOMLDecodeError as exc:
+            problems.append(f"not TOML ({exc}):\n{block}")
+            continue
+        _, errors = loader._from_tables(tables)
+        problems += [
+            str(e) for e in errors if e.problem.startswith(("unknown", "is not an action"))
+        ]
+    return problems
+
+
+@pytest.mark.parametrize(
+    "page", [README, *sorted((ROOT / "docs").glob("*.md"))], ids=lambda p: p.name
+)
+def test_every_toml_example_is_a_file_the_loader_reads(page: Path) -> None:
+    assert toml_problems(page.read_text(encoding="utf-8")) == []
+
+
+def test_a_wrong_toml_example_fails_the_check() -> None:
+    multi_line = '```toml\n[fleet]\nhosts = [\n  { host = "a",\n    label = "b" },\n]\n```\n'
+    assert "not TOML" in toml_problems(multi_line)[0]
+    unknown = '```toml\n[agents]\nimagee = "x"\n\n[keys]\ndrian = "d"\n```\n'
+    problems = toml_problems(unknown)
+    assert len(problems) == 2 and 'did you mean "image"' in problems[0], problems

@@ -8,8 +8,7 @@ started with, and where gpuci-tui is installed there::
     hosts = [
         "ci@gpu2",
         "ci@gpu3:2222",
-        { host = "ci@gpu4", label = "a100", config = "/etc/gpuci-tui/config.toml",
-          command = "/opt/gpuci-tui/bin/gpuci-tui" },
+        { host = "ci@gpu4", label = "a100", config = "/etc/gpuci-tui/config.toml", command = "/opt/gpuci-tui/bin/gpuci-tui" },
     ]
     command = "gpuci-tui"           # gpuci-tui on the hosts (default: on their PATH)
     ssh_config = "~/.ssh/fleet"     # optional: ssh -F FILE instead of ~/.ssh/config
