@@ -8,7 +8,6 @@ land in the PNG.
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import shutil
 import struct
@@ -20,17 +19,14 @@ import pytest
 from rich.console import Console
 from rich.text import Text
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.scripts_loader import load_script
+
 CELL = 12.2
 """Pixels per terminal cell in Rich's SVG (font size 20, char width 0.61)."""
 
 
 def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("screenshots", ROOT / "scripts/screenshots.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("screenshots")
 
 
 def ink_columns(png: Path) -> list[int]:

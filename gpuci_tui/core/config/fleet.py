@@ -8,8 +8,7 @@ started with, and where gpuci-tui is installed there::
     hosts = [
         "ci@gpu2",
         "ci@gpu3:2222",
-        { host = "ci@gpu4", label = "a100", config = "/etc/gpuci-tui/config.toml",
-          command = "/opt/gpuci-tui/bin/gpuci-tui" },
+        { host = "ci@gpu4", label = "a100", config = "/etc/gpuci-tui/config.toml", command = "/opt/gpuci-tui/bin/gpuci-tui" },
     ]
     command = "gpuci-tui"           # gpuci-tui on the hosts (default: on their PATH)
     ssh_config = "~/.ssh/fleet"     # optional: ssh -F FILE instead of ~/.ssh/config
@@ -49,6 +48,7 @@ class FleetConfig:
     """``[fleet]``: the hosts and how to reach them."""
 
     hosts: tuple[FleetHost, ...] = ()
+    """The hosts the console watches, in the overview's order (``--host`` replaces them)."""
     command: str = DEFAULT_COMMAND
     """gpuci-tui on the hosts, unless an entry names its own."""
     ssh_config: str | None = None

@@ -37,7 +37,9 @@ class VolumeConfig:
 
 @dataclass(frozen=True)
 class AzureConfig:
-    """``[azure]``."""
+    """``[azure]``: the organisation and pool the agents register in, and how the daemon
+    signs in to it (a PAT, a service principal or a managed identity).
+    """
 
     url: str
     """Organisation URL, e.g. ``https://dev.azure.com/ORG``."""
@@ -68,13 +70,19 @@ class AzureConfig:
 
 @dataclass(frozen=True)
 class AgentsConfig:
-    """``[agents]``."""
+    """``[agents]``: the agent slots of this host (with ``[groups.NAME]`` tables, the
+    values every group starts from).
+    """
 
     count: int
+    """Number of slots: each runs one single-job agent at a time (and its standbys)."""
     image: str
+    """The agent image: a tag, ``[REGISTRY[:PORT]/]REPO[:TAG]``, or pinned by digest,
+    ``REPO[:TAG]@sha256:<64 hex>``."""
     name_prefix: str
     """Agent and container names are ``{name_prefix}-{slot}``; default: host name."""
     network: str = "bridge"
+    """The agent containers' Docker network mode."""
     gpus: str = "all"
     """``all`` | ``none`` | ``per-agent`` (slot i gets GPU i, or the i-th of ``gpu_ids``) |
     ``list`` (every agent gets ``gpu_ids``) | ``mig`` (slot i gets the i-th MIG device)."""
@@ -85,6 +93,7 @@ class AgentsConfig:
     """With ``per-agent``: each slot gets this many distinct GPUs, NVLink-joined ones kept
     together (see `core.config.slot_shapes`). ``gpus = "mig"``: one slot per MIG device."""
     volumes: tuple[VolumeConfig, ...] = ()
+    """Read-only dataset mounts, ``[[agents.volumes]]`` tables."""
     oom_score_adj: int = 1000
     """Makes the kernel kill the job, not the host's own services, under memory pressure."""
     mem_limit: str | None = None

@@ -24,7 +24,7 @@ from typing import Any
 
 from gpuci_tui.core.config.model import AgentGroup, AgentsConfig, Config, agent_groups
 
-__all__ = ["ConfigDiff", "FieldChange", "GroupDiff", "diff_configs"]
+__all__ = ["ConfigDiff", "FieldChange", "GroupDiff", "diff_configs", "reload_effect"]
 
 #: Agent values that change live, with what happens (the agent spec rolls out, the rest applies).
 _LIVE_AGENTS = {
@@ -38,6 +38,8 @@ _LIVE_AGENTS = {
     "gpu_admission": "applies at the next GPU sample",
     "gpu_hold_down": "applies at the next GPU sample",
     "standby_schedule": "applies now: standby lanes are added, or idle ones retired, to its count",
+    "pull": "applies at the next agent start (the puller reads it before each start)",
+    "pull_check_interval": "applies at the next agent start (the puller reads it before each start)",
 }
 #: Agent values a running daemon cannot change, and why (what was bound at start).
 _RESTART_AGENTS = {
@@ -56,6 +58,11 @@ _LIVE_OTHER = {
     "keys": "the console reads it when it opens (reopen the console)",
     "fleet": "the console reads it when it opens (reopen the console)",
 }
+#: ``[azure]`` keys `diff_configs` compares; the others (how the daemon signs in, the PAT's
+#: expiry, the stale-registration removal) are read when the daemon starts.
+_AZURE_COMPARED = ("url", "pool", "max_requests_per_minute")
+_GROUP_POOL = "the group's agents are registered in that pool, and its lock is named after it"
+_SIGN_IN = "read when the daemon starts; reload leaves the value it runs on"
 _WHY = {
     "azure.url": "the daemon's agents are registered in that organisation, and its lock and "
     "socket are named after it",
@@ -191,12 +198,40 @@ def diff_configs(old: Config, new: Config) -> ConfigDiff:
     return ConfigDiff(tuple(diffs), other, applied)
 
 
+def reload_effect(key: str) -> tuple[bool, str]:
+    """Whether ``reload`` applies a change of ``key`` live, and what happens or why not.
+
+    ``key`` is dotted as in the file: ``agents.image`` (also ``groups.NAME.image``),
+    ``azure.url``, ``supervisor.canary_jobs``, ``keys.drain``, ``fleet.hosts``. The answer
+    is the one `diff_configs` gives for such a change (the configuration reference shows it).
+
+    Raises:
+        KeyError: ``key`` names no key of the file.
+    """
+    section, _, rest = key.partition(".")
+    parts = rest.split(".")
+    name = parts[1] if section == "groups" and len(parts) > 1 else parts[0]
+    if section in ("keys", "fleet"):
+        return True, _LIVE_OTHER[section]
+    if section in ("agents", "groups"):
+        if section == "groups" and name == "pool":
+            return False, _GROUP_POOL
+        if name in _RESTART_AGENTS:
+            return False, _RESTART_AGENTS[name]
+        return True, _LIVE_AGENTS[name]
+    if key in _LIVE_OTHER:
+        return True, _LIVE_OTHER[key]
+    if section == "azure" and name not in _AZURE_COMPARED:
+        return False, _SIGN_IN
+    return False, _WHY.get(key) or _WHY[section]
+
+
 def _group_changes(
     old: AgentGroup, new: AgentGroup, where: str, *, implicit: bool
 ) -> tuple[FieldChange, ...]:
     changes: list[FieldChange] = []
     if old.pool != new.pool and not implicit:  # the implicit group's pool is [azure] pool
-        why = "the group's agents are registered in that pool, and its lock is named after it"
+        why = _GROUP_POOL
         changes.append(FieldChange(f"{where}.pool", old.pool, new.pool, False, why))
     for field in dataclasses.fields(AgentsConfig):
         if field.name == "gpu_ids":
@@ -230,11 +265,7 @@ def _kept(old: AgentGroup, new: AgentGroup) -> AgentGroup:
 def _other_changes(old: Config, new: Config, *, grouped: bool) -> tuple[FieldChange, ...]:
     changes: list[FieldChange] = []
     # The implicit group's pool shows as [azure] pool; with groups each group says its own.
-    azure = (
-        ("url", "max_requests_per_minute")
-        if grouped
-        else ("url", "pool", "max_requests_per_minute")
-    )
+    azure = tuple(name for name in _AZURE_COMPARED if not (grouped and name == "pool"))
     for name in azure:
         before, after = getattr(old.azure, name), getattr(new.azure, name)
         if before != after:

@@ -19,6 +19,7 @@ class SupervisorConfig:
     backoff_base: float = 2.0
     """First delay after an early failure; doubles per consecutive failure."""
     backoff_max: float = 60.0
+    """The longest delay the doubling reaches (at least ``backoff_base``)."""
     park_after: int = 5
     """Consecutive early failures after which a slot is parked."""
     healthy_after: float = 30.0

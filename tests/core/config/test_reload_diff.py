@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from gpuci_tui.core.config.loader import Config, agent_groups, load_config
-from gpuci_tui.core.config.reload_diff import diff_configs
+from gpuci_tui.core.config.reload_diff import diff_configs, reload_effect
 
 ONE = """
 [azure]
@@ -84,6 +84,12 @@ ONE_GROUP = [
      "history.keep_days", False, "history is opened"),
     (('pool = "gpu"', 'pool = "gpu"\nmax_requests_per_minute = 60'),
      "azure.max_requests_per_minute", True, "(unset) -> 60: applies now: the daemon's calls"),
+    # A reload that changed these raised KeyError before the configuration reference
+    # asked every key what reload does with it.
+    (('name_prefix = "box"', 'name_prefix = "box"\npull = "always"'), "agents.pull", True,
+     "next agent start"),
+    (('name_prefix = "box"', 'name_prefix = "box"\npull_check_interval = 60.0'),
+     "agents.pull_check_interval", True, "next agent start"),
 ]  # fmt: skip
 
 
@@ -100,6 +106,24 @@ def test_one_group_field_by_field(
     assert words in found[0].words()
     assert diff.changed
     assert (found[0] in diff.restart_needed) is not live
+
+
+@pytest.mark.parametrize(("change", "key", "live", "words"), ONE_GROUP)
+def test_reload_effect_says_what_the_diff_does(
+    tmp_path: Path, change: tuple[str, str], key: str, live: bool, words: str
+) -> None:
+    """The reference's reload column (`reload_effect`) answers as a real reload does."""
+    found = diff_configs(load(tmp_path, ONE), load(tmp_path, edit(ONE, *change), "new.toml"))
+    change_seen = [*(c for g in found.groups for c in g.changes), *found.other][0]
+    assert reload_effect(key) == (change_seen.live, change_seen.why)
+    group_key = key.replace("agents.", "groups.gpu.", 1)
+    if key.startswith("agents."):
+        assert reload_effect(group_key) == reload_effect(key)
+
+
+def test_reload_effect_of_an_unknown_key_is_an_error() -> None:
+    with pytest.raises(KeyError):
+        reload_effect("agents.imagee")
 
 
 def test_applied_takes_only_what_changed_live(tmp_path: Path) -> None:
