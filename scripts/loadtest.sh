@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The suite's flake proof: run scripts/test.sh N times in a row while every core is kept
 # busy by a CPU hog (one busy loop per core, at normal priority), stopping at the first
-# red run. A suite that passes only on an idle machine is not green.
-# Usage: scripts/loadtest.sh [RUNS] [pytest args...]     (RUNS defaults to 3)
+# red run. A suite that passes only on an idle machine is not green. Each run is the
+# parallel one (a test per core and one more, then the serial ones), so the hog's loops and the tests
+# share every core.
+# Usage: scripts/loadtest.sh [RUNS] [--quick] [pytest args...]     (RUNS defaults to 3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-3}

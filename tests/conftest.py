@@ -8,10 +8,6 @@ test command, scripts/test.sh, installs and starts all of them).
 from __future__ import annotations
 
 import contextlib
-import io
-import os
-import shutil
-import tarfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +15,10 @@ from typing import Any
 
 import pytest
 
-FIXTURE_IMAGE = "gpuci-fixture/busybox:1"
+from tests import fixture_images
+
+# The tiers' hooks: component markers, --quick, the unmarked-component guard, serial tests.
+from tests.tiers import *  # noqa: F403 - pytest finds hooks by name in a conftest
 
 
 @pytest.fixture(autouse=True)
@@ -96,64 +95,28 @@ def docker_client() -> Iterator[object]:
     client.close()
 
 
-def _busybox_rootfs_tar() -> bytes:
-    busybox = shutil.which("busybox") or "/bin/busybox"
-    _require(os.path.exists(busybox), "A static busybox (apt-get install busybox-static)")
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for d in ("bin", "tmp", "run", "etc"):
-            info = tarfile.TarInfo(d)
-            info.type = tarfile.DIRTYPE
-            info.mode = 0o1777 if d == "tmp" else 0o755
-            tar.addfile(info)
-        tar.add(busybox, arcname="bin/busybox")
-        for applet in (
-            "sh",
-            "sleep",
-            "true",
-            "false",
-            "cat",
-            "echo",
-            "ls",
-            "nc",
-            "wget",
-            "base64",
-            "sed",
-            "grep",
-            "rm",
-            "date",
-            "kill",
-            "printf",
-            "tail",
-            "head",
-            "dd",
-            "env",
-            "seq",
-            "mkdir",
-            "test",
-            "tr",
-            "cut",
-            "awk",
-            "timeout",
-        ):
-            info = tarfile.TarInfo(f"bin/{applet}")
-            info.type = tarfile.SYMTYPE
-            info.linkname = "busybox"
-            tar.addfile(info)
-    return buf.getvalue()
-
-
 @pytest.fixture(scope="session")
 def busybox_image(docker_client: object) -> str:
     """A busybox image imported locally (no registry is reachable)."""
-    client = docker_client
-    try:
-        client.images.get(FIXTURE_IMAGE)  # type: ignore[attr-defined]
-    except Exception:  # noqa: BLE001
-        client.api.import_image_from_data(  # type: ignore[attr-defined]
-            _busybox_rootfs_tar(), repository=FIXTURE_IMAGE.split(":")[0], tag="1"
-        )
-    return FIXTURE_IMAGE
+    return fixture_images.busybox_image(docker_client)
+
+
+@pytest.fixture(scope="session")
+def emulator_image(docker_client: object) -> str:
+    """The busybox Azure Pipelines agent emulator image (built locally, never pulled)."""
+    return fixture_images.emulator_image(docker_client)
+
+
+@pytest.fixture(scope="session")
+def broken_image(docker_client: object, busybox_image: str) -> str:
+    """An image whose container exits 1 at once (a crash-looping agent)."""
+    return fixture_images.derived_image(
+        docker_client,
+        busybox_image,
+        "gpuci-fixture/broken:1",
+        ['ENTRYPOINT ["sh", "-c", "echo broken agent image >&2; exit 1"]'],
+        command=["true"],
+    )
 
 
 @pytest.fixture

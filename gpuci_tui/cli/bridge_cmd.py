@@ -53,6 +53,8 @@ WATCH_MS = 1000
 
 def run_bridge(args: argparse.Namespace) -> int:
     """Connect to the daemon of ``--config`` (or ``--socket``) and relay requests until one side ends."""
+    # The session that ran us, taken now: one that ends while we connect is noticed too.
+    parent = os.getppid()
     try:
         # A byte stream: the file's problems are not written into it (the console shows
         # the daemon's state; `gpuci-tui check-config` on the host says them).
@@ -65,7 +67,7 @@ def run_bridge(args: argparse.Namespace) -> int:
             check_daemon(sock, path)
         except CliExit as exc:
             return fail(exc)
-        pump(sock, 0, 1, readonly=bool(getattr(args, "readonly", False)))
+        pump(sock, 0, 1, readonly=bool(getattr(args, "readonly", False)), parent=parent)
     return exitcodes.OK
 
 
@@ -154,7 +156,14 @@ def _error(message: str) -> bytes:
     return json.dumps(reply).encode() + b"\n"
 
 
-def pump(sock: socket.socket, fd_in: int, fd_out: int, *, readonly: bool = False) -> None:
+def pump(
+    sock: socket.socket,
+    fd_in: int,
+    fd_out: int,
+    *,
+    readonly: bool = False,
+    parent: int | None = None,
+) -> None:
     """Relay requests ``fd_in`` → ``sock`` and answers ``sock`` → ``fd_out`` until one side ends.
 
     Requests are vetted line by line (`vet`); the bridge's own refusals keep
@@ -163,7 +172,8 @@ def pump(sock: socket.socket, fd_in: int, fd_out: int, *, readonly: bool = False
     most); the pump ends when the daemon closes, when ``fd_out`` reports that
     nobody reads it any more (the ssh channel closed), at end of input once a
     subscription was made (the stream's reader is gone: nothing more is owed),
-    or when the bridge's parent is gone (the session that ran it ended).
+    or when the bridge's parent is gone (the session that ran it ended): ``parent``, the
+    pid it had when the bridge started (default: its parent now).
     """
     poller = select.poll()
     poller.register(sock, select.POLLIN)
@@ -176,7 +186,7 @@ def pump(sock: socket.socket, fd_in: int, fd_out: int, *, readonly: bool = False
     relay = _Relay(sock, fd_out, readonly)
     pending = b""
     reading = True  # fd_in still open
-    parent = os.getppid()
+    parent = os.getppid() if parent is None else parent
     deadline: float | None = None  # set when fd_in closed: the answers owed get this long
     while True:
         ready = poller.poll(WATCH_MS)

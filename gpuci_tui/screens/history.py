@@ -50,6 +50,16 @@ HISTORY_NOTE = (
 )
 
 
+def _still_reading(worker: Worker[None]) -> bool:
+    """Whether ``worker`` still has a read to finish.
+
+    A worker cancelled before its task first ran (``exclusive``: a newer read of its
+    group replaced it) never runs and stays RUNNING in Textual, so "finished" alone
+    would keep the refresh waiting for it forever.
+    """
+    return not (worker.is_finished or worker.is_cancelled)
+
+
 @dataclass
 class HistoryLoaded(Message):
     """A read of the history finished: its rows, or why there are none."""
@@ -108,7 +118,6 @@ class HistoryScreen(Screen[None]):
         """The newest read of the table. Only it holds the refresh back: a trend read
         replaced by a newer one (an exclusive group) is cancelled, and Textual can leave
         such a thread worker in RUNNING for good, which stopped every refresh."""
-        """The last history and trend reads started (a tick waits for them)."""
 
     def compose(self) -> Iterable[Widget]:
         """Status line, filters, table, trend, footer."""
@@ -157,7 +166,7 @@ class HistoryScreen(Screen[None]):
         on every tick pile up, each slower than the last (six at once were seen, and the
         screen fell seconds behind). A filter change still reads at once (`_load`).
         """
-        if self._table_read is not None and not self._table_read.is_finished:
+        if self._table_read is not None and _still_reading(self._table_read):
             return
         self._load()
 

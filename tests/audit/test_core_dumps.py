@@ -32,13 +32,7 @@ def rig(tmp_path: Path, docker_client: Any, emulator_image: str) -> Iterator[Rig
     yield from make_rig(tmp_path, docker_client, emulator_image, count=1)
 
 
-@pytest.fixture(scope="module")
-def emulator_image(docker_client: Any) -> str:
-    from gpuci_tui.sim.image import build_emulator_image
-
-    return build_emulator_image(docker_client)
-
-
+@pytest.mark.daemon
 @pytest.mark.docker
 def test_the_running_daemon_has_no_core_size(rig: Rig) -> None:
     rig.start_daemon()

@@ -24,7 +24,7 @@ from gpuci_tui.sim.login import SimLogin
 from tests.audit.test_secret_audit import jobs_done, process_tree
 from tests.real.rig import Rig, make_rig, wait_for
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.daemon]
 
 CLIENT = "11111111-2222-4333-8444-555555555555"
 SECRET = "Q~audit.secret-0123456789abcdefghijklmnopq"
@@ -36,13 +36,6 @@ TOKEN_LIFETIME = 12
 #: ``[supervisor] role_retry``: while the pool role is refused, it is checked this often
 #: (60 s by default; the drill waits for the check that finds it back).
 ROLE_RETRY = 3.0
-
-
-@pytest.fixture(scope="module")
-def emulator_image(docker_client: Any) -> str:
-    from gpuci_tui.sim.image import build_emulator_image
-
-    return build_emulator_image(docker_client)
 
 
 @pytest.fixture

@@ -33,9 +33,10 @@ from gpuci_tui.core.config.paths import socket_path
 from gpuci_tui.core.docker.agentspec import LABEL_INSTANCE
 from gpuci_tui.core.errors import AzureError
 from tests.badinput.helpers import as_nobody, save_good, shared_dir
+from tests.fixture_images import derived_image
 from tests.real.rig import PAT, Rig, make_rig, wait_for
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.daemon]
 
 NEEDLES = [
     PAT.encode(),
@@ -47,13 +48,6 @@ NEEDLES = [
 def leaks(data: bytes) -> list[str]:
     """Which forms of the PAT ``data`` holds."""
     return [n.decode() for n in NEEDLES if n in data]
-
-
-@pytest.fixture(scope="module")
-def emulator_image(docker_client: Any) -> str:
-    from gpuci_tui.sim.image import build_emulator_image
-
-    return build_emulator_image(docker_client)
 
 
 @pytest.fixture
@@ -325,6 +319,7 @@ print(json.dumps({"reply": data.decode()}))
 """
 
 
+@pytest.mark.root
 def test_control_socket_is_private_and_refuses_other_users(rig: Rig) -> None:
     rig.start_daemon()
     sock = socket_path(rig.instance)
@@ -358,19 +353,16 @@ def build_token_printing_image(docker_client: Any, busybox_image: str) -> str:
     """An image that shows its token while failing to start (``set -x``, then reads it)."""
     from gpuci_tui.core.docker.agentspec import TOKEN_PATH
 
-    container = docker_client.containers.create(busybox_image, ["true"])
-    try:
-        container.commit(
-            repository="gpuci-fixture/prints-token",
-            tag="1",
-            changes=[
-                f'ENTRYPOINT ["sh", "-c", "set -x; echo token: $(cat {TOKEN_PATH}); '
-                f'cat {TOKEN_PATH}; exit 1"]'
-            ],
-        )
-    finally:
-        container.remove(force=True)
-    return "gpuci-fixture/prints-token:1"
+    return derived_image(
+        docker_client,
+        busybox_image,
+        "gpuci-fixture/prints-token:1",
+        [
+            f'ENTRYPOINT ["sh", "-c", "set -x; echo token: $(cat {TOKEN_PATH}); '
+            f'cat {TOKEN_PATH}; exit 1"]'
+        ],
+        command=["true"],
+    )
 
 
 @pytest.fixture

@@ -11,26 +11,20 @@ import docker
 import pytest
 
 from gpuci_tui.core.docker.agentspec import TOKEN_PATH
+from tests.fixture_images import derived_image
 from tests.real.rig import Rig, make_rig, wait_for
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.daemon]
 
 
 @pytest.fixture(scope="module")
-def keeping_image(docker_client: Any) -> str:
-    from gpuci_tui.sim.image import build_emulator_image
-
-    base = build_emulator_image(docker_client)
-    container = docker_client.containers.create(base)
-    try:
-        container.commit(
-            repository="gpuci-fixture/keeps-token",
-            tag="1",
-            changes=["ENV GPUCI_EMULATOR_KEEP_TOKEN=1"],
-        )
-    finally:
-        container.remove(force=True)
-    return "gpuci-fixture/keeps-token:1"
+def keeping_image(docker_client: Any, emulator_image: str) -> str:
+    return derived_image(
+        docker_client,
+        emulator_image,
+        "gpuci-fixture/keeps-token:1",
+        ["ENV GPUCI_EMULATOR_KEEP_TOKEN=1"],
+    )
 
 
 @pytest.fixture

@@ -22,6 +22,7 @@ from gpuci_tui.core.host.control.client import ControlError, request
 from gpuci_tui.core.host.control.server import ControlServer
 from gpuci_tui.core.host.control.serving import BoundedListener, RateLimitedLog
 from tests.badinput.stubs import StubSupervisor
+from tests.waiting import wait_until_async
 
 CAP = 4
 
@@ -132,10 +133,10 @@ async def test_clients_over_the_cap_are_told_and_closed_and_status_answers_after
             sock.setblocking(False)
             with contextlib.suppress(BlockingIOError):
                 sock.connect(str(server.path))
+        await wait_until_async(
+            lambda: server.rejected >= 40, 20, lambda: f"40 rejected, not {server.rejected}"
+        )
         deadline = time.monotonic() + 20
-        while server.rejected < 40:
-            assert time.monotonic() < deadline, server.rejected
-            await asyncio.sleep(0.05)
         assert server.clients <= CAP
         # The capped clients time out; then the owner's status is served again.
         reply = None
@@ -145,7 +146,7 @@ async def test_clients_over_the_cap_are_told_and_closed_and_status_answers_after
             reply = answer if answer.get("ok") else None
             if reply is None:
                 assert "busy" in answer["error"]
-                await asyncio.sleep(0.2)
+                await asyncio.sleep(0.2)  # the pace of the retries while it says busy
     finally:
         for sock in held:
             sock.close()
@@ -200,10 +201,11 @@ async def test_accept_failures_pause_and_are_logged_once_a_minute_without_a_trac
     waiting = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     waiting.connect(str(tmp_path / "x.sock"))  # keeps the listener readable
     try:
-        deadline = time.monotonic() + 20
-        while ExhaustedSocket.calls < 20:
-            assert time.monotonic() < deadline, ExhaustedSocket.calls
-            await asyncio.sleep(0.05)
+        await wait_until_async(
+            lambda: ExhaustedSocket.calls >= 20,
+            20,
+            lambda: f"20 calls, not {ExhaustedSocket.calls}",
+        )
     finally:
         listener.close()
         waiting.close()

@@ -444,6 +444,7 @@ def test_corrupt_toml_is_named_with_line_and_column(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.toml", "cfg"]
 
 
+@pytest.mark.root
 def test_unwritable_config_directory_keeps_the_old_file() -> None:
     """As a user who may read but not write the directory (root would write anyway)."""
     with shared_dir("gpuci-badcfg-") as directory:

@@ -63,6 +63,12 @@ class Case:
     id: str
     run: Callable[[Env], str]
     expected: str
+    needs: tuple[str, ...] = ()
+    """The components the case uses: their markers (tests/components.py)."""
+
+    def param(self) -> object:
+        """The case as a pytest parameter, marked with what it needs."""
+        return pytest.param(self, id=self.id, marks=[getattr(pytest.mark, n) for n in self.needs])
 
 
 NOT_FOUND_FILE = (
@@ -114,6 +120,7 @@ OTHER_CASES = [
         pat_file_unreadable,
         "TokenFileError GPUCI_PAT_FILE names {dir}/pat, which cannot be read (Permission "
         "denied); make it readable by this user (owned by you, chmod 600).",
+        needs=("root",),
     ),
     Case(
         "pool-nonexistent",
@@ -142,12 +149,14 @@ OTHER_CASES = [
         docker_socket_denied,
         "RuntimeUnavailableError Permission denied on {dir}/docker.sock: add your user to the "
         "'docker' group (sudo usermod -aG docker $USER, then log in again) or run as root",
+        needs=("root",),
     ),
     Case(
         "image-missing-locally",
         image_missing,
         "Image {image} is not present locally. Pull or build it first: gpuci-tui image pull "
         'or docker pull {image} (with [agents] pull = "never" gpuci-tui does not pull it)',
+        needs=("docker",),
     ),
     Case(
         "nvml-missing",
@@ -194,11 +203,12 @@ OTHER_CASES = [
         cli_run_with_a_missing_pat_file,
         "gpuci-tui: GPUCI_PAT_FILE names {tmp}/absent-pat, which does not exist; create it "
         "(the PAT on one line, chmod 600) or unset GPUCI_PAT_FILE.\n",
+        needs=("daemon",),
     ),
 ]
 
 
-@pytest.mark.parametrize("case", OTHER_CASES, ids=[c.id for c in OTHER_CASES])
+@pytest.mark.parametrize("case", [c.param() for c in OTHER_CASES])
 def test_operator_message(case: Case, tmp_path: Path, good_dir: Path) -> None:
     env = Env(tmp_path)
     try:

@@ -88,13 +88,7 @@ def rig(tmp_path: Path, docker_client: Any, emulator_image: str) -> Iterator[Rig
     yield from make_rig(tmp_path, docker_client, emulator_image, count=1)
 
 
-@pytest.fixture(scope="module")
-def emulator_image(docker_client: Any) -> str:
-    from gpuci_tui.sim.image import build_emulator_image
-
-    return build_emulator_image(docker_client)
-
-
+@pytest.mark.daemon
 @pytest.mark.docker
 def test_run_starts_on_a_damaged_history_and_status_says_so(rig: Rig) -> None:
     state = Path(os.environ["XDG_STATE_HOME"]) / "gpuci-tui"

@@ -24,17 +24,10 @@ from gpuci_tui.core.host.control.serving import MAX_CLIENTS
 from tests.badinput.users import flood, local_user, open_fds, thread_count
 from tests.real.rig import Rig, make_rig, wait_for
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.daemon, pytest.mark.root]
 
 LIMIT = 256
 FLOOD = 1000
-
-
-@pytest.fixture(scope="session")
-def emulator_image(docker_client: Any) -> str:
-    from gpuci_tui.sim.image import build_emulator_image
-
-    return build_emulator_image(docker_client)
 
 
 @pytest.fixture

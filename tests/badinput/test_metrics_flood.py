@@ -11,7 +11,6 @@ import logging
 import os
 import socket
 import threading
-import time
 
 import pytest
 import requests
@@ -19,6 +18,7 @@ import requests
 from gpuci_tui.core.host.metrics.registry import Metrics
 from gpuci_tui.core.host.metrics.server import MetricsServer
 from tests.badinput.users import flood, local_user, open_fds
+from tests.waiting import wait_until
 
 CAP = 8
 
@@ -29,14 +29,6 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def wait_for(pred, timeout: float, what: str):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not (value := pred()):
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-    return value
-
-
 def scrape(url: str) -> int | None:
     try:
         return requests.get(url, timeout=5).status_code
@@ -44,6 +36,7 @@ def scrape(url: str) -> int | None:
         return None
 
 
+@pytest.mark.root
 def test_a_flood_from_another_user_costs_one_thread_and_a_bounded_set_of_fds(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -56,15 +49,15 @@ def test_a_flood_from_another_user_costs_one_thread_and_a_bounded_set_of_fds(
     caplog.set_level(logging.WARNING, logger="gpuci_tui.metrics")
     try:
         with local_user() as user, flood(f"127.0.0.1:{server.port}", 400, user=user):
-            wait_for(lambda: server.rejected >= 300, 30, "extra connections closed")
+            wait_until(lambda: server.rejected >= 300, 30, "extra connections closed")
             assert server.clients <= CAP
             # One serving thread in all, and only the capped clients hold descriptors.
             assert threading.active_count() == threads_before + 1
             # (plus the listener, the loop's epoll and wake-up pipe, the flood's two pipes)
             assert open_fds(os.getpid()) <= fds_before + CAP + 8
             # The half-sent requests time out, after which scrapes are served again.
-            assert wait_for(lambda: scrape(server.url) == 200, 30, "a scrape served")
-        assert server.clients == 0 or wait_for(lambda: server.clients == 0, 10, "clients gone")
+            assert wait_until(lambda: scrape(server.url) == 200, 30, "a scrape served")
+        assert server.clients == 0 or wait_until(lambda: server.clients == 0, 10, "clients gone")
     finally:
         server.close()
     assert threading.active_count() == threads_before

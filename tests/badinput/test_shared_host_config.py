@@ -57,6 +57,7 @@ def test_a_config_file_others_can_write_is_refused_with_the_chmod(tmp_path: Path
     load_config(path)  # the fix works
 
 
+@pytest.mark.root
 def test_another_user_replaces_the_file_in_an_open_directory_and_is_refused(
     open_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -18,6 +18,7 @@ from gpuci_tui.cli.safe_output import escape_controls
 from gpuci_tui.core.config.file import ConfigError, ConfigErrors
 from gpuci_tui.core.config.loader import load_config
 from tests.badinput.helpers import good_doc, write_toml
+from tests.fixture_images import derived_image
 from tests.real.rig import Rig, make_rig, wait_for
 
 HOSTILE_OUTPUT = r"printf '\033]0;owned\007\033[2Jcleared\r\n'; exit 1"
@@ -51,19 +52,17 @@ def test_a_pool_name_with_a_control_character_is_refused(tmp_path: Path, pool: s
 
 @pytest.fixture
 def hostile_rig(tmp_path: Path, docker_client: Any, busybox_image: str) -> Iterator[Rig]:
-    container = docker_client.containers.create(busybox_image, ["true"])
-    try:
-        container.commit(
-            repository="gpuci-fixture/escapes",
-            tag="1",
-            changes=[f"ENTRYPOINT {json.dumps(['sh', '-c', HOSTILE_OUTPUT])}"],
-        )
-    finally:
-        container.remove(force=True)
+    image = derived_image(
+        docker_client,
+        busybox_image,
+        "gpuci-fixture/escapes:1",
+        [f"ENTRYPOINT {json.dumps(['sh', '-c', HOSTILE_OUTPUT])}"],
+        command=["true"],
+    )
     yield from make_rig(
         tmp_path,
         docker_client,
-        "gpuci-fixture/escapes:1",
+        image,
         count=1,
         agents={"standby": False},
         park_after=3,
@@ -84,6 +83,7 @@ def parked_with_tail(rig: Rig) -> None:
     )
 
 
+@pytest.mark.daemon
 @pytest.mark.docker
 def test_status_shows_a_log_tails_escape_sequences_as_text(hostile_rig: Rig) -> None:
     rig = hostile_rig

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import pytest
 
+from tests.machine import machine_lock
+
 #: The flooding child: opens N connections, sends each a fragment, reports how many
 #: it holds, then keeps them open until its standard input closes.
 FLOOD = r"""
@@ -74,16 +76,20 @@ def local_user() -> Iterator[LocalUser]:
     if os.geteuid() != 0:
         pytest.fail("creating a second local user needs root: run the suite as root")
     name = f"gpuci{uuid.uuid4().hex[:8]}"
-    subprocess.run(
-        ["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
-        check=True,
-        capture_output=True,
-    )
+    # One account change at a time on the machine: useradd and userdel lock /etc/passwd
+    # and give up after some seconds when tests beside this one hold it.
+    with machine_lock("users"):
+        subprocess.run(
+            ["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
+            check=True,
+            capture_output=True,
+        )
     try:
         entry = pwd.getpwnam(name)
         yield LocalUser(name, entry.pw_uid, entry.pw_gid)
     finally:
-        subprocess.run(["userdel", name], check=False, capture_output=True)
+        with machine_lock("users"):
+            subprocess.run(["userdel", name], check=False, capture_output=True)
 
 
 @contextlib.contextmanager

@@ -14,6 +14,7 @@ import pytest
 from keyring.backend import KeyringBackend
 
 from gpuci_tui.core.gpu.nvml_sampler import NvmlSampler
+from tests.components import need
 from tests.core.nvml_helpers import NvmlState
 from tests.core.supervisor_env import Env, make_env
 
@@ -47,6 +48,7 @@ FAKE_NVML_SRC = Path(__file__).resolve().parents[1] / "fixtures" / "fake_nvml.c"
 
 def build_fake_nvml(out_dir: Path, *defines: str) -> Path:
     """Compile the fake libnvidia-ml.so.1 into ``out_dir`` (``defines``: e.g. FAKE_NVML_OLD_DRIVER)."""
+    need("nvml", "it builds the fake libnvidia-ml.so.1")
     gcc = shutil.which("gcc")
     if gcc is None:
         pytest.fail("gcc is required to build the fake libnvidia-ml.so.1 (apt-get install gcc)")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from typing import Any
 
 import docker
@@ -17,18 +15,10 @@ from gpuci_tui.core.docker.errors import (
 from gpuci_tui.core.protocols import (
     ContainerSpec,
 )
+from tests.waiting import wait_until  # noqa: F401 - its tests import it from here
 
 TOKEN = "patUNIT0123456789abcdefghijklmnopqrstuvwxyzABCDEFG"
 SOCKET = Endpoint("unix:///var/run/docker.sock")
-
-
-def wait_until(pred: Callable[[], bool], timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.01)
-    return pred()
 
 
 def docker_py_failure(cause: BaseException) -> docker.errors.DockerException:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from gpuci_tui.core.config.loader import AgentsConfig, AzureConfig, Config
@@ -13,6 +11,9 @@ from gpuci_tui.sim.api import SimPoolApi
 from gpuci_tui.sim.org import SimOrg
 from gpuci_tui.sim.runtime import DEFAULT_IMAGE, SimulatedRuntime
 
+# The host tests wait inside their event loop; they import it from here by this name.
+from tests.waiting import wait_until_async as wait_until  # noqa: F401
+
 PAT = "sim-pat-0123456789abcdefghijklmnopqrstuvwxyz0123456789"
 BROKEN = "gpuci-sim/broken:1"
 
@@ -20,16 +21,6 @@ BROKEN = "gpuci-sim/broken:1"
 class StaticTokens:
     def get_token(self, org_url: str) -> str:
         return PAT
-
-
-async def wait_until(pred: Callable[[], bool], timeout: float = 10.0, what: str = "") -> None:
-    """Poll ``pred`` every 10 ms until true or fail after ``timeout``."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not pred():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what or pred}")
-        await asyncio.sleep(0.01)
 
 
 @dataclass

@@ -12,6 +12,8 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.core.nvml_helpers import cli_on_fake_nvml, run_cli
 
 TWO_GPUS = (
@@ -22,6 +24,8 @@ TWO_GPUS = (
 )
 
 
+@pytest.mark.nvml
+@pytest.mark.daemon  # `run` is tried too (it refuses before it starts)
 def test_a_mig_shape_without_mig_devices_is_refused_as_run_refuses_it(
     fake_nvml_lib: Path, tmp_path: Path
 ) -> None:
@@ -36,6 +40,7 @@ def test_a_mig_shape_without_mig_devices_is_refused_as_run_refuses_it(
     assert 'agents.gpus: gpus = "mig" needs MIG devices' in run.stderr
 
 
+@pytest.mark.nvml
 def test_a_group_of_two_gpu_slots_past_the_hosts_gpus_is_refused(
     fake_nvml_lib: Path, tmp_path: Path
 ) -> None:

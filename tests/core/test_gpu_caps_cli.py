@@ -9,7 +9,11 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.core.nvml_helpers import cli_on_fake_nvml
+
+pytestmark = pytest.mark.nvml
 
 
 def test_each_slot_shows_its_own_gpu(fake_nvml_lib: Path, tmp_path: Path) -> None:

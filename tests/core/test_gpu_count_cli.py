@@ -9,7 +9,11 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.core.nvml_helpers import cli_on_fake_nvml
+
+pytestmark = pytest.mark.nvml
 
 
 def test_check_config_counts_host_gpus_for_per_agent(fake_nvml_lib: Path, tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ import pytest
 from gpuci_tui.core.gpu.health_reader import slowdown_names
 from gpuci_tui.core.gpu.nvml_sampler import NvmlSampler, is_lost
 from gpuci_tui.core.gpu_readings import GpuFrame
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.nvml
 
@@ -35,15 +36,13 @@ def wait_for(
     sample: Callable[[], GpuFrame], pred: Callable[[GpuFrame], Any], timeout: float
 ) -> Any:
     """Sample until ``pred`` holds for a frame (the Xid watch delivers from its own thread)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        frame = sample()
-        got = pred(frame)
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s; last frame {frame}")
-        time.sleep(0.02)
+    last: list[GpuFrame] = []
+
+    def holds() -> Any:
+        last[:] = [sample()]
+        return pred(last[0])
+
+    return wait_until(holds, timeout, lambda: f"the frame; the last was {last[:1]}")
 
 
 def test_memory_is_v2_used_without_the_drivers_reserved_memory(

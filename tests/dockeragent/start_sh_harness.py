@@ -13,10 +13,10 @@ import os
 import secrets
 import signal
 import subprocess
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.waiting import wait_until  # noqa: F401 - the start.sh tests import it from here
 
 START_SH = Path(__file__).resolve().parents[2] / "dockeragent" / "start.sh"
 BAKED_VERSION = "4.275.0"
@@ -62,15 +62,6 @@ case $behaviour in
         while :; do sleep 30 & sleeper=$!; wait $sleeper; done ;;
 esac
 """
-
-
-def wait_until(pred: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 @dataclass

@@ -16,7 +16,6 @@ import os
 import shutil
 import subprocess
 import tarfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from gpuci_tui.core.docker.agentspec import build_spec
 from gpuci_tui.core.docker.runtime import DockerRuntime
 from gpuci_tui.core.gpu.capabilities import GpuFacts, HostGpuFacts, slot_capabilities
 from tests.dockeragent.start_sh_harness import BAKED_VERSION, LISTENER, START_SH, WRAPPER, Agent
+from tests.waiting import wait_until
 
 H100 = GpuFacts(0, "GPU-93cb0da6", "NVIDIA H100 80GB HBM3", 81559, (9, 0), True)
 CAPS = slot_capabilities(HostGpuFacts("580.159.04", (13, 0), (H100,)), (H100,), "gpubox3")
@@ -132,11 +132,12 @@ def test_an_agent_container_started_by_the_supervisor_keeps_the_capabilities(
         spec = build_spec(config, 0, extra_labels={"gpuci.test": run_label}, capabilities=CAPS)
         info = runtime.start(spec, "a-pat-0123456789")
         container = docker_client.containers.get(info.id)
-        deadline = time.monotonic() + 30
-        while container.status != "exited" and time.monotonic() < deadline:
-            time.sleep(0.05)
+
+        def exited() -> bool:
             container.reload()
-        assert container.status == "exited", container.logs().decode(errors="replace")
+            return bool(container.status == "exited")
+
+        wait_until(exited, 30, lambda: f"the container to exit: {container.logs()!r}")
         assert container.attrs["State"]["ExitCode"] == 0, container.logs().decode(errors="replace")
         for mode in ("configure", "run"):
             chunks, _ = container.get_archive(f"/rec/{mode}.env")

@@ -34,6 +34,7 @@ def test_stays_root_only_when_asked(agent: Agent) -> None:
     assert agent.read("run.uid").strip() == "0"
 
 
+@pytest.mark.root
 def test_drops_privileges_to_the_agent_user(agent: Agent) -> None:
     if os.geteuid() != 0:
         pytest.fail(
@@ -76,6 +77,7 @@ def test_agent_dir_on_a_host_mount_gets_a_copy_once_per_version(agent: Agent) ->
     assert (target / ".image-agent-version").read_text().strip() == "4.280.0"
 
 
+@pytest.mark.root
 def test_docker_socket_group_is_given_to_the_agent_user(agent: Agent) -> None:
     if os.geteuid() != 0:
         pytest.fail(

@@ -25,7 +25,7 @@ import pytest
 from gpuci_tui.core.docker.agentspec import LABEL_AGENT_PACKAGE, LABEL_INSTANCE
 from tests.real.rig import EventRecorder, Rig, assert_jobs_clean, make_rig, wait_for
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.daemon]
 
 NEW = "4.270.0"
 PACKAGE = f"vsts-agent-linux-x64-{NEW}.tar.gz"

@@ -25,7 +25,7 @@ from tests.real.rig import (
     wait_for,
 )
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.daemon]
 
 SCALE = 4.0
 """Drill 7 runs the default backoff rules four times faster: 15 s stand for a minute."""

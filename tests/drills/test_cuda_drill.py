@@ -23,9 +23,10 @@ from gpuci_tui.core.config.loader import save_config
 from gpuci_tui.core.docker.agentspec import LABEL_INSTANCE
 from tests.core.conftest import build_fake_nvml
 from tests.core.nvml_helpers import NvmlState
+from tests.fixture_images import derived_image
 from tests.real.rig import Rig, SlotSampler, assert_jobs_clean, make_rig, wait_for
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.daemon, pytest.mark.nvml]
 
 LAUNCHER = "tests.drills.gpu_daemon"
 GPU = "gpu NVIDIA_H100_80GB_HBM3 GPU-00000000 0 0 0 81559 35 70000 700000 0\n"
@@ -43,17 +44,12 @@ def nvml_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def cuda_image(docker_client: Any, emulator_image: str) -> str:
     """The emulator image, declaring CUDA 12.4 like nvidia/cuda:12.4 (built locally, no pull)."""
-    tag = "gpuci-fixture/agent-cuda:12.4"
-    container = docker_client.containers.create(emulator_image)
-    try:
-        container.commit(
-            repository=tag.split(":")[0],
-            tag=tag.split(":")[1],
-            changes=["ENV NVIDIA_REQUIRE_CUDA=cuda>=12.4", "ENV CUDA_VERSION=12.4.1"],
-        )
-    finally:
-        container.remove(force=True)
-    return tag
+    return derived_image(
+        docker_client,
+        emulator_image,
+        "gpuci-fixture/agent-cuda:12.4",
+        ["ENV NVIDIA_REQUIRE_CUDA=cuda>=12.4", "ENV CUDA_VERSION=12.4.1"],
+    )
 
 
 def _one_gpu_slot(
@@ -88,7 +84,7 @@ def no_start_while_held(rig: Rig, seconds: float, job: int | None = None) -> Non
         assert rig.container_ids() <= before, "a container started on a refused image"
         if job is not None:
             assert rig.org.job(job).agent_name is None, "a job was handed to a refused image"
-        time.sleep(0.1)
+        time.sleep(0.1)  # the pace of a lasting state's checks, not a wait
 
 
 def test_a_driver_too_old_for_the_image_holds_the_slot_with_the_fix(
@@ -175,7 +171,7 @@ def test_a_reload_to_an_image_the_driver_cannot_run_is_refused_before_any_start(
     while time.monotonic() < until:
         assert rig.container_ids() == before, "a container changed after a refused reload"
         assert rig.slot(0)["state"] == "idle", rig.slot(0)
-        time.sleep(0.1)
+        time.sleep(0.1)  # the pace of a lasting state's checks, not a wait
     snap = rig.status()
     assert snap is not None and snap["slots"][0]["image"] == old_image, snap["slots"][0]
     assert not snap.get("rollouts"), snap.get("rollouts")

@@ -22,7 +22,7 @@ from gpuci_tui.core.host.images.disk_watch import DiskWatch
 from tests.drills.private_engine import PrivateEngine, small_root_engine
 from tests.real.rig import Rig, make_rig, wait_for
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.daemon, pytest.mark.root]
 
 MIB = 1024**2
 TMPFS = 300 * MIB

@@ -17,7 +17,15 @@ import pytest
 from tests.drills.private_engine import PrivateEngine, host_engine_pid, private_engine
 from tests.real.rig import Rig, SlotSampler, assert_jobs_clean, make_rig, wait_for
 
-pytestmark = pytest.mark.docker
+pytestmark = [
+    pytest.mark.docker,
+    pytest.mark.daemon,
+    pytest.mark.root,
+    pytest.mark.serial(
+        reason="stops and starts a whole Docker engine and its containerd (its own) under a "
+        "running daemon: each start takes the cores for seconds, stalling the tests beside it"
+    ),
+]
 
 
 @pytest.fixture

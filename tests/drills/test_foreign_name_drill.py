@@ -26,7 +26,7 @@ from gpuci_tui.core.docker.agentspec import (
 )
 from tests.real.rig import Rig, make_rig, wait_for
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.daemon]
 
 OTHER_INSTANCE = "0badc0ffee00"
 OTHER_STATE = "/srv/other-gpuci/state"

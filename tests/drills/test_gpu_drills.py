@@ -28,7 +28,7 @@ from tests.core.conftest import build_fake_nvml
 from tests.core.nvml_helpers import NvmlState
 from tests.real.rig import Rig, SlotSampler, assert_jobs_clean, make_rig, slot_of_agent, wait_for
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.daemon, pytest.mark.nvml]
 
 LAUNCHER = "tests.drills.gpu_daemon"
 GPUS = "driver 580.159.04\ncuda 13000\n" + "".join(
@@ -110,7 +110,7 @@ def test_foreign_process_holds_the_next_job_and_its_exit_releases_within_2s(
         while time.monotonic() < held_until:
             assert rig.org.job(second).agent_name is None, "a job started on a taken GPU"
             assert not agent_enabled(rig, 0)
-            time.sleep(0.1)
+            time.sleep(0.1)  # the pace of a lasting state's checks, not a wait
         assert len(rig.containers()) == 2, "held agents stay up (the exited lane is refilled)"
         snap = rig.status()
         assert snap is not None and snap["slots"][0]["message"].startswith("held: GPU 0")

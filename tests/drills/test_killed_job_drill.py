@@ -18,7 +18,7 @@ import pytest
 
 from tests.real.rig import Rig, assert_jobs_clean, make_rig, wait_for
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.daemon]
 
 
 @pytest.fixture

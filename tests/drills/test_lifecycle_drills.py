@@ -27,7 +27,7 @@ from tests.real.rig import (
     wait_for,
 )
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.daemon]
 
 SLOTS = 3
 

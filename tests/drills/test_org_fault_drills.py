@@ -29,7 +29,7 @@ from gpuci_tui.sim.private_api import MAX_POLL_SECONDS
 from tests.drills.org_fault_intake import Fault, refused_intake
 from tests.real.rig import Rig, SlotSampler, assert_jobs_clean, make_rig, slot_of_agent, wait_for
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.daemon]
 
 SERVER_ERROR_PHASE = 15.0
 """Drill 5's 500 phase in the tests: the first failing read alone takes the client's

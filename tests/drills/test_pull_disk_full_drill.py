@@ -39,7 +39,7 @@ from tests.real.registry import LoopbackRegistry, free_port, loopback_registry, 
 from tests.real.rig import Rig, make_rig, wait_for
 from tests.real.test_metrics_docker import scrape
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.daemon, pytest.mark.registry, pytest.mark.root]
 
 MIB = 1024**2
 TMPFS = 96 * MIB

@@ -24,7 +24,7 @@ from tests.drills.private_engine import PrivateEngine, host_engine_pid
 from tests.real.registry import ThrottledProxy, loopback_registry, publish, unique_repo
 from tests.real.rig import wait_for
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.registry, pytest.mark.root]
 
 MB = 1_000_000
 

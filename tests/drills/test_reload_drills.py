@@ -15,6 +15,7 @@ import json
 import signal
 import subprocess
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -35,10 +36,9 @@ from tests.real.rig import (
     wait_for,
 )
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.daemon]
 
 SLOTS = 3
-V2 = "gpuci-drill/agent:v2"
 
 
 @pytest.fixture
@@ -48,11 +48,15 @@ def rig(tmp_path: Path, docker_client: Any, emulator_image: str) -> Iterator[Rig
 
 @pytest.fixture
 def v2_image(docker_client: Any, emulator_image: str) -> Iterator[str]:
-    """The emulator image under a second tag: another image reference, so another spec."""
-    docker_client.images.get(emulator_image).tag(V2)
-    yield V2
+    """The emulator image under a second tag: another image reference, so another spec.
+
+    The tag is the test's own: a drill beside it removes its own tag when it ends.
+    """
+    v2 = f"gpuci-drill/agent:v2-{uuid.uuid4().hex[:8]}"
+    docker_client.images.get(emulator_image).tag(v2)
+    yield v2
     with contextlib.suppress(Exception):  # a container of a failed drill may still use it
-        docker_client.images.remove(V2)  # only the tag: the emulator image stays
+        docker_client.images.remove(v2)  # only the tag: the emulator image stays
 
 
 def write_image(rig: Rig, image: str) -> None:
@@ -229,7 +233,7 @@ def test_a_canary_roll_out_survives_a_daemon_restart(rig: Rig, v2_image: str) ->
             assert (rollout(rig) or {}).get("state") == "canary", rollout(rig)
             now = {k: cid for k, (cid, _image) in lanes(rig).items() if k[0] != canary}
             assert now == kept, "a slot that is no canary changed image after the restart"
-            time.sleep(0.1)
+            time.sleep(0.1)  # the pace of a lasting state's checks, not a wait
         assert "roll-out kept across the restart" in rig.daemon_log()
         assert f"(canary on slot {canary}: " in rig.cli("status").stdout
         jobs = [rig.org.queue_job(rig.pool_id, duration=0.3) for _ in range(SLOTS)]

@@ -24,7 +24,7 @@ from tests.core.conftest import build_fake_nvml
 from tests.core.nvml_helpers import NvmlState
 from tests.real.rig import Rig, assert_jobs_clean, make_rig, slot_of_agent, wait_for
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.daemon, pytest.mark.nvml]
 
 LAUNCHER = "tests.drills.gpu_daemon"
 MIG = "NVIDIA_H100_80GB_HBM3_MIG_1g.10gb"

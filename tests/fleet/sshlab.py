@@ -31,6 +31,7 @@ import psutil
 import pytest
 
 from tests.real.rig import Rig, make_rig, wait_for
+from tests.real.test_tmux_demo import Tmux
 
 GPUCI = str(Path(sys.executable).parent / "gpuci-tui")
 
@@ -218,6 +219,33 @@ class SshLab:
         for host in self.hosts:
             if host.sshd is not None and host.sshd.poll() is None:
                 self.kill_sshd(host)
+
+
+def control_dir_of(console: Tmux) -> Path | None:
+    """The ssh directory of the fleet console running in ``console`` (None: not made yet).
+
+    It is the argument of the console's janitor (a child of the console): found
+    through the console's own processes, not by listing /tmp, where the consoles of
+    other tests running at the same time keep theirs too.
+    """
+    for proc in console.processes():
+        try:
+            words = proc.cmdline()
+        except psutil.Error:
+            continue
+        if "gpuci_tui.cli.fleet_janitor" in words[:-1]:
+            return Path(words[words.index("gpuci_tui.cli.fleet_janitor") + 1])
+    return None
+
+
+def ssh_of(control: Path) -> list[list[str]]:
+    """ssh clients and masters of the console whose ssh directory is ``control``."""
+    found = []
+    for proc in psutil.process_iter(["name", "cmdline"]):
+        words = proc.info["cmdline"] or []
+        if proc.info["name"] == "ssh" and any(str(control) in w for w in words):
+            found.append(words)
+    return found
 
 
 def _greets(port: int) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
@@ -14,6 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from gpuci_tui.cli.bridge_cmd import pump
 from gpuci_tui.core.config.loader import save_config
 from gpuci_tui.core.config.paths import socket_path
 from gpuci_tui.core.docker.agentspec import instance_id
@@ -264,7 +266,8 @@ def test_a_bridge_whose_session_is_gone_ends_even_if_its_input_stays_open(
         (bridge,) = psutil.Process(session.pid).children()
         session.kill()
         session.wait(10)
-        bridge.wait(5)  # psutil.TimeoutExpired: the bridge outlived its session
+        # A lasting state, a generous deadline: it ends within a second on a quiet host.
+        bridge.wait(30)  # psutil.TimeoutExpired: the bridge outlived its session
         assert not bridge.is_running()
     finally:
         release.set()
@@ -272,3 +275,30 @@ def test_a_bridge_whose_session_is_gone_ends_even_if_its_input_stays_open(
             session.stdin.close()
         daemon.stop()
     assert daemon.closed.wait(10), "the bridge left its daemon connection open"
+
+
+def test_a_session_that_ended_while_the_bridge_connected_is_noticed() -> None:
+    """The parent is taken when the bridge starts: when the session died before the pump
+    began, the bridge had taken its new parent as its session's and lived on for good."""
+    ours, daemons = socket.socketpair()
+    read_in, write_in = os.pipe()
+    read_out, write_out = os.pipe()
+    failed: list[BaseException] = []
+
+    def bridge() -> None:
+        try:
+            pump(ours, read_in, write_out, parent=os.getppid() + 1)  # not our parent now
+        except BaseException as exc:  # noqa: BLE001 - the test reports it
+            failed.append(exc)
+
+    try:
+        done = threading.Thread(target=bridge)
+        done.start()
+        done.join(30)
+        assert not done.is_alive(), "the pump ignored that its session is gone"
+        assert not failed, failed
+    finally:
+        for fd in (read_in, write_in, read_out, write_out):
+            os.close(fd)
+        ours.close()
+        daemons.close()

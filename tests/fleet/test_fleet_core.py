@@ -25,6 +25,7 @@ from tests.fleet.fakes import (
     member,
 )
 from tests.ui.scenarios import NOW, loaded_snapshot
+from tests.waiting import wait_until_async
 
 # --------------------------------------------------------------------------- backoff
 
@@ -62,11 +63,11 @@ class Recorder:
         self.resume.clear()
 
     async def until(self, predicate: object, what: str) -> HostStatus:
-        for _ in range(500):
-            if self.statuses and predicate(self.statuses[-1]):  # type: ignore[operator]
-                return self.statuses[-1]
-            await asyncio.sleep(0.01)
-        raise AssertionError(f"timed out waiting for {what}; last: {self.statuses[-1:]}")
+        def reached() -> HostStatus | None:
+            last = self.statuses[-1] if self.statuses else None
+            return last if last is not None and predicate(last) else None  # type: ignore[operator]
+
+        return await wait_until_async(reached, 5.0, lambda: f"{what}; last: {self.statuses[-1:]}")
 
 
 async def test_a_link_goes_down_backs_off_and_comes_back() -> None:

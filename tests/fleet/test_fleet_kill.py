@@ -16,11 +16,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.fleet.sshlab import GPUCI, Host, ssh_lab
+from tests.fleet.sshlab import GPUCI, Host, control_dir_of, ssh_lab, ssh_of
 from tests.real.rig import wait_for
 from tests.real.test_tmux_demo import BINARY, Tmux
 
-pytestmark = [pytest.mark.tmux, pytest.mark.docker]
+pytestmark = [pytest.mark.docker, pytest.mark.daemon, pytest.mark.tmux, pytest.mark.sshd]
 
 
 def console_of(config: Path) -> psutil.Process | None:
@@ -46,16 +46,6 @@ def bridges_on(host: Host) -> list[list[str]]:
     return found
 
 
-def ssh_of(control: Path) -> list[list[str]]:
-    """ssh clients and masters of this console (their command lines name its directory)."""
-    found = []
-    for proc in psutil.process_iter(["name", "cmdline"]):
-        words = proc.info["cmdline"] or []
-        if proc.info["name"] == "ssh" and any(str(control) in w for w in words):
-            found.append(words)
-    return found
-
-
 def test_a_killed_console_leaves_no_bridge_master_or_directory(
     tmp_path: Path, docker_client: object, emulator_image: str
 ) -> None:
@@ -68,7 +58,6 @@ def test_a_killed_console_leaves_no_bridge_master_or_directory(
         fleet.write_text(
             f'[fleet]\ncommand = "{GPUCI}"\nssh_config = "{lab.ssh_config}"\nconnect_timeout = 5\n'
         )
-        before = set(Path("/tmp").glob("gpuci-ssh-*"))
         tmux = Tmux(
             f"env -u COLUMNS -u LINES TERM=xterm-256color {BINARY} --config {fleet} "
             f"--host {a.target}; sleep 30",
@@ -77,9 +66,7 @@ def test_a_killed_console_leaves_no_bridge_master_or_directory(
         )
         try:
             tmux.wait(lambda s: "1/1 hosts up" in s, 60, "the host up")
-            mine = set(Path("/tmp").glob("gpuci-ssh-*")) - before
-            assert len(mine) == 1, mine
-            control = next(iter(mine))
+            control = wait_for(lambda: control_dir_of(tmux), 20, "the console's ssh directory")
             # The stream and the request channel: two bridges, one master.
             wait_for(lambda: len(bridges_on(a)) >= 1, 20, "a bridge on the host")
             assert ssh_of(control), "no ssh process of this console"

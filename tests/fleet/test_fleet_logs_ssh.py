@@ -18,7 +18,7 @@ from tests.fleet.sshlab import GPUCI, ssh_lab
 from tests.fleet.test_fleet_ssh import until
 from tests.real.rig import PAT
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.daemon, pytest.mark.sshd]
 
 
 async def test_logs_of_a_remote_agent_come_over_ssh_with_the_pat_redacted(

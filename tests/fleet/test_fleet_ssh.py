@@ -27,31 +27,28 @@ from gpuci_tui.core.fleet.ssh_command import SshSettings
 from gpuci_tui.core.fleet.ssh_handle import SshHandle
 from gpuci_tui.core.host.control.reconnect import Backoff
 from tests.fleet.sshlab import GPUCI, ssh_lab
+from tests.waiting import wait_until_async
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.daemon, pytest.mark.sshd]
 
 
 async def until(
     predicate: Callable[[], Any], timeout: float, what: str, detail: Callable[[], Any] = str
 ) -> Any:
-    """Poll ``predicate`` (in the loop; blocking ones go through a thread) with a deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if asyncio.iscoroutine(value):
-            value = await value
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}: {detail()}")
-        await asyncio.sleep(0.1)
+    """`tests.waiting.wait_until_async`, saying ``detail()`` when it fails."""
+    return await wait_until_async(predicate, timeout, lambda: f"{what}: {detail()}", every=0.1)
 
 
 def leftover(control: Path) -> tuple[list[Any], list[Any], list[Path]] | None:
     """ssh clients, bridges (under the lab's sshd) and connection masters still there."""
-    ours = psutil.Process().children(recursive=True)
-    clients = [p.cmdline() for p in ours if p.name() == "ssh"]
-    bridges = [p.cmdline() for p in ours if "bridge" in p.cmdline()]
+    ours = []
+    for proc in psutil.Process().children(recursive=True):
+        try:
+            ours.append((proc.name(), proc.cmdline()))
+        except psutil.Error:
+            continue  # ended since the listing (or a zombie): it holds nothing
+    clients = [cmdline for name, cmdline in ours if name == "ssh"]
+    bridges = [cmdline for _, cmdline in ours if "bridge" in cmdline]
     masters = list(control.iterdir())
     found = (clients, bridges, masters)
     return found if found != ([], [], []) else None

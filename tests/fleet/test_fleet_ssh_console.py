@@ -38,7 +38,7 @@ from tests.fleet.test_fleet_ssh import leftover, until
 from tests.real.rig import PAT
 from tests.ui.helpers import screen_text, wait_for
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.daemon, pytest.mark.sshd]
 
 
 class CountingHandle(SshHandle):

@@ -6,24 +6,13 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import psutil
 import pytest
 
-from tests.fleet.sshlab import GPUCI, ssh_lab
+from tests.fleet.sshlab import GPUCI, control_dir_of, ssh_lab, ssh_of
 from tests.real.rig import wait_for
 from tests.real.test_tmux_demo import BINARY, Tmux
 
-pytestmark = [pytest.mark.tmux, pytest.mark.docker]
-
-
-def masters_left() -> list[list[str]]:
-    """ssh connection masters of any fleet console (their control paths name gpuci-ssh-)."""
-    found = []
-    for proc in psutil.process_iter(["name", "cmdline"]):
-        cmdline = proc.info["cmdline"] or []
-        if proc.info["name"] == "ssh" and any("gpuci-ssh-" in word for word in cmdline):
-            found.append(cmdline)
-    return found
+pytestmark = [pytest.mark.docker, pytest.mark.daemon, pytest.mark.tmux, pytest.mark.sshd]
 
 
 def test_fleet_console_over_ssh_in_a_terminal(
@@ -51,6 +40,7 @@ def test_fleet_console_over_ssh_in_a_terminal(
         )
         try:
             tmux.wait(lambda s: "2/2 hosts up" in s, 60, "both hosts up")
+            control = wait_for(lambda: control_dir_of(tmux), 20, "the console's ssh directory")
             tmux.wait(lambda s: "0 busy · 2 idle" in s, 90, "both agents online")
             screen = tmux.screen()
             assert f":{a.port}" in screen and f":{b.port}" in screen  # labels keep the ports
@@ -89,7 +79,7 @@ def test_fleet_console_over_ssh_in_a_terminal(
             tmux.keys("y")
             wait_for(marker.exists, 20, "the console to exit")
             assert marker.read_text().strip() == "0", tmux.screen()
-            wait_for(lambda: not masters_left(), 10, "the connection masters to close")
+            wait_for(lambda: not ssh_of(control), 10, "the connection masters to close")
             assert b.states() == ["drained"], "quitting changes nothing on any host"
         finally:
             tmux.kill()  # the lab then kills the sshds, which ends any master left behind
@@ -99,14 +89,12 @@ def test_a_closed_terminal_ends_the_console_and_its_ssh_directory() -> None:
     """SIGHUP (the operator's SSH session dropped) must not leave connection state behind."""
     if shutil.which("tmux") is None:
         pytest.fail("tmux is required (scripts/test.sh installs it)", pytrace=False)
-    before = set(Path("/tmp").glob("gpuci-ssh-*"))
     tmux = Tmux(f"env -u COLUMNS -u LINES {BINARY} --host nobody@127.0.0.1:1", 100, 30)
     try:
         tmux.wait(lambda s: "0/1 hosts up" in s and "✗ down" in s, 20, "the host down")
-        mine = set(Path("/tmp").glob("gpuci-ssh-*")) - before
-        assert len(mine) == 1, "the console keeps its ssh state in one private directory"
-        assert oct(next(iter(mine)).stat().st_mode & 0o777) == "0o700"
+        control = wait_for(lambda: control_dir_of(tmux), 20, "the console's ssh directory")
+        assert oct(control.stat().st_mode & 0o777) == "0o700", "a private directory"
     finally:
         tmux.kill()  # SIGHUP to the console
     # The console closes its connections for at most 5 s; a loaded CI machine adds to that.
-    wait_for(lambda: not any(p.exists() for p in mine), 30, "the directory to go")
+    wait_for(lambda: not control.exists(), 30, "the directory to go")

@@ -13,17 +13,9 @@ from gpuci_tui.core.protocols import (
     ContainerEvent,
     ContainerSpec,
 )
+from tests.waiting import wait_until  # noqa: F401 - its tests import it from here
 
 DOCKER_SOCKET = "/var/run/docker.sock"
-
-
-def wait_until(pred: Callable[[], bool], timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.015)
-    return pred()
 
 
 def secret() -> str:

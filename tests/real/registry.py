@@ -270,7 +270,7 @@ class ThrottledProxy:
                 if rate:
                     ahead = sent / rate - (time.monotonic() - began)
                     if ahead > 0:
-                        time.sleep(ahead)
+                        time.sleep(ahead)  # the throttle itself: `rate` bytes a second
         except OSError:
             pass
         finally:

@@ -29,6 +29,7 @@ from gpuci_tui.core.config.paths import socket_path
 from gpuci_tui.core.docker.agentspec import LABEL_INSTANCE, LABEL_LANE, LABEL_SLOT, instance_id
 from gpuci_tui.core.engine.settings import SupervisorConfig
 from gpuci_tui.core.host.control.client import ControlError, request
+from tests.waiting import What, wait_until
 
 PAT = "it-pat-" + uuid.uuid4().hex + uuid.uuid4().hex[:12]
 
@@ -41,16 +42,9 @@ STARTUP = (1.0, 0.5)
 LIVE_STATES = frozenset({"created", "running", "restarting", "paused"})
 
 
-def wait_for(pred: Callable[[], Any], timeout: float = 30.0, what: str = "") -> Any:
-    """Poll ``pred`` every 50 ms until it returns something truthy (AssertionError on timeout)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = pred()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what or pred}")
-        time.sleep(0.05)
+def wait_for(pred: Callable[[], Any], timeout: float = 30.0, what: What = "") -> Any:
+    """`tests.waiting.wait_until` with the rig's longer default deadline (agents take seconds)."""
+    return wait_until(pred, timeout, what)
 
 
 @dataclass
@@ -253,21 +247,6 @@ def make_rig(
                 with contextlib.suppress(Exception):  # already gone
                     c.remove(force=True)
         server.stop()
-
-
-def build_broken_image(docker_client: Any, busybox_image: str) -> str:
-    """An image whose container exits 1 at once (a crash-looping agent)."""
-    tag = "gpuci-fixture/broken:1"
-    container = docker_client.containers.create(busybox_image, ["true"])
-    try:
-        container.commit(
-            repository="gpuci-fixture/broken",
-            tag="1",
-            changes=['ENTRYPOINT ["sh", "-c", "echo broken agent image >&2; exit 1"]'],
-        )
-    finally:
-        container.remove(force=True)
-    return tag
 
 
 @dataclass

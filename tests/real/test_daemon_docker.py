@@ -20,15 +20,9 @@ import pytest
 
 from gpuci_tui.core.config.paths import socket_path
 from gpuci_tui.core.docker.agentspec import LABEL_INSTANCE
-from tests.real.rig import PAT, Rig, build_broken_image, make_rig, wait_for
+from tests.real.rig import PAT, Rig, make_rig, wait_for
 
-pytestmark = pytest.mark.docker
-
-
-@pytest.fixture(scope="session")
-def broken_image(docker_client: Any, busybox_image: str) -> str:
-    """An image whose container exits 1 at once (a crash-looping agent)."""
-    return build_broken_image(docker_client, busybox_image)
+pytestmark = [pytest.mark.docker, pytest.mark.daemon]
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ import pytest
 from tests.real.registry import LoopbackRegistry, loopback_registry, remove_local, unique_repo
 from tests.real.rig import Rig, make_rig, wait_for
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.daemon, pytest.mark.registry]
 
 
 @pytest.fixture(scope="module")

@@ -60,7 +60,7 @@ class LateLogs:
         return getattr(self.runtime, name)
 
     def logs_tail(self, container_id: str, lines: int = 20) -> list[str]:
-        time.sleep(LATE)
+        time.sleep(LATE)  # the scenario: a loaded host reads the tail late
         return self.runtime.logs_tail(container_id, lines)
 
 

@@ -21,7 +21,8 @@ from gpuci_tui.cli.main import build_parser
 from tests.real.demo_rig import DemoProcess, cli, demo_environment, leftovers
 from tests.real.rig import wait_for
 
-pytestmark = pytest.mark.docker  # `run` checks the engine before it finds the demo running
+# `run` checks the engine before it finds the demo running, and is a daemon's start.
+pytestmark = [pytest.mark.docker, pytest.mark.daemon]
 
 
 @dataclass(frozen=True)
@@ -65,73 +66,157 @@ def test_the_walk_finds_every_command() -> None:
     assert {("status",), ("token", "check"), ("gpu", "clear"), ("image", "pull")} <= found
 
 
-def test_every_command_works_on_the_demo_and_stop_ends_it_leaving_nothing(tmp_path: Path) -> None:
-    tmp = tmp_path / "tmp"
-    env = demo_environment(tmp, tmp_path / "home")
+def the_plan(pat: str, out: Path) -> dict[tuple[str, ...], list[Try]]:
+    """What is tried of each command on the demo (``pat``: the demo's, to set it again)."""
+    return {
+        ("status",): [tried("status", says="2 slots"), tried("status", "--json")],
+        ("history",): [tried("history", says="PIPELINE"), tried("history", "--json")],
+        ("check-config",): [tried("check-config", says="OK"), tried("check-config", "--live")],
+        ("token", "check"): [tried("token", "check", says="PAT from the keyring: The PAT works")],
+        ("token", "set"): [tried("token", "set", "--stdin", stdin=pat + "\n")],
+        ("token", "delete"): [
+            tried("token", "delete", says="deleted"),
+            tried("token", "check", codes=(5,), says="No PAT is stored"),
+            tried("token", "set", "--stdin", stdin=pat + "\n"),
+        ],
+        ("reload",): [tried("reload", "--dry-run", says="no change"), tried("reload")],
+        ("agents", "prune"): [
+            tried("agents", "prune", "--dry-run", says="2 stale registrations would be"),
+            tried("agents", "prune", "--yes", says="removed"),
+        ],
+        ("image", "pull"): [
+            tried("image", "pull", codes=(1,), says="simulated runtime, not in this host's")
+        ],
+        ("gpu", "clear"): [tried("gpu", "clear", "0", "--yes", says="not quarantined")],
+        # The demo's synthetic H100s, whatever GPUs this host has.
+        ("gpu", "capabilities"): [tried("gpu", "capabilities", says="NVIDIA-H100-80GB-HBM3")],
+        ("drain",): [tried("drain", "0", says="drain")],
+        ("resume",): [tried("resume", "0", says="resumed")],
+        ("restart",): [tried("restart", "1", says="restart")],
+        ("scale",): [tried("scale", "3", says="to 3 slots"), tried("scale", "2")],
+        ("pause",): [tried("pause", says="paused")],
+        ("unpause",): [tried("unpause", says="resumed")],
+        ("export", "kubernetes"): [tried("export", "kubernetes", "--output", str(out))],
+        ("bridge",): [tried("bridge", stdin='{"op": "hello"}\n', says='"protocol":1')],
+        ("run",): [tried("run", codes=(6,), says="already supervises")],
+        ("stop",): [tried("stop", says="stopping")],
+    }
+
+
+#: The commands tried on one shared demo, in groups that leave it as they found it (so
+#: they can run in any order, on any worker), each group in its order. ``stop`` ends a
+#: demo: it has a demo of its own (`test_stop_ends_the_demo_leaving_nothing`).
+GROUPS: dict[str, tuple[tuple[str, ...], ...]] = {
+    "status": (("status",), ("history",), ("check-config",)),
+    "reading": (
+        ("gpu", "capabilities"),
+        ("image", "pull"),
+        ("export", "kubernetes"),
+        ("bridge",),
+        ("run",),
+    ),
+    "token": (("token", "check"), ("token", "set"), ("token", "delete")),
+    # Prune before the lanes' commands: a lane scaled away leaves a stale registration.
+    "pool-and-lanes": (
+        ("reload",),
+        ("agents", "prune"),
+        ("gpu", "clear"),
+        ("drain",),
+        ("resume",),
+        ("restart",),
+        ("scale",),
+        ("pause",),
+        ("unpause",),
+    ),
+}
+
+
+def test_every_command_is_tried_on_the_demo_or_said_where(tmp_path: Path) -> None:
+    plan = the_plan("pat", tmp_path)
+    commands = set(walk(build_parser())) - set(ELSEWHERE)
+    assert commands == set(plan), "every command is tried on the demo (or said where)"
+    grouped = [words for group in GROUPS.values() for words in group]
+    assert sorted(grouped) == sorted(set(plan) - {("stop",)}), "each command in one group"
+
+
+@dataclass(frozen=True)
+class SharedDemo:
+    """The module's demo: its instance folder, configuration, environment and PAT."""
+
+    demo: DemoProcess
+    folder: Path
+    tmp: Path
+    environment: dict[str, str]
+    pat: str
+
+    @property
+    def config(self) -> Path:
+        """Its configuration file, which another shell passes with --config."""
+        return self.folder / "config.toml"
+
+
+@pytest.fixture(scope="module")
+def shared_demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedDemo]:
+    """One demo for the module's tests of commands that leave it running (it starts in
+    seconds, like the real agent: once, not once a test)."""
+    base = tmp_path_factory.mktemp("demo-cli")
+    tmp = base / "tmp"
+    env = demo_environment(tmp, base / "home")
     demo = DemoProcess("--no-console", "--agents", "2", "--agent-startup", "1,1", environment=env)
     try:
         folder = demo.folder()
-        assert folder.parent == tmp
-        config = folder / "config.toml"
-        assert f"gpuci-tui --config {config} status" in demo.output
-        assert f"export GPUCI_CONFIG={config}" in demo.output
         secrets = json.loads((folder / "data/gpuci-tui/demo-keyring.json").read_text())
-        pat = next(iter(secrets["gpuci-tui"].values()))
-        out = tmp_path / "k8s"
-        plan = {
-            ("status",): [tried("status", says="2 slots"), tried("status", "--json")],
-            ("history",): [tried("history", says="PIPELINE"), tried("history", "--json")],
-            ("check-config",): [tried("check-config", says="OK"), tried("check-config", "--live")],
-            ("token", "check"): [
-                tried("token", "check", says="PAT from the keyring: The PAT works")
-            ],
-            ("token", "set"): [tried("token", "set", "--stdin", stdin=pat + "\n")],
-            ("token", "delete"): [
-                tried("token", "delete", says="deleted"),
-                tried("token", "check", codes=(5,), says="No PAT is stored"),
-                tried("token", "set", "--stdin", stdin=pat + "\n"),
-            ],
-            ("reload",): [tried("reload", "--dry-run", says="no change"), tried("reload")],
-            ("agents", "prune"): [
-                tried("agents", "prune", "--dry-run", says="2 stale registrations would be"),
-                tried("agents", "prune", "--yes", says="removed"),
-            ],
-            ("image", "pull"): [
-                tried("image", "pull", codes=(1,), says="simulated runtime, not in this host's")
-            ],
-            ("gpu", "clear"): [tried("gpu", "clear", "0", "--yes", says="not quarantined")],
-            # The demo's synthetic H100s, whatever GPUs this host has.
-            ("gpu", "capabilities"): [tried("gpu", "capabilities", says="NVIDIA-H100-80GB-HBM3")],
-            ("drain",): [tried("drain", "0", says="drain")],
-            ("resume",): [tried("resume", "0", says="resumed")],
-            ("restart",): [tried("restart", "1", says="restart")],
-            ("scale",): [tried("scale", "3", says="to 3 slots"), tried("scale", "2")],
-            ("pause",): [tried("pause", says="paused")],
-            ("unpause",): [tried("unpause", says="resumed")],
-            ("export", "kubernetes"): [tried("export", "kubernetes", "--output", str(out))],
-            ("bridge",): [tried("bridge", stdin='{"op": "hello"}\n', says='"protocol":1')],
-            ("run",): [tried("run", codes=(6,), says="already supervises")],
-            ("stop",): [tried("stop", says="stopping")],
-        }
-        commands = set(walk(build_parser())) - set(ELSEWHERE)
-        assert commands == set(plan), "every command is tried on the demo (or said where)"
-        for words, attempts in plan.items():
-            for attempt in attempts:
-                if words == ("stop",):
-                    continue  # last: it ends the demo
-                done = cli(config, *attempt.args, environment=env, stdin=attempt.stdin)
-                said = done.stdout + done.stderr
-                assert done.returncode in attempt.codes, (
-                    f"{attempt.args}: {done.returncode}\n{said}"
-                )
-                assert "Traceback" not in said, f"{attempt.args}:\n{said}"
-                assert attempt.says in said, f"{attempt.args}:\n{said}"
-        # The other way the demo prints: `export GPUCI_CONFIG=...` once, then plain commands.
-        for args in (("status",), ("history", "--limit", "1"), ("token", "check")):
-            done = cli(config, *args, environment=env, exported=True)
-            assert done.returncode == 0, f"{args}: {done.stdout}{done.stderr}"
-        stopped = cli(config, "stop", environment=env, exported=True)
-        assert stopped.returncode == 0, stopped.stderr
+        yield SharedDemo(demo, folder, tmp, env, next(iter(secrets["gpuci-tui"].values())))
+        cli(folder / "config.toml", "stop", environment=env)
+        demo.wait(60)
+    finally:
+        demo.kill()
+
+
+def test_the_demo_says_how_another_shell_reaches_it(shared_demo: SharedDemo) -> None:
+    assert shared_demo.folder.parent == shared_demo.tmp
+    assert f"gpuci-tui --config {shared_demo.config} status" in shared_demo.demo.output
+    assert f"export GPUCI_CONFIG={shared_demo.config}" in shared_demo.demo.output
+
+
+@pytest.mark.parametrize("group", list(GROUPS))
+def test_each_command_works_on_the_demo(
+    shared_demo: SharedDemo, group: str, tmp_path: Path
+) -> None:
+    plan = the_plan(shared_demo.pat, tmp_path / "k8s")
+    for words in GROUPS[group]:
+        for attempt in plan[words]:
+            done = cli(
+                shared_demo.config,
+                *attempt.args,
+                environment=shared_demo.environment,
+                stdin=attempt.stdin,
+            )
+            said = done.stdout + done.stderr
+            assert done.returncode in attempt.codes, f"{attempt.args}: {done.returncode}\n{said}"
+            assert "Traceback" not in said, f"{attempt.args}:\n{said}"
+            assert attempt.says in said, f"{attempt.args}:\n{said}"
+    assert shared_demo.demo.poll() is None, "the demo still runs"
+
+
+def test_the_exported_configuration_works_like_config(shared_demo: SharedDemo) -> None:
+    """The other way the demo prints: `export GPUCI_CONFIG=...` once, then plain commands."""
+    for args in (("status",), ("history", "--limit", "1"), ("token", "check")):
+        done = cli(shared_demo.config, *args, environment=shared_demo.environment, exported=True)
+        assert done.returncode == 0, f"{args}: {done.stdout}{done.stderr}"
+
+
+def test_stop_ends_the_demo_leaving_nothing(tmp_path: Path) -> None:
+    tmp = tmp_path / "tmp"
+    env = demo_environment(tmp, tmp_path / "home")
+    demo = DemoProcess("--no-console", "--agents", "1", "--agent-startup", "0,0", environment=env)
+    try:
+        folder = demo.folder()
+        config = folder / "config.toml"
+        (stop,) = the_plan("", tmp_path)[("stop",)]
+        stopped = cli(config, *stop.args, environment=env, exported=True)
+        assert stopped.returncode in stop.codes, stopped.stderr
+        assert stop.says in stopped.stdout + stopped.stderr
         assert demo.wait(60) == 0, demo.output
         assert f"removed {folder}" in demo.output
         assert leftovers(tmp) == [], "the demo removed everything it made"

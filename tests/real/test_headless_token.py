@@ -190,6 +190,7 @@ def test_token_set_then_check_in_a_terminal_without_dbus(home: Path, org: Org) -
     assert done.stdout.startswith(f"PAT from {credentials / 'gpuci-pat'}: "), done.stdout
 
 
+@pytest.mark.sshd
 def test_the_same_over_a_real_ssh_login(home: Path, org: Org, tmp_path: Path) -> None:
     from tests.fleet.sshlab import _greets, free_port, sshd_binary
 

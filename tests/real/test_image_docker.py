@@ -19,7 +19,7 @@ from gpuci_tui.core.wording import plural
 from tests.real.docker_runtime_helpers import make_spec, secret
 from tests.real.rig import Rig, make_rig, wait_for
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.daemon]
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from tests.real.registry import (
     unique_repo,
 )
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.registry]
 
 MB = 1_000_000
 

@@ -15,7 +15,6 @@ import signal
 import stat
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,7 @@ from gpuci_tui.core.secrets.token_store import (
     diagnose_keyring,
     open_cryptfile,
 )
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.keyring_real
 
@@ -106,10 +106,7 @@ def in_keyring_session(home: Path, password: str, *actions: list[Any]) -> list[d
             pytest.fail(f"the keyring session did not finish within 60 s:\n{stderr}")
     assert proc.returncode == 0, f"session failed ({proc.returncode}):\n{stderr}"
     # kr-session.sh waits for its daemon; a D-Bus-activated helper may take a moment longer.
-    deadline = time.monotonic() + 5
-    while daemons_of(home) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert not daemons_of(home), "a keyring process outlived its D-Bus session"
+    wait_until(lambda: not daemons_of(home), 5, "no keyring process outliving its D-Bus session")
     results: list[dict[str, Any]] = json.loads(stdout.strip().splitlines()[-1])
     return results
 

@@ -17,7 +17,7 @@ from gpuci_tui.cli import exitcodes
 from gpuci_tui.core.config.loader import MetricsConfig, save_config
 from tests.real.rig import Rig, make_rig, wait_for
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.daemon]
 
 
 def free_port() -> int:

@@ -18,7 +18,7 @@ import pytest
 
 from tests.real.rig import Rig, make_rig, wait_for
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.daemon]
 
 NAMED = 'agents.count: must be a whole number from 1 to 64, got "three"'
 RUNS_ON = "the daemon runs on the configuration it loaded at "

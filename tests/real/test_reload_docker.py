@@ -17,7 +17,7 @@ import pytest
 
 from tests.real.rig import Rig, make_rig, wait_for
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.daemon]
 
 
 @pytest.fixture

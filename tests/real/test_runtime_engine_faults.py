@@ -87,6 +87,7 @@ def test_unreachable_docker_host(monkeypatch: pytest.MonkeyPatch) -> None:
         DockerRuntime().ping()
 
 
+@pytest.mark.root
 def test_permission_denied_for_a_user_outside_the_docker_group() -> None:
     directory = tempfile.mkdtemp(prefix="gpuci-perm-")
     os.chmod(directory, 0o755)

@@ -15,7 +15,6 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -28,10 +27,11 @@ from gpuci_tui.core.config.loader import AgentsConfig, AzureConfig, Config
 from gpuci_tui.core.config.slot_shapes import HostTopology, MigDevice, use_topology
 from gpuci_tui.core.docker.agentspec import build_spec
 from gpuci_tui.core.docker.runtime import DockerRuntime
-from tests.conftest import FIXTURE_IMAGE, _busybox_rootfs_tar
+from tests.fixture_images import FIXTURE_IMAGE, busybox_rootfs_tar
 from tests.real.docker_runtime_helpers import secret
+from tests.waiting import wait_until
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.root]
 
 MIG_UUID = "MIG-5f6ad0c3-1a3b-5c1e-9c2d-7f2e0b4a1c11"
 TOPOLOGY = HostTopology(
@@ -78,21 +78,20 @@ def gpu_engine() -> Iterator[docker.DockerClient]:
         start_new_session=True,
     )
     client: docker.DockerClient | None = None
+
+    def answering() -> docker.DockerClient | None:
+        assert engine.poll() is None, f"dockerd exited: {(root / 'dockerd.log').read_text()}"
+        # The client asks the engine its API version when built: only once it answers.
+        with contextlib.suppress(Exception):
+            return docker.DockerClient(base_url=f"unix://{sock}", timeout=30)
+        return None
+
     try:
-        deadline = time.monotonic() + 60
-        while client is None:
-            # The client asks the engine its API version when built: only once it answers.
-            with contextlib.suppress(Exception):
-                client = docker.DockerClient(base_url=f"unix://{sock}", timeout=30)
-            if client is not None:
-                break
-            if engine.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(
-                    f"the private engine did not start: {(root / 'dockerd.log').read_text()}"
-                )
-            time.sleep(0.1)
+        client = wait_until(
+            answering, 60, lambda: f"the private engine: {(root / 'dockerd.log').read_text()}"
+        )
         repository, tag = FIXTURE_IMAGE.split(":")
-        client.api.import_image_from_data(_busybox_rootfs_tar(), repository=repository, tag=tag)
+        client.api.import_image_from_data(busybox_rootfs_tar(), repository=repository, tag=tag)
         yield client
     finally:
         if client is not None:

@@ -6,14 +6,15 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from gpuci_tui.sim.jobs import PIPELINES
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.tmux
 
@@ -52,17 +53,26 @@ class Tmux:
         )
 
     def wait(self, pred: Callable[[str], bool], timeout: float = 20.0, what: str = "") -> str:
-        deadline = time.monotonic() + timeout
-        screen = ""
-        while time.monotonic() < deadline:
-            screen = self.screen()
-            if pred(screen):
-                return screen
-            time.sleep(0.1)
-        raise AssertionError(f"timed out waiting for {what}; screen:\n{screen}")
+        """Wait until ``pred`` holds for the screen; that screen."""
+        last = [""]
+
+        def shown() -> str | None:
+            last[0] = self.screen()
+            return last[0] if pred(last[0]) else None
+
+        screen = wait_until(shown, timeout, lambda: f"{what}; screen:\n{last[0]}")
+        return screen or ""
 
     def kill(self) -> None:
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, timeout=10)
+
+    def processes(self) -> list[psutil.Process]:
+        """Every process under this tmux server: its session's shell and all it started."""
+        pid = self._run("display-message", "-p", "-t", "t", "#{pid}").strip()
+        try:
+            return psutil.Process(int(pid)).children(recursive=True)
+        except (ValueError, psutil.Error):
+            return []
 
 
 def start_demo(tmp_path: Path, width: int = 100, height: int = 30) -> Tmux:
@@ -94,10 +104,7 @@ def quit_demo(demo: Tmux) -> None:
     demo.wait(lambda s: "Leave agents running" in s, what="quit dialog")
     demo.keys("l")
     marker: Path = demo.marker  # type: ignore[attr-defined]
-    deadline = time.monotonic() + 15
-    while not marker.exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert marker.exists(), f"the demo did not exit; screen:\n{demo.screen()}"
+    wait_until(marker.exists, 15, lambda: f"the demo to exit; screen:\n{demo.screen()}")
     assert marker.read_text().strip() == "0"
 
 
@@ -152,6 +159,7 @@ def test_demo_dashboard_drain_restart_and_quit(demo: Tmux) -> None:
     quit_demo(demo)
 
 
+@pytest.mark.docker
 def test_demo_docker_runs_real_emulator_containers_and_removes_them(
     tmp_path: Path, docker_client: object
 ) -> None:
@@ -172,9 +180,7 @@ def test_demo_docker_runs_real_emulator_containers_and_removes_them(
         tmux.keys("q")
         tmux.wait(lambda s: "Leave agents running" in s, what="quit dialog")
         tmux.keys("l")
-        deadline = time.monotonic() + 30
-        while not marker.exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_until(marker.exists, 30, lambda: f"the demo to exit; screen:\n{tmux.screen()}")
         assert marker.read_text().strip() == "0"
         assert demo_containers() == [], "the demo must remove every container it made"
     finally:

@@ -17,6 +17,7 @@ import pytest
 
 from gpuci_tui.core.docker.agentspec import TOKEN_PATH
 from gpuci_tui.core.docker.runtime import DockerRuntime
+from tests.machine import machine_lock
 from tests.real.docker_runtime_helpers import make_spec, secret
 
 pytestmark = pytest.mark.docker
@@ -27,21 +28,23 @@ NO_RM_IMAGE = "gpuci-fixture/no-rm:1"
 @pytest.fixture(scope="module")
 def no_rm_image(docker_client: Any) -> str:
     """FROM scratch with one static binary (busybox without its applet links: no rm, no sh)."""
-    with contextlib.suppress(docker.errors.ImageNotFound):
-        docker_client.images.get(NO_RM_IMAGE)
-        return NO_RM_IMAGE
-    busybox = shutil.which("busybox") or "/bin/busybox"
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for d in ("bin", "run"):
-            info = tarfile.TarInfo(d)
-            info.type = tarfile.DIRTYPE
-            info.mode = 0o755
-            tar.addfile(info)
-        tar.add(busybox, arcname="bin/busybox")
-    docker_client.api.import_image_from_data(
-        buf.getvalue(), repository=NO_RM_IMAGE.split(":")[0], tag="1"
-    )
+    # One import per machine: a second one at the same time would move the tag.
+    with machine_lock("image-no-rm"):
+        with contextlib.suppress(docker.errors.ImageNotFound):
+            docker_client.images.get(NO_RM_IMAGE)
+            return NO_RM_IMAGE
+        busybox = shutil.which("busybox") or "/bin/busybox"
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            for d in ("bin", "run"):
+                info = tarfile.TarInfo(d)
+                info.type = tarfile.DIRTYPE
+                info.mode = 0o755
+                tar.addfile(info)
+            tar.add(busybox, arcname="bin/busybox")
+        docker_client.api.import_image_from_data(
+            buf.getvalue(), repository=NO_RM_IMAGE.split(":")[0], tag="1"
+        )
     return NO_RM_IMAGE
 
 

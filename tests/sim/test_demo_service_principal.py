@@ -4,9 +4,11 @@ the simulated tenant, and its agents register with the short-lived access tokens
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from gpuci_tui.demo import DEMO_POOL, build_demo
 from gpuci_tui.demo_auth import DEMO_APP
+from tests.waiting import wait_until_async
 
 
 async def test_the_demo_runs_as_a_service_principal() -> None:
@@ -20,14 +22,13 @@ async def test_the_demo_runs_as_a_service_principal() -> None:
         start = env.services().start_supervisor
         assert start is not None
         handle = await start(env.config)
-        deadline = asyncio.get_running_loop().time() + 30
-        while True:
+
+        async def two_idle_signed_in() -> Any:
             snap = await handle.snapshot()
             idle = sum(s.state == "idle" for s in snap.slots) == 2
-            if idle and snap.azure.identity:
-                break
-            assert asyncio.get_running_loop().time() < deadline, snap
-            await asyncio.sleep(0.05)
+            return snap if idle and snap.azure.identity else None
+
+        snap = await wait_until_async(two_idle_signed_in, 30, "two idle agents, signed in")
         assert snap.azure.identity.startswith(f"service principal {DEMO_APP} · token valid")
         agents = env.org.agents(env.org.pools(DEMO_POOL)[0].id)
         assert len(agents) >= 2

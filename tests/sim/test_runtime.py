@@ -55,6 +55,10 @@ class Recorder:
     def wait_for(self, action: str, count: int = 1, timeout: float = 5.0) -> None:
         wait_until(lambda: self.actions().count(action) >= count, timeout, f"{count}x {action}")
 
+    def died(self) -> int | None:
+        """The exit code of the last ``die`` (its ``destroy`` may already follow it)."""
+        return [e for e in self.events if e.action == "die"][-1].exit_code
+
     def close(self) -> None:
         self.stop.set()
         self._thread.join(2)
@@ -150,7 +154,7 @@ def test_sigterm_while_idle_goes_offline_and_exits_143(
     wait_until(lambda: agent_online(org, "gpu-1"))
     runtime.stop(info.id, timeout=5)
     rec.wait_for("die")
-    assert rec.events[-1].exit_code == 143
+    assert rec.died() == 143
     assert not agent_online(org, "gpu-1")
     assert "SIGTERM while idle: went offline" in runtime.history()[0].tail(5)
 
@@ -163,7 +167,7 @@ def test_sigterm_while_busy_finishes_the_job_then_exits_0(
     wait_until(lambda: org.job(rid).state == "running", what="the job to start")
     runtime.stop(info.id, timeout=5)
     rec.wait_for("die")
-    assert rec.events[-1].exit_code == 0
+    assert rec.died() == 0
     assert org.job(rid).result == "succeeded"
 
 
@@ -175,7 +179,7 @@ def test_stop_timeout_kills_a_busy_agent_and_the_job_is_abandoned(
     wait_until(lambda: org.job(rid).state == "running")
     runtime.stop(info.id, timeout=0.1)
     rec.wait_for("die")
-    assert rec.events[-1].exit_code == 137
+    assert rec.died() == 137
     assert org.wait_for(lambda o: o.job(rid).result == "abandoned", timeout=3)
 
 
@@ -210,7 +214,7 @@ def test_failing_job_reports_failed_and_exits_0(
     runtime.start(spec(), PAT)
     rid = org.queue_job(POOL, kind="fail", duration=0.05)
     rec.wait_for("die")
-    assert rec.events[-1].exit_code == 0
+    assert rec.died() == 0
     assert org.job(rid).result == "failed"
 
 
@@ -236,7 +240,7 @@ def test_configuration_failures_exit_1_with_a_plain_message(
     )
     runtime.start(bad, token)
     rec.wait_for("die")
-    assert rec.events[-1].exit_code == 1
+    assert rec.died() == 1
     c = runtime.history()[0]
     assert any(message in line for line in c.tail(5)), c.tail(5)
     # The token file is deleted once it was read (the last two fail before reading it).
@@ -253,7 +257,7 @@ def test_images_broken_missing_and_injected_start_failures(
         runtime.start(spec(image="nvidia/cuda:12.4.1-base-ubuntu22.04"), PAT)
     runtime.start(spec(image="broken:1"), PAT)
     rec.wait_for("die")
-    assert rec.events[-1].exit_code == 1
+    assert rec.died() == 1
     runtime.fail_next_starts(1)
     with pytest.raises(ContainerStartError, match="NVIDIA Container Toolkit"):
         runtime.start(spec("gpu-2"), PAT)
@@ -371,7 +375,7 @@ def test_sigterm_during_registration_exits_143_without_a_session(org: SimOrg) ->
         wait_until(lambda: slow.find_agent("gpu-1") is not None, what="the registration")
         runtime.stop(info.id, timeout=5)
         rec.wait_for("die")
-        assert rec.events[-1].exit_code == 143
+        assert rec.died() == 143
         agent = slow.find_agent("gpu-1")
         assert agent is not None and agent.status == "offline"
     finally:

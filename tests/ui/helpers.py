@@ -15,6 +15,7 @@ from textual.pilot import Pilot
 from textual.widgets import RadioButton, RadioSet, Static
 
 from gpuci_tui.screens.dashboard import DashboardScreen
+from tests.waiting import wait_until_async
 
 
 async def wait_for(
@@ -25,14 +26,10 @@ async def wait_for(
     The deadline only bounds a failing wait (a passing one returns as soon as the
     state holds), so it is generous: with both cores busy a reconnect takes seconds.
     """
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        if loop.time() > deadline:
-            raise AssertionError(
-                f"timed out after {timeout} s waiting for {what or predicate}\n{_threads()}"
-            )
-        await pilot.pause(0.02)
+    try:
+        await wait_until_async(predicate, timeout, what, pause=pilot.pause, every=0.02)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{_threads()}") from None
 
 
 def _threads() -> str:

@@ -160,32 +160,58 @@ async def test_new_jobs_appear_without_a_key(history_file: Path) -> None:
 async def test_a_slow_read_is_not_overlapped_by_the_next_refresh(
     history_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Reads started on every tick of a 10 ms refresh while each takes 150 ms would pile up
-    threads (seen at the end of a loaded CI run); the refresh waits for the last read."""
+    """A refresh while the last read still runs starts no second read: reads started on
+    every tick pile up threads on a slow disk or a busy host (seen at the end of a loaded
+    CI run), each slower than the last. The ticks are the test's own (`_refresh`, what the
+    interval calls) and the slow disk answers when the test lets it: nothing is timed."""
     import gpuci_tui.core.store.history_source as view
 
-    lock, running, most = threading.Lock(), [0], [0]
-    read = view.read_history
+    read, started = view.read_history, []
+    disk = threading.Event()  # set: the disk answers
 
     def slow_read(path: Path, query: Any) -> Any:
-        if query.pipeline is not None:  # the trend's read: one per table read
-            return read(path, query)
-        with lock:
-            running[0] += 1
-            most[0] = max(most[0], running[0])
-        try:
-            threading.Event().wait(0.15)  # a slow disk, in the reader's thread
-            return read(path, query)
-        finally:
-            with lock:
-                running[0] -= 1
+        if query.pipeline is None:  # the table's read; the trend's goes straight through
+            started.append(query)
+            assert disk.wait(60), "the test never let the slow read finish"
+        return read(path, query)
 
     monkeypatch.setattr(view, "read_history", slow_read)
-    app = app_for(history_file, history_interval=0.01)
-    async with app.run_test(size=(100, 30)) as pilot:
+    disk.set()
+    async with app_for(history_file).run_test(size=(100, 30)) as pilot:
         screen = await open_history(pilot)
-        await wait_for(pilot, lambda: screen.loads >= 4, what="four refreshes")
-    assert most[0] == 1, f"{most[0]} reads ran at once"
+        for shown in range(2, 5):
+            disk.clear()
+            reads = len(started)
+            # Tick until a read starts (the trend's read of the last one may still run).
+            await wait_for(
+                pilot,
+                lambda reads=reads: screen._refresh() or len(started) > reads,
+                what="a refresh to start a read",
+            )
+            for _ in range(5):  # ticks while the read hangs on the disk
+                screen._refresh()
+                await pilot.pause()
+            assert len(started) == reads + 1, f"{len(started) - reads} reads ran at once"
+            disk.set()
+            await wait_for(pilot, lambda n=shown: screen.loads == n, what=f"read {shown} shown")
+
+
+async def test_a_trend_read_replaced_before_it_ran_does_not_stop_the_refresh(
+    history_file: Path,
+) -> None:
+    """Two trend reads started in one go (a load's, then a cursor move's): the second
+    cancels the first before its task ever ran, and Textual leaves such a worker RUNNING
+    for good. The refresh waited for it, and the view stopped refreshing."""
+    async with app_for(history_file).run_test(size=(100, 30)) as pilot:
+        screen = await open_history(pilot)
+        screen._selection_changed(force=True)
+        screen._selection_changed(force=True)  # no await between: the first never runs
+        shown = screen.loads
+        await wait_for(
+            pilot,
+            lambda: screen._refresh() or screen.loads > shown,
+            what="a refresh after the replaced trend read",
+        )
 
 
 async def test_no_history_yet_and_an_unreadable_file_are_explained(tmp_path: Path) -> None:

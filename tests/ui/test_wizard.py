@@ -174,7 +174,7 @@ async def test_keyring_failure_offers_a_pat_file(
             == "The PAT is valid. Pick where to keep it (the choices above), then press Next again."
         )
         assert w.wizard.query_one(KeyringOptions).display
-        await w.pilot.click("#use-pat-file")
+        await w.click_shown("#use-pat-file")
         pat_file = w.config_path.parent / "pat"
         await wait_for(
             w.pilot, lambda: w.message.startswith(f"Wrote the PAT to {pat_file} (mode 0600)")
@@ -206,7 +206,7 @@ async def test_keyring_failure_offers_the_encrypted_file_store(tmp_path: Path) -
         await w.through(1)
         await w.fill("#pat", GOOD_PAT)
         await w.next()
-        await w.pilot.click("#use-cryptfile")
+        await w.click_shown("#use-cryptfile")
         await wait_for(w.pilot, lambda: isinstance(w.app.screen, PassphraseScreen))
         dialog = w.app.screen
         assert isinstance(dialog, PassphraseScreen) and dialog.creating

@@ -64,6 +64,27 @@ class Setup:
     def field(self, selector: str) -> Input:
         return self.wizard.query_one(selector, Input)
 
+    async def click_shown(self, selector: str) -> None:
+        """Click ``selector`` once it is on screen where the click lands.
+
+        A panel the step's check shows scrolls into view after the next refresh: a click
+        before that lands on whatever was there (seen with both cores busy), and the
+        dialog it opens never comes.
+        """
+        widget = self.wizard.query_one(selector)
+
+        def under_the_pointer() -> bool:
+            region = widget.region
+            if not region:
+                return False
+            try:
+                return self.app.get_widget_at(region.x, region.y)[0] is widget
+            except Exception:  # noqa: BLE001 - nothing there yet (off screen)
+                return False
+
+        await wait_for(self.pilot, under_the_pointer, what=f"{selector} on screen")
+        assert await self.pilot.click(selector), f"the click missed {selector}"
+
     async def fill(self, selector: str, value: str) -> None:
         self.field(selector).value = value
         self.field(selector).focus()

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import stat
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -154,16 +156,18 @@ def test_socket_path_falls_back_to_a_short_private_dir(
     deep = tmp_path / ("d" * 60) / ("e" * 60)
     deep.mkdir(parents=True, mode=0o700)
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(deep))
-    short = tmp_path / "s"
-    short.mkdir()
+    # Short for real: tmp_path is deeper under a pytest-xdist worker (…/popen-gw1/…).
+    short = Path(tempfile.mkdtemp(prefix="gpuci-s-", dir="/tmp"))
     monkeypatch.setattr(paths, "SHORT_SOCKET_BASE", short)
+    try:
+        path = paths.socket_path("0123456789ab")
 
-    path = paths.socket_path("0123456789ab")
-
-    assert path == short / f"gpuci-tui-{os.geteuid()}" / "0123456789ab.sock"
-    assert mode(path.parent) == 0o700
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
-        server.bind(str(path))
+        assert path == short / f"gpuci-tui-{os.geteuid()}" / "0123456789ab.sock"
+        assert mode(path.parent) == 0o700
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+            server.bind(str(path))
+    finally:
+        shutil.rmtree(short, ignore_errors=True)
 
 
 def test_socket_path_too_long_everywhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

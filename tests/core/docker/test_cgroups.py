@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ from gpuci_tui.core.docker.cgroups import (
     container_id_of_pid,
     process_name,
 )
+from tests.waiting import wait_until
 
 A = "3fbfa934d72fbc75f740dd3ee4d571b2afa23c8176de6ba941330fd6cd7f4e5c"
 B = "0123456789abcdef" * 4
@@ -83,16 +83,17 @@ def test_real_container_pid_maps_to_its_id(docker_client, busybox_image, run_lab
         labels={"gpuci.test": run_label},
     )
     try:
-        deadline = time.monotonic() + 10
-        pid = 0
-        while time.monotonic() < deadline:
+
+        def reported_pid() -> int:
             container.reload()
-            pid = int(container.attrs["State"]["Pid"])
-            if pid:
-                break
-            time.sleep(0.02)
-        assert pid, "container never reported a PID"
+            return int(container.attrs["State"]["Pid"])
+
+        pid = wait_until(reported_pid, 10, "the container to report its PID")
         assert container_id_of_pid(pid) == container.id
-        assert process_name(pid) == "sleep"
+        # Until runc's init execs the command, the PID is named runc:[2:INIT] (seen with
+        # both cores busy): the name that lasts is the command's.
+        wait_until(
+            lambda: process_name(pid) == "sleep", 10, lambda: f"sleep, not {process_name(pid)!r}"
+        )
     finally:
         container.remove(force=True)

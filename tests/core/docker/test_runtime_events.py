@@ -37,12 +37,14 @@ class FakeStream:
         self.events = events
         self.then = then
         self.closed = threading.Event()
+        self.blocking = threading.Event()
 
     def __iter__(self) -> Iterator[Mapping[str, Any]]:
         yield from self.events
         if self.then == "raise":
             raise requests.exceptions.ChunkedEncodingError("Connection broken")
         if self.then == "block":
+            self.blocking.set()
             self.closed.wait(30)
 
     def close(self) -> None:
@@ -112,7 +114,7 @@ def test_follow_events_stops_promptly_while_blocked() -> None:
 
     thread = threading.Thread(target=consume, daemon=True)
     thread.start()
-    time.sleep(0.05)  # let the follower block in the stream read
+    assert stream.blocking.wait(10), "the follower never blocked in the stream read"
     stop.set()
     assert done.wait(1.0), "events() did not return within 1 s of stop"
     assert stream.closed.is_set()

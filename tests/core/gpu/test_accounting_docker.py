@@ -9,7 +9,6 @@ and JobAccountant must count only the container the test maps to a job.
 from __future__ import annotations
 
 import itertools
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from gpuci_tui.core.gpu.accounting import (
     foreign_processes,
 )
 from tests.core.nvml_helpers import NvmlState
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.docker, pytest.mark.nvml]
 
@@ -33,14 +33,8 @@ gpu NVIDIA_A100 GPU-00000000-0000-0000-0000-00000000000b 50 20 4000 81920 55 200
 
 
 def wait_for(what: str, probe: Callable[[], Any], timeout: float = 15.0) -> Any:
-    """Poll ``probe`` until it returns something truthy; fail with ``what`` at the deadline."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = probe()
-        if value:
-            return value
-        time.sleep(0.02)
-    pytest.fail(f"timed out after {timeout} s waiting for {what}")
+    """`tests.waiting.wait_until`, in this module's order: what first."""
+    return wait_until(probe, timeout, what)
 
 
 def start(docker_client: Any, image: str, run_label: str, role: str) -> tuple[str, int]:

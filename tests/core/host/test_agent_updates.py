@@ -136,7 +136,7 @@ def test_an_update_exit_makes_the_next_start_wait_for_the_package(
 
     async def scenario() -> object:
         runner = asyncio.create_task(u.run())
-        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # one turn of the loop: the runner starts (no time passes)
         await u.mount_for_start(IMAGE)  # nothing asked: no wait, nothing to mount
         org.require_agent_version("4.270.0")
         u.left_to_update(SupervisorEvent(0.0, "agent_updating", "x exited", slot=3))

@@ -23,6 +23,7 @@ from gpuci_tui.sim.api import SimPoolApi
 from gpuci_tui.sim.org import SimOrg
 from gpuci_tui.sim.runtime import DEFAULT_IMAGE, SimulatedRuntime
 from tests.core.supervisor_env import PAT, StaticTokens, wait_until
+from tests.waiting import wait_until_async
 
 CONFIG = f"""
 [azure]
@@ -72,10 +73,7 @@ async def test_foreground_console_has_groups_history_and_intent(
             snap = await handle.snapshot()
             return len(snap.slots) == 2 and all(s.state == SlotState.IDLE for s in snap.slots)
 
-        deadline = asyncio.get_running_loop().time() + 20
-        while not await idle():
-            assert asyncio.get_running_loop().time() < deadline, "two idle slots in two groups"
-            await asyncio.sleep(0.1)
+        await wait_until_async(idle, 20, "two idle slots in two groups")
         snap = await handle.snapshot()
         assert {g.name for g in snap.groups} == {"a", "b"}
         assert snap.instance == daemon_instance(config)

@@ -68,7 +68,7 @@ async def nothing_starts(env: Env, sup: Supervisor, seconds: float) -> None:
     while time.monotonic() < until:
         assert len(env.runtime.history()) == before, "a container started on a refused image"
         assert held(sup)
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.05)  # the pace of the checks over the window, not a wait
 
 
 async def test_refused_at_start_nothing_starts_then_a_new_driver_releases_it(

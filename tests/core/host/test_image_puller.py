@@ -19,6 +19,7 @@ from gpuci_tui.core.engine.steps import StartFailed
 from gpuci_tui.core.errors import ImagePullError, RuntimeUnavailableError
 from gpuci_tui.core.host.images.puller import FAILURE_MEMORY, PRESENT_MEMORY, ImagePuller
 from gpuci_tui.core.models import SlotSnapshot, SlotState, SupervisorSnapshot
+from tests import waiting
 from tests.core.supervisor_env import wait_until
 
 IMAGE = "127.0.0.1:5000/agent:v2"
@@ -87,10 +88,7 @@ class Rig:
 
 def wait_for_pull(rig: Rig, timeout: float = 10.0) -> None:
     """Until the pull runs (its progress is visible), with a deadline."""
-    deadline = time.monotonic() + timeout
-    while not rig.puller.in_flight():
-        assert time.monotonic() < deadline, "the pull never started"
-        time.sleep(0.005)
+    waiting.wait_until(rig.puller.in_flight, timeout, "the pull to start")
 
 
 def test_missing_pulls_an_absent_image_once_and_says_so() -> None:

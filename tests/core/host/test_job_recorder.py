@@ -195,7 +195,7 @@ async def test_rows_waiting_for_a_backoff_are_written_at_shutdown_without_the_re
         blocked_until=lambda: 10.0**12,
     )  # fmt: skip
     recorder(ENDED)
-    await asyncio.sleep(0)
+    await asyncio.sleep(0)  # one turn of the loop: the task starts (no time passes)
     await recorder.drain()
     (row,) = recorder.history.query(JobQuery())
     assert row.request_id == 890001 and row.result is None and api.reads == 0

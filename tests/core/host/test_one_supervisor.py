@@ -31,6 +31,7 @@ from gpuci_tui.sim.api import SimPoolApi
 from gpuci_tui.sim.org import SimOrg
 from gpuci_tui.sim.runtime import DEFAULT_IMAGE, SimulatedRuntime
 from tests.core.supervisor_env import PAT, StaticTokens, wait_until
+from tests.waiting import wait_until_async
 
 CONFIG = f"""
 [azure]
@@ -113,10 +114,10 @@ async def in_process() -> AsyncIterator[None]:
 
 
 async def idle(handle: SupervisorHandle) -> None:
-    deadline = asyncio.get_running_loop().time() + 20
-    while [s.state for s in (await handle.snapshot()).slots] != [SlotState.IDLE]:
-        assert asyncio.get_running_loop().time() < deadline, "one idle slot"
-        await asyncio.sleep(0.05)
+    async def one_idle() -> bool:
+        return [s.state for s in (await handle.snapshot()).slots] == [SlotState.IDLE]
+
+    await wait_until_async(one_idle, 20, "one idle slot")
 
 
 async def test_foreground_attaches_to_the_daemon_instead_of_a_second_supervisor(
@@ -215,17 +216,14 @@ async def test_a_gpu_quarantined_by_one_in_process_run_stays_quarantined_in_the_
     async def gates(handle: SupervisorHandle) -> list[str]:
         return [g.state for g in (await handle.snapshot()).gpu_gates]
 
-    deadline = asyncio.get_running_loop().time() + 20
-    while await gates(first) != ["ok", "quarantined"]:
-        assert asyncio.get_running_loop().time() < deadline, "GPU 1 quarantined"
-        await asyncio.sleep(0.05)
+    async def quarantined(handle: SupervisorHandle) -> bool:
+        return await gates(handle) == ["ok", "quarantined"]
+
+    await wait_until_async(lambda: quarantined(first), 20, "GPU 1 quarantined")
     await console_cmd.close_in_process()
     # The next run's GPUs are healthy now: the latched fault is what keeps GPU 1 out.
     again = console_cmd.in_process_supervisor(config, gpu=Sampler(xid=False))
-    deadline = asyncio.get_running_loop().time() + 20
-    while await gates(again) != ["ok", "quarantined"]:
-        assert asyncio.get_running_loop().time() < deadline, "GPU 1 still quarantined"
-        await asyncio.sleep(0.05)
+    await wait_until_async(lambda: quarantined(again), 20, "GPU 1 still quarantined")
     assert DaemonPaths.for_instance(daemon_instance(config)).gpu_health.exists()
 
 
