@@ -161,8 +161,17 @@ class Step(VerticalScroll):
         line.update(text)
         line.set_classes(f"step-message -{kind}")
         if text and kind == "error":
-            # On a short terminal the message may sit below the fold: bring it up.
-            self.call_after_refresh(line.scroll_visible, animate=False)
+            self.call_after_refresh(self._show_error, line)
+
+    def _show_error(self, line: Static) -> None:
+        """On a short terminal the message may sit below the fold: bring it up, then the
+        field being edited, so the operator sees both what went wrong and where to fix it
+        (at 80x24 the message alone pushed the focused secret field out of sight).
+        """
+        line.scroll_visible(animate=False)
+        focused = self.screen.focused
+        if focused is not None and focused in self.query("*"):
+            focused.scroll_visible(animate=False)
 
     @property
     def message(self) -> str:
