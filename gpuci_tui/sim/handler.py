@@ -304,7 +304,11 @@ class SimRequestHandler(BaseHTTPRequestHandler):
                 fault.status, private_api.render({"error": f"HTTP {fault.status} {detail}"})
             ) from None
         fields = private_api.parse_lines(self.body)
-        status, answer = private_api.handle(self.sim.org, route, fields, token, self.sim.stopping)
+        # A long poll whose connection an outage cuts must end, not take the next job.
+        with self.server.cut_signal(self.connection) as cut:
+            status, answer = private_api.handle(
+                self.sim.org, route, fields, token, self.sim.stopping, cut
+            )
         return _Reply(status, private_api.render(answer), {"Content-Type": "text/plain"})
 
     def _download(self, path: str, method: str) -> _Reply:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 import socket
@@ -159,6 +160,26 @@ def test_job_request_life_cycle_fields(
         params={"agentId": aid, "completedRequestCount": 5},
     ).json()
     assert [j["requestId"] for j in by_agent["value"]] == [rid]
+
+
+def test_a_long_poll_cut_by_an_outage_takes_no_job(org: SimOrg, server: SimServer) -> None:
+    """Its connection is gone: left waiting, it would take the first job queued after the
+    outage and lose it (its answer has nowhere to go)."""
+    aid, key = register(server, "gpu-1")
+
+    def poll() -> None:
+        with contextlib.suppress(requests.ConnectionError):  # the outage cuts it
+            sim_post(server, "poll", agent_id=aid, session=key, timeout=20)
+
+    polling = threading.Thread(target=poll, daemon=True)
+    polling.start()
+    wait_until(lambda: org.agents(POOL)[0].active_polls == 1, what="the long poll")
+    fault = org.faults.unreachable(duration=30)
+    wait_until(lambda: not server.listening, what="the outage")
+    wait_until(lambda: org.agents(POOL)[0].active_polls == 0, what="the cut poll to end")
+    rid = org.queue_job(POOL)
+    org.faults.clear(fault)
+    assert org.job(rid).state == "queued", "the cut poll took the job"
 
 
 def test_jobrequests_paging_with_top_and_continuation(
