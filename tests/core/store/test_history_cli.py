@@ -7,6 +7,7 @@ directory, so the history file is the test's own.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import os
 import subprocess
@@ -32,13 +33,16 @@ JSON_KEYS = [
 ]  # fmt: skip
 
 
+_REQUEST_IDS = itertools.count(100)
+
+
 def job(ago_s: float, pipeline: str, run: str, slot: int, **kw: Any) -> JobRecord:
     return dataclasses.replace(
         JobRecord(
             instance="i1",
             slot=slot,
             agent=f"gpu01-{slot}",
-            request_id=slot + 100,
+            request_id=next(_REQUEST_IDS),
             pipeline=pipeline,
             run=run,
             # Relative to when the row is written, not when this module was imported: in a
