@@ -129,6 +129,9 @@ class LaneRecord:
     oom: bool = False
     took_job: bool = False
     job: JobInfo | None = None
+    seen_job: JobInfo | None = None
+    """The job this container was last seen running, kept when a read says it ended: the
+    history ties the container's row to it (`seen_job`), never to "the agent's latest"."""
     stop_requested: bool = False
     early_exit: tuple[str, int | None, float] | None = None
     """A ``die`` of a container whose start has not returned yet: (id, code, at)."""
@@ -434,3 +437,10 @@ class EngineState:
         """Lanes each slot keeps records for: two, or as many as the deepest standby."""
         deepest = self.auto.most if self.auto is not None else int(self.standby)
         return max(2, min(len(LANES), 1 + deepest))
+
+
+def seen_job(kept: JobInfo | None, current: JobInfo | None) -> JobInfo | None:
+    """The job to remember of a container: one with a request id before a name only."""
+    if current is None or (kept is not None and kept.request_id and not current.request_id):
+        return kept
+    return current

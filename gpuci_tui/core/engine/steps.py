@@ -433,7 +433,8 @@ class JobEnded:
     agent: str
     container_id: str
     job: JobInfo | None
-    """The job as last read while it ran (None: it started and ended between two reads)."""
+    """The job its lane was seen running (a read's request, or only the agent's line: request
+    id 0), kept after a read said it ended; None: never seen (between two reads)."""
     started_at: float | None
     exit: ExitInfo
     agent_id: int | None = None

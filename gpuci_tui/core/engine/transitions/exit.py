@@ -20,6 +20,7 @@ from gpuci_tui.core.engine.lifecycle import (
     LaneRecord,
     Op,
     SlotRecord,
+    seen_job,
 )
 from gpuci_tui.core.engine.settings import SupervisorConfig
 from gpuci_tui.core.engine.steps import Destroyed, Died, JobEnded, Note, Output, Removed
@@ -52,7 +53,7 @@ def container_died(
                 lane.lane,
                 lane.name,
                 obs.container_id,
-                lane.job,
+                seen_job(lane.seen_job, lane.job),
                 lane.started_at,
                 info,
                 lane.agent_id,
@@ -71,6 +72,7 @@ def container_died(
         remove_retry_at=None,
         ended_at=obs.at,
         job=None,
+        seen_job=None,
         took_job=False,
         online=False,
         oom=False,
