@@ -27,7 +27,7 @@ import itertools
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from datetime import UTC, datetime
 
 from gpuci_tui.sim.agent_packages import SimAgentPackages
@@ -372,6 +372,7 @@ class SimOrg(AgentSideMixin):
         *,
         agent_id: int | None = None,
         completed_request_count: int | None = None,
+        agent_ids: Collection[int] | None = None,
     ) -> list[JobRecord]:
         """What ``GET …/jobrequests`` returns, newest first.
 
@@ -379,7 +380,9 @@ class SimOrg(AgentSideMixin):
             pool_id: The pool.
             agent_id: Only requests reserved by this agent.
             completed_request_count: Unfinished requests plus at most this many
-                finished ones (0: only queued and running); None: all.
+                finished ones (0: only queued and running); None: all. With
+                ``agent_ids``, this many in all (the stricter reading of the service).
+            agent_ids: Only requests reserved by one of these agents (``agentIds=``).
         """
         with self._lock:
             self._sweep()
@@ -388,6 +391,8 @@ class SimOrg(AgentSideMixin):
             finished = 0
             for job in reversed(self._jobs.values()):
                 if job.pool_id != pool_id or (agent_id is not None and job.agent_id != agent_id):
+                    continue
+                if agent_ids is not None and job.agent_id not in agent_ids:
                     continue
                 if job.state == "finished":
                     if completed_request_count is not None and finished >= completed_request_count:
