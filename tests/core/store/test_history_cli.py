@@ -30,6 +30,7 @@ JSON_KEYS = [
     "gpus", "gpu_samples", "peak_gpu_memory_mib", "mean_util_pct", "peak_util_pct", "energy_j",
     "energy_note", "xid", "image", "image_id", "repo_digest",
     "throttle_s", "ecc_corrected", "ecc_uncorrected", "peak_temp_c", "startup_s",
+    "reconciled", "assigned_at", "finished_at",
 ]  # fmt: skip
 
 
