@@ -143,6 +143,17 @@ def test_json_is_a_stable_list_of_objects(history: Path, capsys) -> None:
     assert oom["duration_s"] == pytest.approx(65.0)
 
 
+def test_a_row_recorded_after_a_restart_says_so(capsys) -> None:
+    h = JobHistory(paths.history_db_path())
+    h.add_request(job(20, "nightly", "20260928.7", 1, reconciled=True, finished_at=time.time()))
+    h.close()
+    assert main(["history"]) == exitcodes.OK
+    assert "succeeded, recorded after a restart" in capsys.readouterr().out
+    assert main(["history", "--json"]) == exitcodes.OK
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["reconciled"] is True and row["finished_at"].endswith("Z")
+
+
 def test_absent_history_is_not_an_error(capsys) -> None:
     assert main(["history"]) == exitcodes.OK
     out = capsys.readouterr().out
