@@ -358,6 +358,17 @@ class SimOrg(AgentSideMixin):
             self._sweep()
             return self._job(request_id).copy()
 
+    def kept_job(self, request_id: int) -> JobRecord | None:
+        """One job request (copy), or None once the organisation no longer keeps it.
+
+        An agent's ``assignedRequest``/``lastCompletedRequest`` point at requests that
+        retention (or a long-running harness pruning its records) may have dropped: the
+        agent list then leaves the request out rather than failing the whole read.
+        """
+        with self._lock:
+            job = self._jobs.get(request_id)
+            return None if job is None else job.copy()
+
     def jobs(self, pool_id: int | None = None) -> list[JobRecord]:
         """Every job request ever queued (copies, oldest first): the record for assertions."""
         with self._lock:

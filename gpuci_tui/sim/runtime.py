@@ -24,7 +24,7 @@ import queue
 import secrets
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from gpuci_tui.core.errors import (
@@ -56,6 +56,8 @@ class SimulatedRuntime:
         destroy_delay: Seconds from ``die`` to ``destroy`` for auto-removed containers.
         start_delay: Seconds `start` takes (create + copy + start).
         timing: The agents' pace (boot delay, poll timeout, heartbeat interval…).
+        clock: Stamps container times and events, as Docker's own clock does; a test may
+            share a fake one with the supervisor (waits always use real time).
     """
 
     def __init__(
@@ -67,8 +69,10 @@ class SimulatedRuntime:
         destroy_delay: float = 0.05,
         start_delay: float = 0.0,
         timing: AgentTiming | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.org = org
+        self.clock = clock
         self.images: set[str] = set(images)
         self.broken_images: set[str] = set(broken_images)
         self.destroy_delay = destroy_delay
@@ -226,6 +230,7 @@ class SimulatedRuntime:
                 org=self.org,
                 on_exit=self._on_exit,
                 on_oom=self._on_oom,
+                clock=self.clock,
             )
             self._containers[c.id] = c
             self._history.append(c)
@@ -281,7 +286,7 @@ class SimulatedRuntime:
                         yield from _drain(q)
                     yield ContainerEvent(
                         "stream-lost" if lost else "stream-restored",
-                        time=time.time(),
+                        time=self.clock(),
                         message="event stream interrupted" if lost else "event stream restored",
                     )
                     continue
@@ -319,7 +324,7 @@ class SimulatedRuntime:
             name=c.name,
             labels=dict(c.labels),
             exit_code=exit_code,
-            time=time.time(),
+            time=self.clock(),
         )
         with self._lock:
             if self._stream_down():

@@ -22,12 +22,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from itertools import pairwise
 from typing import TYPE_CHECKING
 
 from gpuci_tui.core.engine.gpu_admission import GateKind
 from gpuci_tui.core.engine.overrides import Overrides
+from gpuci_tui.core.engine.pool_view import PoolView
 from gpuci_tui.core.models import ExitInfo, HealthSnapshot, ImageUsed, JobInfo
-from gpuci_tui.core.protocols import Agent
 
 if TYPE_CHECKING:
     from gpuci_tui.core.engine.rollout.state import Rollout
@@ -63,6 +64,7 @@ class Lane(StrEnum):
 
 #: Every lane, in order: a slot with ``n`` lanes uses the first ``n``.
 LANES: tuple[Lane, ...] = tuple(Lane)
+_LANE_RANK = {lane: index for index, lane in enumerate(LANES)}
 
 
 class LanePhase(StrEnum):
@@ -191,6 +193,17 @@ class LaneRecord:
         return self.enabled is False and self.idle_verified and self.job is None
 
     @property
+    def may_be_registered(self) -> bool:
+        """Its name may be in the pool: seen there, a container up, or one ran since the last read.
+
+        An agent registers seconds after its start and the registration outlives its
+        container: one that registered, ran a short job and ended between two reads of
+        the pool is in neither read, yet counts against ``max_agents``.
+        """
+        ran_unseen = self.ended_at is not None and self.known_at <= self.ended_at
+        return self.agent_id is not None or self.live or ran_unseen
+
+    @property
     def capable(self) -> bool:
         """The lane could run a job now or be handed one (see the module docstring).
 
@@ -264,9 +277,19 @@ class SlotRecord:
 
     def with_lane(self, record: LaneRecord) -> SlotRecord:
         """A copy with ``record`` replacing its lane (or added, in lane order)."""
-        others = [lane for lane in self.lanes if lane.lane is not record.lane]
-        lanes = sorted([*others, record], key=lambda r: LANES.index(r.lane))
-        return replace(self, lanes=tuple(lanes))
+        lanes = self.lanes
+        # Called for every planned step: lanes kept in lane order (each once) take the
+        # record in its place without a sort, and an unchanged one costs no copy.
+        ranks = [_LANE_RANK[lane.lane] for lane in lanes]
+        if _LANE_RANK[record.lane] in ranks and all(a < b for a, b in pairwise(ranks)):
+            index = ranks.index(_LANE_RANK[record.lane])
+            if lanes[index] is record:
+                return self
+            return replace(self, lanes=(*lanes[:index], record, *lanes[index + 1 :]))
+        others = [lane for lane in lanes if lane.lane is not record.lane]
+        return replace(
+            self, lanes=tuple(sorted([*others, record], key=lambda r: _LANE_RANK[r.lane]))
+        )
 
     def find(self, container_id: str) -> LaneRecord | None:
         """The lane whose current, dying, extra or stale container is ``container_id``."""
@@ -312,29 +335,6 @@ def new_slot(prefix: str, number: int, intent: Intent = Intent.RUN, lanes: int =
         lanes=tuple(LaneRecord(lane, lane_name(prefix, number, lane)) for lane in LANES[:lanes]),
         intent=intent,
     )
-
-
-@dataclass(frozen=True)
-class PoolView:
-    """One read of the pool: its agents (ours, or every one), by name, at ``began_at``."""
-
-    pool_id: int
-    began_at: float
-    agents: tuple[Agent, ...] = ()
-    queued_jobs: int = 0
-    running_jobs: int = 0
-    jobs_read_at: float | None = None
-    """When ``queued_jobs`` and ``running_jobs`` were read (job requests are read less often)."""
-    waiting: tuple[str, ...] = ()
-    """Why queued jobs wait when no agent meets their demands (``no agent with …``)."""
-    queued_capped: bool = False
-    """The job requests read were at the service's cap: ``queued_jobs`` is a lower bound."""
-    ours_only: bool = False
-    """``agents`` are our lanes' only (the read was narrowed), not every agent of the pool."""
-
-    def agent(self, name: str) -> Agent | None:
-        """The agent registered as ``name``, or None."""
-        return next((agent for agent in self.agents if agent.name == name), None)
 
 
 @dataclass(frozen=True)
@@ -414,7 +414,16 @@ class EngineState:
 
     def with_slot(self, record: SlotRecord) -> EngineState:
         """A copy with ``record`` replacing (or added as) its slot, slots kept in order."""
-        others = [slot for slot in self.slots if slot.number != record.number]
+        slots = self.slots
+        # Called for every slot of every plan: a slot in its place (slots kept in order,
+        # numbers unique) is swapped in without a sort, and an unchanged one costs no copy.
+        numbers = [slot.number for slot in slots]
+        if record.number in numbers and all(a < b for a, b in pairwise(numbers)):
+            index = numbers.index(record.number)
+            if slots[index] is record:
+                return self
+            return replace(self, slots=(*slots[:index], record, *slots[index + 1 :]))
+        others = [slot for slot in slots if slot.number != record.number]
         return replace(self, slots=tuple(sorted([*others, record], key=lambda s: s.number)))
 
     def without_slot(self, number: int) -> EngineState:

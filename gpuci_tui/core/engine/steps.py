@@ -16,7 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuci_tui.core.engine.gpu_admission import GateReading
-from gpuci_tui.core.engine.lifecycle import Lane, PoolView
+from gpuci_tui.core.engine.lifecycle import Lane
+from gpuci_tui.core.engine.pool_view import PoolView
 from gpuci_tui.core.models import ExitInfo, ImageUsed, JobInfo
 from gpuci_tui.core.protocols import Agent, ContainerInfo
 

@@ -21,9 +21,10 @@ from dataclasses import replace
 
 import pytest
 
-from gpuci_tui.core.engine.lifecycle import EngineState, Lane, LanePhase, PoolView
+from gpuci_tui.core.engine.lifecycle import EngineState, Lane, LanePhase
 from gpuci_tui.core.engine.planning.planner import decide
 from gpuci_tui.core.engine.planning.refused import ALL_DISABLED, IN_PLACE
+from gpuci_tui.core.engine.pool_view import PoolView
 from gpuci_tui.core.engine.steps import (
     Action,
     AgentChecked,
