@@ -87,6 +87,16 @@ class JobInfo:
     """The job's name as its agent printed it (``Running job: NAME``)."""
 
 
+def seen_job(kept: JobInfo | None, current: JobInfo | None) -> JobInfo | None:
+    """The job to remember of a container: one with a request id before a name only.
+
+    The history ties the container's row to it, never to "the agent's latest".
+    """
+    if current is None or (kept is not None and kept.request_id and not current.request_id):
+        return kept
+    return current
+
+
 @dataclass(frozen=True)
 class ExitInfo:
     """How a slot's previous container ended."""

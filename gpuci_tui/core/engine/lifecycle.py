@@ -132,8 +132,7 @@ class LaneRecord:
     took_job: bool = False
     job: JobInfo | None = None
     seen_job: JobInfo | None = None
-    """The job this container was last seen running, kept when a read says it ended: the
-    history ties the container's row to it (`seen_job`), never to "the agent's latest"."""
+    """The job this container was last seen running, kept after a read says it ended."""
     stop_requested: bool = False
     early_exit: tuple[str, int | None, float] | None = None
     """A ``die`` of a container whose start has not returned yet: (id, code, at)."""
@@ -446,10 +445,3 @@ class EngineState:
         """Lanes each slot keeps records for: two, or as many as the deepest standby."""
         deepest = self.auto.most if self.auto is not None else int(self.standby)
         return max(2, min(len(LANES), 1 + deepest))
-
-
-def seen_job(kept: JobInfo | None, current: JobInfo | None) -> JobInfo | None:
-    """The job to remember of a container: one with a request id before a name only."""
-    if current is None or (kept is not None and kept.request_id and not current.request_id):
-        return kept
-    return current

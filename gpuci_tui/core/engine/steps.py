@@ -434,8 +434,7 @@ class JobEnded:
     agent: str
     container_id: str
     job: JobInfo | None
-    """The job its lane was seen running (a read's request, or only the agent's line: request
-    id 0), kept after a read said it ended; None: never seen (between two reads)."""
+    """The job its lane was seen running (request id 0: only its line told); None: never."""
     started_at: float | None
     exit: ExitInfo
     agent_id: int | None = None

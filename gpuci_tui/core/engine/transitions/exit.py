@@ -20,12 +20,11 @@ from gpuci_tui.core.engine.lifecycle import (
     LaneRecord,
     Op,
     SlotRecord,
-    seen_job,
 )
 from gpuci_tui.core.engine.settings import SupervisorConfig
 from gpuci_tui.core.engine.steps import Destroyed, Died, JobEnded, Note, Output, Removed
 from gpuci_tui.core.engine.timings import gap_start
-from gpuci_tui.core.models import ImageUsed
+from gpuci_tui.core.models import ImageUsed, seen_job
 
 #: Pause before removing a dead container again after Docker refused to.
 REMOVE_RETRY = 2.0

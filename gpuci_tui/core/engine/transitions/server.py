@@ -21,7 +21,6 @@ from gpuci_tui.core.engine.lifecycle import (
     LaneRecord,
     Op,
     SlotRecord,
-    seen_job,
 )
 from gpuci_tui.core.engine.steps import (
     AgentChecked,
@@ -33,7 +32,7 @@ from gpuci_tui.core.engine.steps import (
     ServerFailed,
 )
 from gpuci_tui.core.engine.timings import measured_startup, with_gap
-from gpuci_tui.core.models import JobInfo
+from gpuci_tui.core.models import JobInfo, seen_job
 from gpuci_tui.core.protocols import Agent, JobRequest
 
 #: Exit codes of an agent whose registration the organisation may have refused: the

@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from gpuci_tui.core.engine.lifecycle import PoolView
+from gpuci_tui.core.engine.pool_view import PoolView
 from gpuci_tui.core.engine.steps import JobEnded
 from gpuci_tui.core.errors import GpuciError
 from gpuci_tui.core.gpu.accounting import JobAccountant, key_of
