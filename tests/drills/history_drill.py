@@ -21,17 +21,19 @@ counted from the same record.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import signal
 import threading
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpuci_tui.core.config.loader import save_config
-from tests.real.rig import Rig, slot_of_agent, wait_for
+from tests.drills.org_fault_intake import overlapping
+from tests.real.rig import Rig, wait_for
 
 
 @dataclass(frozen=True)
@@ -67,7 +69,8 @@ class Figures:
     twice: list[int]
     wrong_result: list[int]
     lost: list[int]
-    overlaps: int
+    overlaps: list[str]
+    """Pairs of jobs that ran at once on one slot's agents, each job in words."""
     killed: list[int] = field(default_factory=list)
     """Jobs killed under their agents on purpose (abandoned: rows, not losses)."""
 
@@ -77,7 +80,7 @@ class Figures:
             f"{self.jobs} jobs ran, {self.rows} history rows ({self.reconciled} recorded after a "
             f"restart), {len(self.missing)} missing, {len(self.twice)} twice, "
             f"{len(self.extra)} extra, {len(self.wrong_result)} with another result, "
-            f"{len(self.lost)} jobs lost, {self.overlaps} overlaps, {len(self.killed)} killed "
+            f"{len(self.lost)} jobs lost, {len(self.overlaps)} overlaps, {len(self.killed)} killed "
             f"on purpose, in {self.seconds:.0f} s"
         )
 
@@ -124,7 +127,8 @@ def history_drill(rig: Rig, images: tuple[str, str, str], settings: Settings) ->
     t0 = time.time()
     rig.start_daemon()
     wait_for(rig.all_idle, 60, "every slot idle with a ready standby")
-    killed: list[int] = []
+    killed: dict[int, float] = {}
+    """Jobs killed under their agents on purpose, and when."""
     with Feeder(rig, 2 * slots, settings.job_seconds, settings.seed) as feeder:
 
         def steady(what: str) -> None:
@@ -140,7 +144,7 @@ def history_drill(rig: Rig, images: tuple[str, str, str], settings: Settings) ->
         steady("the roll-back")
         _sigkill_and_restart(rig, settings.down)
         steady("the first restart")
-        killed.append(_kill_a_busy_agent(rig))
+        killed.update([_kill_a_busy_agent(rig)])
         steady("the first agent kill")
         errors = org.faults.server_error(500, duration=settings.server_errors)
         wait_for(lambda: errors not in org.faults.active(), settings.server_errors + 10, "500s")
@@ -151,7 +155,7 @@ def history_drill(rig: Rig, images: tuple[str, str, str], settings: Settings) ->
         steady("the refusals")
         _sigkill_and_restart(rig, settings.down)
         steady("the second restart")
-        killed.append(_kill_a_busy_agent(rig))
+        killed.update([_kill_a_busy_agent(rig)])
         steady("the second agent kill")
         _reload(rig, first)
         wait_for(lambda: _rollout_state(rig) == "done", 120, "the roll-out back")
@@ -187,9 +191,9 @@ def _sigkill_and_restart(rig: Rig, down: float) -> None:
     rig.start_daemon()
 
 
-def _kill_a_busy_agent(rig: Rig) -> int:
+def _kill_a_busy_agent(rig: Rig) -> tuple[int, float]:
     """SIGKILL an agent's container under its job (a long one, queued for it); returns the
-    job's request id."""
+    job's request id and when it was killed."""
     job = rig.org.queue_job(rig.pool_id, duration=120.0)
 
     def busy() -> str | None:
@@ -200,10 +204,10 @@ def _kill_a_busy_agent(rig: Rig) -> int:
         return None
 
     rig.client.api.kill(wait_for(busy, 60, "the agent busy with the long job"))
-    return job
+    return job, time.time()
 
 
-def _measure(rig: Rig, queued: list[int], killed: list[int], t0: float) -> Figures:
+def _measure(rig: Rig, queued: list[int], killed: dict[int, float], t0: float) -> Figures:
     org = rig.org
     prefix = rig.config.agents.name_prefix
     ran = {
@@ -247,22 +251,29 @@ def _measure(rig: Rig, queued: list[int], killed: list[int], t0: float) -> Figur
         twice=sorted(i for i, n in Counter(ids).items() if n > 1),
         wrong_result=sorted(i for i in ran if i in results and results[i] != ran[i].result),
         lost=lost,
-        overlaps=_overlaps(ran.values()),
-        killed=killed,
+        overlaps=[
+            f"{_job_words(ran[a], t0)} / {_job_words(ran[b], t0)}"
+            for a, b in overlapping(_as_run(ran.values(), killed))
+        ],
+        killed=sorted(killed),
     )
 
 
-def _overlaps(jobs: Any) -> int:
-    """Pairs of jobs that ran at once on the agents (both lanes) of one slot."""
-    spans: dict[int, list[tuple[float, float]]] = defaultdict(list)
-    for job in jobs:
-        if job.agent_name and job.assign_time is not None:
-            end = job.finish_time if job.finish_time is not None else float("inf")
-            spans[slot_of_agent(job.agent_name)].append((job.assign_time, end))
-    count = 0
-    for items in spans.values():
-        items.sort()
-        count += sum(
-            1 for (_, end), (start, _) in zip(items, items[1:], strict=False) if start < end
-        )
-    return count
+def _job_words(job: Any, t0: float) -> str:
+    """One job for a failure message: id, agent, seconds into the run, result."""
+    end = "…" if job.finish_time is None else f"{job.finish_time - t0:.1f}"
+    return f"{job.request_id} on {job.agent_name} {job.assign_time - t0:.1f}-{end} s {job.result}"
+
+
+def _as_run(jobs: Any, killed: dict[int, float]) -> list[Any]:
+    """The jobs as they ran: one killed under its agent ended with its container.
+
+    The organisation ends it (abandoned) only once the agent's heartbeat is missed,
+    seconds later, while the slot's next agent already runs the next job.
+    """
+    return [
+        dataclasses.replace(j, finish_time=min(j.finish_time, killed[j.request_id]))
+        if j.request_id in killed and j.finish_time is not None
+        else j
+        for j in jobs
+    ]

@@ -46,5 +46,8 @@ def test_every_job_that_ran_has_exactly_one_history_row(
     assert figures.twice == [] and figures.extra == [], figures.line()
     assert figures.wrong_result == [], figures.line()
     assert figures.rows == figures.jobs > 0
-    assert figures.lost == [] and figures.overlaps == 0, figures.line()
+    assert figures.lost == [] and figures.overlaps == [], (
+        figures.line(),
+        figures.overlaps,
+    )
     assert len(figures.killed) == 2
