@@ -131,7 +131,7 @@ def test_a_restart_continues_from_the_mark_exactly_once(tmp_path: Path) -> None:
     clock = Clock()
     history = JobHistory(tmp_path / "h.sqlite3", clock=clock)
     first = book_at(clock, history)
-    first.agents_seen({11: AGENT})
+    first.agents_seen({11: AGENT}, set())
     first.exited(*ended(990.0, 1000.0, request_id=7), seen=True)  # its view never came
     first.exited(*ended(1001.0, 1010.0, name="train - main"), seen=True)  # nor its request
     clock.now = 1100.0
@@ -177,3 +177,36 @@ def test_the_mark_moves_behind_what_still_waits() -> None:
     assert mark is not None and mark[0] <= 1000.0  # a restart still looks for its request
     book.learned([(AGENT, request(7, 993.0, 999.0))])
     assert history.mark("i1") == (1500.0 - GRACE, ())  # nothing waits: up to the grace
+
+
+def test_a_job_seen_running_whose_end_the_list_skipped_waits_for_a_read() -> None:
+    # A restarted daemon sees lane h-1 still assigned request 7 (its container died while no
+    # daemon ran); the lane's next registration abandons 7 and runs 8 between two reads, so
+    # the list's last finished request is 8 at once: only a read of all of them finds 7.
+    clock = Clock()
+    book = book_at(clock)
+    book.agents_seen({11: AGENT}, {7})
+    assert book.waiting_since() is None  # running: nothing waits yet
+    clock.now = 1001.0
+    book.agents_seen({11: AGENT}, set())
+    book.learned([(AGENT, request(8, 1000.2, 1000.8))])
+    assert book.waiting_since() == 1001.0  # 7 left without its row: it waits
+    book.learned([(AGENT, request(7, 990.0, 1000.1, result="abandoned"))])  # the read
+    assert book.waiting_since() is None
+    clock.now = 1001.0 + GRACE
+    book.learned([])
+    assert [(r.request_id, r.result) for r in rows(book.history)] == [
+        (7, "abandoned"),
+        (8, "succeeded"),
+    ]
+
+
+def test_a_job_seen_running_then_ended_in_view_does_not_wait() -> None:
+    clock = Clock()
+    book = book_at(clock)
+    book.agents_seen({11: AGENT}, {7})
+    clock.now = 1005.0
+    book.exited(*ended(990.0, 1004.0, request_id=7), seen=True)
+    book.agents_seen({11: AGENT}, set())
+    book.learned([(AGENT, request(7, 991.0, 1004.0))])
+    assert book.waiting_since() is None

@@ -210,6 +210,36 @@ async def test_a_job_costs_no_read_of_its_own_and_its_view_comes_with_the_list()
     await wait_until(lambda: api.reads == 2, what="the reconciliation after a failure")
 
 
+async def test_a_job_whose_end_the_list_skipped_brings_one_read_of_them_all() -> None:
+    """Seen running, then gone from a read with neither its end nor its view (its agent
+    ended it and finished another between two reads): after ``pending_read`` one read of
+    our agents' finished requests writes its row, and only one."""
+    base = datetime(2026, 11, 23, 10, 1, tzinfo=UTC).timestamp()
+    clock = [base]
+    lost = JobRequest(890001, assign_time="2026-11-23T10:00:04Z", result="abandoned",
+                      finish_time="2026-11-23T10:01:10Z", reserved_agent_id=7)  # fmt: skip
+    api = CountingApi()  # it still runs at the first read
+    recorder = JobRecorder(
+        JobHistory(":memory:"), api, "inst", pool_id=lambda: 42,  # type: ignore[arg-type]
+        clock=lambda: clock[0], grace=0.0, pending_read=5.0, full_read_gap=10.0,
+    )  # fmt: skip
+    running = Agent(7, "h-1", assigned_request=replace(lost, result=None, finish_time=None))
+    recorder.pool_read(view(base, running), recovered=False)
+    await wait_until(lambda: api.reads == 1, what="the first reconciliation")
+    newer = replace(lost, request_id=890002, result="succeeded",
+                    finish_time="2026-11-23T10:01:10.5Z")  # fmt: skip
+    for after in (11.0, 12.0, 15.0, 17.0):
+        clock[0] = base + after
+        recorder.pool_read(view(base + after, Agent(7, "h-1", last_completed_request=newer)), False)
+        await recorder.drain()
+        if after == 15.0:
+            assert api.reads == 1  # waiting 4 s: not yet
+            api.found = [lost, newer]
+    assert api.reads == 2
+    rows = {r.request_id: r.result for r in recorder.history.query(JobQuery())}
+    assert rows == {890001: "abandoned", 890002: "succeeded"}
+
+
 async def test_the_rows_still_waiting_are_reported_at_shutdown() -> None:
     reported: list[int | None] = []
     recorder = JobRecorder(

@@ -93,6 +93,11 @@ class HistoryBook:
         self._open: dict[int, tuple[Finished, float]] = {}
         self._recent: dict[int, Finished] = {}
         self._unreported: dict[tuple[str, int], float] = {}
+        self._running: set[int] = set()
+        self._gone: dict[int, float] = {}
+        """Requests a read saw our agents run, gone from the next without their row yet
+        (since then): one whose end the list's last finished request skipped (its agent
+        ended it and took another between two reads) waits for a read of them all."""
 
     # ------------------------------------------------------------------ what it knows
 
@@ -115,9 +120,16 @@ class HistoryBook:
             if row.id is not None:
                 self._exits[row.id] = (RanJob(row.agent, row.started_at, row.ended_at), now)
 
-    def agents_seen(self, agents: dict[int, str]) -> None:
-        """Our agents' registrations (id: name) as a read of the pool gave them."""
+    def agents_seen(self, agents: dict[int, str], running: set[int]) -> None:
+        """Our agents' registrations (id: name) as a read of the pool gave them, and the
+        requests they were running.
+        """
         self._agents.update(agents)
+        now = self.clock()
+        for request_id in self._running - running:
+            if request_id not in self._rows and request_id not in self._open:
+                self._gone.setdefault(request_id, now)
+        self._running = set(running)
 
     def agent_ids(self) -> set[int]:
         """Every registration of ours whose finished requests a reconciliation reads."""
@@ -132,6 +144,7 @@ class HistoryBook:
         now = self.clock()
         times = [t for key, t in self._unreported.items() if key[0] == "req"]
         times += [t for _, t in self._exits.values()]
+        times += [t for k, t in self._gone.items() if k not in self._rows and k not in self._open]
         fresh = [t for t in times if now - t < MAX_WAIT]
         return min(fresh, default=None)
 
@@ -242,6 +255,11 @@ class HistoryBook:
         self._recent = {
             k: f for k, f in self._recent.items() if now - (f.finished_at or now) < RECENT
         }
+        self._gone = {
+            k: t
+            for k, t in self._gone.items()
+            if k not in self._rows and k not in self._open and now - t < RECENT
+        }
         self._move_mark(now)
 
     def _move_mark(self, now: float) -> None:
@@ -250,6 +268,7 @@ class HistoryBook:
         pending += [ran.ended_at - SLACK for ran, _ in self._exits.values()]
         pending += [u.ran.ended_at - SLACK for u in self._unseen]
         pending += [t for key, t in self._unreported.items() if key[0] == "req"]
+        pending += [t - SLACK for t in self._gone.values()]
         self._through = max(self._through, min([now - self.grace, *pending]))
         ids = tuple(sorted(self._agents))
         written = self._written

@@ -65,13 +65,16 @@ class JobRecorder:
         holds: Callable[[str], bool] = lambda name: True,
         clock: Callable[[], float] = time.time,
         grace: float = GRACE,
+        pending_read: float = PENDING_READ,
+        full_read_gap: float = FULL_READ_GAP,
     ) -> None:
         """Record into ``history``; ``pool_id`` gives the resolved pool (None: not yet).
 
         ``holds``: whether an agent name is one of this recorder's lanes (another
         group's, or another instance's, is never ours). ``on_record`` is told of
         each job once, when its row has the organisation's view (or stopped waiting).
-        ``grace``: see `history_book.GRACE`.
+        ``grace``: see `history_book.GRACE`; ``pending_read``, ``full_read_gap``: see
+        `PENDING_READ`, `FULL_READ_GAP` (short in tests).
         """
         self.history = history
         self.api = api
@@ -81,6 +84,8 @@ class JobRecorder:
         self.on_record = on_record
         self.holds = holds
         self.clock = clock
+        self.pending_read = pending_read
+        self.full_read_gap = full_read_gap
         self.book = HistoryBook(history, instance, clock, grace=grace)
         """What is written and what waits for its other side."""
         self._lock = asyncio.Lock()
@@ -113,10 +118,11 @@ class JobRecorder:
         """
         ours = [a for a in view.agents if self.holds(a.name)]
         ids = {a.id: a.name for a in ours}
+        running = {a.assigned_request.request_id for a in ours if a.assigned_request}
         finished = [(a.name, a.last_completed_request) for a in ours if a.last_completed_request]
 
         def learn() -> None:
-            self.book.agents_seen(ids)
+            self.book.agents_seen(ids, running)
             self.book.learned(finished)
 
         self._spawn(self._step(learn))
@@ -134,8 +140,8 @@ class JobRecorder:
         now = self.clock()
         return (
             waiting is not None
-            and now - waiting >= PENDING_READ
-            and now - self._last_full >= FULL_READ_GAP
+            and now - waiting >= self.pending_read
+            and now - self._last_full >= self.full_read_gap
         )
 
     async def _full_read(self) -> None:
