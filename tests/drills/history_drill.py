@@ -73,6 +73,12 @@ class Figures:
     """Pairs of jobs that ran at once on one slot's agents, each job in words."""
     killed: list[int] = field(default_factory=list)
     """Jobs killed under their agents on purpose (abandoned: rows, not losses)."""
+    requests: int = 0
+    """Public requests the organisation answered during the run (all the daemon's calls)."""
+    finished_reads: int = 0
+    """Reads of our agents' finished requests (``jobrequests?agentIds=…``)."""
+    job_reads: int = 0
+    """Reads of one job request (``jobrequests/{id}``): none, the list carries the result."""
 
     def line(self) -> str:
         """The figures in one line."""
@@ -81,7 +87,9 @@ class Figures:
             f"restart), {len(self.missing)} missing, {len(self.twice)} twice, "
             f"{len(self.extra)} extra, {len(self.wrong_result)} with another result, "
             f"{len(self.lost)} jobs lost, {len(self.overlaps)} overlaps, {len(self.killed)} killed "
-            f"on purpose, in {self.seconds:.0f} s"
+            f"on purpose, in {self.seconds:.0f} s; {self.requests / max(self.jobs, 1):.1f} "
+            f"requests per job, {self.finished_reads} reads of finished requests, "
+            f"{self.job_reads} of one job"
         )
 
 
@@ -233,6 +241,7 @@ def _measure(rig: Rig, queued: list[int], killed: dict[int, float], t0: float) -
     except AssertionError:
         found = rows()  # measured as they are: the figures say what is missing
     ids = [r["request_id"] for r in found]
+    calls = [e for e in org.request_log() if not e.private]
     results = {r["request_id"]: r["result"] for r in found}
     lost = [
         i
@@ -256,6 +265,11 @@ def _measure(rig: Rig, queued: list[int], killed: dict[int, float], t0: float) -
             for a, b in overlapping(_as_run(ran.values(), killed))
         ],
         killed=sorted(killed),
+        requests=len(calls),
+        finished_reads=sum(
+            1 for e in calls if e.route.endswith("/jobrequests") and "agentIds" in e.detail
+        ),
+        job_reads=sum(1 for e in calls if e.route.endswith("/jobrequests/{requestId}")),
     )
 
 
