@@ -3,7 +3,8 @@
 Roll-outs, a bad build rolled back, two daemon SIGKILLs, two agents killed under
 their jobs, HTTP 500 then 429, jobs all along: every job that ran has exactly one
 history row, with its result (tests/drills/history_drill.py). The long run is
-bench/bench_history_drill.py; its figures are in BENCHMARKS.md ("Job history").
+bench/bench_history_drill.py; its figures are in BENCHMARKS.md ("Job history: rows
+against jobs that ran").
 """
 
 from __future__ import annotations
