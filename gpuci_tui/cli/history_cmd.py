@@ -12,7 +12,14 @@ critical Xids the job's GPU raised while it ran), image (the reference the job's
 created from), image_id (``sha256:…`` of the image it ran) and repo_digest (``REPO@sha256:…``),
 throttle_s (an object: seconds per clocks-event reason, e.g. {"sw_thermal": 12.0}; {} when
 read and never throttled), ecc_corrected and ecc_uncorrected (ECC errors during the job) and
-peak_temp_c, each null when not recorded.
+peak_temp_c, each null when not recorded; startup_s; reconciled (true: recorded after a
+restart, from the organisation's finished requests: the daemon did not see the job end, so
+the row has no container facts or GPU figures), assigned_at and finished_at (the request's
+assignment and finish as the organisation timed them; null: not read).
+
+A job request is one row: a job whose end the daemon did not see (it was not running) is
+recorded from the organisation when the daemon runs again; its RESULT says "recorded after
+a restart".
 
 ``--gpu`` adds a GPU FACTS column to the table: energy, throttle seconds by reason, ECC
 errors, Xids and the peak temperature in one line ("412 kJ · thermal 12 s · Xid 79 · 83 °C").
@@ -42,6 +49,8 @@ SINCE_FORMS = (
 )
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])", re.IGNORECASE)
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+RECONCILED = "recorded after a restart"
+"""What a row the organisation's finished requests gave says (`JobRecord.reconciled`)."""
 HEADER = (
     "ENDED", "PIPELINE", "RUN", "SLOT", "GPU", "DURATION", "WAIT", "PEAK MEM", "UTIL", "RESULT",
 )  # fmt: skip
@@ -158,7 +167,7 @@ def render_history(rows: list[JobRecord], *, gpu_facts: bool = False) -> str:
                 duration(r.queue_wait_s),
                 memory(r.peak_gpu_memory_mib),
                 "-" if r.mean_util_pct is None else f"{r.mean_util_pct:.0f}%",
-                job_result(r),
+                job_result(r) + (f", {RECONCILED}" if r.reconciled else ""),
                 *((r.gpu_facts or "-",) if gpu_facts else ()),
             )
         )
@@ -210,4 +219,7 @@ def _json(r: JobRecord) -> dict[str, Any]:
         "ecc_uncorrected": r.ecc_uncorrected,
         "peak_temp_c": r.peak_temp_c,
         "startup_s": r.startup_s,
+        "reconciled": r.reconciled,
+        "assigned_at": _iso(r.assigned_at),
+        "finished_at": _iso(r.finished_at),
     }

@@ -69,9 +69,10 @@ class HealthState(StrEnum):
 
 @dataclass(frozen=True)
 class JobInfo:
-    """The job an agent runs, as the server reports it."""
+    """The job an agent runs, as the server reports it (or, until a read, as the agent said it)."""
 
     request_id: int
+    """The job request's id; 0 while only the agent's own line told of the job."""
     pipeline: str | None = None
     """Pipeline (definition) name."""
     run: str | None = None
@@ -82,6 +83,18 @@ class JobInfo:
     result: str | None = None
     queue_time: str | None = None
     """ISO-8601 UTC time the job was queued (with ``assign_time``: its queue wait)."""
+    name: str | None = None
+    """The job's name as its agent printed it (``Running job: NAME``)."""
+
+
+def seen_job(kept: JobInfo | None, current: JobInfo | None) -> JobInfo | None:
+    """The job to remember of a container: one with a request id before a name only.
+
+    The history ties the container's row to it, never to "the agent's latest".
+    """
+    if current is None or (kept is not None and kept.request_id and not current.request_id):
+        return kept
+    return current
 
 
 @dataclass(frozen=True)

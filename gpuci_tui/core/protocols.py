@@ -53,6 +53,8 @@ class JobRequest:
     reserved_agent_name: str | None = None
     demands: tuple[str, ...] = ()  # e.g. "Agent.Version -gtVersion 4.270.0"
     matched_agents: tuple[str, ...] | None = None  # None: not in the answer (with $top)
+    job_name: str | None = None
+    """The job's name (``jobName``): what its agent prints in ``Running job: NAME``."""
 
 
 @dataclass(frozen=True)
@@ -162,8 +164,12 @@ class AgentPoolApi(Protocol):
         """
         ...
 
-    def last_job(self, pool_id: int, agent_id: int) -> JobRequest | None:
-        """The most recent finished job request of one agent (None: it ran none)."""
+    def finished_jobs(self, pool_id: int, agent_ids: Sequence[int], count: int) -> list[JobRequest]:
+        """The latest finished job requests of these agents, newest first (one call).
+
+        ``jobrequests?agentIds=…&completedRequestCount=COUNT``: at most ``count``
+        finished requests (the service may answer fewer; unfinished ones are left out).
+        """
         ...
 
     @property

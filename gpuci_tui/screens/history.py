@@ -232,6 +232,9 @@ class HistoryScreen(Screen[None]):
         else:
             newest = f" (the newest {HISTORY_ROWS})" if count >= HISTORY_ROWS else ""
             words = f"{plural(count, 'job')}{newest} · sorted by {self.table.sort_description}"
+            if late := sum(1 for r in self.rows if r.reconciled):
+                # Rows the daemon wrote from the organisation: no container, no GPU figures.
+                words += f" · {late} recorded after a restart"
         status.update(Text(words))
 
     def _filtered(self) -> bool:

@@ -208,16 +208,21 @@ class SimPoolApi:
             capped=len(jobs) >= JOB_REQUEST_CAP,
         )
 
-    def last_job(self, pool_id: int, agent_id: int) -> JobRequest | None:
-        """The agent's most recent finished request (``agentId=…&completedRequestCount=1``)."""
+    def finished_jobs(self, pool_id: int, agent_ids: Sequence[int], count: int) -> list[JobRequest]:
+        """The agents' latest finished requests (``agentIds=…&completedRequestCount=N``)."""
+        if not agent_ids:
+            return []
+        ids = set(agent_ids)
         jobs = self._call(
             "GET",
             JOBREQUESTS,
             READ_SCOPE,
-            lambda: self.org.job_requests(pool_id, agent_id=agent_id, completed_request_count=1),
+            lambda: self.org.job_requests(
+                pool_id, agent_ids=ids, completed_request_count=max(1, count)
+            ),
         )
         finished = [job_request(j) for j in jobs if j.result is not None]
-        return max(finished, key=lambda r: (r.finish_time or "", r.request_id), default=None)
+        return sorted(finished, key=lambda r: (r.finish_time or "", r.request_id), reverse=True)
 
     def agent_packages(self, platform: str) -> list[AgentPackage]:
         """``packages/agent?platform=…``: what the organisation offers, newest first."""
@@ -274,6 +279,7 @@ def job_request(j: JobRecord, matched: Sequence[str] | None = None) -> JobReques
         reserved_agent_name=j.agent_name,
         demands=j.demands,
         matched_agents=tuple(matched) if matched is not None else None,
+        job_name=j.pipeline,
     )
 
 

@@ -17,7 +17,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from gpuci_tui.sim import locations, private_api, wire
+from gpuci_tui.sim import jobrequests, locations, private_api, wire
 from gpuci_tui.sim.demands import DemandSyntaxError, read_filter
 from gpuci_tui.sim.org import MANAGE_SCOPE, READ_SCOPE
 from gpuci_tui.sim.records import AgentRecord, PatRecord, SimAuthError, SimError, SimScopeError
@@ -48,7 +48,6 @@ ROUTES = [
     )
 ]
 _API_VERSION = re.compile(r"^\d+\.\d+(-preview(\.\d+)?)?$")
-_TOP_CAP = 200  # the service returns at most 200 job requests, whatever $top says
 
 
 class _Reply(Exception):  # noqa: N818 - control flow, not an error
@@ -304,7 +303,11 @@ class SimRequestHandler(BaseHTTPRequestHandler):
                 fault.status, private_api.render({"error": f"HTTP {fault.status} {detail}"})
             ) from None
         fields = private_api.parse_lines(self.body)
-        status, answer = private_api.handle(self.sim.org, route, fields, token, self.sim.stopping)
+        # A long poll whose connection an outage cuts must end, not take the next job.
+        with self.server.cut_signal(self.connection) as cut:
+            status, answer = private_api.handle(
+                self.sim.org, route, fields, token, self.sim.stopping, cut
+            )
         return _Reply(status, private_api.render(answer), {"Content-Type": "text/plain"})
 
     def _download(self, path: str, method: str) -> _Reply:
@@ -422,27 +425,10 @@ class SimRequestHandler(BaseHTTPRequestHandler):
         return _Reply(200, self._agent_json(org.get_agent(pool_id, agent_id), base))
 
     def _job_requests(self, pool_id: int) -> _Reply:
-        org, q = self.sim.org, self.query
         try:
-            agent_id = int(q["agentId"]) if "agentId" in q else None
-            completed = int(q["completedRequestCount"]) if "completedRequestCount" in q else None
-            top = int(q["$top"]) if "$top" in q else None
-            after = int(q["continuationToken"]) if "continuationToken" in q else None
+            values, headers = jobrequests.answer(
+                self.sim.org, pool_id, self.query, self.sim.org_url
+            )
         except ValueError:
             raise _err(400, "Query parameters must be numbers.", "ArgumentException") from None
-        if top is not None:
-            completed = None  # $top overrides completedRequestCount (kedacore/keda#4387)
-        jobs = org.job_requests(pool_id, agent_id=agent_id, completed_request_count=completed)
-        headers: dict[str, str] = {}
-        if after is not None:
-            jobs = [j for j in jobs if j.request_id < after]
-        if top is not None:
-            top = max(0, min(top, _TOP_CAP))
-            if len(jobs) > top:
-                jobs = jobs[:top]
-                if jobs:
-                    headers["X-MS-ContinuationToken"] = str(jobs[-1].request_id)
-        jobs = jobs[:_TOP_CAP]  # a longer list is never answered whole (kedacore/keda#6819)
-        # With $top the service leaves matchedAgents out (kedacore/keda#4387).
-        values = [wire.job(org, j, self.sim.org_url, matched=top is None) for j in jobs]
         return _Reply(200, wire.envelope(values), headers)

@@ -27,14 +27,14 @@ import itertools
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from datetime import UTC, datetime
 
 from gpuci_tui.sim.agent_packages import SimAgentPackages
 from gpuci_tui.sim.demands import SimDemand, meets_all, satisfies
 from gpuci_tui.sim.entra import SimEntra
 from gpuci_tui.sim.faults import FaultInjector
-from gpuci_tui.sim.metrics import RequestStats
+from gpuci_tui.sim.metrics import RequestMetricsMixin, RequestStats
 from gpuci_tui.sim.org_agents import AgentSideMixin
 from gpuci_tui.sim.records import (
     AgentRecord,
@@ -43,7 +43,6 @@ from gpuci_tui.sim.records import (
     JobRecord,
     PatRecord,
     PoolRecord,
-    RequestLogEntry,
     SimAuthError,
     SimError,
     SimForbiddenError,
@@ -56,7 +55,7 @@ MANAGE_SCOPE = "agentpools_manage"
 DEFAULT_SCOPES = (READ_SCOPE, MANAGE_SCOPE)
 
 
-class SimOrg(AgentSideMixin):
+class SimOrg(AgentSideMixin, RequestMetricsMixin):
     """One simulated organisation. All methods are thread-safe.
 
     Args:
@@ -383,6 +382,7 @@ class SimOrg(AgentSideMixin):
         *,
         agent_id: int | None = None,
         completed_request_count: int | None = None,
+        agent_ids: Collection[int] | None = None,
     ) -> list[JobRecord]:
         """What ``GET …/jobrequests`` returns, newest first.
 
@@ -390,7 +390,9 @@ class SimOrg(AgentSideMixin):
             pool_id: The pool.
             agent_id: Only requests reserved by this agent.
             completed_request_count: Unfinished requests plus at most this many
-                finished ones (0: only queued and running); None: all.
+                finished ones (0: only queued and running); None: all. With
+                ``agent_ids``, this many in all (the stricter reading of the service).
+            agent_ids: Only requests reserved by one of these agents (``agentIds=``).
         """
         with self._lock:
             self._sweep()
@@ -399,6 +401,8 @@ class SimOrg(AgentSideMixin):
             finished = 0
             for job in reversed(self._jobs.values()):
                 if job.pool_id != pool_id or (agent_id is not None and job.agent_id != agent_id):
+                    continue
+                if agent_ids is not None and job.agent_id not in agent_ids:
                     continue
                 if job.state == "finished":
                     if completed_request_count is not None and finished >= completed_request_count:
@@ -428,20 +432,6 @@ class SimOrg(AgentSideMixin):
                     return False
                 # Heartbeat loss happens without a notify, hence the short slices.
                 self._cond.wait(min(remaining, 0.05))
-
-    # ------------------------------------------------------------------ metrics
-
-    def request_counts(self, *, private: bool = False) -> dict[tuple[str, str], int]:
-        """Requests per ``(method, route template)``; public API only unless ``private``."""
-        return self.stats.counts(private=private)
-
-    def requests_per_minute(self, since: float | None = None, *, private: bool = False) -> float:
-        """Average public requests per minute since ``since`` (see `RequestStats.per_minute`)."""
-        return self.stats.per_minute(since, private=private)
-
-    def request_log(self, since: float | None = None) -> list[RequestLogEntry]:
-        """Every request kept in memory, oldest first."""
-        return self.stats.log(since)
 
 
 __all__ = [

@@ -221,13 +221,15 @@ class AgentSideMixin:
         session_key: str,
         timeout: float,
         cancel: threading.Event | None = None,
+        cut: threading.Event | None = None,
     ) -> JobTicket | AgentUpdate | None:
         """Long-poll for a job: block up to ``timeout`` seconds.
 
         Returns the job assigned to this agent, an `AgentUpdate` when the server
         would hand it a job but it is older than the required version, or None when
         the time is up or ``cancel`` is set (call `wake` after setting it, to end the
-        wait at once).
+        wait at once). ``cut``: the poll's connection was dropped (an outage): it ends
+        before taking any job, since its answer would have nowhere to go.
 
         Raises:
             SimSessionError: the session was replaced, ended, or the agent deleted.
@@ -243,6 +245,8 @@ class AgentSideMixin:
             self._poll_rank.setdefault(agent.id, next(self._poll_order))
             try:
                 while True:
+                    if cut is not None and cut.is_set():
+                        return None
                     self._dispatch()
                     if self._sessions.get(session_key) != agent.id:
                         raise SimSessionError("The agent session ended (replaced or deleted).")

@@ -76,9 +76,18 @@ def render(fields: dict[str, object]) -> bytes:
 
 
 def handle(
-    org: SimOrg, route: str, fields: dict[str, str], pat: str | None, stopping: threading.Event
+    org: SimOrg,
+    route: str,
+    fields: dict[str, str],
+    pat: str | None,
+    stopping: threading.Event,
+    cut: threading.Event | None = None,
 ) -> tuple[int, dict[str, object]]:
-    """Serve one private request; returns (HTTP status, answer fields)."""
+    """Serve one private request; returns (HTTP status, answer fields).
+
+    ``cut`` is set when the request's connection is dropped (an "unreachable" fault):
+    a long poll then ends without taking a job.
+    """
     try:
         if route == "require_agent":
             org.require_agent_version(fields.get("version", ""))
@@ -101,7 +110,7 @@ def handle(
             return 200, {"ok": 1}
         if route == "poll":
             timeout = min(float(fields.get("timeout", MAX_POLL_SECONDS)), MAX_POLL_SECONDS)
-            ticket = org.poll(agent_id, session, timeout, cancel=stopping)
+            ticket = org.poll(agent_id, session, timeout, cancel=stopping, cut=cut)
             if ticket is None:
                 return 200, {"job": "none"}
             if isinstance(ticket, AgentUpdate):

@@ -24,6 +24,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
@@ -45,6 +46,8 @@ class _HTTPServer(ThreadingHTTPServer):
         self.connections: set[socket.socket] = set()
         self.busy = 0
         """Requests being answered (a keep-alive connection between requests is not busy)."""
+        self._cuts: dict[Any, threading.Event] = {}
+        """Per connection answering a request: set when `drop_connections` cuts it."""
         self._conn_lock = threading.Lock()
         super().__init__(address, SimRequestHandler)
 
@@ -77,10 +80,32 @@ class _HTTPServer(ThreadingHTTPServer):
             self.connections.discard(request)
         super().shutdown_request(request)
 
+    @contextlib.contextmanager
+    def cut_signal(self, connection: Any) -> Iterator[threading.Event]:
+        """An event set if ``connection`` is cut while its request is being answered."""
+        cut = threading.Event()
+        with self._conn_lock:
+            self._cuts[connection] = cut
+        try:
+            yield cut
+        finally:
+            with self._conn_lock:
+                self._cuts.pop(connection, None)
+
     def drop_connections(self) -> None:
-        """Cut open (keep-alive, long-poll) connections, as a network outage would."""
+        """Cut open (keep-alive, long-poll) connections, as a network outage would.
+
+        A long poll waiting inside the organisation on a cut connection ends too
+        (its `cut_signal`): left waiting, it would take the first job queued after
+        the outage and lose it, its answer having nowhere to go.
+        """
         with self._conn_lock:
             conns = list(self.connections)
+            cuts = [self._cuts[c] for c in conns if c in self._cuts]
+        for cut in cuts:
+            cut.set()
+        if cuts:
+            self.sim.org.wake()
         for conn in conns:
             with contextlib.suppress(OSError):
                 conn.shutdown(socket.SHUT_RDWR)

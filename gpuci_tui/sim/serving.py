@@ -8,7 +8,8 @@ so the two modules form no import circle.
 from __future__ import annotations
 
 import threading
-from typing import Protocol
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
 
 from gpuci_tui.sim.org import SimOrg
 
@@ -45,4 +46,8 @@ class Serving(Protocol):
 
     def request_done(self) -> None:
         """Its answer is written."""
+        ...
+
+    def cut_signal(self, connection: Any) -> AbstractContextManager[threading.Event]:
+        """An event set if ``connection`` is cut while its request is being answered."""
         ...

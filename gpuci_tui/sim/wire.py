@@ -177,6 +177,8 @@ def job(org: SimOrg, j: JobRecord, base: str, *, matched: bool = True) -> Json:
             "planType": "Build",
             "planId": f"{j.request_id:08x}-1111-4000-8000-000000000000",
             "jobId": f"{j.request_id:08x}-2222-4000-8000-000000000000",
+            # What the agent prints in "Running job: NAME" (the emulators print the pipeline).
+            "jobName": j.pipeline,
             "demands": list(j.demands),
         }
     )

@@ -117,7 +117,11 @@ def row_cells(r: JobRecord) -> dict[str, Text]:
         "slot": Text(str(r.slot), justify="right"),
         "gpus": Text(",".join(str(i) for i in r.gpus) or "-"),
         "image": Text(short_id(r.image_id) if r.image_id else "-", style="bright_black"),
-        "facts": Text(r.gpu_facts or "-", style="red" if r.xid or r.ecc_uncorrected else ""),
+        "facts": (
+            Text("recorded after a restart", style="bright_black")
+            if r.reconciled
+            else Text(r.gpu_facts or "-", style="red" if r.xid or r.ecc_uncorrected else "")
+        ),
     }
 
 

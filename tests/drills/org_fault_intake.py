@@ -226,15 +226,22 @@ def _first_jobs(rig: Rig, since: float) -> dict[int, float]:
 
 def overlaps(records: list[Any]) -> int:
     """Pairs of jobs that ran at the same time on the agents of one slot."""
-    spans: dict[int, list[tuple[float, float]]] = defaultdict(list)
+    return len(overlapping(records))
+
+
+def overlapping(records: Any) -> list[tuple[int, int]]:
+    """The request ids of each pair of jobs that ran at once on the agents of one slot."""
+    spans: dict[int, list[tuple[float, float, int]]] = defaultdict(list)
     for job in records:
         if job.agent_name and job.assign_time is not None:
             end = job.finish_time if job.finish_time is not None else float("inf")
-            spans[slot_of_agent(job.agent_name)].append((job.assign_time, end))
-    found = 0
+            spans[slot_of_agent(job.agent_name)].append((job.assign_time, end, job.request_id))
+    found: list[tuple[int, int]] = []
     for items in spans.values():
         items.sort()
-        found += sum(
-            1 for (_, end), (start, _) in zip(items, items[1:], strict=False) if start < end
-        )
+        found += [
+            (first, second)
+            for (_, end, first), (start, _, second) in zip(items, items[1:], strict=False)
+            if start < end
+        ]
     return found

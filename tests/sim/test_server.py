@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 import socket
@@ -159,6 +160,50 @@ def test_job_request_life_cycle_fields(
         params={"agentId": aid, "completedRequestCount": 5},
     ).json()
     assert [j["requestId"] for j in by_agent["value"]] == [rid]
+
+
+def test_jobrequests_of_several_agents_in_one_read(
+    org: SimOrg, server: SimServer, http: requests.Session
+) -> None:
+    """``agentIds=…&completedRequestCount=N``: those agents' requests only, N finished in all."""
+    done: dict[int, list[int]] = {}
+    for name in ("gpu-1", "gpu-2", "other"):
+        aid, key = org.register("gpu", name, PAT)
+        done[aid] = []
+        for _ in range(2):
+            rid = org.queue_job(POOL)
+            assert org.poll(aid, key, timeout=1) is not None
+            org.finish(rid, "succeeded", key)
+            done[aid].append(rid)
+            aid, key = org.register("gpu", name, PAT)  # the next container, same registration
+    ours = sorted(done)[:2]
+    answer = http.get(
+        api(server, f"/pools/{POOL}/jobrequests"),
+        params={"agentIds": ",".join(map(str, ours)), "completedRequestCount": 3},
+    ).json()["value"]
+    newest_first = sorted((r for a in ours for r in done[a]), reverse=True)
+    assert [j["requestId"] for j in answer] == newest_first[:3]
+    assert all(j["jobName"] == j["definition"]["name"] for j in answer)
+
+
+def test_a_long_poll_cut_by_an_outage_takes_no_job(org: SimOrg, server: SimServer) -> None:
+    """Its connection is gone: left waiting, it would take the first job queued after the
+    outage and lose it (its answer has nowhere to go)."""
+    aid, key = register(server, "gpu-1")
+
+    def poll() -> None:
+        with contextlib.suppress(requests.ConnectionError):  # the outage cuts it
+            sim_post(server, "poll", agent_id=aid, session=key, timeout=20)
+
+    polling = threading.Thread(target=poll, daemon=True)
+    polling.start()
+    wait_until(lambda: org.agents(POOL)[0].active_polls == 1, what="the long poll")
+    fault = org.faults.unreachable(duration=30)
+    wait_until(lambda: not server.listening, what="the outage")
+    wait_until(lambda: org.agents(POOL)[0].active_polls == 0, what="the cut poll to end")
+    rid = org.queue_job(POOL)
+    org.faults.clear(fault)
+    assert org.job(rid).state == "queued", "the cut poll took the job"
 
 
 def test_jobrequests_paging_with_top_and_continuation(

@@ -276,6 +276,13 @@ def test_the_gpu_facts_cell_is_one_compact_line_red_when_the_gpu_failed() -> Non
     assert row_cells(job(1, "lint", energy_j=None))["facts"].plain == "-"
 
 
+def test_a_row_recorded_after_a_restart_says_so_instead_of_gpu_facts() -> None:
+    """The daemon did not see the job end: the organisation's view only, no GPU figures."""
+    late = job(3, "lint", reconciled=True, energy_j=None, gpus=(), peak_gpu_memory_mib=None)
+    assert row_cells(late)["facts"].plain == "recorded after a restart"
+    assert row_cells(late)["result"].plain == "succeeded"
+
+
 async def test_at_80_columns_the_names_come_whole_and_the_collapsed_marker_too(
     history_file: Path,
 ) -> None:

@@ -183,6 +183,7 @@ def parse_job_request(obj: object) -> JobRequest:
         reserved_agent_name=opt_str(reserved.get("name")),
         demands=wire_demands(req.get("demands")),
         matched_agents=wire_matched(req.get("matchedAgents")),
+        job_name=opt_str(req.get("jobName")),
     )
 
 

@@ -4,7 +4,7 @@
 cycle: the pool's agents with their assigned requests (one call for every slot;
 ``demands`` asks the service for ours only), enabling, disabling and deleting a
 registration, the pool's unfinished job requests (paged; an answer at the service's
-cap says so) and an agent's last job. The observer's reads are `Priority.PERIODIC`
+cap says so) and our agents' finished requests (the history's reconciliation). The observer's reads are `Priority.PERIODIC`
 (they give way first under ``[azure] max_requests_per_minute``), enabling and
 disabling `Priority.INTAKE` (last). It also holds the helpers every call of
 the client uses to turn an answer into the dataclasses of `core/protocols.py`,
@@ -163,13 +163,18 @@ class PoolAgentCalls:
 
     # ------------------------------------------------------------------ job requests
 
-    def last_job(self, pool_id: int, agent_id: int) -> JobRequest | None:
-        """The agent's most recent finished job request (its result, times, pipeline).
+    def finished_jobs(self, pool_id: int, agent_ids: Sequence[int], count: int) -> list[JobRequest]:
+        """The latest finished job requests of ``agent_ids``, newest first (their results, times).
 
-        One call: ``jobrequests?agentId=…&completedRequestCount=1`` (the documented
-        way to read one agent's history, azure-devops-api.md §2.8).
+        One call: ``jobrequests?agentIds=…&completedRequestCount=N`` (azure-devops-api.md
+        §2.8), whatever the number of agents. Unfinished requests in the answer are left out.
         """
-        params = {"agentId": str(int(agent_id)), "completedRequestCount": "1"}
+        if not agent_ids:
+            return []
+        params = {
+            "agentIds": ",".join(str(int(i)) for i in sorted(set(agent_ids))),
+            "completedRequestCount": str(max(1, int(count))),
+        }
         try:
             answer = self._http.request(
                 "GET", f"{POOLS}/{int(pool_id)}/jobrequests", params=params, pool_endpoint=True
@@ -177,7 +182,7 @@ class PoolAgentCalls:
         except AzureNotFoundError:
             raise self._pool_gone(pool_id) from None
         finished = [r for r in self._items(answer, parse_job_request, "job request") if r.result]
-        return max(finished, key=lambda r: (r.finish_time or "", r.request_id), default=None)
+        return sorted(finished, key=lambda r: (r.finish_time or "", r.request_id), reverse=True)
 
     def list_job_requests(self, pool_id: int) -> JobRequests:
         """The pool's unfinished job requests (queued and running).

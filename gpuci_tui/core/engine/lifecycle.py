@@ -131,6 +131,8 @@ class LaneRecord:
     oom: bool = False
     took_job: bool = False
     job: JobInfo | None = None
+    seen_job: JobInfo | None = None
+    """The job this container was last seen running, kept after a read says it ended."""
     stop_requested: bool = False
     early_exit: tuple[str, int | None, float] | None = None
     """A ``die`` of a container whose start has not returned yet: (id, code, at)."""

@@ -434,7 +434,7 @@ class JobEnded:
     agent: str
     container_id: str
     job: JobInfo | None
-    """The job as last read while it ran (None: it started and ended between two reads)."""
+    """The job its lane was seen running (request id 0: only its line told); None: never."""
     started_at: float | None
     exit: ExitInfo
     agent_id: int | None = None

@@ -43,8 +43,10 @@ from gpuci_tui.core.host.images.disk_watch import DiskWatch
 from gpuci_tui.core.host.images.puller import ImagePuller, ImageRegistry
 from gpuci_tui.core.host.instance import DaemonPaths, group_lock, intent_stores, lock_instance
 from gpuci_tui.core.host.metrics.registry import Metrics, follow
-from gpuci_tui.core.host.observers.job_recorder import JobRecorder, history_seed
+from gpuci_tui.core.host.observers.history_rows import history_seed
+from gpuci_tui.core.host.observers.job_recorder import JobRecorder
 from gpuci_tui.core.host.observers.pool import PoolObserver
+from gpuci_tui.core.host.observers.pool_scope import lane_names
 from gpuci_tui.core.host.reporter import Broadcaster
 from gpuci_tui.core.host.supervision.group_supervisor import GroupSupervisor
 from gpuci_tui.core.host.supervision.slot_layout import prepare_shapes
@@ -323,8 +325,10 @@ def assemble(
             pool_id=lambda: pool.pool_id,
             accountant=accountant,
             on_record=partial(on_record, label) if on_record is not None else None,
-            blocked_until=pool.blocked_until,
+            holds=lane_names(group.agents.name_prefix),
         )
+        # Every read of the pool brings our agents' finished requests (`JobRecorder.pool_read`).
+        pool.on_read.append(recorder.pool_read)
         recorders[label] = recorder
         return recorder
 

@@ -2,8 +2,9 @@
 
 `JobHistory` is a small SQLite table (one row per finished job: slot, agent,
 pipeline/run, times, Azure result, exit code, OOM flag and the job's GPU
-accounting) for the console, ``gpuci-tui history`` and post-mortems; the file
-format and its migrations are in `schema`. `read_history` reads it
+accounting; the rows are `job_record.JobRecord`) for the console, ``gpuci-tui
+history`` and post-mortems; the file format and its migrations are in `schema`,
+the rule that makes a job request one row in `job_rows`. `read_history` reads it
 without a daemon. `IntentFile` keeps what the operator asked for (slot
 count, paused, drained slots) so a restarted daemon does not silently undo a
 drain.
@@ -18,145 +19,50 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from gpuci_tui.core.config.file import is_ascii_number
 from gpuci_tui.core.errors import GpuciError
-from gpuci_tui.core.gpu.job_facts import summary, throttle_from_json, throttle_to_json
-from gpuci_tui.core.secrets.redaction import redact
-from gpuci_tui.core.store import schema
+from gpuci_tui.core.store import job_rows, schema
 from gpuci_tui.core.store.file import (
     FileIdentity,
     drop_stale_wal,
     move_aside,
     open_or_move_aside,
 )
+from gpuci_tui.core.store.job_record import (
+    FAILED_RESULTS,
+    JobQuery,
+    JobRecord,
+    from_row,
+    to_sql,
+)
+
+__all__ = [
+    "FAILED_RESULTS",
+    "HistoryError",
+    "JobHistory",
+    "JobQuery",
+    "JobRecord",
+    "query_sql",
+    "read_history",
+]
 
 log = logging.getLogger(__name__)
 
-if TYPE_CHECKING:
-    from gpuci_tui.core.gpu.accounting import JobGpuStats
+DEFAULT_QUERY = JobQuery()
+"""The newest jobs of every instance (`JobQuery`'s defaults)."""
 
-FAILED_RESULTS = ("failed", "canceled", "abandoned")
-"""Azure DevOps job results that count as failed (besides an OOM kill or a non-zero exit)."""
 PRUNE_EVERY = 1000
 """Retention runs when the history is opened, then after this many inserts..."""
 PRUNE_AFTER_S = 24 * 3600.0
 """...or on the first insert this long after the previous run, whichever comes first."""
 
 
-@dataclass(frozen=True)
-class JobRecord:
-    """One finished job. None means "not known" (e.g. no GPU process was seen)."""
-
-    instance: str
-    slot: int
-    agent: str
-    request_id: int | None
-    pipeline: str | None
-    run: str | None
-    started_at: float | None
-    """Unix time the agent container started."""
-    ended_at: float
-    exit_code: int | None
-    oom: bool
-    reason: str
-    result: str | None = None
-    """Azure DevOps job result: succeeded, succeededWithIssues, failed, canceled, …"""
-    queue_wait_s: float | None = None
-    """Seconds from queueing to assignment to an agent."""
-    duration_s: float | None = None
-    """Seconds the job ran; when not given, the container's life (``ended_at - started_at``)."""
-    gpus: tuple[int, ...] = ()
-    """Indexes of the GPUs the job's processes used."""
-    gpu_samples: int = 0
-    peak_gpu_memory_mib: float | None = None
-    mean_util_pct: float | None = None
-    peak_util_pct: float | None = None
-    energy_j: float | None = None
-    energy_note: str = ""
-    """Why ``energy_j`` is None (e.g. the GPU was shared); empty when measured."""
-    xid: tuple[int, ...] = ()
-    """Critical Xids the job's GPU raised while it ran (its failure may be the GPU's)."""
-    image: str | None = None
-    """The image reference the job's container was created from (None: not recorded)."""
-    image_id: str | None = None
-    """The id of the image the job ran on (``sha256:…``; None: not known)."""
-    repo_digest: str | None = None
-    """That image's registry digest (``REPO@sha256:…``; None: none or not known)."""
-    throttle_s: tuple[tuple[str, float], ...] | None = None
-    """Seconds per clocks-event (throttle) reason during the job (`gpu.job_facts`)."""
-    ecc_corrected: int | None = None
-    ecc_uncorrected: int | None = None
-    """ECC errors the job's GPUs counted while it ran."""
-    peak_temp_c: float | None = None
-    startup_s: float | None = None
-    """Seconds its agent took to start: container start to online (None: not measured)."""
-    id: int | None = None
-    """The row id, set on records read back from the history."""
-
-    @property
-    def failed(self) -> bool:
-        """OOM-killed, a failed/canceled/abandoned result, or no result and a non-zero exit."""
-        if self.oom or (self.result or "").lower() in FAILED_RESULTS:
-            return True
-        return self.result is None and self.exit_code not in (None, 0)
-
-    def with_gpu(self, stats: JobGpuStats) -> JobRecord:
-        """This record with the GPU fields taken from `JobAccountant.finish`'s statistics."""
-        return dataclasses.replace(
-            self,
-            gpus=stats.gpu_indexes,
-            gpu_samples=stats.samples,
-            peak_gpu_memory_mib=stats.peak_memory_mib,
-            mean_util_pct=stats.mean_util_pct,
-            peak_util_pct=stats.peak_util_pct,
-            energy_j=stats.energy_j,
-            energy_note=stats.energy_note,
-            throttle_s=stats.facts.throttle_s,
-            ecc_corrected=stats.facts.ecc_corrected,
-            ecc_uncorrected=stats.facts.ecc_uncorrected,
-            peak_temp_c=stats.facts.peak_temp_c,
-        )
-
-    @property
-    def gpu_facts(self) -> str:
-        """The job's GPU facts in one compact line ("412 kJ · thermal 12 s · Xid 79 · 83 °C")."""
-        ecc = (self.ecc_corrected, self.ecc_uncorrected)
-        return summary(self.energy_j, self.throttle_s, ecc, self.xid, self.peak_temp_c)
-
-
-@dataclass(frozen=True)
-class JobQuery:
-    """Filters for `JobHistory.query` / `read_history`; results are newest first."""
-
-    instance: str | None = None
-    pipeline: str | None = None
-    """Exact pipeline (definition) name."""
-    since: float | None = None
-    """Only jobs that ended at or after this Unix time."""
-    slot: int | None = None
-    failed_only: bool = False
-    """See `JobRecord.failed`."""
-    succeeded_only: bool = False
-    """Only jobs that did not fail (the opposite of ``failed_only``)."""
-    pipeline_contains: str | None = None
-    """Pipeline names containing this text, in any case (the console's filter box)."""
-    limit: int | None = 50
-    """At most this many rows; None for all."""
-
-
 class HistoryError(GpuciError):
     """The history file exists but cannot be read (not a database, no permission, …)."""
 
 
-_INSERT_COLUMNS = tuple(c for c in schema.COLUMNS if c != "id")
-_INSERT = (
-    f"INSERT INTO jobs ({', '.join(_INSERT_COLUMNS)}) "
-    f"VALUES ({', '.join('?' for _ in _INSERT_COLUMNS)})"
-)
 _FAILED_SQL = (
     "(oom = 1 OR lower(result) IN ({}) OR (result IS NULL AND exit_code IS NOT NULL "
     "AND exit_code != 0))".format(", ".join(f"'{r}'" for r in FAILED_RESULTS))
@@ -202,8 +108,12 @@ class JobHistory:
         self._pruned_at = 0.0
         self.prune()
 
-    def add(self, record: JobRecord) -> None:
-        """Store one finished job (and, now and then, apply the retention).
+    def add(self, record: JobRecord) -> int | None:
+        """Store what the host saw of one finished job (and, now and then, apply the retention).
+
+        One row per job request (`job_rows`): a request that has a row already gets
+        this record's container facts, and keeps the organisation's view if it has it.
+        Returns the row's id when the record has no request id (`attach` takes it).
 
         Raises:
             sqlite3.Error: the disk is full or the file became unusable.
@@ -211,25 +121,93 @@ class JobHistory:
         duration = record.duration_s
         if duration is None and record.started_at is not None:
             duration = max(0.0, record.ended_at - record.started_at)
-        row = dataclasses.replace(record, duration_s=duration, oom=bool(record.oom))
-        values = [_to_sql(name, getattr(row, name)) for name in _INSERT_COLUMNS]
+        row = dataclasses.replace(record, duration_s=duration, reconciled=False)
+        cursor = self._write(job_rows.EXIT, _values(row), counts=True)
+        return cursor.lastrowid if record.request_id is None else None
+
+    def add_request(self, record: JobRecord) -> None:
+        """Store the organisation's view of one finished request (`job_rows.REQUEST`).
+
+        A request without a row gets one, marked ``reconciled``; one with a row gets
+        the view (result, times, pipeline) and keeps the host's facts.
+        """
+        row = dataclasses.replace(record, reconciled=True)
+        self._write(job_rows.REQUEST, _values(row), counts=True)
+
+    def attach(self, row_id: int, record: JobRecord) -> None:
+        """Give the host's row ``row_id``, written without a request id, ``record``'s
+        request and its view (`job_rows.attach`).
+        """
+        assert record.request_id is not None  # noqa: S101 - the caller matched a request
+        server = [to_sql(c, getattr(record, c)) for c in job_rows.SERVER_COLUMNS]
+        with self._lock:
+            job_rows.attach(self._db, row_id, record.request_id, server)
+
+    def _write(self, sql: str, values: list[Any], *, counts: bool = False) -> sqlite3.Cursor:
+        """Run one write; a file damaged under us is moved aside and the write goes to a new one."""
         with self._lock:
             self._reopen_if_replaced()
             try:
-                self._db.execute(_INSERT, values)
+                cursor = self._db.execute(sql, values)
             except sqlite3.DatabaseError as exc:
-                if self._path is None:
+                if self._path is None or isinstance(exc, sqlite3.IntegrityError):
                     raise
                 # Damaged under us (truncated, overwritten): keep this job in a new file.
                 log.warning("the job history failed (%s): moving it aside", exc)
                 self._db.close()
                 self._db = schema.open_writer(self._reset())
-                self._db.execute(_INSERT, values)
+                cursor = self._db.execute(sql, values)
             self._identity = FileIdentity.of(self._path) if self._path is not None else None
-            self._inserts += 1
+            self._inserts += counts
             due = self._inserts >= PRUNE_EVERY or self._clock() - self._pruned_at >= PRUNE_AFTER_S
         if due:
             self.prune()
+        return cursor
+
+    def row(self, row_id: int) -> JobRecord | None:
+        """One row by its id (None: gone)."""
+        with self._lock:
+            found = self._db.execute(
+                f"SELECT {', '.join(schema.COLUMNS)} FROM jobs WHERE id = ?", (row_id,)
+            ).fetchone()
+        return None if found is None else from_row(found)
+
+    def request_row(self, instance: str, request_id: int) -> JobRecord | None:
+        """The row of one job request of ``instance`` (None: none yet)."""
+        with self._lock:
+            found = self._db.execute(
+                f"SELECT {', '.join(schema.COLUMNS)} FROM jobs "
+                "WHERE instance = ? AND request_id = ?",
+                (instance, request_id),
+            ).fetchone()
+        return None if found is None else from_row(found)
+
+    def requests_since(self, instance: str, since: float) -> dict[int, tuple[bool, bool]]:
+        """`job_rows.requests_since`: request ids with a row, whether it has the organisation's
+        view and the host's facts.
+        """
+        with self._lock:
+            return job_rows.requests_since(self._db, instance, since)
+
+    def unmatched_since(self, instance: str, since: float) -> list[JobRecord]:
+        """The host's rows of ``instance`` still without a request id, ended since ``since``."""
+        with self._lock:
+            ids = job_rows.unmatched_since(self._db, instance, since)
+        return [r for r in (self.row(i) for i in ids) if r is not None]
+
+    def mark(self, instance: str) -> tuple[float, tuple[int, ...]] | None:
+        """`job_rows.read_mark`, or a start from the newest row (None: neither exists)."""
+        with self._lock:
+            found = job_rows.read_mark(self._db, instance)
+            if found is None:
+                newest = job_rows.newest_end(self._db, instance)
+                return None if newest is None else (newest, ())
+            return found
+
+    def set_mark(self, instance: str, through: float, agents: Sequence[int]) -> None:
+        """`job_rows.write_mark`."""
+        with self._lock:
+            job_rows.write_mark(self._db, instance, through, agents)
 
     def _reopen_if_replaced(self) -> None:
         """Reopen when the file was replaced, deleted or truncated since the last write."""
@@ -276,7 +254,7 @@ class JobHistory:
             self._pruned_at = self._clock()
         return max(deleted, 0)
 
-    def query(self, query: JobQuery = JobQuery()) -> list[JobRecord]:
+    def query(self, query: JobQuery = DEFAULT_QUERY) -> list[JobRecord]:
         """The jobs matching ``query``, newest first."""
         with self._lock:
             return _select(self._db, query)
@@ -291,7 +269,7 @@ class JobHistory:
             self._db.close()
 
 
-def read_history(path: Path, query: JobQuery = JobQuery()) -> list[JobRecord] | None:
+def read_history(path: Path, query: JobQuery = DEFAULT_QUERY) -> list[JobRecord] | None:
     """Query a history file read-only, with no daemon needed; None when there is no file yet.
 
     Works on files of every schema version (columns an older file lacks read as None).
@@ -326,7 +304,7 @@ def _select(db: sqlite3.Connection, query: JobQuery) -> list[JobRecord]:
         # An older file that no daemon of this release has migrated yet.
         source = f"(SELECT *, {', '.join(f'NULL AS {c}' for c in missing)} FROM jobs)"
     sql, args = query_sql(query, source)
-    return [_record(row) for row in db.execute(sql, args)]
+    return [from_row(row) for row in db.execute(sql, args)]
 
 
 def query_sql(query: JobQuery, source: str = "jobs") -> tuple[str, list[Any]]:
@@ -366,27 +344,5 @@ def query_sql(query: JobQuery, source: str = "jobs") -> tuple[str, list[Any]]:
     return sql, args
 
 
-def _to_sql(name: str, value: Any) -> Any:
-    if name in ("gpus", "xid"):
-        return ",".join(str(i) for i in value) if value else None
-    if name == "oom":
-        return int(value)
-    if name == "throttle_s":
-        return throttle_to_json(value)
-    if isinstance(value, str):
-        return redact(value)  # names and results come from the server and images: never a PAT
-    return value
-
-
-def _record(row: Sequence[Any]) -> JobRecord:
-    values = dict(zip(schema.COLUMNS, row, strict=True))
-    gpus = values.pop("gpus") or ""
-    values["gpus"] = tuple(int(i) for i in str(gpus).split(",") if is_ascii_number(i.strip()))
-    xid = values.pop("xid") or ""
-    values["xid"] = tuple(int(i) for i in str(xid).split(",") if is_ascii_number(i.strip()))
-    values["oom"] = bool(values["oom"])
-    values["reason"] = values["reason"] or ""
-    values["gpu_samples"] = int(values["gpu_samples"] or 0)
-    values["energy_note"] = values["energy_note"] or ""
-    values["throttle_s"] = throttle_from_json(values["throttle_s"])
-    return JobRecord(**values)
+def _values(record: JobRecord) -> list[Any]:
+    return [to_sql(name, getattr(record, name)) for name in job_rows.INSERT_COLUMNS]

@@ -12,8 +12,14 @@ daemon on the host (the ``instance`` column tells them apart) and read by
   daemons, or a migration) meet.
 - The version is ``PRAGMA user_version``. Version 1 is the table of the
   first release (which never set it: 0 with a ``jobs`` table means 1);
-  migrations only ever add columns and indexes, so no row is lost and an
-  older reader still finds the columns it knows.
+  migrations only ever add columns, indexes and tables, so no row is lost and
+  an older reader still finds the columns it knows.
+- Version 7 makes a job request one row (`REQUEST_INDEX`, the write-once rule of
+  `job_rows`). Older releases could give several rows one request id (each
+  delayed row took the agent's *latest* request): the migration keeps every row,
+  the id (and the result and queue wait read with it) only on the newest of them;
+  the others keep their container's facts, their duration becomes the container's
+  life, and they are matched again if their request comes back (`job_match`).
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ import os
 import sqlite3
 from pathlib import Path
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 BUSY_TIMEOUT_S = 5.0
 
 _V1_TABLE = """
@@ -87,7 +93,17 @@ V6_COLUMNS: tuple[tuple[str, str], ...] = (("startup_s", "REAL"),)
 to its agent online), which a restarted daemon's ``standby = "auto"`` starts from; NULL:
 not measured (older rows, an adopted agent)."""
 
-_ADDED = (V2_COLUMNS, V3_COLUMNS, V4_COLUMNS, V5_COLUMNS, V6_COLUMNS)
+V7_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("reconciled", "INTEGER NOT NULL DEFAULT 0"),
+    ("assigned_at", "REAL"),
+    ("finished_at", "REAL"),
+)
+"""Added by version 7: ``reconciled`` (1: recorded from the organisation's finished
+requests, without a live observation of the job: after a restart, no GPU figures) and
+the request's assignment and finish as the organisation timed them (Unix; NULL: its
+view was not read, yet or ever)."""
+
+_ADDED = (V2_COLUMNS, V3_COLUMNS, V4_COLUMNS, V5_COLUMNS, V6_COLUMNS, V7_COLUMNS)
 COLUMNS = V1_COLUMNS + tuple(name for added in _ADDED for name, _ in added)
 
 _V2_INDEXES = (
@@ -95,6 +111,34 @@ _V2_INDEXES = (
     "CREATE INDEX IF NOT EXISTS jobs_ended ON jobs (ended_at)",
     "CREATE INDEX IF NOT EXISTS jobs_pipeline_ended ON jobs (pipeline, ended_at)",
 )
+REQUEST_INDEX = (
+    "CREATE UNIQUE INDEX IF NOT EXISTS jobs_request ON jobs (instance, request_id) "
+    "WHERE request_id IS NOT NULL"
+)
+"""One row per job request of an instance (rows without a request id are not bound)."""
+REQUEST_CONFLICT = "ON CONFLICT (instance, request_id) WHERE request_id IS NOT NULL"
+"""The upsert's target: `REQUEST_INDEX`."""
+_MARKS_TABLE = """
+CREATE TABLE IF NOT EXISTS reconcile_marks (
+    instance TEXT PRIMARY KEY,
+    through REAL NOT NULL,
+    agents TEXT NOT NULL DEFAULT ''
+)
+"""
+"""Per instance: every finished request of its agents up to ``through`` has its row;
+``agents``: the registration ids ("12,13") whose requests the next reconciliation reads."""
+_V7_DEDUPLICATE = """
+UPDATE jobs SET request_id = NULL, result = NULL, queue_wait_s = NULL,
+    duration_s = CASE WHEN started_at IS NOT NULL AND ended_at >= started_at
+                      THEN ended_at - started_at END
+WHERE request_id IS NOT NULL AND id NOT IN (
+    SELECT id FROM (
+        SELECT id, row_number() OVER (
+            PARTITION BY instance, request_id ORDER BY ended_at DESC, id DESC
+        ) AS n FROM jobs WHERE request_id IS NOT NULL
+    ) WHERE n = 1
+)
+"""
 
 
 def open_writer(path: Path | str) -> sqlite3.Connection:
@@ -198,6 +242,12 @@ def migrate(db: sqlite3.Connection) -> int:
         if version == 5:
             _add_columns(db, V6_COLUMNS)
             version = 6
+        if version == 6:
+            _add_columns(db, V7_COLUMNS)
+            db.execute(_V7_DEDUPLICATE)
+            db.execute(REQUEST_INDEX)
+            db.execute(_MARKS_TABLE)
+            version = 7
         if version != found:
             db.execute(f"PRAGMA user_version = {version}")
         db.execute("COMMIT")

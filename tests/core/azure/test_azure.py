@@ -300,6 +300,31 @@ def test_job_requests_follow_continuation_tokens(fake: FakeAzure) -> None:
     assert all(s.q("completedRequestCount") == "0" for s in seen)
 
 
+def test_our_agents_finished_requests_come_in_one_read(fake: FakeAzure) -> None:
+    """``agentIds=…&completedRequestCount=N``: one call for every agent; newest first, the
+    unfinished left out, the job's name (what its agent prints) read."""
+    path = f"{POOLS}/42/jobrequests"
+    done = {"result": "succeeded", "assignTime": "2026-01-01T00:00:01Z"}
+    fake.on(
+        "GET",
+        path,
+        Reply(
+            200,
+            envelope(
+                job(5, finishTime="2026-01-01T00:00:09Z", jobName="Build", **done),
+                job(6),  # still running
+                job(7, finishTime="2026-01-01T00:01:00Z", **done),
+            ),
+        ),
+    )
+    client = make(fake)
+    found = client.finished_jobs(42, [13, 12, 13], 200)
+    assert [(r.request_id, r.job_name) for r in found] == [(7, None), (5, "Build")]
+    (seen,) = fake.requests_to(path)
+    assert (seen.q("agentIds"), seen.q("completedRequestCount")) == ("12,13", "200")
+    assert client.finished_jobs(42, [], 200) == [] and len(fake.requests_to(path)) == 1
+
+
 def test_job_request_paging_is_capped(fake: FakeAzure, caplog: pytest.LogCaptureFixture) -> None:
     path = f"{POOLS}/42/jobrequests"
     pages = [

@@ -14,7 +14,8 @@ import pytest
 from gpuci_tui.core.engine.lifecycle import EngineState, Lane
 from gpuci_tui.core.engine.steps import Died, JobEnded, Note, OutOfMemory, Started
 from gpuci_tui.core.engine.transitions.apply import apply
-from gpuci_tui.core.host.observers.job_recorder import job_record
+from gpuci_tui.core.host.observers.history_rows import exit_record, ran_job, with_request
+from gpuci_tui.core.host.observers.job_match import Finished, match
 from gpuci_tui.core.models import JobInfo
 from gpuci_tui.core.protocols import JobRequest
 from tests.core.lifecycle_helpers import JOB, RULES, UNKNOWN, engine, observe, slot0
@@ -119,5 +120,7 @@ def test_a_killed_job_never_steps_towards_parking() -> None:
 def test_the_history_row_of_a_lost_job_is_abandoned(server: JobRequest | None, result: str) -> None:
     step = apply(started(**BUSY), Died(0, A, CID, 137, 101.0), RULES)
     (ended,) = [o for o in step.outputs if isinstance(o, JobEnded)]
-    row = job_record("inst", ended, server, None)
+    row = exit_record("inst", ended, None)
+    if server is not None and match(ran_job(ended), [Finished(ended.agent, server)]):
+        row = with_request(row, server)  # only its own request completes it
     assert (row.result, row.request_id, row.reason) == (result, 7, ended.exit.reason)

@@ -4,18 +4,22 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
+from datetime import UTC, datetime
 
-from gpuci_tui.core.engine.lifecycle import Lane
+from gpuci_tui.core.engine.lifecycle import Lane, PoolView
 from gpuci_tui.core.engine.steps import JobEnded
 from gpuci_tui.core.gpu.accounting import JobAccountant, container_owners, key_of
 from gpuci_tui.core.gpu_readings import GpuFrame, GpuHostInfo, GpuProcess, GpuSample
 from gpuci_tui.core.host.gpus.watch import GpuWatch
-from gpuci_tui.core.host.observers.job_recorder import (
-    JobRecorder,
+from gpuci_tui.core.host.observers.history_rows import (
+    exit_record,
     history_seed,
-    job_record,
+    ran_job,
     seconds_between,
+    with_request,
 )
+from gpuci_tui.core.host.observers.job_match import Finished, match
+from gpuci_tui.core.host.observers.job_recorder import JobRecorder
 from gpuci_tui.core.host.supervision.supervisor import Supervisor
 from gpuci_tui.core.models import (
     AgentSnapshot,
@@ -26,7 +30,7 @@ from gpuci_tui.core.models import (
     SlotState,
     SupervisorSnapshot,
 )
-from gpuci_tui.core.protocols import JobRequest
+from gpuci_tui.core.protocols import Agent, JobRequest
 from gpuci_tui.core.store.history import JobHistory, JobQuery
 from gpuci_tui.sim.agent_program import sim_image_id
 from gpuci_tui.sim.api import SimPoolApi
@@ -48,13 +52,13 @@ ENDED = JobEnded(
 
 def test_the_row_names_the_image_the_job_ran_on() -> None:
     image = ImageUsed("reg:5000/agent:1", "sha256:" + "e" * 64, "reg:5000/agent@sha256:" + "f" * 64)
-    row = job_record("inst", replace(ENDED, image=image), None, None)
+    row = exit_record("inst", replace(ENDED, image=image), None)
     assert (row.image, row.image_id, row.repo_digest) == (
         image.reference,
         image.image_id,
         image.repo_digest,
     )
-    unknown = job_record("inst", ENDED, None, None)
+    unknown = exit_record("inst", ENDED, None)
     assert (unknown.image, unknown.image_id, unknown.repo_digest) == (None, None, None)
 
 
@@ -75,14 +79,15 @@ def test_the_row_prefers_what_the_server_says_of_the_same_job() -> None:
         definition_name="train - main",
         owner_name="20261123.1",
     )
-    row = job_record("inst", ENDED, request, None)
+    row = with_request(exit_record("inst", ENDED, None), request)
     assert (row.result, row.queue_wait_s, row.duration_s) == ("failed", 4.0, 45.0)
     assert row.failed and row.agent == "h-1-b" and row.slot == 1
-    other = replace(request, request_id=5)  # the agent's last job is an older one
-    row = job_record("inst", ENDED, other, None)
-    assert row.result is None and row.request_id == 890001 and row.pipeline == "train - main"
-    unseen = replace(ENDED, job=None)  # started and ended between two reads of the pool
-    assert job_record("inst", unseen, request, None).request_id == 890001
+    # The agent's last job is an older one: not this job's.
+    assert match(ran_job(ENDED), [Finished("h-1-b", replace(request, request_id=5))]) is None
+    # Started and ended between two reads: its request by the agent and the times.
+    started = datetime(2026, 11, 23, 10, 0, tzinfo=UTC).timestamp()
+    unseen = replace(ENDED, job=None, started_at=started, exit=replace(ENDED.exit, at=started + 60))
+    assert match(ran_job(unseen), [Finished("h-1-b", request)]) is not None
 
 
 async def test_a_finished_job_is_written_with_its_result_and_queue_wait(env: Env) -> None:
@@ -96,6 +101,7 @@ async def test_a_finished_job_is_written_with_its_result_and_queue_wait(env: Env
         tokens=StaticTokens(),
         on_job_finished=recorder,
     )
+    sup.pool.on_read.append(recorder.pool_read)
     task = asyncio.create_task(sup.run())
     try:
         await wait_until(lambda: all(s.state == SlotState.IDLE for s in sup.snapshot().slots))
@@ -162,43 +168,88 @@ async def test_gpu_use_of_a_container_is_the_job_of_its_agent() -> None:
 
 
 class CountingApi:
-    """An AgentPoolApi stand-in that counts `last_job` reads."""
+    """An AgentPoolApi stand-in that counts reads of our agents' finished requests."""
 
-    def __init__(self) -> None:
+    def __init__(self, *found: JobRequest) -> None:
         self.reads = 0
+        self.found = list(found)
 
-    def last_job(self, pool_id: int, agent_id: int) -> JobRequest | None:
+    def finished_jobs(self, pool_id: int, agent_ids: list[int], count: int) -> list[JobRequest]:
         self.reads += 1
-        return None
+        return [r for r in self.found if r.reserved_agent_id in agent_ids]
 
 
-async def test_the_read_of_a_finished_job_waits_out_the_organisations_backoff() -> None:
-    now = [1000.0]
-    blocked = [1030.0]
+def view(at: float, *agents: Agent) -> PoolView:
+    return PoolView(pool_id=42, began_at=at, agents=agents)
+
+
+async def test_a_job_costs_no_read_of_its_own_and_its_view_comes_with_the_list() -> None:
+    """The row is written at once; the list's ``lastCompletedRequest`` completes it. Only
+    the first read and one after a failure read our agents' finished requests."""
     api = CountingApi()
     recorder = JobRecorder(
         JobHistory(":memory:"), api, "inst", pool_id=lambda: 42,  # type: ignore[arg-type]
-        blocked_until=lambda: blocked[0], clock=lambda: now[0],
+        holds=lambda name: name.startswith("h-"),
     )  # fmt: skip
+    recorder.pool_read(view(1.0, Agent(7, "h-1-b")), recovered=False)
+    await wait_until(lambda: api.reads == 1, what="the first reconciliation")
     recorder(ENDED)
-    await asyncio.sleep(0)  # the task starts and finds the organisation backing off
-    assert api.reads == 0 and recorder.history.query(JobQuery()) == []
-    blocked[0] = 0.0  # the observer read the pool again: healthy
     await wait_until(lambda: len(recorder.history.query(JobQuery())) == 1, what="the row")
-    assert api.reads == 1
-
-
-async def test_rows_waiting_for_a_backoff_are_written_at_shutdown_without_the_read() -> None:
-    api = CountingApi()
-    recorder = JobRecorder(
-        JobHistory(":memory:"), api, "inst", pool_id=lambda: 42,  # type: ignore[arg-type]
-        blocked_until=lambda: 10.0**12,
-    )  # fmt: skip
-    recorder(ENDED)
-    await asyncio.sleep(0)  # one turn of the loop: the task starts (no time passes)
+    (row,) = recorder.history.query(JobQuery())
+    assert row.request_id == 890001 and row.result is None  # written at once, view to come
+    done = JobRequest(890001, assign_time="2026-11-23T10:00:04Z", result="failed",
+                      finish_time="2026-11-23T10:00:50Z")  # fmt: skip
+    listed = Agent(7, "h-1-b", last_completed_request=done)
+    foreign = Agent(8, "other-1", last_completed_request=replace(done, request_id=5))
+    for at in (2.0, 3.0, 4.0):
+        recorder.pool_read(view(at, listed, foreign), recovered=False)
     await recorder.drain()
     (row,) = recorder.history.query(JobQuery())
-    assert row.request_id == 890001 and row.result is None and api.reads == 0
+    assert (row.request_id, row.result, api.reads) == (890001, "failed", 1)
+    recorder.pool_read(view(5.0, listed), recovered=True)  # the organisation is back
+    await wait_until(lambda: api.reads == 2, what="the reconciliation after a failure")
+
+
+async def test_a_job_whose_end_the_list_skipped_brings_one_read_of_them_all() -> None:
+    """Seen running, then gone from a read with neither its end nor its view (its agent
+    ended it and finished another between two reads): after ``pending_read`` one read of
+    our agents' finished requests writes its row, and only one."""
+    base = datetime(2026, 11, 23, 10, 1, tzinfo=UTC).timestamp()
+    clock = [base]
+    lost = JobRequest(890001, assign_time="2026-11-23T10:00:04Z", result="abandoned",
+                      finish_time="2026-11-23T10:01:10Z", reserved_agent_id=7)  # fmt: skip
+    api = CountingApi()  # it still runs at the first read
+    recorder = JobRecorder(
+        JobHistory(":memory:"), api, "inst", pool_id=lambda: 42,  # type: ignore[arg-type]
+        clock=lambda: clock[0], grace=0.0, pending_read=5.0, full_read_gap=10.0,
+    )  # fmt: skip
+    running = Agent(7, "h-1", assigned_request=replace(lost, result=None, finish_time=None))
+    recorder.pool_read(view(base, running), recovered=False)
+    await wait_until(lambda: api.reads == 1, what="the first reconciliation")
+    newer = replace(lost, request_id=890002, result="succeeded",
+                    finish_time="2026-11-23T10:01:10.5Z")  # fmt: skip
+    for after in (11.0, 12.0, 15.0, 17.0):
+        clock[0] = base + after
+        recorder.pool_read(view(base + after, Agent(7, "h-1", last_completed_request=newer)), False)
+        await recorder.drain()
+        if after == 15.0:
+            assert api.reads == 1  # waiting 4 s: not yet
+            api.found = [lost, newer]
+    assert api.reads == 2
+    rows = {r.request_id: r.result for r in recorder.history.query(JobQuery())}
+    assert rows == {890001: "abandoned", 890002: "succeeded"}
+
+
+async def test_the_rows_still_waiting_are_reported_at_shutdown() -> None:
+    reported: list[int | None] = []
+    recorder = JobRecorder(
+        JobHistory(":memory:"), CountingApi(), "inst", pool_id=lambda: 42,  # type: ignore[arg-type]
+        on_record=lambda r: reported.append(r.request_id),
+    )  # fmt: skip
+    recorder(ENDED)
+    await recorder.drain()
+    (row,) = recorder.history.query(JobQuery())
+    assert row.request_id == 890001 and row.result is None and reported == [890001]
 
 
 def test_the_row_keeps_the_agents_startup_and_a_restart_reads_it_back() -> None:
@@ -210,11 +261,16 @@ def test_the_row_keeps_the_agents_startup_and_a_restart_reads_it_back() -> None:
         assign_time="2026-11-23T10:00:00Z",
         finish_time="2026-11-23T10:00:03Z",
     )
-    history.add(job_record("inst", replace(ENDED, startup_s=9.2), timed, None))
-    # Unread (the organisation was refusing): its "duration" is the container's life.
-    history.add(job_record("inst", replace(ENDED, startup_s=8.8), None, None))
-    history.add(job_record("inst", ENDED, timed, None))  # an adopted agent: not measured
-    history.add(job_record("other", replace(ENDED, startup_s=1.0), timed, None))
+
+    def row(request_id: int, startup: float | None, view: bool, instance: str = "inst") -> None:
+        ended = replace(ENDED, startup_s=startup, job=replace(ENDED.job, request_id=request_id))
+        record = exit_record(instance, ended, None)
+        history.add(with_request(record, replace(timed, request_id=request_id)) if view else record)
+
+    row(1, 9.2, True)
+    row(2, 8.8, False)  # Unread (the organisation was refusing): its "duration" is the container's
+    row(3, None, True)  # an adopted agent: not measured
+    row(4, 1.0, True, "other")
     rows = history.query(JobQuery(instance="inst"))
     assert sorted(r.startup_s or 0.0 for r in rows) == [0.0, 8.8, 9.2]
     seed = history_seed(history, "inst")

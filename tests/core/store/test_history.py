@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -58,8 +59,13 @@ BASE = JobRecord(
 )  # fmt: skip
 
 
+_REQUEST_IDS = itertools.count(1000)
+
+
 def rec(ended: float, **kw: Any) -> JobRecord:
+    """A job ending at ``ended``: its own request (one row per request id)."""
     kw.setdefault("started_at", ended - 100)
+    kw.setdefault("request_id", next(_REQUEST_IDS))
     return dataclasses.replace(BASE, ended_at=ended, **kw)
 
 

@@ -7,6 +7,7 @@ directory, so the history file is the test's own.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import os
 import subprocess
@@ -29,7 +30,11 @@ JSON_KEYS = [
     "gpus", "gpu_samples", "peak_gpu_memory_mib", "mean_util_pct", "peak_util_pct", "energy_j",
     "energy_note", "xid", "image", "image_id", "repo_digest",
     "throttle_s", "ecc_corrected", "ecc_uncorrected", "peak_temp_c", "startup_s",
+    "reconciled", "assigned_at", "finished_at",
 ]  # fmt: skip
+
+
+_REQUEST_IDS = itertools.count(100)
 
 
 def job(ago_s: float, pipeline: str, run: str, slot: int, **kw: Any) -> JobRecord:
@@ -38,7 +43,7 @@ def job(ago_s: float, pipeline: str, run: str, slot: int, **kw: Any) -> JobRecor
             instance="i1",
             slot=slot,
             agent=f"gpu01-{slot}",
-            request_id=slot + 100,
+            request_id=next(_REQUEST_IDS),
             pipeline=pipeline,
             run=run,
             # Relative to when the row is written, not when this module was imported: in a
@@ -136,6 +141,17 @@ def test_json_is_a_stable_list_of_objects(history: Path, capsys) -> None:
     assert (oom["image"], oom["image_id"], oom["repo_digest"]) == (None, None, None)
     assert oom["ended_at"].endswith("Z")
     assert oom["duration_s"] == pytest.approx(65.0)
+
+
+def test_a_row_recorded_after_a_restart_says_so(capsys) -> None:
+    h = JobHistory(paths.history_db_path())
+    h.add_request(job(20, "nightly", "20260928.7", 1, reconciled=True, finished_at=time.time()))
+    h.close()
+    assert main(["history"]) == exitcodes.OK
+    assert "succeeded, recorded after a restart" in capsys.readouterr().out
+    assert main(["history", "--json"]) == exitcodes.OK
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["reconciled"] is True and row["finished_at"].endswith("Z")
 
 
 def test_absent_history_is_not_an_error(capsys) -> None:

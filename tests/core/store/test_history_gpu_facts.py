@@ -30,9 +30,9 @@ STATS = JobGpuStats(JobKey("i1", 0, "gpu01-0"), (0,), samples=9, energy_j=412_00
 def test_the_facts_round_trip_and_unknown_stays_null(tmp_path: Path) -> None:
     h = JobHistory(tmp_path / "h.sqlite3", clock=lambda: 2000.0)
     h.add(dataclasses.replace(BASE, xid=(79,)).with_gpu(STATS))
-    h.add(dataclasses.replace(BASE, ended_at=1600.0))  # no GPU figures at all
+    h.add(dataclasses.replace(BASE, ended_at=1600.0, request_id=2))  # no GPU figures at all
     quiet = dataclasses.replace(STATS, facts=JobFacts(throttle_s=(), ecc_corrected=0))
-    h.add(dataclasses.replace(BASE, ended_at=1700.0).with_gpu(quiet))
+    h.add(dataclasses.replace(BASE, ended_at=1700.0, request_id=3).with_gpu(quiet))
     known, unknown, hot = sorted(h.query(JobQuery(limit=None)), key=lambda r: r.ended_at)
     h.close()
     assert known.throttle_s == (("sw_power_cap", 3.0), ("sw_thermal", 12.0))
@@ -53,7 +53,7 @@ def test_a_version_4_file_keeps_its_rows_and_gains_the_columns(tmp_path: Path) -
     path = tmp_path / "history.sqlite3"
     h = JobHistory(path, clock=lambda: 2000.0)
     h.add(dataclasses.replace(BASE, xid=(48,), energy_j=10.0, image="reg:5000/agent:1"))
-    h.add(dataclasses.replace(BASE, ended_at=1600.0, exit_code=1))
+    h.add(dataclasses.replace(BASE, ended_at=1600.0, exit_code=1, request_id=2))
     h.close()
     db = sqlite3.connect(path)
     for name, _ in V5_COLUMNS + V6_COLUMNS:  # a version-4 file: the table without them
@@ -67,7 +67,7 @@ def test_a_version_4_file_keeps_its_rows_and_gains_the_columns(tmp_path: Path) -
     assert {(r.throttle_s, r.ecc_corrected, r.peak_temp_c) for r in old} == {(None, None, None)}
     assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 4
     again = JobHistory(path, clock=lambda: 2000.0)
-    again.add(dataclasses.replace(BASE, ended_at=1700.0).with_gpu(STATS))
+    again.add(dataclasses.replace(BASE, ended_at=1700.0, request_id=3).with_gpu(STATS))
     rows = sorted(again.query(JobQuery(limit=None)), key=lambda r: r.ended_at)
     again.close()
     assert [(r.xid, r.energy_j, r.image, r.exit_code) for r in rows[:2]] == [

@@ -164,6 +164,7 @@ def container_started(
         oom=False,
         took_job=False,
         job=None,
+        seen_job=None,
         stop_requested=False,
         online=False,
         xids=(),

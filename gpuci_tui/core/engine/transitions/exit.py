@@ -24,7 +24,7 @@ from gpuci_tui.core.engine.lifecycle import (
 from gpuci_tui.core.engine.settings import SupervisorConfig
 from gpuci_tui.core.engine.steps import Destroyed, Died, JobEnded, Note, Output, Removed
 from gpuci_tui.core.engine.timings import gap_start
-from gpuci_tui.core.models import ImageUsed
+from gpuci_tui.core.models import ImageUsed, seen_job
 
 #: Pause before removing a dead container again after Docker refused to.
 REMOVE_RETRY = 2.0
@@ -52,7 +52,7 @@ def container_died(
                 lane.lane,
                 lane.name,
                 obs.container_id,
-                lane.job,
+                seen_job(lane.seen_job, lane.job),
                 lane.started_at,
                 info,
                 lane.agent_id,
@@ -71,6 +71,7 @@ def container_died(
         remove_retry_at=None,
         ended_at=obs.at,
         job=None,
+        seen_job=None,
         took_job=False,
         online=False,
         oom=False,

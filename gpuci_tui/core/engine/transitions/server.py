@@ -15,7 +15,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 from gpuci_tui.core.engine.agent_exit import AGENT_ERROR, CONFIG_FAILED
-from gpuci_tui.core.engine.lifecycle import EngineState, LanePhase, LaneRecord, Op, SlotRecord
+from gpuci_tui.core.engine.lifecycle import (
+    EngineState,
+    LanePhase,
+    LaneRecord,
+    Op,
+    SlotRecord,
+)
 from gpuci_tui.core.engine.steps import (
     AgentChecked,
     AgentWritten,
@@ -26,7 +32,7 @@ from gpuci_tui.core.engine.steps import (
     ServerFailed,
 )
 from gpuci_tui.core.engine.timings import measured_startup, with_gap
-from gpuci_tui.core.models import JobInfo
+from gpuci_tui.core.models import JobInfo, seen_job
 from gpuci_tui.core.protocols import Agent, JobRequest
 
 #: Exit codes of an agent whose registration the organisation may have refused: the
@@ -98,9 +104,11 @@ def learn(lane: LaneRecord, agent: Agent | None, read_at: float) -> LaneRecord:
     request = agent.assigned_request if agent is not None else None
     online = agent is not None and agent.status == "online"
     if request is not None:
-        lane = replace(lane, job=job_info(request), took_job=True, online=True)
+        job = job_info(request)
+        lane = replace(lane, job=job, seen_job=job, took_job=True, online=True)
     else:
-        lane = replace(lane, job=None, online=online or lane.online)
+        kept = seen_job(lane.seen_job, lane.job)  # a job that ended stays this container's
+        lane = replace(lane, job=None, seen_job=kept, online=online or lane.online)
     if lane.op is not Op.START and lane.phase is not LanePhase.STOPPING:
         phase = (
             LanePhase.BUSY if lane.job else LanePhase.READY if lane.online else LanePhase.BOOTING

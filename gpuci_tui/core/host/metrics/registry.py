@@ -33,7 +33,7 @@ from gpuci_tui.core.engine.timings import GAP_NOTE, STARTUP_NOTE
 from gpuci_tui.core.gpu_readings import GpuFrame
 from gpuci_tui.core.host.handle import Supervised
 from gpuci_tui.core.host.metrics.state import MIB, StateCollector, group_label
-from gpuci_tui.core.host.observers.job_recorder import seconds_between
+from gpuci_tui.core.host.observers.history_rows import seconds_between
 from gpuci_tui.core.models import JobInfo, SlotState, SupervisorEvent, SupervisorSnapshot
 from gpuci_tui.core.store.history import JobRecord
 

@@ -1,103 +1,57 @@
-"""One history row per finished job: what the server says of it and what its GPUs saw.
+"""Every job that ran on our agents has exactly one history row, whatever happened meanwhile.
 
-Called by the supervisor when a container that took a job exits. The GPU
-figures are taken from the accountant at once (before the next sweep can
-forget the job); the job's result, pipeline and times come from one read of
-the agent's last finished job request, because a short job may start and end
-between two reads of the pool. A failed read or write is logged, never fatal.
+Two sides feed the history (`history_rows`, the write-once rule `store.job_rows`):
+
+* The host: the supervisor calls the recorder (``on_job_finished``) when a
+  container that took a job exits. The GPU figures are taken from the accountant
+  at once and the row is written at once, tied to the request the lane was seen
+  running, or to none yet.
+* The organisation: the finished requests of our agents, from every read of the
+  pool (each agent's ``lastCompletedRequest`` comes with the list: no call of its
+  own) and, at start, after the organisation comes back from a failure, and when
+  a row waits too long for its view, from one read of our agents' finished
+  requests (``jobrequests?agentIds=…``, `AgentPoolApi.finished_jobs`).
+
+A request is tied to a row by id, or to a row written without one by its agent and
+times (`job_match`: never "the agent's latest"). A request whose end the host did
+not see (the daemon was not running) gets a row of its own, marked ``reconciled``,
+once `GRACE` has passed without its container's end (at once for a job that ended
+before this daemon started). How far back to look is kept in the history
+(`JobHistory.mark`): every finished request up to then has its row. A failed read
+or write is logged, never fatal.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import sqlite3
 import time
-from collections.abc import Callable
-from datetime import datetime
+from collections.abc import Callable, Coroutine
+from typing import Any
 
-from gpuci_tui.core.engine.standby.state import AutoSeed
+from gpuci_tui.core.engine.pool_view import PoolView
 from gpuci_tui.core.engine.steps import JobEnded
 from gpuci_tui.core.errors import GpuciError
-from gpuci_tui.core.gpu.accounting import JobAccountant, JobGpuStats, key_of
+from gpuci_tui.core.gpu.accounting import JobAccountant, key_of
+from gpuci_tui.core.host.observers.history_book import GRACE, HistoryBook
+from gpuci_tui.core.host.observers.history_rows import exit_record, ran_job
 from gpuci_tui.core.protocols import AgentPoolApi, JobRequest
 from gpuci_tui.core.store.history import JobHistory, JobRecord
 
 log = logging.getLogger("gpuci_tui.history")
 
-#: How long a row waits for an organisation in backoff before it is written without
-#: the server's view of the job (result, pipeline, queue wait).
-MAX_WAIT_FOR_SERVER = 300.0
-#: The newest rows of an instance a restarted daemon's ``standby = "auto"`` starts from.
-SEED_ROWS = 20
-
-
-def history_seed(history: JobHistory, instance: str, rows: int = SEED_ROWS) -> AutoSeed:
-    """The recent job lengths and agent start-ups of ``instance`` in the history.
-
-    A job's length counts only as the organisation timed it (a row without its
-    result holds the container's life, start-up included). A history that cannot
-    be read gives no seed: "auto" then starts from nothing, as before.
-    """
-    try:
-        recent = history.recent(instance, rows)
-    except sqlite3.Error as exc:
-        log.warning('could not read the job history for standby "auto": %s', exc)
-        return AutoSeed()
-    jobs = tuple(r.duration_s for r in recent if r.result is not None and r.duration_s)
-    return AutoSeed(jobs, tuple(r.startup_s for r in recent if r.startup_s is not None))
-
-
-def seconds_between(start: str | None, end: str | None) -> float | None:
-    """Seconds between two Azure DevOps timestamps (None when either is missing or bad)."""
-    if not start or not end:
-        return None
-    try:
-        delta = datetime.fromisoformat(end) - datetime.fromisoformat(start)
-    except ValueError:
-        return None
-    return max(0.0, delta.total_seconds())
-
-
-def job_record(
-    instance: str, ended: JobEnded, request: JobRequest | None, gpu: JobGpuStats | None
-) -> JobRecord:
-    """The history row of ``ended`` (``request``: its job request as the server has it)."""
-    job, info = ended.job, ended.exit
-    if request is not None and job is not None and request.request_id != job.request_id:
-        request = None  # the agent's last job is not this one: trust what we saw
-    record = JobRecord(
-        instance=instance,
-        slot=ended.slot,
-        agent=ended.agent,
-        request_id=request.request_id if request else job.request_id if job else None,
-        pipeline=(request.definition_name if request else None) or (job.pipeline if job else None),
-        run=(request.owner_name if request else None) or (job.run if job else None),
-        started_at=ended.started_at,
-        ended_at=info.at,
-        exit_code=info.code,
-        oom=info.oom,
-        reason=info.reason,
-        # A job its container died under: the organisation abandons it, later.
-        result=(request.result if request else None) or ("abandoned" if info.lost_job else None),
-        queue_wait_s=seconds_between(request.queue_time, request.assign_time) if request else None,
-        duration_s=(
-            seconds_between(request.receive_time or request.assign_time, request.finish_time)
-            if request
-            else None
-        ),
-        xid=ended.xids,
-        image=ended.image.reference or None,
-        image_id=ended.image.image_id or None,
-        repo_digest=ended.image.repo_digest or None,
-        startup_s=ended.startup_s,
-    )
-    return record.with_gpu(gpu) if gpu is not None else record
+#: The finished requests one reconciliation reads (the service's cap on one answer).
+FINISHED_READ = 200
+#: A row waiting this long for its view (or for its request) asks for a read of our
+#: agents' finished requests...
+PENDING_READ = 15.0
+#: ...at most this often.
+FULL_READ_GAP = 30.0
 
 
 class JobRecorder:
-    """The supervisor's ``on_job_finished``: writes the history row in the background."""
+    """The supervisor's ``on_job_finished`` and the pool observer's reader of finished requests."""
 
     def __init__(
         self,
@@ -108,13 +62,19 @@ class JobRecorder:
         pool_id: Callable[[], int | None],
         accountant: JobAccountant | None = None,
         on_record: Callable[[JobRecord], None] | None = None,
-        blocked_until: Callable[[], float] = lambda: 0.0,
+        holds: Callable[[str], bool] = lambda name: True,
         clock: Callable[[], float] = time.time,
+        grace: float = GRACE,
+        pending_read: float = PENDING_READ,
+        full_read_gap: float = FULL_READ_GAP,
     ) -> None:
         """Record into ``history``; ``pool_id`` gives the resolved pool (None: not yet).
 
-        ``blocked_until`` is the organisation's shared backoff (`PoolObserver.blocked_until`):
-        the read of a finished job waits for it rather than adding calls to an outage.
+        ``holds``: whether an agent name is one of this recorder's lanes (another
+        group's, or another instance's, is never ours). ``on_record`` is told of
+        each job once, when its row has the organisation's view (or stopped waiting).
+        ``grace``: see `history_book.GRACE`; ``pending_read``, ``full_read_gap``: see
+        `PENDING_READ`, `FULL_READ_GAP` (short in tests).
         """
         self.history = history
         self.api = api
@@ -122,57 +82,126 @@ class JobRecorder:
         self.pool_id = pool_id
         self.accountant = accountant
         self.on_record = on_record
-        self.blocked_until = blocked_until
+        self.holds = holds
         self.clock = clock
-        self._tasks: set[asyncio.Task[JobRecord]] = set()
-        self._closing = asyncio.Event()
+        self.pending_read = pending_read
+        self.full_read_gap = full_read_gap
+        self.book = HistoryBook(history, instance, clock, grace=grace)
+        """What is written and what waits for its other side."""
+        self._lock = asyncio.Lock()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._last_full = float("-inf")
+        self._full_running = False
+
+    # ------------------------------------------------------------------ the host's side
 
     def __call__(self, ended: JobEnded) -> None:
-        """Take the GPU figures now; read the job and write the row in a task."""
+        """Take the GPU figures now; write the row in a task."""
         gpu = None
         if self.accountant is not None:
             key = key_of(self.instance, ended.slot, ended.agent)
             if key in self.accountant.jobs():
                 gpu = self.accountant.finish(key)
-        task = asyncio.get_running_loop().create_task(self.record(ended, gpu))
+        record = exit_record(self.instance, ended, gpu)
+        ran = ran_job(ended)
+        seen = ended.job is not None
+        self._spawn(self._step(lambda: self.book.exited(record, ran, seen=seen)))
+
+    # ------------------------------------------------------------------ the organisation's side
+
+    def pool_read(self, view: PoolView, recovered: bool) -> None:
+        """A read of the pool (``recovered``: the first answer after failures).
+
+        Its agents' last finished requests are matched at once; the first read,
+        one after failures, and rows that waited too long also bring one read of
+        our agents' finished requests.
+        """
+        ours = [a for a in view.agents if self.holds(a.name)]
+        ids = {a.id: a.name for a in ours}
+        running = {a.assigned_request.request_id for a in ours if a.assigned_request}
+        finished = [(a.name, a.last_completed_request) for a in ours if a.last_completed_request]
+
+        def learn() -> None:
+            self.book.agents_seen(ids, running)
+            self.book.learned(finished)
+
+        self._spawn(self._step(learn))
+        if self._full_due(recovered):
+            self._last_full = self.clock()
+            self._full_running = True
+            self._spawn(self._full_read())
+
+    def _full_due(self, recovered: bool) -> bool:
+        if self._full_running or self.pool_id() is None:
+            return False
+        if self._last_full == float("-inf") or recovered:
+            return True
+        waiting = self.book.waiting_since()
+        now = self.clock()
+        return (
+            waiting is not None
+            and now - waiting >= self.pending_read
+            and now - self._last_full >= self.full_read_gap
+        )
+
+    async def _full_read(self) -> None:
+        """Read our agents' finished requests (one call) and match them."""
+        try:
+            await self._step(self.book.start)
+            pool_id, ids = self.pool_id(), self.book.agent_ids()
+            if pool_id is None or not ids:
+                return
+            try:
+                found = await asyncio.to_thread(
+                    self.api.finished_jobs, pool_id, sorted(ids), FINISHED_READ
+                )
+            except GpuciError as exc:
+                log.info("could not read our agents' finished jobs: %s", exc)
+                return
+            if len(found) >= FINISHED_READ:
+                log.warning(
+                    "our agents finished %d jobs or more since the history's last look: "
+                    "older ones may have no row",
+                    FINISHED_READ,
+                )
+            finished = [(name, r) for r in found if (name := self._agent_of(r))]
+            await self._step(lambda: self.book.learned(finished))
+        finally:
+            self._full_running = False
+
+    def _agent_of(self, request: JobRequest) -> str:
+        """Which of our agents ran ``request`` (empty: none of ours)."""
+        name = self.book.agent_name(request.reserved_agent_id) or request.reserved_agent_name
+        return name if name and self.holds(name) else ""
+
+    # ------------------------------------------------------------------ plumbing
+
+    async def _step(self, step: Callable[[], None]) -> None:
+        """Run one step of the book in a thread, one at a time in the order asked; then
+        report the rows it completed (on the loop).
+        """
+        async with self._lock:
+            try:
+                await asyncio.to_thread(step)
+            except (sqlite3.Error, OSError) as exc:
+                log.error("could not write the job history: %s", exc)
+            self._report()
+
+    def _report(self) -> None:
+        reports, self.book.reports = self.book.reports, []
+        if self.on_record is not None:
+            for record in reports:
+                self.on_record(record)
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def record(self, ended: JobEnded, gpu: JobGpuStats | None) -> JobRecord:
-        """Read the job's request, write the row; returns what was written."""
-        request = None
-        may_call = await self._wait_for_server()
-        pool_id = self.pool_id()
-        if may_call and pool_id is not None and ended.agent_id is not None:
-            try:
-                request = await asyncio.to_thread(self.api.last_job, pool_id, ended.agent_id)
-            except GpuciError as exc:
-                log.info("job of %s: no result from Azure DevOps (%s)", ended.agent, exc)
-        record = job_record(self.instance, ended, request, gpu)
-        try:
-            await asyncio.to_thread(self.history.add, record)
-        except (sqlite3.Error, OSError) as exc:
-            log.error("could not write the job of %s to the history: %s", ended.agent, exc)
-        if self.on_record is not None:
-            self.on_record(record)
-        return record
-
-    async def _wait_for_server(self) -> bool:
-        """Wait while the organisation backs off; False: shutting down, still backing off."""
-        deadline = self.clock() + MAX_WAIT_FOR_SERVER
-        while True:
-            now = self.clock()
-            until = min(self.blocked_until(), deadline)
-            if until <= now:
-                return True
-            if self._closing.is_set():
-                return False
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(min(until - now, 5.0)):
-                    await self._closing.wait()
-
     async def drain(self) -> None:
-        """Wait for the rows being written (at shutdown: rows waiting for a backoff go now)."""
-        self._closing.set()
+        """Wait for the rows being written; report the jobs still waiting for their view."""
         if self._tasks:
             await asyncio.wait(list(self._tasks), timeout=10.0)
+        async with self._lock:
+            self.book.report_all()
+            self._report()

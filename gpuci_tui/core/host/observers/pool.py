@@ -131,6 +131,10 @@ class PoolObserver:
         self._running = 0
         self.on_capabilities: Callable[[tuple[Agent, ...], float], None] | None = None
         """Called with the agents (and the read's start) after each read with capabilities."""
+        self.on_read: list[Callable[[PoolView, bool], None]] = []
+        """Called after each read of the agents with its view and whether it is the first
+        answer since a failed call (the job recorders: their agents' finished requests)."""
+        self._failed_since_read = False
         self._next_capabilities = 0.0
         self.demanded_version: str | None = None
         """The highest agent version queued jobs demand (None: none demand one)."""
@@ -266,6 +270,9 @@ class PoolObserver:
             ours_only=self.scope is not None,
         )
         deliver(PoolRead(view))
+        recovered, self._failed_since_read = self._failed_since_read, False
+        for listener in self.on_read:
+            listener(view, recovered)
         if role is not None:
             deliver(role)
         if full:
@@ -325,6 +332,7 @@ class PoolObserver:
     def failed(self, exc: AzureError) -> float:
         """Record a failed call; returns the seconds to wait before calling again."""
         now = self.clock()
+        self._failed_since_read = True
         self._error_streak += 1
         if isinstance(exc, AzureRateLimitError):
             state, delay = HealthState.RATE_LIMITED, max(exc.retry_after, 1.0)

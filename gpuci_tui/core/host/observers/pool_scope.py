@@ -21,7 +21,7 @@ observer reads the whole pool while they are there. Pure.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from gpuci_tui.core.config.loader import Config, agent_groups, for_group, instance_id
@@ -89,6 +89,12 @@ def read_scope(config: Config, pool: str, host: str) -> ReadScope:
 
 def _lane_name(prefix: str) -> re.Pattern[str]:
     return re.compile(rf"{re.escape(prefix)}-\d+(-[{_LANE_SUFFIX}])?")
+
+
+def lane_names(prefix: str) -> Callable[[str], bool]:
+    """Whether a name is one of the lanes of ``prefix`` (one group's agents)."""
+    pattern = _lane_name(prefix)
+    return lambda name: pattern.fullmatch(name) is not None
 
 
 def describe_unmarked(agent: Agent) -> str:
