@@ -19,7 +19,7 @@ import pytest
 from tests.drills.history_drill import Settings, history_drill
 from tests.real.rig import Rig, make_rig
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.daemon]
 
 V2 = "gpuci-drill/history-agent:v2"
 
