@@ -346,7 +346,7 @@ def seed_history(history: JobHistory, instance: str, now: float, seed: int = 7) 
     a regression looks like.
     """
     from gpuci_tui.core.store.history import JobRecord
-    from gpuci_tui.sim.agent_program import sim_image_id
+    from gpuci_tui.sim.container import sim_image_id
     from gpuci_tui.sim.jobs import PIPELINES
     from gpuci_tui.sim.runtime import DEFAULT_IMAGE
 

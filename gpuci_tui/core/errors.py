@@ -61,6 +61,10 @@ class ContainerNameConflictError(ContainerStartError):
     """The slot's container name is still taken (the old container is being removed)."""
 
 
+class ImageLabelMissingError(ContainerStartError):
+    """The image lacks a label the start requires (`ContainerSpec.required_labels`)."""
+
+
 class ImagePullError(GpuciError):
     """An image could not be pulled, or its registry could not be asked for its digest.
 

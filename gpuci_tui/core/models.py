@@ -68,9 +68,10 @@ class HealthState(StrEnum):
 
 @dataclass(frozen=True)
 class JobInfo:
-    """The job an agent runs, as the server reports it."""
+    """The job an agent runs, as the server reports it (or, until a read, as the agent said it)."""
 
     request_id: int
+    """The job request's id; 0 while only the agent's own line told of the job."""
     pipeline: str | None = None
     """Pipeline (definition) name."""
     run: str | None = None
@@ -81,6 +82,8 @@ class JobInfo:
     result: str | None = None
     queue_time: str | None = None
     """ISO-8601 UTC time the job was queued (with ``assign_time``: its queue wait)."""
+    name: str | None = None
+    """The job's name as its agent printed it (``Running job: NAME``)."""
 
 
 @dataclass(frozen=True)

@@ -89,8 +89,13 @@ class AgentPoolApi(Protocol):
         """Find the pool by exact name; raise AzureNotFoundError on 0 or >1 matches."""
         ...
 
-    def list_agents(self, pool_id: int, *, include_capabilities: bool = False) -> list[Agent]:
-        """All agents of the pool, with their assigned request (one call); capabilities if asked."""
+    def list_agents(
+        self, pool_id: int, *, include_capabilities: bool = False, agent_name: str | None = None
+    ) -> list[Agent]:
+        """All agents of the pool, with their assigned request (one call); capabilities if asked.
+
+        ``agent_name``: only the agent of that name (``agentName=``; [] when none).
+        """
         ...
 
     def get_agent(
@@ -156,6 +161,9 @@ class ContainerSpec:
     tail; the supervisor removes each dead container itself, after reading the tail."""
     extra_mounts: tuple[tuple[str, str, str], ...] = ()
     """Further (host, container, mode) binds, e.g. an opt-in Docker socket."""
+    required_labels: Mapping[str, str] = field(default_factory=dict)
+    """Labels the image must carry, else nothing is created (`ImageLabelMissingError`):
+    a start that is only safe with the image's start gate says so here."""
 
 
 @dataclass(frozen=True)
@@ -239,6 +247,22 @@ class ContainerRuntime(Protocol):
 
         Reconnects by itself when the stream breaks, yielding ``stream-lost``
         and ``stream-restored`` events around the gap.
+        """
+        ...
+
+    def follow_output(self, container_id: str, stop: threading.Event) -> Iterator[str]:
+        """Block and yield the container's output lines, from its start, as they come.
+
+        Ends when the container has ended (its last line read) or ``stop`` is set
+        (within about a second). Lines are read incrementally and not kept.
+        """
+        ...
+
+    def put_file(self, container_id: str, path: str, content: str) -> None:
+        """Write a root-only file (directory 0700, file 0600) into a running container.
+
+        Raises:
+            GpuciError: the container is gone or the engine refused.
         """
         ...
 

@@ -127,9 +127,14 @@ class SimPoolApi:
         p = pools[0]
         return Pool(p.id, p.name, self.org.pool_size(p.id), False, p.pool_type)
 
-    def list_agents(self, pool_id: int, *, include_capabilities: bool = False) -> list[Agent]:
-        """All agents of the pool with their assigned requests (capabilities always come)."""
-        agents = self._call("GET", AGENTS, READ_SCOPE, lambda: self.org.agents(pool_id))
+    def list_agents(
+        self, pool_id: int, *, include_capabilities: bool = False, agent_name: str | None = None
+    ) -> list[Agent]:
+        """The pool's agents (``agent_name``: that one) with their assigned requests.
+
+        Capabilities always come.
+        """
+        agents = self._call("GET", AGENTS, READ_SCOPE, lambda: self.org.agents(pool_id, agent_name))
         return [self._agent(a) for a in agents]
 
     def get_agent(

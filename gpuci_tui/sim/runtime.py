@@ -15,7 +15,11 @@ Docker behaviours kept because the supervisor depends on them:
 * ``stop`` sends SIGTERM: an idle agent goes offline and exits 143 at once, a
   busy one finishes its job first (exit 0); SIGKILL (137) after ``timeout``;
 * `break_event_stream` and ``available = False`` let tests cut the event stream
-  (``stream-lost`` / ``stream-restored``) or the whole engine.
+  (``stream-lost`` / ``stream-restored``) or the whole engine;
+* a container's output can be followed as it comes (``docker logs --follow``),
+  and a file written into a running one (``put_archive``: the start gate's go);
+* an image's labels show on its containers; by default every image carries the
+  start gate label, as the emulator image does (``start_gate=False``: none does).
 """
 
 from __future__ import annotations
@@ -26,19 +30,24 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
 
+from gpuci_tui.core.docker.errors import ContainerOperationError
 from gpuci_tui.core.engine.agent_versions import AGENT_VERSION_LABEL
 from gpuci_tui.core.errors import (
     ContainerNameConflictError,
     ContainerStartError,
+    ImageLabelMissingError,
     RuntimeUnavailableError,
 )
 from gpuci_tui.core.protocols import ContainerEvent, ContainerInfo, ContainerSpec, ImageConfig
 from gpuci_tui.sim.agent_packages import BAKED_AGENT_VERSION
-from gpuci_tui.sim.agent_program import AgentTiming, SimContainer, run_agent
+from gpuci_tui.sim.agent_program import run_agent
+from gpuci_tui.sim.container import AgentTiming, SimContainer
 from gpuci_tui.sim.disk import SimDisk
 from gpuci_tui.sim.org import SimOrg
 
 DEFAULT_IMAGE = "gpuci-sim/agent:1"
+#: The image label of an agent whose start.sh waits for the daemon's go (the emulator's).
+START_GATE_LABEL = "io.gpuci.start-gate"
 
 
 class SimulatedRuntime:
@@ -52,6 +61,8 @@ class SimulatedRuntime:
         destroy_delay: Seconds from ``die`` to ``destroy`` for auto-removed containers.
         start_delay: Seconds `start` takes (create + copy + start).
         timing: The agents' pace (boot delay, poll timeout, heartbeat interval…).
+        start_gate: Whether images without an entry in ``image_configs`` carry the start
+            gate label (their agents then wait for the go file AZP_GO_FILE names).
     """
 
     def __init__(
@@ -63,8 +74,10 @@ class SimulatedRuntime:
         destroy_delay: float = 0.05,
         start_delay: float = 0.0,
         timing: AgentTiming | None = None,
+        start_gate: bool = True,
     ) -> None:
         self.org = org
+        self.start_gate = start_gate
         self.images: set[str] = set(images)
         self.broken_images: set[str] = set(broken_images)
         self.destroy_delay = destroy_delay
@@ -148,9 +161,10 @@ class SimulatedRuntime:
                 return self.image_configs[image]
             if image in self.images or image in self.broken_images:
                 # The agent program bakes the emulators' agent, as the emulator image says.
-                return ImageConfig(
-                    f"sha256:sim-{image}", {}, {AGENT_VERSION_LABEL: BAKED_AGENT_VERSION}
-                )
+                labels = {AGENT_VERSION_LABEL: BAKED_AGENT_VERSION}
+                if self.start_gate:
+                    labels[START_GATE_LABEL] = "1"
+                return ImageConfig(f"sha256:sim-{image}", {}, labels)
             return None
 
     def list_containers(self, labels: Mapping[str, str]) -> list[ContainerInfo]:
@@ -184,6 +198,13 @@ class SimulatedRuntime:
                     f"The image {spec.image} is not present on this host. Build or load it "
                     "first (the simulated runtime pulls nothing)."
                 )
+            image_labels = dict(self._image_labels(spec.image))
+            for key, value in spec.required_labels.items():
+                if image_labels.get(key) != value:
+                    raise ImageLabelMissingError(
+                        f"The image {spec.image} has no label {key}={value}, which this start "
+                        "needs; nothing was created."
+                    )
             if any(c.name == spec.name for c in self._containers.values()):
                 raise ContainerNameConflictError(
                     f"The container name {spec.name} is still in use by a container being "
@@ -197,7 +218,9 @@ class SimulatedRuntime:
                 org=self.org,
                 on_exit=self._on_exit,
                 on_oom=self._on_oom,
+                gated=image_labels.get(START_GATE_LABEL) == "1",
             )
+            c.labels = {**image_labels, **c.labels}  # as Docker shows them on the container
             self._containers[c.id] = c
             self._history.append(c)
             self._emit("create", c)
@@ -236,6 +259,24 @@ class SimulatedRuntime:
         c = self.container(container_id)
         return [] if c is None else c.tail(lines)
 
+    def follow_output(self, container_id: str, stop: threading.Event) -> Iterator[str]:
+        """The container's output lines as they come, until it ended or ``stop`` is set."""
+        self._check()
+        c = self.container(container_id)
+        if c is not None:
+            yield from c.follow(stop)
+
+    def put_file(self, container_id: str, path: str, content: str) -> None:
+        """Write a file into a running container (its agent may be waiting for it)."""
+        self._check()
+        c = self.container(container_id)
+        if c is None or not c.running:
+            raise ContainerOperationError(
+                f"Docker could not write {path} into {container_id[:12]}: the container is "
+                "not running"
+            )
+        c.put_file(path, content)
+
     def events(self, labels: Mapping[str, str], stop: threading.Event) -> Iterator[ContainerEvent]:
         """Yield events of containers carrying ``labels`` until ``stop`` is set."""
         q: queue.SimpleQueue[ContainerEvent] = queue.SimpleQueue()
@@ -267,6 +308,13 @@ class SimulatedRuntime:
                 self._subscribers.remove(sub)
 
     # ------------------------------------------------------------------ internals
+
+    def _image_labels(self, image: str) -> Mapping[str, str]:
+        """The labels ``image`` carries (no lock needed for the caller: it holds it)."""
+        config = self.image_configs.get(image)
+        if config is not None:
+            return config.labels
+        return {START_GATE_LABEL: "1"} if self.start_gate else {}
 
     def _check(self) -> None:
         if not self.available:
@@ -337,4 +385,4 @@ def _drain(q: queue.SimpleQueue[ContainerEvent]) -> Iterator[ContainerEvent]:
             return
 
 
-__all__ = ["DEFAULT_IMAGE", "AgentTiming", "SimContainer", "SimulatedRuntime"]
+__all__ = ["DEFAULT_IMAGE", "START_GATE_LABEL", "AgentTiming", "SimContainer", "SimulatedRuntime"]

@@ -16,7 +16,8 @@ from typing import Any, Protocol
 import docker.errors
 
 from gpuci_tui.core.protocols import ContainerSpec
-from gpuci_tui.sim.agent_program import IGNORED_ENV, AgentTiming, SimContainer
+from gpuci_tui.sim.agent_program import IGNORED_ENV
+from gpuci_tui.sim.container import AgentTiming, SimContainer
 from gpuci_tui.sim.org import SimOrg
 from gpuci_tui.sim.records import AgentStartup
 from gpuci_tui.sim.runtime import DEFAULT_IMAGE, SimulatedRuntime

@@ -30,16 +30,21 @@ LABEL_CONFIG = "io.gpuci-tui.config"
 LABEL_DEMO = "io.gpuci-tui.demo"
 LABEL_AGENT_PACKAGE = "io.gpuci-tui.agent-package"
 """The cached agent package version mounted into the container (absent: the image's agent)."""
+START_GATE_LABEL = "io.gpuci.start-gate"
+"""An *image* label: ``1`` when its start.sh waits for the daemon's go file after
+registering (dockeragent/start.sh; Docker shows it on the image's containers too)."""
 PROJECT = "gpuci-tui"
 
 TOKEN_PATH = "/run/azp/token"
+#: The go file a gated start.sh waits for (its AZP_GO_FILE), written by `ContainerRuntime.put_file`.
+GO_FILE = "/run/azp/go"
 #: Where start.sh looks for a newer agent package (read-only; its AZP_AGENT_PACKAGE_DIR default).
 AGENT_PACKAGE_DIR = "/azp/agent-package"
 DOCKER_SOCKET = "/var/run/docker.sock"
 
 __all__ = [
-    "build_spec", "config_hash", "instance_id", "instance_labels", "lane_of", "package_of", "placed",
-    "slot_gpus", "slot_of", "spec_of",
+    "build_spec", "config_hash", "gated_of", "instance_id", "instance_labels", "lane_of",
+    "package_of", "placed", "slot_gpus", "slot_of", "spec_of",
 ]  # fmt: skip
 
 
@@ -93,6 +98,7 @@ def build_spec(
     agent_dir_root: str | None = None,
     capabilities: Mapping[str, str] | None = None,
     agent_package: AgentPackageMount | None = None,
+    needs_gate: bool = False,
 ) -> ContainerSpec:
     """The container spec of ``slot``. The PAT is not part of it (see `ContainerRuntime.start`).
 
@@ -105,6 +111,8 @@ def build_spec(
     environment variables, which the agent reports as capabilities.
     ``agent_package``: a verified newer agent package from the host's cache, mounted
     read-only where start.sh prefers it to the image's agent (issue 20).
+    ``needs_gate``: the start is only safe if the image has the start gate (a fresh
+    registration next to a lane that can take a job): the image must carry the label.
     """
     agents = config.agents
     name = agent_name(config, slot, lane)
@@ -124,6 +132,8 @@ def build_spec(
         "AZP_AGENT_NAME": name,
         "AZP_TOKEN_FILE": TOKEN_PATH,
         "AZP_WORK": "_work",
+        # Where a gated start.sh waits for our go (images without the gate ignore it).
+        "AZP_GO_FILE": GO_FILE,
         "GPUCI_SLOT": str(slot),
         # The marker (reported by the agent as system capabilities): which registrations
         # are this host's and this instance's when the pool is cleaned of stale ones.
@@ -161,6 +171,7 @@ def build_spec(
         mem_limit=agents.mem_limit,
         command=command,
         extra_mounts=extra_mounts,
+        required_labels={START_GATE_LABEL: "1"} if needs_gate else {},
     )
 
 
@@ -190,6 +201,11 @@ def package_of(labels: Mapping[str, str]) -> str:
     return labels.get(LABEL_AGENT_PACKAGE, "")
 
 
+def gated_of(labels: Mapping[str, str]) -> bool:
+    """Whether a container's (or an image's) labels say its start.sh waits for our go."""
+    return labels.get(START_GATE_LABEL) == "1"
+
+
 def placed(containers: Iterable[ContainerInfo]) -> tuple[ListedContainer, ...]:
     """Each container with the slot, lane and spec its labels name, for the engine's `Listed`.
 
@@ -201,5 +217,9 @@ def placed(containers: Iterable[ContainerInfo]) -> tuple[ListedContainer, ...]:
         if number is not None:
             labels = info.labels
             lane = lane_of(labels)
-            found.append(ListedContainer(number, lane, info, spec_of(labels), package_of(labels)))
+            found.append(
+                ListedContainer(
+                    number, lane, info, spec_of(labels), package_of(labels), gated_of(labels)
+                )
+            )
     return tuple(found)

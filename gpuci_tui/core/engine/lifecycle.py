@@ -12,9 +12,10 @@ Everything here is frozen: the planner (`planner.decide`) and the transitions
 which is what lets the lifecycle be tested as tables on a fake clock.
 
 The safety rule the whole engine is built around: a lane is *capable* (could
-run a job now or take one) unless it has no container or its registration is
-known to be disabled *and* known to hold no job. At most one lane of a slot is
-ever allowed to be capable, so two jobs never share a slot's GPUs.
+run a job now or take one) unless it has no container, or its registration is
+known to be disabled *and* known to hold no job, or its container waits at the
+start gate (registered at most, no session: see `GoState`). At most one lane of
+a slot is ever allowed to be capable, so two jobs never share a slot's GPUs.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from gpuci_tui.core.engine.gpu_admission import GateKind
+from gpuci_tui.core.engine.start_gate import GoState
 from gpuci_tui.core.models import ExitInfo, HealthSnapshot, ImageUsed, JobInfo
 from gpuci_tui.core.protocols import Agent
 
@@ -91,6 +93,7 @@ class Op(StrEnum):
     ENABLE = "enable"
     DISABLE = "disable"
     CHECK = "check"
+    GO = "go"
 
 
 @dataclass(frozen=True)
@@ -142,6 +145,13 @@ class LaneRecord:
     planned and read back from its label at adoption; empty: none, or not known."""
     package: str = ""
     """The cached agent package version mounted into its container (empty: the image's)."""
+    go: GoState = GoState.NONE
+    """The container's place at the start gate (`GoState`)."""
+    said_registered: float | None = None
+    """When the current container first said its agent is registered (start.sh's line,
+    or the agent's own): a read by name after that finds it (`planning.gate.identify`)."""
+    job_seen_at: float = 0.0
+    """When the lane's job was last seen (a line or a read): an older read cannot undo it."""
     # -------------------------------------------------- the registration, as the server said
     agent_id: int | None = None
     enabled: bool | None = None
@@ -177,13 +187,18 @@ class LaneRecord:
         return self.enabled is False and self.idle_verified and self.job is None
 
     @property
+    def held(self) -> bool:
+        """The container waits at the start gate: registered at most, no session, no job."""
+        return self.live and self.go in (GoState.HELD, GoState.REFUSED)
+
+    @property
     def capable(self) -> bool:
         """The lane could run a job now or be handed one (see the module docstring).
 
         A lane whose enabling is in flight counts as capable already: the other
         lane must not be enabled in the meantime.
         """
-        return self.op is Op.ENABLE or (self.live and not self.disabled_idle)
+        return self.op is Op.ENABLE or (self.live and not self.disabled_idle and not self.held)
 
 
 @dataclass(frozen=True)
@@ -359,6 +374,12 @@ class EngineState:
     agent_package: str = ""
     """The cached agent package new containers of the configured spec get (`PackageCached`);
     empty: none, they run the image's agent."""
+    gated_specs: frozenset[str] = frozenset()
+    """Specs whose image has the start gate, as their containers' labels said."""
+
+    def gated(self, spec: str) -> bool:
+        """New containers of ``spec`` wait for our go (the spec's image has the start gate)."""
+        return spec in self.gated_specs
 
     def target_spec(self, number: int) -> str:
         """The spec slot ``number`` should run: the roll-out's word, else the configured one."""

@@ -134,6 +134,11 @@ def standby_label(slot: SlotRecord, state: EngineState) -> str:
     return "pending"
 
 
+def agent_status(lane: LaneRecord) -> str | None:
+    """The agent's status as shown: online once its container said so, else the last read's."""
+    return "online" if lane.live and lane.online else lane.status
+
+
 def agent_snapshot(slot: SlotRecord, lane: LaneRecord, state: EngineState) -> AgentSnapshot:
     """One lane, frozen."""
     return AgentSnapshot(
@@ -144,7 +149,7 @@ def agent_snapshot(slot: SlotRecord, lane: LaneRecord, state: EngineState) -> Ag
         container_id=lane.container_id,
         started_at=lane.started_at,
         agent_id=lane.agent_id,
-        agent_status=lane.status,
+        agent_status=agent_status(lane),
         agent_enabled=lane.enabled,
         job=lane.job,
         image=lane.image.reference,
@@ -185,7 +190,7 @@ def slot_snapshot(
         container_id=main.container_id,
         started_at=main.started_at,
         agent_id=main.agent_id,
-        agent_status=main.status,
+        agent_status=agent_status(main),
         agent_enabled=main.enabled,
         job=job,
         gpus=gpus,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpuci_tui.core.engine.agent_steps import AgentSaid, GiveGo, GoGiven, ReadAgent
 from gpuci_tui.core.engine.gpu_admission import GateReading
 from gpuci_tui.core.engine.lifecycle import Lane, PoolView
 from gpuci_tui.core.models import ExitInfo, ImageUsed, JobInfo
@@ -38,6 +39,8 @@ class ListedContainer:
     """The agent spec its label names (empty: no label)."""
     package: str = ""
     """The cached agent package version mounted into it (empty: the image's agent)."""
+    gated: bool = False
+    """Its image has the start gate (its labels say so)."""
 
 
 def image_used(info: ContainerInfo, known: ImageUsed | None = None) -> ImageUsed:
@@ -77,6 +80,8 @@ class Started:
     """The agent spec it was made from (empty: the one its start was planned with)."""
     package: str = ""
     """The cached agent package version mounted into it (empty: the image's agent)."""
+    gated: bool = False
+    """Its image has the start gate: its agent waits for our go (`GiveGo`) after registering."""
 
 
 @dataclass(frozen=True)
@@ -86,7 +91,9 @@ class StartFailed:
     ``conflict``: the name is still taken (retry soon); ``engine``: Docker is
     unreachable (all starts pause); ``token``: the PAT could not be read (all
     starts pause); ``pull``: the image is absent and could not be pulled (the lane
-    waits and retries; not counted); ``start``: the slot's own problem (counts
+    waits and retries; not counted); ``gate``: the start needed the image's start
+    gate and the image has none (nothing was created; the spec is planned without
+    the gate from now on, not counted); ``start``: the slot's own problem (counts
     towards parking).
     """
 
@@ -109,6 +116,8 @@ class Appeared:
     """The agent spec its label names (empty: no label)."""
     package: str = ""
     """The cached agent package version its label names (empty: the image's agent)."""
+    gated: bool = False
+    """Its image has the start gate (its labels say so)."""
 
 
 @dataclass(frozen=True)
@@ -194,6 +203,17 @@ class PoolRead:
     """A successful read of the whole pool."""
 
     view: PoolView
+
+
+@dataclass(frozen=True)
+class QueueRead:
+    """A read of the job requests alone (the queue), between two reads of the agents."""
+
+    queued_jobs: int
+    running_jobs: int
+    at: float
+    waiting: tuple[str, ...] = ()
+    """Why queued jobs wait (as `PoolView.waiting`)."""
 
 
 @dataclass(frozen=True)
@@ -299,6 +319,7 @@ Observation = (
     | EngineLost
     | EngineAnswered
     | PoolRead
+    | QueueRead
     | AgentWritten
     | AgentChecked
     | ServerFailed
@@ -306,6 +327,8 @@ Observation = (
     | CudaChecked
     | PackageCached
     | PoolRole
+    | AgentSaid
+    | GoGiven
 )
 
 # =========================================================================== actions
@@ -320,6 +343,9 @@ class StartAgent:
     spec: str = ""
     """The agent spec to make it from (the executor keeps each spec's configuration);
     empty: the configured one."""
+    gated: bool = False
+    """The start is planned for an image with the start gate, and is only safe with it:
+    an image without the gate label is refused (``StartFailed`` of kind ``gate``)."""
 
 
 @dataclass(frozen=True)
@@ -367,7 +393,16 @@ class FetchLogs:
     container_id: str
 
 
-Action = StartAgent | StopAgent | RemoveContainer | SetEnabled | CheckAgent | FetchLogs
+Action = (
+    StartAgent
+    | StopAgent
+    | RemoveContainer
+    | SetEnabled
+    | CheckAgent
+    | FetchLogs
+    | GiveGo
+    | ReadAgent
+)
 
 # =========================================================================== notes
 

@@ -22,6 +22,7 @@ from gpuci_tui.core.engine.steps import (
     Note,
     PoolRead,
     PoolRole,
+    QueueRead,
     ServerFailed,
 )
 from gpuci_tui.core.engine.timings import startup_note, with_gap
@@ -34,7 +35,7 @@ REGISTRATION_EXITS = frozenset({AGENT_ERROR, CONFIG_FAILED})
 #: What a slot that cannot start says while the organisation refuses the pool.
 ORG_WAIT = "waiting for the organisation: "
 
-ServerObservation = PoolRead | AgentWritten | AgentChecked | ServerFailed | PoolRole
+ServerObservation = PoolRead | QueueRead | AgentWritten | AgentChecked | ServerFailed | PoolRole
 
 
 def server_step(state: EngineState, obs: ServerObservation) -> tuple[EngineState, tuple[Note, ...]]:
@@ -42,6 +43,8 @@ def server_step(state: EngineState, obs: ServerObservation) -> tuple[EngineState
     match obs:
         case PoolRead():
             return pool_read(state, obs)
+        case QueueRead():
+            return queue_read(state, obs), ()
         case AgentWritten():
             return agent_written(state, obs)
         case AgentChecked():
@@ -93,7 +96,13 @@ def learn(lane: LaneRecord, agent: Agent | None, read_at: float) -> LaneRecord:
     request = agent.assigned_request if agent is not None else None
     online = agent is not None and agent.status == "online"
     if request is not None:
-        lane = replace(lane, job=job_info(request), took_job=True, online=True)
+        job = job_info(request)
+        if lane.job is not None and not lane.job.request_id:
+            job = replace(job, name=lane.job.name)  # the agent's line told of it first
+        lane = replace(lane, job=job, took_job=True, online=True, job_seen_at=read_at)
+    elif read_at < lane.job_seen_at:
+        # Began before the job was seen (an agent's line): it cannot say the job is over.
+        lane = replace(lane, online=online or lane.online)
     else:
         lane = replace(lane, job=None, online=online or lane.online)
     if lane.op is not Op.START and lane.phase is not LanePhase.STOPPING:
@@ -106,8 +115,8 @@ def learn(lane: LaneRecord, agent: Agent | None, read_at: float) -> LaneRecord:
 
 def _job_note(before: LaneRecord, after: LaneRecord, slot: int) -> Note | None:
     job = after.job
-    if job is None or (before.job is not None and before.job.request_id == job.request_id):
-        return None
+    if job is None or (before.job is not None and before.job.request_id in (0, job.request_id)):
+        return None  # known already (a job only the agent's line told of is the same job)
     return Note("job_assigned", f"{after.name} runs job {job.request_id}", slot, agent=after.name)
 
 
@@ -131,6 +140,20 @@ def pool_read(state: EngineState, obs: PoolRead) -> tuple[EngineState, tuple[Not
     return new, tuple(notes)
 
 
+def queue_read(state: EngineState, obs: QueueRead) -> EngineState:
+    """A read of the queue alone: the pool's job counts move on, its agents stay as read."""
+    if state.pool is None:
+        return state  # the first read of the pool reads its agents too
+    pool = replace(
+        state.pool,
+        queued_jobs=obs.queued_jobs,
+        running_jobs=obs.running_jobs,
+        jobs_read_at=obs.at,
+        waiting=obs.waiting,
+    )
+    return replace(state, pool=pool, server_retry_at=0.0)
+
+
 def agent_written(state: EngineState, obs: AgentWritten) -> tuple[EngineState, tuple[Note, ...]]:
     """Our PATCH of ``enabled`` returned the agent."""
     slot = state.slot(obs.slot)
@@ -144,9 +167,10 @@ def agent_written(state: EngineState, obs: AgentWritten) -> tuple[EngineState, t
         agent_id=agent.id,
         enabled=agent.enabled,
         status=agent.status,
-        # Disabled with no container: no session, so no job can reach it. With a
-        # container, a job may have been handed out just before: re-read first.
-        idle_verified=agent.enabled is False and not lane.live,
+        # Disabled with no container, or one held at the start gate: no session, so no
+        # job can reach it. Otherwise a job may have been handed out just before:
+        # re-read first.
+        idle_verified=agent.enabled is False and (not lane.live or lane.held),
         known_at=obs.at,
     )
     verb = "enabled" if agent.enabled else "disabled"

@@ -1,10 +1,21 @@
-"""The pool observer: reads the whole pool in one call per cycle and keeps Azure's health.
+"""The pool observer: reads the pool on a slow cadence and keeps Azure's health.
 
-Each cycle lists every agent of the pool (with their assigned jobs) in one
-call and hands an immutable `PoolView` to the engine; it never calls per
-slot, so the cost does not grow with the number of agents. The engine says
-when it needs the fast cycle (`set_fast`): while some lane waits for a fact
-only a fresh read can give.
+The host learns first from its own side (Docker's events, the agents' own
+output lines); the organisation's reads confirm and fill in. A read lists
+every agent of the pool (with their assigned jobs) in one call and hands an
+immutable `PoolView` to the engine; it never calls per slot, so the cost does
+not grow with the number of agents. When it reads:
+
+* the agents every ``poll_interval`` (periodic), counted from the last read;
+* once more after a job ends here (`job_ended`): one read `JOB_END_READ_DELAY`
+  later, which the job ends around it share (never closer than `MIN_READ_GAP`);
+* at once after a command (`poll_soon`);
+* the queue (job requests) every third ``poll_interval``, at most every
+  `JOBREQUESTS_INTERVAL`; on an idle host that read takes the periodic agents
+  read's turn, so one call goes out per cycle (6 a minute at 10 s).
+
+A fact only the organisation has (a new registration's id) is read by the
+engine's `ReadAgent` (one agent, by name), through the executor.
 
 Failures never stop local replenishing: the observer backs off (longer for
 auth failures, as told for rate limits) and the health says why. The
@@ -26,7 +37,7 @@ from collections.abc import Callable
 from gpuci_tui.core.azure.demands import waiting_for_agents
 from gpuci_tui.core.engine.agent_versions import demanded_version
 from gpuci_tui.core.engine.lifecycle import PoolView
-from gpuci_tui.core.engine.steps import Observation, PoolRead, PoolRole
+from gpuci_tui.core.engine.steps import Observation, PoolRead, PoolRole, QueueRead
 from gpuci_tui.core.errors import (
     AzureAuthError,
     AzureError,
@@ -48,13 +59,15 @@ from gpuci_tui.core.secrets.credentials import Credential, renewal_due
 
 log = logging.getLogger("gpuci_tui.supervisor.azure")
 
-#: Read interval while the engine waits for a server-side fact.
-FAST_INTERVAL = 1.0
-#: Job requests (queue depth) are read this often while no job starts or ends here.
+#: Job requests (queue depth) are read every this many periodic cycles ...
+JOBREQUESTS_CYCLES = 3
+#: ... and at least this often.
 JOBREQUESTS_INTERVAL = 30.0
-#: After a job started or ended here, the queue is read again, but not sooner than this
-#: after its last read (a burst of job ends costs one read, not one per job).
-JOBREQUESTS_MIN_GAP = 2.0
+#: After a job ended here the agents are read this much later (the next job on the slot
+#: is assigned by then, and the job ends around it share the read).
+JOB_END_READ_DELAY = 1.0
+#: Reads of the agents asked for by job ends are at least this far apart.
+MIN_READ_GAP = 2.0
 MAX_ERROR_BACKOFF = 60.0
 #: While someone listens (`on_capabilities`), one cycle this often reads the agents with
 #: their capabilities (the stale-registration check): the answer is larger, so not every cycle.
@@ -91,6 +104,8 @@ class PoolObserver:
         self.pool_name = pool_name
         self.clock = clock
         self.interval = interval
+        self.queue_interval = min(JOBREQUESTS_INTERVAL, JOBREQUESTS_CYCLES * interval)
+        """Seconds between reads of the queue."""
         self.health = HealthSnapshot()
         self.pool_id: int | None = None
         self._pool: Pool | None = None
@@ -100,11 +115,14 @@ class PoolObserver:
         """Why the organisation refuses our identity the pool (empty: it does not)."""
         self._report = report
         self._wake = asyncio.Event()
-        self._fast_for: dict[object, bool] = {}
         self._error_streak = 0
         self._pat_warned = ""
         self._next_jobrequests = 0.0
         self._jobs_read_at: float | None = None
+        self._next_agents = 0.0
+        self._agents_read_at: float | None = None
+        self._asked_at: float | None = None
+        """A read of the agents asked for (a job end, a command) is due then."""
         self._queued = 0
         self._waiting: tuple[str, ...] = ()
         self._running = 0
@@ -117,22 +135,29 @@ class PoolObserver:
     # ------------------------------------------------------------------ steering
 
     def poll_soon(self) -> None:
-        """Read now (after a command)."""
-        self._wake.set()
+        """Read the agents now (after a command)."""
+        self._ask(self.clock())
 
-    def jobs_changed(self) -> None:
-        """A job started or ended here: the queue and running counts are stale, read them soon.
+    def job_ended(self) -> None:
+        """A job ended here: read the agents once, soon, in a read the ends around it share.
 
-        The read comes with the next cycle, which this wakes; the queue is read
-        again no sooner than `JOBREQUESTS_MIN_GAP` after its last read. Nothing
-        while the organisation is backing off: the backoff decides when to call.
+        The read confirms and fills in what the host saw (the next job's request and
+        queue times). Nothing while the organisation is backing off: the backoff
+        decides when to call. The queue is not read for it: it stays periodic.
         """
         if self.blocked_until() > self.clock() or self.health.state is not HealthState.OK:
             return
-        if self._jobs_read_at is not None:
-            due = self._jobs_read_at + JOBREQUESTS_MIN_GAP
-            self._next_jobrequests = min(self._next_jobrequests, due)
-        self._wake.set()
+        at = self.clock() + JOB_END_READ_DELAY
+        if self._agents_read_at is not None:
+            at = max(at, self._agents_read_at + MIN_READ_GAP)
+        if self._asked_at is None:
+            self._ask(at)
+
+    def _ask(self, at: float) -> None:
+        """A read of the agents is wanted at ``at`` (the earliest such wish wins)."""
+        if self._asked_at is None or at < self._asked_at:
+            self._asked_at = at
+            self._wake.set()
 
     def check_role_soon(self) -> None:
         """A registration failed (or a write got a 403): ask whether the role is still there.
@@ -151,17 +176,7 @@ class PoolObserver:
     def want_capabilities(self) -> None:
         """Read the agents with their capabilities now (a dry run or prune asked for them)."""
         self._next_capabilities = 0.0
-        self._wake.set()
-
-    def set_fast(self, fast: bool, client: object = None) -> None:
-        """Use the fast cycle while some client (a supervisor sharing this pool) asks for it.
-
-        A switch to fast reads at once.
-        """
-        was = self.fast
-        self._fast_for[client] = fast
-        if fast and not was:
-            self._wake.set()
+        self._ask(self.clock())
 
     def blocked_until(self) -> float:
         """Until when calls other than this observer's reads wait (0.0: they may go now).
@@ -177,22 +192,17 @@ class PoolObserver:
             return 0.0
         return max(self.health.retry_at, self.clock() + PROBE_WAIT)
 
-    @property
-    def fast(self) -> bool:
-        """Whether the fast cycle is on."""
-        return any(self._fast_for.values())
-
     # ------------------------------------------------------------------ loop
 
     async def run(self, deliver: Callable[[Observation], None]) -> None:
         """Read until cancelled, handing every successful read to ``deliver``."""
         while True:
-            delay = await self.cycle(deliver)
             self._wake.clear()
+            delay = await self.cycle(deliver) if self.due() else self.until_due()
             if self.blocked_until() > self.clock():
-                # A backoff is not cut short by a wake: a command or a lane that wants
-                # the fast cycle during an outage would otherwise hammer a failing
-                # organisation (or ignore its Retry-After).
+                # A backoff is not cut short by a wake: a command or a job end during
+                # an outage would otherwise hammer a failing organisation (or ignore
+                # its Retry-After).
                 await asyncio.sleep(delay)
                 continue
             # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a
@@ -202,50 +212,89 @@ class PoolObserver:
                 async with asyncio.timeout(delay):
                     await self._wake.wait()
 
+    def due(self) -> bool:
+        """Some read is due now (agents, queue or the role check)."""
+        return self.until_due() <= 0.0
+
+    def until_due(self) -> float:
+        """Seconds until the next read is due (0.0: now)."""
+        times = [self._next_agents, self._next_jobrequests]
+        if self._pool is not None and isinstance(self.api, PoolRoleApi):
+            times.append(self._next_role)
+        if self._asked_at is not None:
+            times.append(self._asked_at)
+        if self.on_capabilities is not None:
+            times.append(self._next_capabilities)
+        return max(0.0, min(times) - self.clock())
+
     async def cycle(self, deliver: Callable[[Observation], None]) -> float:
-        """One read of the pool; returns the delay until the next."""
+        """The reads that are due, in one go; returns the delay until the next."""
         try:
             if self.pool_id is None:
                 pool = await asyncio.to_thread(self.api.resolve_pool, self.pool_name)
                 self.pool_id, self._pool = pool.id, pool
             began = self.clock()
             full = self.on_capabilities is not None and began >= self._next_capabilities
+            read_agents, read_queue = self._reads_due(began, full)
+            agents = None
             if full:
                 # The same one call, with capabilities: the stale check costs no extra read.
                 agents = await asyncio.to_thread(
                     self.api.list_agents, self.pool_id, include_capabilities=True
                 )
-            else:
+            elif read_agents:
                 agents = await asyncio.to_thread(self.api.list_agents, self.pool_id)
-            if began >= self._next_jobrequests:
+            if read_queue:
                 requests = await asyncio.to_thread(self.api.list_job_requests, self.pool_id)
                 self._count_requests(requests)
                 self._jobs_read_at = began
-                self._next_jobrequests = began + JOBREQUESTS_INTERVAL
+                self._next_jobrequests = began + self.queue_interval
             role = await self._check_role(began)
         except AzureError as exc:
             if isinstance(exc, AzureNotFoundError):
                 self.pool_id = None  # the pool was deleted or renamed: resolve it again
             return self.failed(exc)
         self.answered()
-        view = PoolView(
-            pool_id=self.pool_id,
-            began_at=began,
-            agents=tuple(agents),
-            queued_jobs=self._queued,
-            running_jobs=self._running,
-            jobs_read_at=self._jobs_read_at,
-            waiting=self._waiting,
-        )
-        deliver(PoolRead(view))
+        if agents is not None:
+            self._read_agents_at(began)
+            view = PoolView(
+                pool_id=self.pool_id,
+                began_at=began,
+                agents=tuple(agents),
+                queued_jobs=self._queued,
+                running_jobs=self._running,
+                jobs_read_at=self._jobs_read_at,
+                waiting=self._waiting,
+            )
+            deliver(PoolRead(view))
+            if full and self.on_capabilities is not None:
+                self._next_capabilities = began + CAPABILITIES_INTERVAL
+                self.on_capabilities(view.agents, began)
+        elif read_queue:
+            deliver(QueueRead(self._queued, self._running, began, self._waiting))
         if role is not None:
             deliver(role)
-        if full and self.on_capabilities is not None:
-            self._next_capabilities = began + CAPABILITIES_INTERVAL
-            self.on_capabilities(view.agents, began)
-        delay = FAST_INTERVAL if self.fast else self.interval
-        # A queue read asked for by a job change and held back by the gap comes on time.
-        return max(0.0, min(delay, self._next_jobrequests - self.clock()))
+        return self.until_due()
+
+    def _reads_due(self, began: float, full: bool) -> tuple[bool, bool]:
+        """Whether the agents and the queue are to be read in the cycle beginning now."""
+        asked = self._asked_at is not None and began >= self._asked_at
+        first = self._agents_read_at is None
+        periodic = began >= self._next_agents
+        queue = began >= self._next_jobrequests
+        if queue and periodic and not (asked or first or full):
+            # Nothing asked for the agents: the queue's read takes the periodic one's
+            # turn (one call per cycle while idle), the agents come next cycle.
+            self._next_agents = began + self.interval
+            return False, True
+        return first or asked or periodic or full, queue
+
+    def _read_agents_at(self, began: float) -> None:
+        """The agents were read at ``began``: the periodic read and the wishes start over."""
+        self._agents_read_at = began
+        self._next_agents = began + self.interval
+        if self._asked_at is not None and self._asked_at <= began:
+            self._asked_at = None
 
     async def _check_role(self, began: float) -> PoolRole | None:
         """Ask whether our identity may manage the pool, when a check is due (one GET)."""
