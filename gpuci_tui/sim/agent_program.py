@@ -5,9 +5,9 @@ replace, delete the token, one job, heartbeats, exit codes) so the supervisor
 sees the same behaviour from the in-process runtime as from real containers.
 It prints the real agent's own lines, behind its UTC timestamp (``Listening for
 Jobs``, ``Running job: NAME``, ``Job NAME completed with result: Succeeded``),
-and, when its image has the start gate and AZP_GO_FILE is set, waits after
-registering for that file as dockeragent/start.sh does, saying so in start.sh's
-words. A job of kind ``fake_completed`` prints a "completed" line halfway, as a
+and, when AZP_GO_FILE is set (the daemon sets it only for an image with the
+start gate label), waits after registering for that file as
+dockeragent/start.sh does, saying so in start.sh's words. A job of kind ``fake_completed`` prints a "completed" line halfway, as a
 job writing to the container's output could.
 
 Exit codes: 0 after a job; 12 left to update the agent (the server required a
@@ -125,7 +125,7 @@ def _main(c: SimContainer, org: SimOrg, timing: AgentTiming) -> int:
     c.agent_id = agent_id
     c.log(f"registered as {name} (id {agent_id})")
     go_file = env.get("AZP_GO_FILE", "")
-    if go_file and c.gated and not _go_given(c, name, go_file):
+    if go_file and not _go_given(c, name, go_file):
         c.log("SIGTERM before the session was opened: registered, offline")
         return 143
     # run.sh starting: the agent is offline until its session is open.

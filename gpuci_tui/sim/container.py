@@ -69,7 +69,6 @@ class SimContainer:
         org: SimOrg,
         on_exit: Callable[[SimContainer], None],
         on_oom: Callable[[SimContainer], None],
-        gated: bool = False,
     ) -> None:
         self.id = id
         self.spec = spec
@@ -104,8 +103,6 @@ class SimContainer:
         self._logged = 0
         """Lines ever logged (the first kept one is number ``_logged - len(_logs)``)."""
         self._output = threading.Condition()
-        self.gated = gated
-        """Its image has the start gate: with AZP_GO_FILE set, the agent waits for that file."""
         self.files: dict[str, str] = {}
         """Files written into it after its start (`put_file`), by path."""
         self.files_changed = threading.Event()

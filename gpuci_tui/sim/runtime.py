@@ -154,17 +154,17 @@ class SimulatedRuntime:
             return image in self.images or image in self.broken_images
 
     def image_config(self, image: str) -> ImageConfig | None:
-        """The entry of ``image_configs``; a present image without one declares nothing."""
+        """The entry of ``image_configs``; a present image without one declares the defaults.
+
+        The defaults: the emulators' agent version, and the start gate unless
+        ``start_gate`` is False (as the emulator image says of itself).
+        """
         self._check()
         with self._lock:
             if image in self.image_configs:
                 return self.image_configs[image]
             if image in self.images or image in self.broken_images:
-                # The agent program bakes the emulators' agent, as the emulator image says.
-                labels = {AGENT_VERSION_LABEL: BAKED_AGENT_VERSION}
-                if self.start_gate:
-                    labels[START_GATE_LABEL] = "1"
-                return ImageConfig(f"sha256:sim-{image}", {}, labels)
+                return ImageConfig(f"sha256:sim-{image}", {}, self._image_labels(image))
             return None
 
     def list_containers(self, labels: Mapping[str, str]) -> list[ContainerInfo]:
@@ -198,7 +198,7 @@ class SimulatedRuntime:
                     f"The image {spec.image} is not present on this host. Build or load it "
                     "first (the simulated runtime pulls nothing)."
                 )
-            image_labels = dict(self._image_labels(spec.image))
+            image_labels = self._image_labels(spec.image)
             for key, value in spec.required_labels.items():
                 if image_labels.get(key) != value:
                     raise ImageLabelMissingError(
@@ -218,7 +218,6 @@ class SimulatedRuntime:
                 org=self.org,
                 on_exit=self._on_exit,
                 on_oom=self._on_oom,
-                gated=image_labels.get(START_GATE_LABEL) == "1",
             )
             c.labels = {**image_labels, **c.labels}  # as Docker shows them on the container
             self._containers[c.id] = c
@@ -309,12 +308,16 @@ class SimulatedRuntime:
 
     # ------------------------------------------------------------------ internals
 
-    def _image_labels(self, image: str) -> Mapping[str, str]:
-        """The labels ``image`` carries (no lock needed for the caller: it holds it)."""
+    def _image_labels(self, image: str) -> dict[str, str]:
+        """The labels ``image`` carries (the caller holds the lock)."""
         config = self.image_configs.get(image)
         if config is not None:
-            return config.labels
-        return {START_GATE_LABEL: "1"} if self.start_gate else {}
+            return dict(config.labels)
+        # The agent program bakes the emulators' agent, as the emulator image says.
+        labels = {AGENT_VERSION_LABEL: BAKED_AGENT_VERSION}
+        if self.start_gate:
+            labels[START_GATE_LABEL] = "1"
+        return labels
 
     def _check(self) -> None:
         if not self.available:

@@ -31,8 +31,11 @@ LABEL_DEMO = "io.gpuci-tui.demo"
 LABEL_AGENT_PACKAGE = "io.gpuci-tui.agent-package"
 """The cached agent package version mounted into the container (absent: the image's agent)."""
 START_GATE_LABEL = "io.gpuci.start-gate"
-"""An *image* label: ``1`` when its start.sh waits for the daemon's go file after
-registering (dockeragent/start.sh; Docker shows it on the image's containers too)."""
+"""An *image* label: ``1`` when its start.sh honours AZP_GO_FILE (dockeragent/start.sh:
+after registering it waits for that file before the agent may start)."""
+LABEL_GATED = "io.gpuci-tui.gated"
+"""``1`` on a container started with the start gate (AZP_GO_FILE set, its image's label
+checked at the start): its agent waits for our go. Absent: it starts on its own."""
 PROJECT = "gpuci-tui"
 
 TOKEN_PATH = "/run/azp/token"
@@ -43,8 +46,8 @@ AGENT_PACKAGE_DIR = "/azp/agent-package"
 DOCKER_SOCKET = "/var/run/docker.sock"
 
 __all__ = [
-    "build_spec", "config_hash", "gated_of", "instance_id", "instance_labels", "lane_of",
-    "package_of", "placed", "slot_gpus", "slot_of", "spec_of",
+    "build_spec", "config_hash", "gated_of", "image_gated", "instance_id", "instance_labels",
+    "lane_of", "package_of", "placed", "slot_gpus", "slot_of", "spec_of",
 ]  # fmt: skip
 
 
@@ -98,7 +101,7 @@ def build_spec(
     agent_dir_root: str | None = None,
     capabilities: Mapping[str, str] | None = None,
     agent_package: AgentPackageMount | None = None,
-    needs_gate: bool = False,
+    gate: bool = False,
 ) -> ContainerSpec:
     """The container spec of ``slot``. The PAT is not part of it (see `ContainerRuntime.start`).
 
@@ -111,8 +114,9 @@ def build_spec(
     environment variables, which the agent reports as capabilities.
     ``agent_package``: a verified newer agent package from the host's cache, mounted
     read-only where start.sh prefers it to the image's agent (issue 20).
-    ``needs_gate``: the start is only safe if the image has the start gate (a fresh
-    registration next to a lane that can take a job): the image must carry the label.
+    ``gate``: start it with the start gate: AZP_GO_FILE is set, the container is
+    labelled `LABEL_GATED`, and the image must carry `START_GATE_LABEL` (else the start
+    is refused before anything is created), so a gated container always waits.
     """
     agents = config.agents
     name = agent_name(config, slot, lane)
@@ -132,8 +136,6 @@ def build_spec(
         "AZP_AGENT_NAME": name,
         "AZP_TOKEN_FILE": TOKEN_PATH,
         "AZP_WORK": "_work",
-        # Where a gated start.sh waits for our go (images without the gate ignore it).
-        "AZP_GO_FILE": GO_FILE,
         "GPUCI_SLOT": str(slot),
         # The marker (reported by the agent as system capabilities): which registrations
         # are this host's and this instance's when the pool is cleaned of stale ones.
@@ -142,6 +144,9 @@ def build_spec(
     }
     for key, value in (capabilities or {}).items():
         environment.setdefault(key, value)  # never over the agent's own settings
+    if gate:
+        environment["AZP_GO_FILE"] = GO_FILE
+        labels[LABEL_GATED] = "1"
     volumes = tuple(VolumeMount(v.host, v.container, v.env) for v in agents.volumes)
     if agent_package is not None:
         volumes += (VolumeMount(agent_package.host, AGENT_PACKAGE_DIR, "AZP_AGENT_PACKAGE_DIR"),)
@@ -171,7 +176,7 @@ def build_spec(
         mem_limit=agents.mem_limit,
         command=command,
         extra_mounts=extra_mounts,
-        required_labels={START_GATE_LABEL: "1"} if needs_gate else {},
+        required_labels={START_GATE_LABEL: "1"} if gate else {},
     )
 
 
@@ -202,7 +207,12 @@ def package_of(labels: Mapping[str, str]) -> str:
 
 
 def gated_of(labels: Mapping[str, str]) -> bool:
-    """Whether a container's (or an image's) labels say its start.sh waits for our go."""
+    """Whether a container's labels say it was started with the start gate (`LABEL_GATED`)."""
+    return labels.get(LABEL_GATED) == "1"
+
+
+def image_gated(labels: Mapping[str, str]) -> bool:
+    """Whether an image's labels say its start.sh honours the start gate."""
     return labels.get(START_GATE_LABEL) == "1"
 
 

@@ -20,11 +20,14 @@ from datetime import datetime
 from gpuci_tui.core.engine.steps import JobEnded
 from gpuci_tui.core.errors import GpuciError
 from gpuci_tui.core.gpu.accounting import JobAccountant, JobGpuStats, key_of
+from gpuci_tui.core.models import JobInfo
 from gpuci_tui.core.protocols import AgentPoolApi, JobRequest
 from gpuci_tui.core.store.history import JobHistory, JobRecord
 
 log = logging.getLogger("gpuci_tui.history")
 
+#: Seconds the organisation's clock may be behind ours when a job's times are compared.
+CLOCK_SLACK = 5.0
 #: How long a row waits for an organisation in backoff before it is written without
 #: the server's view of the job (result, pipeline, queue wait).
 MAX_WAIT_FOR_SERVER = 300.0
@@ -46,7 +49,7 @@ def job_record(
 ) -> JobRecord:
     """The history row of ``ended`` (``request``: its job request as the server has it)."""
     job, info = ended.job, ended.exit
-    if request is not None and job is not None and request.request_id != job.request_id:
+    if request is not None and not _same_job(request, job, ended.started_at):
         request = None  # the agent's last job is not this one: trust what we saw
     record = JobRecord(
         instance=instance,
@@ -73,6 +76,23 @@ def job_record(
         repo_digest=ended.image.repo_digest or None,
     )
     return record.with_gpu(gpu) if gpu is not None else record
+
+
+def _same_job(request: JobRequest, job: JobInfo | None, started_at: float | None) -> bool:
+    """Whether the agent's last finished request is the job its container ran.
+
+    By id when a read saw the job; when only the agent's line told of it (no id
+    yet), by time: assigned after the container started (one job per container).
+    """
+    if job is not None and job.request_id:
+        return request.request_id == job.request_id
+    if started_at is None or not request.assign_time:
+        return True
+    try:
+        assigned = datetime.fromisoformat(request.assign_time).timestamp()
+    except ValueError:
+        return True
+    return assigned >= started_at - CLOCK_SLACK
 
 
 class JobRecorder:

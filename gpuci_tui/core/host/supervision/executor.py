@@ -12,7 +12,7 @@ import os
 from collections.abc import Awaitable, Callable, Mapping
 
 from gpuci_tui.core.config.loader import Config, config_hash
-from gpuci_tui.core.docker.agentspec import GO_FILE, build_spec, gated_of
+from gpuci_tui.core.docker.agentspec import GO_FILE, build_spec, gated_of, image_gated
 from gpuci_tui.core.engine.agent_steps import GiveGo, GoGiven, ReadAgent
 from gpuci_tui.core.engine.lifecycle import Lane
 from gpuci_tui.core.engine.steps import (
@@ -94,6 +94,8 @@ class Executor:
         self.capabilities: Callable[[Config, int], Mapping[str, str]] | None = None
         """The slot's GPU capabilities, given to its agents as environment (set by assembly)."""
         self.agent_package = agent_package
+        self._image_gates: dict[str, bool] = {}
+        """Whether each image reference honours the start gate, as last seen."""
 
     async def run(self, action: Action) -> Observation | None:
         """Carry out ``action``."""
@@ -152,7 +154,9 @@ class Executor:
             agent_dir_root=self.agent_dir_root,
             capabilities=found,
             agent_package=package,
-            needs_gate=gated,
+            # With the gate whenever the image has it (checked again by the start);
+            # always when the engine planned the start as gated (it relies on it).
+            gate=gated or await self._image_gated(config.agents.image),
         )
         root = self.agent_dir_root
         for host, _target, _mode in spec.extra_mounts:
@@ -165,6 +169,7 @@ class Executor:
         except ContainerNameConflictError as exc:
             return StartFailed(slot, lane, "conflict", str(exc), self.clock())
         except ImageLabelMissingError as exc:
+            self._image_gates[spec.image] = False
             return StartFailed(slot, lane, "gate", str(exc), self.clock())
         except RuntimeUnavailableError as exc:
             return StartFailed(slot, lane, "engine", str(exc), self.clock())
@@ -172,6 +177,7 @@ class Executor:
             reason = await self._no_pull(str(exc), spec.image)
             return StartFailed(slot, lane, "start", reason, self.clock())
         at = info.started_at or self.clock()
+        self._image_gates[spec.image] = image_gated(info.labels)  # the image as it ran
         mounted = package.version if package is not None else ""
         return Started(
             slot,
@@ -183,6 +189,19 @@ class Executor:
             mounted,
             gated_of(info.labels),
         )
+
+    async def _image_gated(self, image: str) -> bool:
+        """Whether ``image`` has the start gate: its label, read once, then as each start saw it."""
+        if image not in self._image_gates:
+            inspect = getattr(self.runtime, "image_config", None)
+            try:
+                found = await asyncio.to_thread(inspect, image) if inspect is not None else None
+            except Exception:  # noqa: BLE001 - unknown: started without the gate, as before
+                found = None
+            if found is None:
+                return False  # absent (to be pulled) or not readable: asked again next time
+            self._image_gates[image] = image_gated(found.labels)
+        return self._image_gates[image]
 
     async def _no_pull(self, message: str, image: str) -> str:
         """``message``, plus why no pull starts when the image is missing and the disk is full."""
