@@ -11,6 +11,7 @@ from dataclasses import replace
 from gpuci_tui.core.engine.agent_exit import AGENT_UPDATING, describe
 from gpuci_tui.core.engine.lifecycle import LaneRecord, SlotRecord
 from gpuci_tui.core.engine.settings import SupervisorConfig
+from gpuci_tui.core.engine.start_gate import GoState
 from gpuci_tui.core.models import ExitInfo
 from gpuci_tui.core.protocols import ContainerInfo
 
@@ -110,6 +111,8 @@ def settle_exit(
         return left_to_update(slot, lane.started_at, at), True
     if failure:
         return count_failure(slot, f"failed ({reason})", reason, at, rules), False
+    if lane.go is GoState.REFUSED:
+        return slot, False  # stopped because its go failed: counted then, not forgiven now
     slot = forgive(slot)
     # A job ran: a later update exit is a new update, not a repeat of this one.
     return (replace(slot, update_exit_at=None) if lane.took_job else slot), False

@@ -21,6 +21,7 @@ from gpuci_tui.core.engine.lifecycle import (
 )
 from gpuci_tui.core.engine.rollout.views import rollout_snapshots
 from gpuci_tui.core.engine.standby.auto import depth_text
+from gpuci_tui.core.engine.start_gate import GoState
 from gpuci_tui.core.gpu_readings import JobGpuNow
 from gpuci_tui.core.models import (
     AgentSnapshot,
@@ -155,6 +156,7 @@ def agent_snapshot(slot: SlotRecord, lane: LaneRecord, state: EngineState) -> Ag
         image=lane.image.reference,
         image_id=lane.image.image_id,
         repo_digest=lane.image.repo_digest,
+        start_gate=lane.live and lane.go is not GoState.NONE,
     )
 
 

@@ -68,6 +68,13 @@ def prepare_held(draft: Draft, lane: LaneRecord) -> None:
         draft.check(lane)
 
 
+def stop_refused(draft: Draft) -> None:
+    """Stop every container of the slot whose go could not be written (a failed start)."""
+    for lane in draft.slot.lanes:
+        if lane.held and lane.go is GoState.REFUSED and not draft.claimed(lane):
+            stop_held(draft, lane)
+
+
 def stop_held(draft: Draft, lane: LaneRecord) -> None:
     """Stop a container at the gate: no session, so no job; no read needed first."""
     if lane.container_id is not None and lane.phase is not LanePhase.STOPPING:

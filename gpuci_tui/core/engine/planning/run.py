@@ -37,6 +37,7 @@ from gpuci_tui.core.engine.planning.gate import (
     prepare_held,
     resend_assumed,
     stop_held,
+    stop_refused,
 )
 from gpuci_tui.core.engine.standby.auto import registering, unused_why, within_cap
 from gpuci_tui.core.engine.steps import (
@@ -100,6 +101,7 @@ def plan_run(draft: Draft) -> None:
     def leaving(lane: LaneRecord) -> bool:
         return lane.container_id is not None and lane.container_id in slot.restart_ids
 
+    stop_refused(draft)
     capable = [lane for lane in slot.lanes if lane.capable]
     if len(capable) > 1:
         _settle_conflict(draft, capable, used)
@@ -242,11 +244,14 @@ def _bootstrap(draft: Draft, lane: LaneRecord, active: LaneRecord | None) -> Non
     """Register a lane name for the first time, for an image without the start gate.
 
     Its registration comes up enabled and takes a job at once: so only while the
-    slot's other lanes can take none (the active one set aside, disabled and idle).
+    slot is idle (no job running, none queued) and its other lanes can take none
+    (the active one set aside, disabled and idle).
     """
     if active is None or not active.capable or draft.claimed(active):
         return
-    if draft.slot.intent is not Intent.RUN or active.job is not None:
+    pool = draft.state.pool
+    queued = pool is not None and pool.queued_jobs > 0
+    if draft.slot.intent is not Intent.RUN or active.job is not None or queued:
         draft.say(f"standby: {lane.name} is registered once {active.name} has no job")
         return
     if active.enabled is not False and active.phase is LanePhase.READY:
