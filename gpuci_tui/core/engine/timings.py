@@ -4,12 +4,13 @@ The engine stays pure: it only puts the seconds on the notes it emits anyway
 (`Note.seconds`), and the host's metrics record them as histograms
 (``gpuci_slot_startup_seconds``, ``gpuci_slot_job_gap_seconds``).
 
-- **Start-up**: from a lane's container start to the first pool read that
-  shows its agent online (``agent_online`` note). Measured only when an earlier
-  fact about the registration since that start said "not online": an adopted
+- **Start-up**: from a lane's container start to its agent seen online
+  (``agent_online`` note): its own ``Listening for Jobs`` line as it is read
+  (`transitions.output`; exact to the follower's latency), else the first pool
+  read that shows it online. From a read, measured only when an earlier fact
+  about the registration since that start said "not online": an adopted
   container (a daemon restart) started long before anyone looked, and its
-  "start-up" would be the daemon's downtime. While an agent boots the pool is
-  read every second (`planner.FAST_POLL`), so this is exact to about a second.
+  "start-up" would be the daemon's downtime (a replayed line says the same).
 - **Next-job gap**: from the exit of a container that ran a job to the
   assignment of the slot's next job (the ``job_assigned`` note of any of its
   lanes), at the server's assignment time when it gives one, else at the read

@@ -161,6 +161,7 @@ def _choose_active(
         if lane.live
         and lane.disabled_idle
         and not lane.held
+        and not lane.took_job  # ran its one job (--once): it is leaving
         and not leaving(lane)
         and lane.phase is not LanePhase.STOPPING
         and not left_behind(draft.state, draft.slot, lane)
