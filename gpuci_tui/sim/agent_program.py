@@ -284,6 +284,9 @@ def _run_job(
             result = "canceled"
             break
     _note_term(c, rid, noted)
+    # The real agent prints this as its job's worker ends, before it reports the result.
+    said = _SAID_RESULTS.get(result, result)
+    c.log(agent_line(f"Job {ticket.pipeline} completed with result: {said}"))
     if not _reachable(org):
         c.log(f"could not report job {rid}: cannot reach {url}")
     else:
@@ -292,8 +295,6 @@ def _run_job(
         except SimSessionError as exc:
             c.log(f"error: job {rid} lost its agent session: {exc}")
             return 1
-    said = _SAID_RESULTS.get(result, result)
-    c.log(agent_line(f"Job {ticket.pipeline} completed with result: {said}"))
     c.log(f"job {rid} {result}")
     if _reachable(org):
         c.call(org.offline, agent_id, key)

@@ -304,6 +304,14 @@ request_id=$JOB
 done
 
 note_term
+# The real agent prints this as its job's worker ends, before it reports the result.
+case $RESULT in
+  succeeded) SAID=Succeeded ;;
+  failed) SAID=Failed ;;
+  canceled) SAID=Canceled ;;
+  *) SAID=$RESULT ;;
+esac
+say "Job $PIPELINE completed with result: $SAID"
 post "$RESP" finish "agent_id=$AGENT_ID
 session=$SESSION
 request_id=$JOB
@@ -315,13 +323,6 @@ case $CODE in
   000) log "could not report job $JOB: cannot reach $AZP_URL" ;;
   *) log "could not report job $JOB (HTTP $CODE)" ;;
 esac
-case $RESULT in
-  succeeded) SAID=Succeeded ;;
-  failed) SAID=Failed ;;
-  canceled) SAID=Canceled ;;
-  *) SAID=$RESULT ;;
-esac
-say "Job $PIPELINE completed with result: $SAID"
 log "job $JOB $RESULT"
 go_offline
 rm -f "$RESP"

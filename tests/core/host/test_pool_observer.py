@@ -17,6 +17,8 @@ from gpuci_tui.core.host.observers.pool import (
     JOB_END_READ_DELAY,
     MIN_READ_GAP,
     PROBE_WAIT,
+    QUEUE_AFTER_START,
+    QUEUE_AFTER_START_GAP,
     PoolObserver,
 )
 from gpuci_tui.core.models import HealthState
@@ -171,3 +173,29 @@ def test_after_a_backoff_only_the_observers_read_probes_the_organisation() -> No
     assert observer.blocked_until() == now[0] + PROBE_WAIT, "the probe has not answered yet"
     observer.answered()
     assert observer.blocked_until() == 0.0
+
+
+async def test_a_job_start_brings_the_queue_read_forward_once_per_10_s() -> None:
+    """A burst shows a second after its first job; a busy host reads its queue ~6 times/min."""
+    now = [1000.0]
+    api = CountingApi()
+    observer = observer_on(api, lambda: now[0])
+    await observer.cycle(lambda obs: None)  # agents and queue
+    assert api.request_reads == 1
+    now[0] += 2.0
+    observer.job_started()  # the first job of a burst: the queue a moment later
+    assert observer.until_due() == pytest.approx(QUEUE_AFTER_START)
+    now[0] += QUEUE_AFTER_START
+    await observer.cycle(lambda obs: None)
+    assert api.request_reads == 2
+    now[0] += 1.0
+    observer.job_started()  # the burst's next jobs: no read of their own
+    # The periodic agents read is next, at 1010.
+    assert observer.until_due() == pytest.approx(10.0 - 2.0 - QUEUE_AFTER_START - 1.0)
+    now[0] += QUEUE_AFTER_START_GAP
+    observer.job_started()  # ten seconds on, still busy: the queue again
+    assert observer.until_due() == pytest.approx(0.0)
+    await observer.cycle(lambda obs: None)
+    now[0] += QUEUE_AFTER_START
+    await observer.cycle(lambda obs: None)
+    assert api.request_reads == 3

@@ -12,7 +12,10 @@ not grow with the number of agents. When it reads:
 * at once after a command (`poll_soon`);
 * the queue (job requests) every third ``poll_interval``, at most every
   `JOBREQUESTS_INTERVAL`; on an idle host that read takes the periodic agents
-  read's turn, so one call goes out per cycle (6 a minute at 10 s).
+  read's turn, so one call goes out per cycle (6 a minute at 10 s). A job that
+  starts here brings it forward (`job_started`) to a moment later, once per
+  `QUEUE_AFTER_START_GAP`: a burst is seen right after its first job, and a
+  busy host reads its queue about six times a minute.
 
 A fact only the organisation has (a new registration's id) is read by the
 engine's `ReadAgent` (one agent, by name), through the executor.
@@ -68,6 +71,10 @@ JOBREQUESTS_INTERVAL = 30.0
 JOB_END_READ_DELAY = 1.0
 #: Reads of the agents asked for by job ends are at least this far apart.
 MIN_READ_GAP = 2.0
+#: A job start brings the queue read this close (a burst's jobs are queued together)…
+QUEUE_AFTER_START = 0.25
+#: … once per this many seconds (the periodic read is pushed back by each read).
+QUEUE_AFTER_START_GAP = 10.0
 MAX_ERROR_BACKOFF = 60.0
 #: While someone listens (`on_capabilities`), one cycle this often reads the agents with
 #: their capabilities (the stale-registration check): the answer is larger, so not every cycle.
@@ -119,6 +126,8 @@ class PoolObserver:
         self._pat_warned = ""
         self._next_jobrequests = 0.0
         self._jobs_read_at: float | None = None
+        self._queue_asked_at: float | None = None
+        """When a job start last brought the queue read forward."""
         self._next_agents = 0.0
         self._agents_read_at: float | None = None
         self._asked_at: float | None = None
@@ -152,6 +161,23 @@ class PoolObserver:
             at = max(at, self._agents_read_at + MIN_READ_GAP)
         if self._asked_at is None:
             self._ask(at)
+
+    def job_started(self) -> None:
+        """A job started here: read the queue a moment later (a burst shows), once per 10 s.
+
+        The agents' own lines say which lanes are busy; only the queue says how many
+        jobs wait behind them ("auto" standby grows on it). Nothing while backing off.
+        """
+        if self.blocked_until() > self.clock() or self.health.state is not HealthState.OK:
+            return
+        now = self.clock()
+        if self._queue_asked_at is not None and now - self._queue_asked_at < QUEUE_AFTER_START_GAP:
+            return
+        at = now + QUEUE_AFTER_START
+        if at < self._next_jobrequests:
+            self._queue_asked_at = now
+            self._next_jobrequests = at
+            self._wake.set()
 
     def _ask(self, at: float) -> None:
         """A read of the agents is wanted at ``at`` (the earliest such wish wins)."""

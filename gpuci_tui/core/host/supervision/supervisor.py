@@ -353,6 +353,8 @@ class Supervisor:
             if isinstance(output, JobEnded):
                 # One read of the agents confirms it (shared by the job ends around it).
                 self.pool.job_ended()
+            elif isinstance(output, Note) and output.job_started:
+                self.pool.job_started()  # how many wait behind it: a queue read, soon
             if isinstance(output, Note):
                 report_note(self.reporter, output)
             elif self._on_job_finished is not None:
