@@ -369,8 +369,11 @@ class DockerRuntime:
     def follow_output(self, container_id: str, stop: threading.Event) -> Iterator[str]:
         """The container's output lines from its start, as they come (`output.lines_of`).
 
-        Ends when the container ends, when ``stop`` is set (the stream is closed
-        within `output.CLOSE_POLL`), or when the engine breaks the stream.
+        Ends when the container ends, or when ``stop`` is set (the stream is closed
+        within `output.CLOSE_POLL`).
+
+        Raises:
+            ContainerOperationError: the engine broke the stream (or refused it).
         """
         try:
             with self._conn.api() as api:
@@ -384,9 +387,11 @@ class DockerRuntime:
         token = self._streams.add(stop, stream)
         try:
             yield from lines_of(stream, stop)
-        except Exception as exc:  # noqa: BLE001 - closed on stop, or the engine went away
-            if not stop.is_set():
-                log.debug("output of %s ended: %s", container_id[:12], exc)
+        except Exception as exc:
+            if not stop.is_set():  # closed on stop is the normal end; anything else broke
+                raise ContainerOperationError(
+                    f"the output stream of {container_id[:12]} broke: {exc}"
+                ) from exc
         finally:
             self._streams.remove(token)
 

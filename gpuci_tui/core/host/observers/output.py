@@ -8,7 +8,8 @@ before the thread began is missed) and hands each line that states a fact
 the engine as an `AgentSaid`; every other line is dropped at once. The
 supervisor calls `track` after each change of its state: a container that is
 now some lane's current one is followed, one that no longer is is let go (its
-thread ends within about a second, or when the container ends).
+thread ends within about a second, or when the container ends). A follower is
+started again only when its stream broke (the engine went away), from the start.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from gpuci_tui.core.protocols import ContainerRuntime
 
 log = logging.getLogger("gpuci_tui.supervisor")
 
-#: A follower that ended while its container is still wanted is started again after this.
+#: A follower that broke (the engine's stream, not the container, ended) is started
+#: again this long after, while its container is still a lane's.
 REFOLLOW_AFTER = 5.0
 
 
@@ -38,7 +40,8 @@ class _Following:
     lane: Lane
     stop: threading.Event = field(default_factory=threading.Event)
     thread: threading.Thread | None = None
-    started: float = 0.0
+    broke_at: float | None = None
+    """When its stream broke (None: running, or it ended with its container)."""
 
 
 class OutputFollower:
@@ -70,14 +73,10 @@ class OutputFollower:
             keep.add(container_id)
             current = self._following.get(container_id)
             if current is not None and (
-                current.thread is not None
-                and current.thread.is_alive()
-                or now - current.started < REFOLLOW_AFTER
+                current.broke_at is None or now - current.broke_at < REFOLLOW_AFTER
             ):
-                continue
-            if current is not None:
-                current.stop.set()
-            self._start(_Following(slot, lane, started=now), container_id)
+                continue  # following, or followed to its end, or broke just now
+            self._start(_Following(slot, lane), container_id)
         for container_id in set(self._following) - keep:
             self._following.pop(container_id).stop.set()
 
@@ -105,6 +104,8 @@ class OutputFollower:
                         send(AgentSaid(following.slot, following.lane, container_id, fact, clock()))
             except Exception as exc:  # noqa: BLE001 - the facts are hints; Docker's events decide
                 log.info("stopped following the output of %s: %s", container_id[:12], exc)
+                # Read again from its start later (the engine is back, or the lane moved on).
+                following.broke_at = clock()
 
         name = f"output-{container_id[:12]}"
         following.thread = threading.Thread(target=pump, name=name, daemon=True)

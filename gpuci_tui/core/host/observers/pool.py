@@ -308,10 +308,10 @@ class PoolObserver:
         first = self._agents_read_at is None
         periodic = began >= self._next_agents
         queue = began >= self._next_jobrequests
-        if queue and periodic and not (asked or first or full):
-            # Nothing asked for the agents: the queue's read takes the periodic one's
-            # turn (one call per cycle while idle), the agents come next cycle.
-            self._next_agents = began + self.interval
+        if queue and not (asked or first or full):
+            # Nothing asked for the agents: the queue's read takes the place of the
+            # periodic one (one call per cycle while idle); the agents come a cycle later.
+            self._next_agents = max(self._next_agents, began + self.interval)
             return False, True
         return first or asked or periodic or full, queue
 
