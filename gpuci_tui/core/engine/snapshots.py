@@ -136,8 +136,18 @@ def standby_label(slot: SlotRecord, state: EngineState) -> str:
 
 
 def agent_status(lane: LaneRecord) -> str | None:
-    """The agent's status as shown: online once its container said so, else the last read's."""
-    return "online" if lane.live and lane.online else lane.status
+    """The agent's status as shown, for the lane's current container.
+
+    Online once that container's agent was seen online (its own line, or a read
+    since it started); until then offline, even when the last read showed the
+    previous container's agent online (the token sweeper, `observers.token_sweeper`,
+    takes "online" to mean the token file is no longer needed).
+    """
+    if not lane.live:
+        return lane.status
+    if lane.online:
+        return "online"
+    return "offline" if lane.status is not None else None
 
 
 def agent_snapshot(slot: SlotRecord, lane: LaneRecord, state: EngineState) -> AgentSnapshot:
