@@ -40,10 +40,16 @@ def agent_spec(env: Env, name: str) -> ContainerSpec:
     return ContainerSpec(name=name, image=DEFAULT_IMAGE, labels={}, environment=environment)
 
 
-async def test_a_followed_container_says_its_facts_in_order_and_once(env: Env) -> None:
+def following(env: Env) -> tuple[OutputFollower, list[Observation]]:
+    """A follower bound to this loop, and the facts it delivers."""
     seen: list[Observation] = []
     follower = OutputFollower(env.runtime, clock=time.time)
     follower.bind(asyncio.get_running_loop(), seen.append)
+    return follower, seen
+
+
+async def test_a_followed_container_says_its_facts_in_order_and_once(env: Env) -> None:
+    follower, seen = following(env)
     info = env.runtime.start(agent_spec(env, "t-0"), PAT)
     follower.track([(0, Lane.A, info.id)])
     follower.track([(0, Lane.A, info.id)])  # again: still one follower
@@ -62,9 +68,7 @@ async def test_a_followed_container_says_its_facts_in_order_and_once(env: Env) -
 
 
 async def test_a_container_let_go_says_nothing_more(env: Env) -> None:
-    seen: list[Observation] = []
-    follower = OutputFollower(env.runtime, clock=time.time)
-    follower.bind(asyncio.get_running_loop(), seen.append)
+    follower, seen = following(env)
     info = env.runtime.start(agent_spec(env, "t-1"), PAT)
     follower.track([(1, Lane.A, info.id)])
     await wait_until(lambda: len(seen) == 1, what="online")
