@@ -90,6 +90,10 @@ class ContainerNameConflictError(ContainerStartError):
         self.holder = holder
 
 
+class ImageLabelMissingError(ContainerStartError):
+    """The image lacks a label the start requires (`ContainerSpec.required_labels`)."""
+
+
 class ImagePullError(GpuciError):
     """An image could not be pulled, or its registry could not be asked for its digest.
 

@@ -69,9 +69,10 @@ class HealthState(StrEnum):
 
 @dataclass(frozen=True)
 class JobInfo:
-    """The job an agent runs, as the server reports it."""
+    """The job an agent runs, as the server reports it (or, until a read, as the agent said it)."""
 
     request_id: int
+    """The job request's id; 0 while only the agent's own line told of the job."""
     pipeline: str | None = None
     """Pipeline (definition) name."""
     run: str | None = None
@@ -82,6 +83,8 @@ class JobInfo:
     result: str | None = None
     queue_time: str | None = None
     """ISO-8601 UTC time the job was queued (with ``assign_time``: its queue wait)."""
+    name: str | None = None
+    """The job's name as its agent printed it (``Running job: NAME``)."""
 
 
 @dataclass(frozen=True)
@@ -138,6 +141,9 @@ class AgentSnapshot:
     """The id of the image the container runs (empty: not known yet)."""
     repo_digest: str = ""
     """Its registry digest (``REPO@sha256:…``) when the image has one."""
+    start_gate: bool = False
+    """The container was started with its image's start gate: its agent waits for the
+    daemon's go after registering (dockeragent/start.sh, ``io.gpuci.start-gate``)."""
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,11 @@ from gpuci_tui.core.engine.lifecycle import (
     Intent,
     Lane,
     LanePhase,
-    PoolView,
     SlotRecord,
     new_slot,
 )
 from gpuci_tui.core.engine.planning.planner import Plan, decide
+from gpuci_tui.core.engine.pool_view import PoolView
 from gpuci_tui.core.engine.settings import SupervisorConfig
 from gpuci_tui.core.engine.steps import Action, Died, Observation, Started
 from gpuci_tui.core.engine.transitions.apply import apply

@@ -12,9 +12,10 @@ Everything here is frozen: the planner (`planner.decide`) and the transitions
 which is what lets the lifecycle be tested as tables on a fake clock.
 
 The safety rule the whole engine is built around: a lane is *capable* (could
-run a job now or take one) unless it has no container or its registration is
-known to be disabled *and* known to hold no job. At most one lane of a slot is
-ever allowed to be capable, so two jobs never share a slot's GPUs.
+run a job now or take one) unless it has no container, or its registration is
+known to be disabled *and* known to hold no job, or its container waits at the
+start gate (registered at most, no session: see `GoState`). At most one lane of
+a slot is ever allowed to be capable, so two jobs never share a slot's GPUs.
 """
 
 from __future__ import annotations
@@ -24,10 +25,11 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
+from gpuci_tui.core.engine.agent.start_gate import GoState
 from gpuci_tui.core.engine.gpu_admission import GateKind
 from gpuci_tui.core.engine.overrides import Overrides
+from gpuci_tui.core.engine.pool_view import PoolView
 from gpuci_tui.core.models import ExitInfo, HealthSnapshot, ImageUsed, JobInfo
-from gpuci_tui.core.protocols import Agent
 
 if TYPE_CHECKING:
     from gpuci_tui.core.engine.rollout.state import Rollout
@@ -92,6 +94,7 @@ class Op(StrEnum):
     ENABLE = "enable"
     DISABLE = "disable"
     CHECK = "check"
+    GO = "go"
 
 
 @dataclass(frozen=True)
@@ -153,6 +156,13 @@ class LaneRecord:
     in_place: bool = False
     """Its container was started in place, enabled, while the organisation refused our
     calls (`planning.refused`): handed back to a ready standby once writes work."""
+    go: GoState = GoState.NONE
+    """The container's place at the start gate (`GoState`)."""
+    said_registered: float | None = None
+    """When the current container first said its agent is registered (start.sh's line,
+    or the agent's own): a read by name after that finds it (`planning.gate.identify`)."""
+    job_seen_at: float = 0.0
+    """When the lane's job was last seen (a line or a read): an older read cannot undo it."""
     # -------------------------------------------------- the registration, as the server said
     agent_id: int | None = None
     enabled: bool | None = None
@@ -188,13 +198,18 @@ class LaneRecord:
         return self.enabled is False and self.idle_verified and self.job is None
 
     @property
+    def held(self) -> bool:
+        """The container waits at the start gate: registered at most, no session, no job."""
+        return self.live and self.go in (GoState.HELD, GoState.REFUSED)
+
+    @property
     def capable(self) -> bool:
         """The lane could run a job now or be handed one (see the module docstring).
 
         A lane whose enabling is in flight counts as capable already: the other
         lane must not be enabled in the meantime.
         """
-        return self.op is Op.ENABLE or (self.live and not self.disabled_idle)
+        return self.op is Op.ENABLE or (self.live and not self.disabled_idle and not self.held)
 
 
 @dataclass(frozen=True)
@@ -312,29 +327,6 @@ def new_slot(prefix: str, number: int, intent: Intent = Intent.RUN, lanes: int =
 
 
 @dataclass(frozen=True)
-class PoolView:
-    """One read of the pool: its agents (ours, or every one), by name, at ``began_at``."""
-
-    pool_id: int
-    began_at: float
-    agents: tuple[Agent, ...] = ()
-    queued_jobs: int = 0
-    running_jobs: int = 0
-    jobs_read_at: float | None = None
-    """When ``queued_jobs`` and ``running_jobs`` were read (job requests are read less often)."""
-    waiting: tuple[str, ...] = ()
-    """Why queued jobs wait when no agent meets their demands (``no agent with …``)."""
-    queued_capped: bool = False
-    """The job requests read were at the service's cap: ``queued_jobs`` is a lower bound."""
-    ours_only: bool = False
-    """``agents`` are our lanes' only (the read was narrowed), not every agent of the pool."""
-
-    def agent(self, name: str) -> Agent | None:
-        """The agent registered as ``name``, or None."""
-        return next((agent for agent in self.agents if agent.name == name), None)
-
-
-@dataclass(frozen=True)
 class EngineState:
     """The whole supervisor, as data."""
 
@@ -380,6 +372,12 @@ class EngineState:
     empty: none, they run the image's agent."""
     overrides: Overrides = field(default_factory=Overrides)
     """When the operator's scale, pause and drains in force were made (`engine.overrides`)."""
+    gated_specs: frozenset[str] = frozenset()
+    """Specs whose image has the start gate, as their containers' labels said."""
+
+    def gated(self, spec: str) -> bool:
+        """New containers of ``spec`` wait for our go (the spec's image has the start gate)."""
+        return spec in self.gated_specs
 
     def target_spec(self, number: int) -> str:
         """The spec slot ``number`` should run: the roll-out's word, else the configured one."""

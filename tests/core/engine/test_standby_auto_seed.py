@@ -12,7 +12,8 @@ from dataclasses import replace
 
 import pytest
 
-from gpuci_tui.core.engine.lifecycle import EngineState, PoolView, new_slot
+from gpuci_tui.core.engine.lifecycle import EngineState, new_slot
+from gpuci_tui.core.engine.pool_view import PoolView
 from gpuci_tui.core.engine.standby.auto import AutoSeed, depth_of, observe, seeded
 from gpuci_tui.core.engine.standby.state import AutoStandby
 

@@ -28,8 +28,8 @@ from gpuci_tui.core.models import (
 )
 from gpuci_tui.core.protocols import JobRequest
 from gpuci_tui.core.store.history import JobHistory, JobQuery
-from gpuci_tui.sim.agent_program import sim_image_id
 from gpuci_tui.sim.api import SimPoolApi
+from gpuci_tui.sim.container import sim_image_id
 from gpuci_tui.sim.gpu_synthetic import FixtureSampler
 from gpuci_tui.sim.org import SimOrg
 from tests.core.supervisor_env import PAT, Env, StaticTokens, wait_until

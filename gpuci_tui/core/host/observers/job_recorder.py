@@ -21,11 +21,14 @@ from gpuci_tui.core.engine.standby.state import AutoSeed
 from gpuci_tui.core.engine.steps import JobEnded
 from gpuci_tui.core.errors import GpuciError
 from gpuci_tui.core.gpu.accounting import JobAccountant, JobGpuStats, key_of
+from gpuci_tui.core.models import JobInfo
 from gpuci_tui.core.protocols import AgentPoolApi, JobRequest
 from gpuci_tui.core.store.history import JobHistory, JobRecord
 
 log = logging.getLogger("gpuci_tui.history")
 
+#: Seconds the organisation's clock may be behind ours when a job's times are compared.
+CLOCK_SLACK = 5.0
 #: How long a row waits for an organisation in backoff before it is written without
 #: the server's view of the job (result, pipeline, queue wait).
 MAX_WAIT_FOR_SERVER = 300.0
@@ -65,13 +68,14 @@ def job_record(
 ) -> JobRecord:
     """The history row of ``ended`` (``request``: its job request as the server has it)."""
     job, info = ended.job, ended.exit
-    if request is not None and job is not None and request.request_id != job.request_id:
+    if request is not None and not _same_job(request, job, ended.started_at):
         request = None  # the agent's last job is not this one: trust what we saw
     record = JobRecord(
         instance=instance,
         slot=ended.slot,
         agent=ended.agent,
-        request_id=request.request_id if request else job.request_id if job else None,
+        # 0: only the agent's line told of the job (no id).
+        request_id=request.request_id if request else (job.request_id or None) if job else None,
         pipeline=(request.definition_name if request else None) or (job.pipeline if job else None),
         run=(request.owner_name if request else None) or (job.run if job else None),
         started_at=ended.started_at,
@@ -94,6 +98,23 @@ def job_record(
         startup_s=ended.startup_s,
     )
     return record.with_gpu(gpu) if gpu is not None else record
+
+
+def _same_job(request: JobRequest, job: JobInfo | None, started_at: float | None) -> bool:
+    """Whether the agent's last finished request is the job its container ran.
+
+    By id when a read saw the job; when only the agent's line told of it (no id
+    yet), by time: assigned after the container started (one job per container).
+    """
+    if job is not None and job.request_id:
+        return request.request_id == job.request_id
+    if started_at is None or not request.assign_time:
+        return True
+    try:
+        assigned = datetime.fromisoformat(request.assign_time).timestamp()
+    except ValueError:
+        return True
+    return assigned >= started_at - CLOCK_SLACK
 
 
 class JobRecorder:
