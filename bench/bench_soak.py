@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import platform
@@ -96,13 +97,16 @@ def prune_world(org: SimOrg, runtime: SimulatedRuntime, before: float) -> None:
         org.stats._log.clear()
 
 
-async def settle(supervisor: Any, slots: int, seconds: float = 1.5) -> None:
-    """Wait until every slot shows an idle agent, then a moment more (trims included)."""
+async def settle(supervisor: Any, slots: int, seconds: float) -> None:
+    """Wait until every slot shows an idle agent, then ``seconds`` more (trims included)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + 60
     while [s.state for s in supervisor.snapshot().slots] != ["idle"] * slots:
         if loop.time() > deadline:
-            raise RuntimeError("the slots did not all become idle within 60 s")
+            raise RuntimeError(
+                "the slots did not all become idle within 60 s: "
+                + "; ".join(f"{s.name} {s.state} {s.message}" for s in supervisor.snapshot().slots)
+            )
         await asyncio.sleep(0.05)
     await asyncio.sleep(seconds)
 
@@ -132,6 +136,22 @@ def top_growth(old: tracemalloc.Snapshot, new: tracemalloc.Snapshot, count: int 
 
 
 async def soak(args: argparse.Namespace) -> dict[str, Any]:
+    """Run the soak; with ``args.tracemalloc``, trace allocations for its length only.
+
+    Tracing is stopped again at the end: left on, it slowed everything else the process
+    ran ~4x (the memory audit runs early in the test suite, which it slowed for the rest).
+    """
+    tracing = args.tracemalloc and not tracemalloc.is_tracing()
+    if tracing:
+        tracemalloc.start(args.frames)
+    try:
+        return await _soak(args)
+    finally:
+        if tracing:
+            tracemalloc.stop()
+
+
+async def _soak(args: argparse.Namespace) -> dict[str, Any]:
     org = SimOrg("soak", heartbeat_timeout=10.0)
     org.add_pat(PAT)
     pool_id = org.add_pool("gpu")
@@ -173,7 +193,6 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
     started = time.monotonic()
     snapshot = None
     if args.tracemalloc:
-        tracemalloc.start(args.frames)
         snapshot = tracemalloc.take_snapshot()
     next_sample = 0
     next_prune = 0
@@ -196,7 +215,7 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
         if quiet and not outstanding:
             next_sample += args.sample_every
             # Same state at every sample: no job in flight, every slot's agent idle.
-            await settle(holder["sup"], args.slots)
+            await settle(holder["sup"], args.slots, args.settle)
             prune_world(org, runtime, time.time())
             sample = {
                 "jobs": done,
@@ -212,6 +231,9 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
                     lambda: requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).status_code
                 )
             if snapshot is not None:
+                # A leak is memory still reachable: garbage waiting for the cycle collector
+                # is not, and moved the heap by ±150 KiB from sample to sample (±10 after).
+                gc.collect()
                 new = tracemalloc.take_snapshot()
                 sample["traced_mib"] = round(heap_bytes(new) / MIB, 2)
                 growth.append({"jobs": done, "lines": top_growth(snapshot, new)})
@@ -251,6 +273,9 @@ def main() -> None:
     parser.add_argument("--trim-every", type=float, default=0.5, help="seconds between trims")
     parser.add_argument("--no-arena-limit", action="store_true", help="skip run's mallopt")
     parser.add_argument("--frames", type=int, default=4, help="traceback depth with --tracemalloc")
+    parser.add_argument(
+        "--settle", type=float, default=1.5, help="seconds waited once idle, before a sample"
+    )
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "soak.json"))
     args = parser.parse_args()
     if not args.no_arena_limit:

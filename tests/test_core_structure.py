@@ -20,6 +20,7 @@ members, and nothing imports the UI, the CLI or the simulation.
 from __future__ import annotations
 
 import ast
+import functools
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -91,9 +92,13 @@ class Import(NamedTuple):
     module: str
 
 
+@functools.cache
 def _modules() -> dict[str, ast.Module]:
     """Every module of core (recursively), by dotted name under core; packages' ``__init__``
-    files by the package's name."""
+    files by the package's name.
+
+    Parsed once per run (about a second for core's 200-odd files): the checks only read the
+    trees, and each of them parsing them again added up to a minute of the suite."""
     found = {}
     for path in sorted(CORE.rglob("*.py")):
         parts = path.relative_to(CORE).with_suffix("").parts
@@ -339,8 +344,14 @@ def test_every_part_of_host_has_a_tier() -> None:
     assert sorted(parts - set(HOST_TIERS)) == [], "add these to HOST_TIERS"
 
 
+@functools.cache
+def _core_host_modules() -> dict[str, ast.Module]:
+    """`_host_modules` of the real core, made once per run."""
+    return _host_modules(_modules())
+
+
 def test_no_part_of_host_imports_a_part_of_a_higher_tier() -> None:
-    inner = _host_modules(_modules())
+    inner = _core_host_modules()
     offences = [
         o.replace("core/", "core/host/", 1)
         for o in _order_offences(inner, HOST_TIERS)
@@ -350,7 +361,7 @@ def test_no_part_of_host_imports_a_part_of_a_higher_tier() -> None:
 
 
 def test_the_parts_of_host_import_each_other_without_cycles() -> None:
-    inner = _host_modules(_modules())
+    inner = _core_host_modules()
     graph = _package_graph(inner)
     parts = _host_parts()
     cycle = _cycle({a: {b for b in edges if b in parts} for a, edges in graph.items()})

@@ -388,3 +388,18 @@ class SupervisorEvent:
     seconds: float | None = None
     """A duration it measures: an ``agent_online``'s start-up, a ``job_assigned``'s gap since
     the slot's previous job (None: none; `engine.timings`)."""
+    seq: int = 0
+    """Its number among the events of the supervisor that reported it, from 1 (0: not
+    numbered, an older daemon's). With ``at`` it tells an event apart from every other:
+    a console that subscribes again gets the recent events again and keeps each once."""
+
+    @property
+    def identity(self) -> tuple[object, ...]:
+        """What tells this event apart from every other one of its supervisor.
+
+        ``(at, seq)`` for a numbered event (a restarted daemon counts from 1 again,
+        at later times); for an unnumbered one, everything it says.
+        """
+        if self.seq:
+            return (self.at, self.seq)
+        return (self.at, self.kind, self.slot, self.group, self.agent, self.message)

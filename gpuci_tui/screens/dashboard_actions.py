@@ -132,6 +132,8 @@ class DashboardCommands:
     def __init__(self, screen: DashboardBase) -> None:
         """Act for ``screen``."""
         self.screen = screen
+        self.host = ""
+        """The fleet host acted on, named in every confirmation and answer (empty: this one)."""
         self.pending_desired: int | None = None
         """The count last asked for, so ``+ + +`` adds three before the next snapshot."""
         self.pulls = ConsolePull(screen)
@@ -152,7 +154,7 @@ class DashboardCommands:
         self, message: str, *, severity: SeverityLevel = "information", title: str = ""
     ) -> None:
         # Messages carry names and server text: never let "[...]" be taken as markup.
-        self.screen.notify(message, severity=severity, title=title, markup=False)
+        self.screen.notify(message, severity=severity, title=title or self.host, markup=False)
 
     def _refused(self, what: str) -> bool:
         if self.screen.services.readonly:
@@ -184,6 +186,7 @@ class DashboardCommands:
             if ok:
                 self.send(command)
 
+        prompt = prompt.on(self.host) if self.host else prompt
         self.screen.app.push_screen(ConfirmScreen(prompt), answered)
 
     def _confirm(self, command: Command, words: Callable[[CommandPreview], Prompt]) -> None:
@@ -394,7 +397,9 @@ class DashboardCommands:
         snapshot = self.screen.snapshot
         stale = () if snapshot is None else snapshot.stale
         readonly = self.screen.services.readonly
-        self.screen.app.push_screen(StaleScreen(self.screen.handle, stale, readonly=readonly))
+        self.screen.app.push_screen(
+            StaleScreen(self.screen.handle, stale, readonly=readonly, host=self.host)
+        )
 
     def help(self) -> None:
         """Show the keys as bound now (keymap applied) and the state legend."""

@@ -39,7 +39,7 @@ from gpuci_tui.screens.fleet_host import HostDashboardScreen, say_retry
 from gpuci_tui.screens.fleet_prompts import effects_phrase, fleet_prompt, host_prompt
 from gpuci_tui.screens.help import HelpScreen, KeyHelp
 from gpuci_tui.screens.readonly_keys import hide_from_footer
-from gpuci_tui.widgets.event_log import EventLog, event_line
+from gpuci_tui.widgets.event_log import EventLog
 from gpuci_tui.widgets.fleet_table import FleetDetail, FleetSummary, FleetTable
 
 if TYPE_CHECKING:
@@ -134,7 +134,7 @@ class FleetScreen(Screen[None]):
         yield FleetSummary(readonly=self.services.readonly, id="fleet-summary")
         yield FleetTable(id="fleet-table")
         yield FleetDetail(clock=self.services.clock, id="fleet-detail")
-        yield EventLog(id="fleet-events")
+        yield EventLog(id="fleet-events", source_label=self._event_label)
         yield Footer(compact=True, show_command_palette=False)
 
     @property
@@ -171,28 +171,33 @@ class FleetScreen(Screen[None]):
 
     @on(HostStatusChanged)
     def _on_status(self, message: HostStatusChanged) -> None:
+        before = self.statuses[message.index].snapshot
         self.statuses[message.index] = message.status
+        snapshot = message.status.snapshot
+        if before is None and snapshot is not None:
+            # The daemon's recent events came before its first snapshot: name their slots.
+            names = {slot.slot: slot.name for slot in snapshot.slots}
+            self.event_log.name_slots(names, source=message.index)
         self._render_rows()
 
     @on(HostEventReceived)
     def _on_event(self, message: HostEventReceived) -> None:
+        # In its place by time among every host's events, and once: a host's link that
+        # reconnects gets the daemon's recent events again.
         status = self.statuses[message.index]
         names = {} if status.snapshot is None else {s.slot: s.name for s in status.snapshot.slots}
-        label, width = self._event_label(message.index)
-        line = Text.assemble((f"{label:<{width}} ", "cyan"), event_line(message.event, names))
-        self.event_log.count += 1
-        self.event_log.write(line)
+        self.event_log.add(message.event, names, source=message.index)
 
-    def _event_label(self, index: int) -> tuple[str, int]:
-        """Host ``index``'s label in the events, cut as in the table, and the column's width.
+    def _event_label(self, index: int) -> Text:
+        """Host ``index``'s label that starts its events' lines, cut as in the table.
 
-        As wide as the table's host column (16 at most: the event needs the room),
-        and no wider than the longest label cut to it.
+        The column is as wide as the table's host column (16 at most: the event
+        needs the room), and no wider than the longest label cut to it.
         """
         labels = [member.label for member in self.members]
         room = min(self.table.host_width or 12, EVENT_HOST_MAX)
         width = max(len(short_label(label, labels, room)) for label in labels)
-        return short_label(labels[index], labels, room), width
+        return Text(f"{short_label(labels[index], labels, room):<{width}} ", style="cyan")
 
     def _render_rows(self) -> None:
         entries = [
@@ -266,11 +271,12 @@ class FleetScreen(Screen[None]):
             gpu=RemoteGpus(member.label, self.services.clock),
             runtime=None,
             fleet=None,
+            history_path=None,  # this machine's file is not the host's: `h` asks the host
         )
+        shown = list(self.rows)  # "host 2 of 3" as the overview lists them, not the file
+        number = shown.index(index) + 1 if index in shown else index + 1
         self.app.push_screen(
-            HostDashboardScreen(
-                services, member, index + 1, len(self.members), link=self.links[index]
-            )
+            HostDashboardScreen(services, member, number, len(self.members), link=self.links[index])
         )
 
     def action_reconnect(self) -> None:

@@ -5,8 +5,9 @@ shows, following that host's handle (over ssh), with one line on top naming
 the host and ``q``/Escape to go back to the overview, and ``c`` to reconnect
 now when the host's link is down (its own stream, and the overview's link to the
 host, stop waiting out their backoff). GPU cards are not carried over ssh (the
-panel says so); ``l`` follows an agent's container output through the host's
-bridge (`RemoteLogs`).
+panel says so); ``l`` follows an agent's container output and ``h`` shows the
+host's job history, both through the host's bridge (`RemoteLogs`,
+`RemoteHistory`). Every confirmation names the host it acts on.
 """
 
 from __future__ import annotations
@@ -15,18 +16,19 @@ import asyncio
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, ClassVar
 
-from rich.text import Text
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import Static
 
-from gpuci_tui.core.fleet.remote_logs import RemoteLogs
+from gpuci_tui.core.fleet.remote_reads import RemoteHistory, RemoteLogs
+from gpuci_tui.core.host.control.client import ControlError
 from gpuci_tui.core.host.control.reconnect import RetryNow
+from gpuci_tui.core.store.history import JobQuery, JobRecord
 from gpuci_tui.screens.dashboard import DashboardScreen
 from gpuci_tui.screens.history import HistoryScreen
 from gpuci_tui.screens.logs import LogScreen
 from gpuci_tui.screens.readonly_keys import hide_from_footer
+from gpuci_tui.widgets.host_bar import HostBar
 
 if TYPE_CHECKING:
     from gpuci_tui.core.fleet.link import FleetMember, HostLink
@@ -54,12 +56,15 @@ class HostDashboardScreen(DashboardScreen):
         *,
         link: HostLink | None = None,
     ) -> None:
-        """Show ``member``'s daemon (``services.handle`` is its handle); host ``number`` of ``total``.
+        """Show ``member``'s daemon (``services.handle`` is its handle); host ``number`` of ``total``
+        as the overview lists them.
 
         ``link``: the overview's link to the host, told to reconnect now along with this
         screen's own stream.
         """
         super().__init__(services)
+        # Its confirmations and answers name the host: a fleet has more than one.
+        self.commands.host = member.label
         # A pull from here would use this machine's Docker, not the host's: not offered.
         hide_from_footer(self, ("image_pull",))
         if services.readonly:
@@ -74,17 +79,7 @@ class HostDashboardScreen(DashboardScreen):
     def compose(self) -> Iterable[Widget]:
         """The host line, then the dashboard as everywhere else."""
         label, target = self.member.label, self.member.host.target
-        line = Text.assemble(
-            ("⇄ ", "cyan"),
-            (label, "bold"),
-            # The target once when it is the label itself (no alias, user or port).
-            (f"  {'' if target == label else target + ' '}over ssh", "bright_black"),
-            (f" · host {self.number} of {self.total}", "bright_black"),
-            ("  q/Esc: back to the fleet", "cyan"),
-            no_wrap=True,
-            overflow="ellipsis",
-        )
-        yield Static(line, id="fleet-host-bar")
+        yield HostBar(label, target, self.number, self.total, id="fleet-host-bar")
         yield from super().compose()
 
     def action_reconnect(self) -> None:
@@ -134,8 +129,17 @@ class HostDashboardScreen(DashboardScreen):
         )
 
     def action_history(self) -> None:
-        """The host's history, where ``q`` goes back too (not "quit the fleet")."""
-        self.app.push_screen(HostHistoryScreen(self.services))
+        """The host's job history, asked of its daemon over ssh (read-only, bounded there).
+
+        ``q`` goes back there too (not "quit the fleet").
+        """
+        history = getattr(self.member.handle, "history", None) or self._no_history
+        source = RemoteHistory(self.member.label, history, asyncio.get_running_loop())
+        self.app.push_screen(HostHistoryScreen(self.services, source))
+
+    async def _no_history(self, query: JobQuery) -> list[JobRecord] | None:
+        # The view opens all the same, and says why it stays empty.
+        raise ControlError(f"History is not available: {self.member.label}'s link carries none.")
 
 
 class HostHistoryScreen(HistoryScreen):

@@ -1,11 +1,13 @@
-"""`h`: the finished jobs of the local history, sortable and filterable, with a trend.
+"""`h`: the finished jobs of a supervisor's history, sortable and filterable, with a trend.
 
-Reads the history file read-only (`gpuci_tui.core.store.history.read_history`), so it
-works beside a running daemon (SQLite WAL: readers never block the writer),
-with none, and in ``--readonly``. Every read runs in a thread worker with a
-LIMIT and is repeated every few seconds, so jobs that land while the view is
-open appear without a key press. The filters are the core's `JobQuery`;
-sorting is done on the rows shown.
+The rows come from a `HistorySource`: on the daemon's host, its history file
+read read-only (`FileHistory`), so the view works beside a running daemon
+(SQLite WAL: readers never block the writer), with none, and in ``--readonly``;
+in a fleet console, the host's daemon asked over ssh (`RemoteHistory`),
+read-only and bounded there. Every read runs in a thread worker with a LIMIT
+and is repeated every few seconds, so jobs that land while the view is open
+appear without a key press. The filters are the core's `JobQuery`; sorting is
+done on the rows shown.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ from textual.widgets import DataTable, Footer, Input, Static
 from textual.worker import Worker
 
 from gpuci_tui.core.errors import GpuciError
-from gpuci_tui.core.store.history import JobQuery, JobRecord, read_history
+from gpuci_tui.core.store.history import JobQuery, JobRecord
+from gpuci_tui.core.store.history_source import FileHistory, HistorySource
 from gpuci_tui.core.wording import plural
 from gpuci_tui.screens.help import navigation, show_help
 from gpuci_tui.widgets.history_table import HistoryTable
@@ -86,11 +89,14 @@ class HistoryScreen(Screen[None]):
                    "up", "down", "pageup", "pagedown"),
     )  # fmt: skip
 
-    def __init__(self, services: Services) -> None:
-        """The view of ``services.history_path`` (None: this console has no history)."""
+    def __init__(self, services: Services, source: HistorySource | None = None) -> None:
+        """The view of ``source``; by default of ``services.history_path`` (None: no history)."""
         super().__init__(id="history")
         self.services = services
         self.path: Path | None = services.history_path
+        if source is None and self.path is not None:
+            source = FileHistory(self.path)
+        self.source = source
         self.result_filter = "all"
         self.pipeline_filter = ""
         self.rows: list[JobRecord] = []
@@ -126,7 +132,8 @@ class HistoryScreen(Screen[None]):
 
     def on_mount(self) -> None:
         """First read now, then every ``services.history_interval`` seconds."""
-        self.table.border_title = "Finished jobs"
+        where = self.source.where if self.source is not None else ""
+        self.table.border_title = f"Finished jobs on {where}" if where else "Finished jobs"
         self.table.focus()
         self._show_result_filter()
         self._load()
@@ -159,7 +166,8 @@ class HistoryScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="history", exit_on_error=False)
     def _read(self, query: JobQuery) -> None:
-        if self.path is None:
+        source = self.source
+        if source is None:
             self.post_message(
                 HistoryLoaded(
                     [], "This console has no job history (it is not on the daemon's host)."
@@ -167,27 +175,21 @@ class HistoryScreen(Screen[None]):
             )
             return
         try:
-            rows = read_history(self.path, query)
-        except GpuciError as exc:  # HistoryError: damaged file, no permission, …
+            rows = source.read(query)
+        except GpuciError as exc:  # damaged file, no permission, a host that did not answer
             self.post_message(HistoryLoaded([], str(exc)))
             return
         if rows is None:
-            self.post_message(
-                HistoryLoaded(
-                    [],
-                    f"No jobs recorded yet: the supervisor daemon writes one row per finished "
-                    f"job to {self.path}.",
-                )
-            )
+            self.post_message(HistoryLoaded([], source.nothing_yet))
             return
         self.post_message(HistoryLoaded(rows))
 
     @work(thread=True, exclusive=True, group="trend", exit_on_error=False)
     def _read_trend(self, pipeline: str) -> None:
-        if self.path is None:
+        if self.source is None:
             return
         try:
-            rows = read_history(self.path, JobQuery(pipeline=pipeline, limit=TREND_RUNS))
+            rows = self.source.read(JobQuery(pipeline=pipeline, limit=TREND_RUNS))
         except GpuciError:
             rows = []  # the table's read says why
         self.post_message(TrendLoaded(pipeline, rows or []))

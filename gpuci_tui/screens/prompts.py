@@ -10,7 +10,7 @@ agent's container.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpuci_tui.core.engine.preview import CommandPreview, Effect, SlotEffect
 from gpuci_tui.core.models import SupervisorSnapshot
@@ -27,6 +27,14 @@ class Prompt:
     title: str
     body: str
     confirm: str
+
+    def on(self, host: str) -> Prompt:
+        """The same confirmation, its title naming the host it acts on (a fleet host's).
+
+        ``Drain gpu3-2?`` becomes ``Drain gpu3-2 on gpu-node-17.lab.example.org?``.
+        """
+        title = self.title.removesuffix("?")
+        return replace(self, title=f"{title} on {host}?")
 
 
 def _verb(count: int, singular: str, plural: str) -> str:

@@ -83,12 +83,17 @@ class StaleScreen(Screen[None]):
         stale: tuple[StaleRegistration, ...],
         *,
         readonly: bool = False,
+        host: str = "",
     ) -> None:
-        """The view of ``stale`` (the last snapshot's), refreshed through ``handle``."""
+        """The view of ``stale`` (the last snapshot's), refreshed through ``handle``.
+
+        ``host``: the fleet host they are of, named in the confirmation (empty: this one).
+        """
         super().__init__(id="stale")
         self.handle = handle
         self.stale = stale
         self.readonly = readonly
+        self.host = host
 
     def compose(self) -> Iterable[Widget]:
         """Status line, table, footer."""
@@ -189,8 +194,9 @@ class StaleScreen(Screen[None]):
             self._say(result.message, error=not result.ok)
             await self._refresh()
 
+        prompt = prune_prompt(listing.message, len(listing.affected))
         await self.app.push_screen(
-            ConfirmScreen(prune_prompt(listing.message, len(listing.affected))), answered
+            ConfirmScreen(prompt.on(self.host) if self.host else prompt), answered
         )
 
     def _say(self, message: str, *, error: bool = False) -> None:

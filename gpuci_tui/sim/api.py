@@ -231,10 +231,14 @@ class SimPoolApi:
 
     def _agent(self, a: AgentRecord, *, last_completed: bool = False) -> Agent:
         assigned = last = None
-        if a.assigned_request is not None:
-            assigned = job_request(self.org.job(a.assigned_request))
-        if last_completed and a.last_completed_request is not None:
-            last = job_request(self.org.job(a.last_completed_request))
+        if (
+            a.assigned_request is not None
+            and (kept := self.org.kept_job(a.assigned_request)) is not None
+        ):
+            assigned = job_request(kept)
+        wanted = a.last_completed_request if last_completed else None
+        if wanted is not None and (kept := self.org.kept_job(wanted)) is not None:
+            last = job_request(kept)
         return Agent(
             id=a.id,
             name=a.name,

@@ -69,8 +69,10 @@ class SimContainer:
         org: SimOrg,
         on_exit: Callable[[SimContainer], None],
         on_oom: Callable[[SimContainer], None],
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.id = id
+        self.clock = clock
         self.spec = spec
         self.name = spec.name
         self.labels = dict(spec.labels)
@@ -80,7 +82,7 @@ class SimContainer:
         self.broken = broken
         self.org = org
         self.status = "created"
-        self.created_at = time.time()
+        self.created_at = clock()
         self.started_at: float | None = None
         self.finished_at: float | None = None
         self.exit_code: int | None = None
@@ -171,7 +173,7 @@ class SimContainer:
     def mark_started(self) -> None:
         """Created → running."""
         self.status = "running"
-        self.started_at = time.time()
+        self.started_at = self.clock()
 
     # ------------------------------------------------------------------ signals
 
@@ -213,7 +215,7 @@ class SimContainer:
             self.status = "exited"
             self.exit_code = code
             self.oom_killed = oom
-            self.finished_at = time.time()
+            self.finished_at = self.clock()
         if oom:
             self._on_oom(self)
         self._on_exit(self)

@@ -70,3 +70,21 @@ class RequestStats:
         start = since if since is not None else entries[0].at
         minutes = max(now - start, 1e-9) / 60.0
         return len(entries) / minutes
+
+
+class RequestMetricsMixin:
+    """The organisation's request figures, as `SimOrg` answers them (from its `RequestStats`)."""
+
+    stats: RequestStats
+
+    def request_counts(self, *, private: bool = False) -> dict[tuple[str, str], int]:
+        """Requests per ``(method, route template)``; public API only unless ``private``."""
+        return self.stats.counts(private=private)
+
+    def requests_per_minute(self, since: float | None = None, *, private: bool = False) -> float:
+        """Average public requests per minute since ``since`` (see `RequestStats.per_minute`)."""
+        return self.stats.per_minute(since, private=private)
+
+    def request_log(self, since: float | None = None) -> list[RequestLogEntry]:
+        """Every request kept in memory, oldest first."""
+        return self.stats.log(since)

@@ -34,7 +34,7 @@ from gpuci_tui.sim.agent_packages import SimAgentPackages
 from gpuci_tui.sim.demands import SimDemand, meets_all, satisfies
 from gpuci_tui.sim.entra import SimEntra
 from gpuci_tui.sim.faults import FaultInjector
-from gpuci_tui.sim.metrics import RequestStats
+from gpuci_tui.sim.metrics import RequestMetricsMixin, RequestStats
 from gpuci_tui.sim.org_agents import AgentSideMixin
 from gpuci_tui.sim.records import (
     AgentRecord,
@@ -43,7 +43,6 @@ from gpuci_tui.sim.records import (
     JobRecord,
     PatRecord,
     PoolRecord,
-    RequestLogEntry,
     SimAuthError,
     SimError,
     SimForbiddenError,
@@ -56,7 +55,7 @@ MANAGE_SCOPE = "agentpools_manage"
 DEFAULT_SCOPES = (READ_SCOPE, MANAGE_SCOPE)
 
 
-class SimOrg(AgentSideMixin):
+class SimOrg(AgentSideMixin, RequestMetricsMixin):
     """One simulated organisation. All methods are thread-safe.
 
     Args:
@@ -358,6 +357,17 @@ class SimOrg(AgentSideMixin):
             self._sweep()
             return self._job(request_id).copy()
 
+    def kept_job(self, request_id: int) -> JobRecord | None:
+        """One job request (copy), or None once the organisation no longer keeps it.
+
+        An agent's ``assignedRequest``/``lastCompletedRequest`` point at requests that
+        retention (or a long-running harness pruning its records) may have dropped: the
+        agent list then leaves the request out rather than failing the whole read.
+        """
+        with self._lock:
+            job = self._jobs.get(request_id)
+            return None if job is None else job.copy()
+
     def jobs(self, pool_id: int | None = None) -> list[JobRecord]:
         """Every job request ever queued (copies, oldest first): the record for assertions."""
         with self._lock:
@@ -417,20 +427,6 @@ class SimOrg(AgentSideMixin):
                     return False
                 # Heartbeat loss happens without a notify, hence the short slices.
                 self._cond.wait(min(remaining, 0.05))
-
-    # ------------------------------------------------------------------ metrics
-
-    def request_counts(self, *, private: bool = False) -> dict[tuple[str, str], int]:
-        """Requests per ``(method, route template)``; public API only unless ``private``."""
-        return self.stats.counts(private=private)
-
-    def requests_per_minute(self, since: float | None = None, *, private: bool = False) -> float:
-        """Average public requests per minute since ``since`` (see `RequestStats.per_minute`)."""
-        return self.stats.per_minute(since, private=private)
-
-    def request_log(self, since: float | None = None) -> list[RequestLogEntry]:
-        """Every request kept in memory, oldest first."""
-        return self.stats.log(since)
 
 
 __all__ = [

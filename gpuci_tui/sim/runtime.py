@@ -28,7 +28,7 @@ import queue
 import secrets
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from gpuci_tui.core.docker.errors import ContainerOperationError
@@ -65,6 +65,8 @@ class SimulatedRuntime:
         timing: The agents' pace (boot delay, poll timeout, heartbeat interval…).
         start_gate: Whether images without an entry in ``image_configs`` carry the start
             gate label (their agents then wait for the go file AZP_GO_FILE names).
+        clock: Stamps container times and events, as Docker's own clock does; a test may
+            share a fake one with the supervisor (waits always use real time).
     """
 
     def __init__(
@@ -77,9 +79,11 @@ class SimulatedRuntime:
         start_delay: float = 0.0,
         timing: AgentTiming | None = None,
         start_gate: bool = True,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.org = org
         self.start_gate = start_gate
+        self.clock = clock
         self.images: set[str] = set(images)
         self.broken_images: set[str] = set(broken_images)
         self.destroy_delay = destroy_delay
@@ -245,6 +249,7 @@ class SimulatedRuntime:
                 org=self.org,
                 on_exit=self._on_exit,
                 on_oom=self._on_oom,
+                clock=self.clock,
             )
             c.labels = {**image_labels, **c.labels}  # as Docker shows them on the container
             self._containers[c.id] = c
@@ -319,7 +324,7 @@ class SimulatedRuntime:
                         yield from _drain(q)
                     yield ContainerEvent(
                         "stream-lost" if lost else "stream-restored",
-                        time=time.time(),
+                        time=self.clock(),
                         message="event stream interrupted" if lost else "event stream restored",
                     )
                     continue
@@ -368,7 +373,7 @@ class SimulatedRuntime:
             name=c.name,
             labels=dict(c.labels),
             exit_code=exit_code,
-            time=time.time(),
+            time=self.clock(),
         )
         with self._lock:
             if self._stream_down():

@@ -147,12 +147,12 @@ def agent(
     if capabilities:
         body["systemCapabilities"] = dict(a.capabilities)
         body["userCapabilities"] = dict(a.user_capabilities)
-    if assigned and a.assigned_request is not None:
-        body["assignedRequest"] = job(org, org.job(a.assigned_request), base, matched=False)
-    if last_completed and a.last_completed_request is not None:
-        body["lastCompletedRequest"] = job(
-            org, org.job(a.last_completed_request), base, matched=False
-        )
+    current = a.assigned_request if assigned else None
+    if current is not None and (kept := org.kept_job(current)) is not None:
+        body["assignedRequest"] = job(org, kept, base, matched=False)
+    last = a.last_completed_request if last_completed else None
+    if last is not None and (kept := org.kept_job(last)) is not None:
+        body["lastCompletedRequest"] = job(org, kept, base, matched=False)
     return body
 
 

@@ -1,13 +1,20 @@
-"""The last supervisor events, newest at the bottom."""
+"""The last supervisor events, newest at the bottom: each once, in time order, wrapped at words.
+
+The log keeps its events (`MergedEvents`), not only their lines: an event a
+daemon sends again after a reconnect is not shown twice, one that belongs
+further up (another host's, in the fleet) goes in its place by time, and when
+the log's width changes every event is laid out again.
+"""
 
 from __future__ import annotations
 
-from collections import deque
+from collections.abc import Callable
 
 from rich.text import Text
 from textual import events
 from textual.widgets import RichLog
 
+from gpuci_tui.core.fleet.event_merge import MergedEvents, Placed
 from gpuci_tui.core.formatting import wrap_words
 from gpuci_tui.core.models import SupervisorEvent
 from gpuci_tui.widgets.format import clock_time
@@ -86,23 +93,50 @@ def event_line(
 class EventLog(RichLog):
     """A scrolling log of supervisor events (markup off: messages are literal).
 
-    Events added with `add` wrap at whole words to the log's width, and wrap anew
-    when it changes (they are kept, up to `MAX_EVENTS`, to be laid out again).
+    Events wrap at whole words to the log's width, and wrap anew when it changes
+    (they are kept, up to `MAX_EVENTS`, to be laid out again).
     """
 
-    def __init__(self, *, id: str | None = None) -> None:
-        """Create an empty log."""
+    def __init__(
+        self, *, id: str | None = None, source_label: Callable[[int], Text] | None = None
+    ) -> None:
+        """Create an empty log.
+
+        ``source_label``: the text that starts the lines of each source's events (the
+        fleet's host column); None: they start with the time.
+        """
         super().__init__(id=id, max_lines=MAX_EVENTS, wrap=False, markup=False, highlight=False)
         self.border_title = "Events"
         self.count = 0
-        self._events: deque[tuple[SupervisorEvent, dict[int, str]]] = deque(maxlen=MAX_EVENTS)
+        """Events shown (each once)."""
+        self.events: MergedEvents[dict[int, str]] = MergedEvents(MAX_EVENTS)
+        self._source_label = source_label
         self._laid_out_at = 0
+        self._rewrite_due = False
 
-    def add(self, event: SupervisorEvent, slot_names: dict[int, str]) -> None:
-        """Append one event."""
+    def add(self, event: SupervisorEvent, slot_names: dict[int, str], *, source: int = 0) -> bool:
+        """Show one event of ``source`` in its place by time; False when it is shown already."""
+        position = self.events.add(source, event, dict(slot_names))
+        if position is None:
+            return False
         self.count += 1
-        self._events.append((event, dict(slot_names)))
-        self.write(event_line(event, slot_names, self._width()))
+        if position == len(self.events) - 1 and not self._rewrite_due:
+            self.write(self._lines(self.events.entries[position], self._width()))
+        else:
+            self._rewrite_soon()  # an earlier event: the ones after it move down
+        return True
+
+    def name_slots(self, slot_names: dict[int, str], *, source: int = 0) -> None:
+        """Name the slots of ``source``'s events that came before any of its snapshots.
+
+        A daemon sends its recent events before its snapshot: until then its slots
+        have no names ("slot 6"); they are told once the snapshot says them.
+        """
+        unnamed = [e for e in self.events.entries if e.source == source and not e.extra]
+        for entry in unnamed:
+            entry.extra.update(slot_names)
+        if unnamed and slot_names:
+            self._rewrite_soon()
 
     def _width(self) -> int | None:
         # The scrollbar's room is kept from the start: it appears with the first event
@@ -114,10 +148,33 @@ class EventLog(RichLog):
 
     def on_resize(self, event: events.Resize) -> None:
         """A new width: the events wrap anew."""
-        super().on_resize(event)
         room = self.content_region.width - self.styles.scrollbar_size_vertical
-        if self._events and room != self._laid_out_at:
-            self.clear()
-            width = self._width()
-            for item, names in self._events:
-                self.write(event_line(item, names, width))
+        if len(self.events) and room != self._laid_out_at:
+            self._rewrite()
+
+    def _rewrite_soon(self) -> None:
+        # Once per batch: a host's whole backlog arriving costs one rewrite, not one per event.
+        if not self._rewrite_due:
+            self._rewrite_due = True
+            self.call_after_refresh(self._rewrite)
+
+    def _rewrite(self) -> None:
+        self._rewrite_due = False
+        self.clear()
+        width = self._width()
+        for entry in self.events.entries:
+            self.write(self._lines(entry, width))
+
+    def _lines(self, entry: Placed[dict[int, str]], width: int | None) -> Text:
+        """The entry's line(s): its source's label first, its message wrapped under itself."""
+        if self._source_label is None:
+            return event_line(entry.event, entry.extra, width)
+        label = self._source_label(entry.source)
+        room = None if width is None else max(1, width - label.cell_len)
+        text = Text(no_wrap=True)
+        for index, line in enumerate(event_line(entry.event, entry.extra, room).split("\n")):
+            if index:
+                text.append("\n")
+            text.append_text(label if index == 0 else Text(" " * label.cell_len))
+            text.append_text(line)
+        return text

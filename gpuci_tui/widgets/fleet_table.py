@@ -14,10 +14,10 @@ from rich.text import Text
 from textual import events
 from textual.widget import Widget
 
-from gpuci_tui.core.fleet.labels import short_label
+from gpuci_tui.core.fleet.labels import short_label, target_around
 from gpuci_tui.core.fleet.link import LinkState
 from gpuci_tui.core.fleet.rows import FleetTotals, HostRow, Severity
-from gpuci_tui.core.formatting import duration
+from gpuci_tui.core.formatting import cut_words, duration
 from gpuci_tui.core.host_readings import queued_words
 from gpuci_tui.core.models import HealthState
 from gpuci_tui.widgets.format import ago, until
@@ -61,27 +61,6 @@ _LINK_CELLS: dict[LinkState, tuple[str, str]] = {
     LinkState.DOWN: ("✗ down", "bold red"),
 }
 _SEVERITY_STYLES = {Severity.DOWN: "red", Severity.ERROR: "red", Severity.WARNING: "yellow"}
-
-
-def middle(text: str, width: int) -> str:
-    """Cut ``text`` to ``width`` in the middle: ``127.0…:40123`` keeps both ends apart."""
-    if len(text) <= width:
-        return text
-    head = (width - 1) // 2
-    return text[:head] + "…" + text[len(text) - (width - 1 - head) :]
-
-
-def word_cut(text: str, width: int) -> str:
-    """``text`` cut to ``width`` after a whole word (``connect to…``), never inside one.
-
-    The detail line under the table says the selected host's problems in full.
-    """
-    if len(text) <= width:
-        return text
-    space = text.rfind(" ", 0, width)
-    if space < width // 2:  # one long word: a word cut beats an empty cell
-        return text[: width - 1] + "…"
-    return text[:space].rstrip(" ;:,") + "…"
 
 
 def _count(value: int, row: HostRow, style: str = "") -> Text:
@@ -177,7 +156,7 @@ class FleetTable(KeyedTable):
         if column == "host" and cell.cell_len > width:
             return Text(short_label(cell.plain, self.labels, width), style=cell.style)
         if column == "problems" and cell.cell_len > width:
-            return Text(word_cut(cell.plain, width), style=cell.style)
+            return Text(cut_words(cell.plain, width), style=cell.style)
         return fit_text(cell, width)
 
     @property
@@ -252,15 +231,21 @@ def uptimes(row: HostRow, now: float) -> list[str]:
     return parts
 
 
+def host_name(label: str, target: str) -> Text:
+    """The host named once (``ci@gpu3:2222``, ``gpu3`` in bold), or an alias and its target."""
+    around = target_around(label, target)
+    if around is None:
+        return Text.assemble((label, "bold"), (f" {target}", "bright_black"))
+    before, after = around
+    return Text.assemble((before, "bright_black"), (label, "bold"), (after, "bright_black"))
+
+
 def host_detail(row: HostRow, now: float, collapsed: Sequence[tuple[str, Text]] = ()) -> Text:
     """The selected host in full: target, since when, its problems (whole: they come
     before the rest), the table's collapsed columns (``collapsed``: label and cell),
     daemon and link ages, agents and queue.
     """
-    # The label once when it is the target itself (no alias, no user, no port).
-    text = Text(row.label, style="bold")
-    if row.target != row.label:
-        text.append(f" {row.target}", style="bright_black")
+    text = host_name(row.label, row.target)
     if row.link is LinkState.DOWN:
         text.append(f" · down since {ago(row.since, now)}", style="red")
         text.append(f", retry {until(row.retry_at, now)}" if row.retry_at else ", retrying…")

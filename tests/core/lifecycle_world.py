@@ -34,6 +34,7 @@ import itertools
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 from gpuci_tui.core.command_types import Command
 from gpuci_tui.core.engine.agent.output import (
@@ -157,6 +158,8 @@ class World:
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _jobs: itertools.count[int] = field(default_factory=lambda: itertools.count(1000))
     _feed_until: float = 0.0
+    _plans: int = 0
+    """Plans made so far: a wake-up set by an older plan than the last is dropped."""
     foreign: dict[int, float] = field(default_factory=dict)
     """Per slot: since when a foreign process holds its GPU."""
     broken: dict[int, float] = field(default_factory=dict)
@@ -247,8 +250,17 @@ class World:
         self.state, plan = decide(self.state, self.now)
         for action in plan.actions:
             self._carry_out(action)
+        # Like the supervisor's loop: one wake-up, the latest plan's. Its `wake_at` is the
+        # earliest time anything in the state is due, so an older plan's wake-up is only
+        # ever early or the same; keeping every one made "auto" plan 3.5 times as often
+        # (each plan moves its hold-down's end) for nothing the daemon does.
+        self._plans += 1
         if plan.wake_at is not None:
-            self.at(max(0.0, plan.wake_at - self.now), self._plan)
+            self.at(max(0.0, plan.wake_at - self.now), partial(self._wake, self._plans))
+
+    def _wake(self, plan: int) -> None:
+        if plan == self._plans:  # no plan since the one that asked for this wake-up
+            self._plan()
 
     def command(self, command: Command) -> None:
         self.state, _ = apply_command(self.state, command)

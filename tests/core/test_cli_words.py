@@ -152,7 +152,9 @@ def test_an_unreachable_organisation_exits_8_with_the_answer_and_no_log_line(
     config = write_config(tmp_path / "config.toml", url="http://127.0.0.1:9/acme")
     out = cli("--config", str(config), "token", "check", tmp_path=tmp_path)
     assert out.returncode == exitcodes.UNREACHABLE, out
-    assert out.stdout.startswith("PAT from file: Cannot reach 127.0.0.1:9"), out.stdout
+    assert out.stdout.startswith(f"PAT from {tmp_path / 'pat'}: Cannot reach 127.0.0.1:9"), (
+        out.stdout
+    )
     assert out.stderr == "", "the client's log line is not printed without -v"
     verbose = cli("--config", str(config), "token", "check", "-v", tmp_path=tmp_path)
     assert verbose.returncode == exitcodes.UNREACHABLE

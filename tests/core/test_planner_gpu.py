@@ -14,9 +14,10 @@ import pytest
 
 from gpuci_tui.core.engine.agent.steps import ReadAgent
 from gpuci_tui.core.engine.gpu_admission import FOREIGN_PROCESS, GateKind, GateReading
-from gpuci_tui.core.engine.lifecycle import EngineState, Gate, Intent, Lane
+from gpuci_tui.core.engine.lifecycle import EngineState, Intent, Lane
 from gpuci_tui.core.engine.planning.planner import decide
 from gpuci_tui.core.engine.server_steps import CheckAgent, SetEnabled
+from gpuci_tui.core.engine.slot_gate import Gate
 from gpuci_tui.core.engine.steps import (
     Action,
     Died,

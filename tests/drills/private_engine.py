@@ -144,8 +144,13 @@ class PrivateEngine:
         return docker.DockerClient(base_url=self.url, timeout=30)
 
     def copy_image(self, host_client: Any, tag: str) -> None:
-        """Copy ``tag`` from the host engine into this one (save → load; never a pull)."""
-        data = b"".join(host_client.images.get(tag).save(named=True))
+        """Copy ``tag`` from the host engine into this one (save → load; never a pull).
+
+        ``named=tag``, not ``True``: with True docker-py names the tarball by the image's
+        *first* tag, and an image another test tagged again (the history bench's
+        ``gpuci-bench/history-agent:v2`` is the emulator) arrived under that name only.
+        """
+        data = b"".join(host_client.images.get(tag).save(named=tag))
         engine = self.client()
         try:
             engine.images.load(data)

@@ -2,7 +2,9 @@
 
 1. A foreign process takes the slot's GPU while a job runs: the job succeeds,
    the next job waits, and the slot's agent is enabled at most 2 s after the
-   process exits (agents with the real agent's start-up times).
+   process exits (agents that take longer than that to start, so only the held,
+   registered agent can make it: bench/bench_gpu_admission.py measures the same
+   release with the real agent's start-up, for BENCHMARKS.md).
 2. A critical Xid during a job: the job ends normally, its slot is quarantined
    and not replenished, the other slot goes on taking jobs, ``gpu clear``
    releases it, and the history marks the job with the Xid.
@@ -34,7 +36,9 @@ GPUS = "driver 580.159.04\ncuda 13000\n" + "".join(
 )
 FOREIGN = "proc 0 4242 62500 60 20\n"
 """pid 4242 is no process of this host's containers: a host process, not ours."""
-REALISTIC = AgentStartup(6.0, 3.0)
+SLOW_START = AgentStartup(2.5, 1.0)
+"""3.5 s from container start to a session: a release that restarted the agent instead of
+enabling the held one would miss the 2 s (the real agent's 6 s + 3 s is the benchmark's)."""
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +91,7 @@ def test_foreign_process_holds_the_next_job_and_its_exit_releases_within_2s(
     one_gpu: tuple[Rig, NvmlState],
 ) -> None:
     rig, nvml = one_gpu
-    rig.org.startup = REALISTIC
+    rig.org.startup = SLOW_START
     rig.start_daemon(LAUNCHER)
     wait_for(rig.all_idle, 90, "the slot idle with a ready standby")
     with SlotSampler(rig.client, rig.instance) as sampler:

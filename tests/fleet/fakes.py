@@ -2,11 +2,13 @@
 
 Live hosts are `tests.ui.fakes.FakeHandle` (state changes only when the test
 pushes it); `DeadHandle` never connects, like ssh to a host that is down;
-`SwitchHandle` can be made to drop and come back.
+`SwitchHandle` can be made to drop and come back; `ReplayHandle` serves every
+subscriber, each starting with the daemon's recent events, as a daemon does.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
@@ -15,15 +17,28 @@ from gpuci_tui.core.command_types import Command, CommandResult
 from gpuci_tui.core.config.fleet_host import parse_target
 from gpuci_tui.core.engine.preview import CommandPreview
 from gpuci_tui.core.fleet.link import Fleet, FleetMember
+from gpuci_tui.core.fleet.ssh_command import DAEMON_CLOSED
 from gpuci_tui.core.host.control.client import ControlError
 from gpuci_tui.core.host.control.reconnect import Backoff
 from gpuci_tui.core.host.handle import Update
-from gpuci_tui.core.models import HealthSnapshot, HealthState, PoolSummary, SupervisorSnapshot
+from gpuci_tui.core.models import (
+    HealthSnapshot,
+    HealthState,
+    PoolSummary,
+    SupervisorEvent,
+    SupervisorSnapshot,
+)
+from gpuci_tui.core.store.history import JobQuery, JobRecord
 from gpuci_tui.services import Services
 from tests.ui.fakes import FakeHandle, make_services
 from tests.ui.scenarios import NOW, busy_slot, idle_slot, loaded_snapshot
 
 REFUSED = "ssh: connect to host gpu4 port 22: Connection refused"
+NO_DAEMON = (
+    "no gpuci-tui daemon is running on this host (no socket at /run/user/1000/gpuci-tui/x.sock); "
+    "start one there with: gpuci-tui run"
+)
+"""What a new attempt says when the host's daemon is gone (the bridge's words)."""
 #: Slow enough that a down host is retried only once during a test (stable text).
 SLOW = Backoff(base=600.0, cap=600.0, jitter=0.0)
 FAST = Backoff(base=0.05, cap=0.2, jitter=0.0)
@@ -64,13 +79,28 @@ class DeadHandle:
 
 
 class SwitchHandle(FakeHandle):
-    """A `FakeHandle` that can drop (its stream fails, new ones too) and come back."""
+    """A `FakeHandle` that can drop (its stream ends, new ones find no daemon) and come back."""
 
     def __init__(self, snapshot: SupervisorSnapshot, **kwargs: Any) -> None:
         """Start reachable."""
         super().__init__(snapshot, mode="daemon", **kwargs)
         self.down = False
         self.streams = 0
+        self.jobs: list[JobRecord] | None = None
+        """The daemon's finished jobs (None: it has no history yet)."""
+        self.queries: list[JobQuery] = []
+
+    async def history(self, query: JobQuery) -> list[JobRecord] | None:
+        """The jobs matching ``query``'s filters, newest first, as a daemon answers."""
+        if self.down:
+            raise ControlError(NO_DAEMON)
+        self.queries.append(query)
+        if self.jobs is None:
+            return None
+        rows = [job for job in self.jobs if not query.failed_only or job.failed]
+        if query.pipeline is not None:
+            rows = [job for job in rows if job.pipeline == query.pipeline]
+        return rows[: query.limit]
 
     def drop(self) -> None:
         """The host goes away: the open stream ends, new attempts fail."""
@@ -87,13 +117,53 @@ class SwitchHandle(FakeHandle):
 
     async def _follow(self) -> AsyncIterator[Update]:
         if self.down:
-            raise ControlError("the daemon closed the connection (it stopped or restarted)")
+            raise ControlError(NO_DAEMON)
         self.streams += 1
         yield self.current
         async for update in self._stream():
             yield update
         if self.down:
             raise ControlError("the daemon closed the connection (it stopped or restarted)")
+
+
+class ReplayHandle(SwitchHandle):
+    """A daemon as the control socket serves one: each subscription starts with its recent
+    events, numbered as the daemon numbers them, and every subscriber gets every update."""
+
+    def __init__(self, snapshot: SupervisorSnapshot, backlog: list[SupervisorEvent]) -> None:
+        super().__init__(snapshot)
+        self.recent = list(backlog)
+        self.subscribers: list[asyncio.Queue[Update | None]] = []
+
+    def emit(self, at: float, message: str, kind: str = "job_assigned") -> SupervisorEvent:
+        """A new event, as the daemon reports it (kept among its recent ones, numbered)."""
+        event = SupervisorEvent(at=at, kind=kind, message=message, slot=0, seq=len(self.recent) + 1)
+        self.recent.append(event)
+        for queue in self.subscribers:
+            queue.put_nowait(event)
+        return event
+
+    def drop(self) -> None:
+        """Every stream ends (the ssh channels were killed); new attempts fail until `restore`."""
+        self.down = True
+        for queue in self.subscribers:
+            queue.put_nowait(None)
+
+    async def _follow(self) -> AsyncIterator[Update]:
+        if self.down:
+            raise ControlError(NO_DAEMON)
+        self.streams += 1
+        queue: asyncio.Queue[Update | None] = asyncio.Queue()
+        self.subscribers.append(queue)
+        try:
+            for event in list(self.recent):
+                yield event
+            yield self.current
+            while (update := await queue.get()) is not None:
+                yield update
+        finally:
+            self.subscribers.remove(queue)
+        raise ControlError(DAEMON_CLOSED)
 
 
 def healthy_snapshot(**changes: Any) -> SupervisorSnapshot:

@@ -10,6 +10,7 @@ from gpuci_tui.app import make_app
 from gpuci_tui.core.fleet.link import LinkState
 from gpuci_tui.screens.confirm import ConfirmScreen
 from gpuci_tui.screens.fleet import FleetScreen
+from gpuci_tui.screens.fleet_host import HostDashboardScreen
 from tests.fleet.fakes import (
     three_hosts,
 )
@@ -62,3 +63,29 @@ async def confirm_text(pilot: Any) -> tuple[str, str]:
     await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="a confirmation")
     prompt = app.screen.prompt
     return prompt.title, prompt.body
+
+
+async def open_host(pilot: Any, label: str | None = None) -> HostDashboardScreen:
+    """Open the dashboard of host ``label`` (None: the selected one) once it is up.
+
+    Returns once the host's dashboard shows its first snapshot.
+    """
+    screen = pilot.app.screen
+    assert isinstance(screen, FleetScreen), f"expected the fleet overview, got {screen!r}"
+    index = next((i for i, m in enumerate(screen.members) if m.label == label), None)
+    await wait_for(
+        pilot,
+        lambda: (
+            screen.statuses[index if index is not None else screen.table.selected or 0].state
+            is LinkState.UP
+        ),
+        what=f"{label or 'the selected host'} up",
+    )
+    if label is not None:
+        await select(pilot, screen, label)
+    await pilot.press("enter")
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, HostDashboardScreen), what="open")
+    dash = pilot.app.screen
+    assert isinstance(dash, HostDashboardScreen)
+    await wait_for(pilot, lambda: dash.snapshot is not None, what="the host's snapshot")
+    return dash

@@ -17,7 +17,13 @@ from gpuci_tui.core.models import (
     SupervisorEvent,
     SupervisorSnapshot,
 )
-from tests.fleet.fakes import SwitchHandle, auth_failed_snapshot, healthy_snapshot, member
+from tests.fleet.fakes import (
+    NO_DAEMON,
+    SwitchHandle,
+    auth_failed_snapshot,
+    healthy_snapshot,
+    member,
+)
 from tests.ui.scenarios import NOW, loaded_snapshot
 
 # --------------------------------------------------------------------------- backoff
@@ -67,6 +73,7 @@ async def test_a_link_goes_down_backs_off_and_comes_back() -> None:
     handle = SwitchHandle(healthy_snapshot())
     rec = Recorder()
     clock = iter(range(1000, 2000)).__next__
+    moments = iter(range(0, 10_000, 5)).__next__  # every look: 5 s later (each link was steady)
     link = HostLink(
         member("gpu3", "ci@gpu3", handle),
         rec.statuses.append,
@@ -74,6 +81,7 @@ async def test_a_link_goes_down_backs_off_and_comes_back() -> None:
         on_event=rec.events.append,
         rand=lambda: 0.5,
         sleep=rec.sleep,
+        monotonic=lambda: float(moments()),
     )
     task = asyncio.get_running_loop().create_task(link.run())
     try:
@@ -84,9 +92,14 @@ async def test_a_link_goes_down_backs_off_and_comes_back() -> None:
 
         handle.drop()
         down = await rec.until(lambda s: s.state is LinkState.DOWN, "down")
-        assert down.problem == "the daemon closed the connection (it stopped or restarted)"
+        # The lost stream said nothing of why: the link tried again at once, "reconnecting"
+        # meanwhile, and the attempt's failure is the reason shown.
+        between = rec.statuses[rec.statuses.index(up) + 1 : -1]
+        assert [(s.state, s.problem) for s in between][-1:] == [(LinkState.CONNECTING, "")]
+        assert down.problem == NO_DAEMON
         assert down.failures == 1 and down.snapshot == healthy_snapshot()
-        assert down.retry_at == down.since + 1.0
+        assert down.since == between[-1].since, "down since the stream was lost"
+        assert down.retry_at is not None and rec.sleeps[:1] == [1.0], "no wait before the retry"
         for expected in (2.0, 4.0):  # still down: each attempt waits twice as long
             rec.resume.set()
             await rec.until(lambda s, n=expected: rec.sleeps[-1:] == [n], f"a {expected} s wait")

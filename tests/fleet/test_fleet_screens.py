@@ -51,10 +51,10 @@ async def test_an_unreachable_host_says_why_and_when_it_is_tried_again() -> None
         await select(pilot, screen, "gpu4")
         detail = screen.query_one(FleetDetail).render().plain
         assert detail == (
-            "gpu4 ci@gpu4 · down since just now, retry in 10 min · unreachable: ssh: connect to "
+            "ci@gpu4 · down since just now, retry in 10 min · unreachable: ssh: connect to "
             "host gpu4 port 22: Connection refused"
         )
-        assert "gpu4 ci@gpu4 · down since just now, retry in 10 min" in screen_text(app)
+        assert "ci@gpu4 · down since just now, retry in 10 min" in screen_text(app)
         assert handles["gpu4"].attempts == 1
 
 
@@ -95,7 +95,9 @@ async def test_enter_opens_the_hosts_own_dashboard_and_q_or_escape_come_back() -
         assert isinstance(dash, DashboardScreen) and dash.handle is handles["gpu3"]
         await wait_for(pilot, lambda: dash.snapshot is not None, what="the host's snapshot")
         text = screen_text(app)
-        assert "gpu3  ci@gpu3:2222 over ssh · host 2 of 3  q/Esc: back to the fleet" in text
+        # Named once, and third as the overview lists them (gpu4, down, first), not as configured.
+        assert host_order(screen) == ["gpu4", "gpu2", "gpu3"]
+        assert "⇄ ci@gpu3:2222 over ssh · host 3 of 3  q/Esc: back to the fleet" in text
         assert "gpu3-0" in text and "gpu3-3" in text
         assert text_of(dash, "#gpu-none") == (
             "No GPU visible: GPU cards are sampled on gpu3 itself, not over ssh (open the "
@@ -118,10 +120,11 @@ async def test_the_hosts_dashboard_acts_on_that_host_only() -> None:
         await wait_for(pilot, lambda: app.screen.snapshot is not None, what="snapshot")
         await pilot.press("D")
         title, _ = await confirm_text(pilot)
-        assert title == "Drain all 4 agents?"
+        assert title == "Drain all 4 agents on gpu3?", "a fleet host's confirmation names it"
         await pilot.press("y")
         await wait_for(pilot, lambda: handles["gpu3"].sent == [Drain(slots=None)], what="sent")
         assert handles["gpu2"].sent == []
+        await wait_for(pilot, lambda: any(n.title == "gpu3" for n in app._notifications))
 
 
 async def test_readonly_refuses_every_action_but_still_opens_hosts() -> None:

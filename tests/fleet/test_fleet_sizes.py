@@ -31,6 +31,7 @@ from tests.fleet.fakes import (
     healthy_snapshot,
     member,
 )
+from tests.fleet.screen_helpers import overview
 from tests.ui.helpers import screen_text, wait_for
 from tests.ui.scenarios import events
 
@@ -39,13 +40,7 @@ SIZES = [(80, 24), (120, 36), (200, 60)]
 
 
 async def _settle(pilot: Pilot[Any], handles: dict[str, Any]) -> FleetScreen:
-    screen = pilot.app.screen
-    assert isinstance(screen, FleetScreen)
-    await wait_for(
-        pilot,
-        lambda: all(s.state is not LinkState.CONNECTING for s in screen.statuses),
-        what="every host tried",
-    )
+    screen = await overview(pilot)
     for event in events():
         handles[FQDN[0]].push(event)
     await wait_for(pilot, lambda: screen.event_log.count == len(events()), what="events")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpuci_tui.core.fleet.labels import common_domain, common_start, short_label
-from gpuci_tui.widgets.fleet_table import word_cut
+from gpuci_tui.core.fleet.labels import common_domain, common_start, short_label, target_around
+from gpuci_tui.core.formatting import cut_words
 
 FQDN = ["gpu-node-a.example.com", "gpu-node-b.example.com", "gpu-node-c.example.com"]
 
@@ -54,6 +54,27 @@ def test_a_long_differing_part_is_cut_in_its_middle() -> None:
 
 def test_a_problem_in_the_table_is_cut_after_a_whole_word() -> None:
     reason = "unreachable: ssh: connect to host gpu-node-c.example.com port 22: Connection refused"
-    assert word_cut(reason, 33) == "unreachable: ssh: connect to…"
-    assert word_cut(reason, 200) == reason
-    assert word_cut("x" * 40, 10) == "x" * 9 + "…"
+    assert cut_words(reason, 33) == "unreachable: ssh: connect to…"
+    assert cut_words(reason, 200) == reason
+    assert cut_words("x" * 40, 10) == "x" * 9 + "…"
+
+
+@pytest.mark.parametrize(
+    ("label", "target", "around"),
+    [
+        ("gpu3", "gpu3", ("", "")),
+        ("gpu3", "ci@gpu3", ("ci@", "")),
+        ("gpu3", "ci@gpu3:2222", ("ci@", ":2222")),
+        ("gpu3:2222", "ci@gpu3:2222", ("ci@", "")),  # two ports of one host: the label has it
+        ("::1", "ci@[::1]:22", ("ci@[", "]:22")),
+        ("a100", "ci@10.0.0.5", None),  # an alias: both are shown
+        ("gpu", "ci@gpu3", None),
+        ("gpu3#2", "ci@gpu3", None),
+    ],
+)
+def test_a_target_names_its_host_once(
+    label: str, target: str, around: tuple[str, str] | None
+) -> None:
+    assert target_around(label, target) == around
+    if around is not None:
+        assert around[0] + label + around[1] == target

@@ -103,15 +103,19 @@ async def test_reconnect_now_cuts_the_backoff_and_never_drops_a_live_link() -> N
         assert link.status.state is LinkState.UP and handle.streams == 1, "the live link stays"
         assert len(statuses) == seen and handle.attempts == 2
 
-        handle.drop()  # down again: a manual retry that fails goes on with the backoff
+        # Lost at once (the fake clock never moves): it waits like a failure, and says no
+        # reason yet; a manual retry that fails goes on with the backoff and says why.
+        handle.drop()
         await wait_until(lambda: bool(clock.sleeping), timeout=30, what="waiting again")
+        assert link.status.state is LinkState.CONNECTING
         assert link.retry_now() is RetryNow.RETRYING
         await wait_until(
-            lambda: link.status.failures == 2 and bool(clock.sleeping),
+            lambda: link.status.state is LinkState.DOWN and bool(clock.sleeping),
             timeout=30,
             what="tried, failed",
         )
         assert link.status.retry_at == NOW + 30 and handle.attempts == 3
+        assert link.status.failures == 1 and "no gpuci-tui daemon" in link.status.problem
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)

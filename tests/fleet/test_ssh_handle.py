@@ -102,7 +102,8 @@ def test_remote_words_are_quoted_for_the_remote_shell() -> None:
         (255, "Host key verification failed.\n",
          "Host key verification failed. Connect once with plain ssh to check and accept the "
          "host key."),
-        (255, "", "ssh failed (exit 255)"),
+        (255, "", "ssh ended without saying why (exit 255)"),
+        (255, "Shared connection to gpu3 closed.\n", "ssh ended without saying why (exit 255)"),
         (127, "sh: 1: exec: gpuci-tui: not found\n",
          "gpuci-tui was not found on the host (sh: 1: exec: gpuci-tui: not found): install "
          'gpuci-tui there, or set command = "/path/to/gpuci-tui" in [fleet]'),

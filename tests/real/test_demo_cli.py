@@ -82,7 +82,9 @@ def test_every_command_works_on_the_demo_and_stop_ends_it_leaving_nothing(tmp_pa
             ("status",): [tried("status", says="2 slots"), tried("status", "--json")],
             ("history",): [tried("history", says="PIPELINE"), tried("history", "--json")],
             ("check-config",): [tried("check-config", says="OK"), tried("check-config", "--live")],
-            ("token", "check"): [tried("token", "check", says="PAT from keyring: The PAT works")],
+            ("token", "check"): [
+                tried("token", "check", says="PAT from the keyring: The PAT works")
+            ],
             ("token", "set"): [tried("token", "set", "--stdin", stdin=pat + "\n")],
             ("token", "delete"): [
                 tried("token", "delete", says="deleted"),

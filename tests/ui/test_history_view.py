@@ -162,7 +162,7 @@ async def test_a_slow_read_is_not_overlapped_by_the_next_refresh(
 ) -> None:
     """Reads started on every tick of a 10 ms refresh while each takes 150 ms would pile up
     threads (seen at the end of a loaded CI run); the refresh waits for the last read."""
-    import gpuci_tui.screens.history as view
+    import gpuci_tui.core.store.history_source as view
 
     lock, running, most = threading.Lock(), [0], [0]
     read = view.read_history

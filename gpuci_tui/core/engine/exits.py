@@ -19,10 +19,6 @@ from gpuci_tui.core.protocols import ContainerInfo
 #: still counts: it is also what a missed OOM kill looks like, and an image that is
 #: OOM-killed at every start must back off and park, not restart in a tight loop.
 SIGNAL_EXITS = frozenset({130, 143})
-#: Pause before the next start after an agent that already had the chance to start with
-#: the cached package left to update again: the cache did not help (no verified package),
-#: so the slot must not hammer the organisation with registrations. Never counted as failure.
-UPDATE_RETRY = 30.0
 
 
 def judge_exit(
@@ -139,7 +135,7 @@ def settle_exit(
     """
     failure, reason = judged
     if code == AGENT_UPDATING and not lane.stop_requested:
-        return left_to_update(slot, lane.started_at, at), True
+        return left_to_update(slot, lane.started_at, at, rules.update_retry), True
     if failure:
         return count_failure(slot, f"failed ({reason})", reason, at, rules), False
     if lane.go is GoState.REFUSED:
@@ -149,13 +145,16 @@ def settle_exit(
     return (replace(slot, update_exit_at=None) if lane.took_job else slot), False
 
 
-def left_to_update(slot: SlotRecord, started_at: float | None, at: float) -> SlotRecord:
+def left_to_update(
+    slot: SlotRecord, started_at: float | None, at: float, retry: float
+) -> SlotRecord:
     """An agent of ``slot`` left to update itself (exit 12): never a step towards parking.
 
     The next container starts at once, with the package the daemon caches. Only a
     container started *after* the slot's first update exit (since its last job: it
-    should have had that package, so the cache cannot help) waits `UPDATE_RETRY`
-    before the next start.
+    should have had that package, so the cache cannot help) waits ``retry`` seconds
+    (``[supervisor] update_retry``) before the next start: the cache did not help (no
+    verified package), so the slot must not hammer the organisation with registrations.
     """
     # The first update exit of an episode is kept (not the latest): with two lanes per
     # slot, each lane's exit would otherwise move it past the other's restart.
@@ -164,9 +163,9 @@ def left_to_update(slot: SlotRecord, started_at: float | None, at: float) -> Slo
         return replace(
             slot,
             failures=0,
-            backoff_until=at + UPDATE_RETRY,
+            backoff_until=at + retry,
             message=f"agent left to update again (no newer package to give it); "
-            f"next start in {UPDATE_RETRY:.0f} s",
+            f"next start in {retry:.0f} s",
         )
     return replace(
         slot,

@@ -23,12 +23,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from itertools import pairwise
 from typing import TYPE_CHECKING
 
 from gpuci_tui.core.engine.agent.start_gate import GoState
 from gpuci_tui.core.engine.gpu_admission import GateKind
 from gpuci_tui.core.engine.overrides import Overrides
 from gpuci_tui.core.engine.pool_view import PoolView
+from gpuci_tui.core.engine.slot_gate import Gate
 from gpuci_tui.core.models import ExitInfo, HealthSnapshot, ImageUsed, JobInfo
 
 if TYPE_CHECKING:
@@ -65,6 +67,7 @@ class Lane(StrEnum):
 
 #: Every lane, in order: a slot with ``n`` lanes uses the first ``n``.
 LANES: tuple[Lane, ...] = tuple(Lane)
+_LANE_RANK = {lane: index for index, lane in enumerate(LANES)}
 
 
 class LanePhase(StrEnum):
@@ -203,6 +206,17 @@ class LaneRecord:
         return self.live and self.go in (GoState.HELD, GoState.REFUSED)
 
     @property
+    def may_be_registered(self) -> bool:
+        """Its name may be in the pool: seen there, a container up, or one ran since the last read.
+
+        An agent registers seconds after its start and the registration outlives its
+        container: one that registered, ran a short job and ended between two reads of
+        the pool is in neither read, yet counts against ``max_agents``.
+        """
+        ran_unseen = self.ended_at is not None and self.known_at <= self.ended_at
+        return self.agent_id is not None or self.live or ran_unseen
+
+    @property
     def capable(self) -> bool:
         """The lane could run a job now or be handed one (see the module docstring).
 
@@ -210,34 +224,6 @@ class LaneRecord:
         lane must not be enabled in the meantime.
         """
         return self.op is Op.ENABLE or (self.live and not self.disabled_idle and not self.held)
-
-
-@dataclass(frozen=True)
-class Gate:
-    """Whether the slot's GPUs let its agent take the next job (see `transitions_gpu`).
-
-    Closed (held or quarantined), the slot's idle agents are disabled on the
-    server and stay registered; a running job is never touched.
-    """
-
-    kind: GateKind = GateKind.OPEN
-    reason: str = ""
-    """Why it is closed, naming the GPU ("GPU 0 used by pid 4242 python, 61 GB, not ours")."""
-    code: str = ""
-    """Bounded reason label: ``foreign_process`` or a `gpu_health.Fault` value."""
-    since: float | None = None
-    """When it closed."""
-    passing_since: float | None = None
-    """Closed, but the GPUs have passed since then (released after the hold-down)."""
-    released_at: float | None = None
-    """When it last opened (a close soon after means the GPU flaps)."""
-    flapping: bool = False
-    """Closed again within the hold-down of its last release: the next release waits."""
-
-    @property
-    def closed(self) -> bool:
-        """The slot takes no new job."""
-        return self.kind is not GateKind.OPEN
 
 
 @dataclass(frozen=True)
@@ -276,9 +262,19 @@ class SlotRecord:
 
     def with_lane(self, record: LaneRecord) -> SlotRecord:
         """A copy with ``record`` replacing its lane (or added, in lane order)."""
-        others = [lane for lane in self.lanes if lane.lane is not record.lane]
-        lanes = sorted([*others, record], key=lambda r: LANES.index(r.lane))
-        return replace(self, lanes=tuple(lanes))
+        lanes = self.lanes
+        # Called for every planned step: lanes kept in lane order (each once) take the
+        # record in its place without a sort, and an unchanged one costs no copy.
+        ranks = [_LANE_RANK[lane.lane] for lane in lanes]
+        if _LANE_RANK[record.lane] in ranks and all(a < b for a, b in pairwise(ranks)):
+            index = ranks.index(_LANE_RANK[record.lane])
+            if lanes[index] is record:
+                return self
+            return replace(self, lanes=(*lanes[:index], record, *lanes[index + 1 :]))
+        others = [lane for lane in lanes if lane.lane is not record.lane]
+        return replace(
+            self, lanes=tuple(sorted([*others, record], key=lambda r: _LANE_RANK[r.lane]))
+        )
 
     def find(self, container_id: str) -> LaneRecord | None:
         """The lane whose current, dying, extra or stale container is ``container_id``."""
@@ -409,7 +405,16 @@ class EngineState:
 
     def with_slot(self, record: SlotRecord) -> EngineState:
         """A copy with ``record`` replacing (or added as) its slot, slots kept in order."""
-        others = [slot for slot in self.slots if slot.number != record.number]
+        slots = self.slots
+        # Called for every slot of every plan: a slot in its place (slots kept in order,
+        # numbers unique) is swapped in without a sort, and an unchanged one costs no copy.
+        numbers = [slot.number for slot in slots]
+        if record.number in numbers and all(a < b for a, b in pairwise(numbers)):
+            index = numbers.index(record.number)
+            if slots[index] is record:
+                return self
+            return replace(self, slots=(*slots[:index], record, *slots[index + 1 :]))
+        others = [slot for slot in slots if slot.number != record.number]
         return replace(self, slots=tuple(sorted([*others, record], key=lambda s: s.number)))
 
     def without_slot(self, number: int) -> EngineState:

@@ -1,7 +1,7 @@
-"""One read of the pool, as the engine keeps it (`EngineState.pool`).
+"""One read of the pool as the engine sees it: the agents, the queue, and how the read was made.
 
 What the organisation said, not a record of the lifecycle's: the pool observer
-builds it, `transitions.server` folds it into the lanes.
+builds it (`EngineState.pool`), `transitions.server` folds it into the lanes.
 """
 
 from __future__ import annotations

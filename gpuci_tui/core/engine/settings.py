@@ -25,6 +25,13 @@ class SupervisorConfig:
     """A container that lived this long (or took a job) did not fail early."""
     stop_timeout: float = 30.0
     """Seconds between SIGTERM and SIGKILL when stopping an idle agent."""
+    role_retry: float = 60.0
+    """Seconds between checks of the pool's Administrator role while the organisation
+    refuses it to our identity (agent starts wait meanwhile; one GET per check)."""
+    update_retry: float = 30.0
+    """Seconds before the next start after an agent that had its chance at the cached
+    agent package left to update again (no verified package to give it): never a failure,
+    but no registration storm either."""
     canary_jobs: int = 3
     """``reload --canary N``: successful jobs on the canary slots before every slot follows
     (the default when the command gives no ``--canary-jobs``)."""

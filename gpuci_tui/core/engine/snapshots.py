@@ -13,7 +13,6 @@ from gpuci_tui.core.engine.agent.start_gate import GoState
 from gpuci_tui.core.engine.gpu_admission import GateKind
 from gpuci_tui.core.engine.lifecycle import (
     EngineState,
-    Gate,
     Intent,
     LanePhase,
     LaneRecord,
@@ -21,6 +20,7 @@ from gpuci_tui.core.engine.lifecycle import (
     gate_of,
 )
 from gpuci_tui.core.engine.rollout.views import rollout_snapshots
+from gpuci_tui.core.engine.slot_gate import Gate
 from gpuci_tui.core.engine.standby.auto import depth_text
 from gpuci_tui.core.engine.waits import long_wait
 from gpuci_tui.core.gpu_readings import JobGpuNow

@@ -80,3 +80,20 @@ def short_label(label: str, labels: Sequence[str], width: int) -> str:
             return "…" + label[len(label) - (width - 1) :]
         return "…" + _middle(rest, width - 1)
     return _middle(label, width)
+
+
+def target_around(label: str, target: str) -> tuple[str, str] | None:
+    """What ``target`` adds around ``label`` when the label is its host name: ``(before, after)``.
+
+    ``ci@gpu3:2222`` labelled ``gpu3`` is ``("ci@", ":2222")``, so the host is named
+    once: ``ci@`` **gpu3** ``:2222``, not ``gpu3 ci@gpu3:2222``. None when the label is
+    an alias (``a100`` for ``ci@10.0.0.5``): then both are shown.
+    """
+    rest = target.rsplit("@", 1)[-1]
+    user = target[: len(target) - len(rest)]
+    for opening, closing in (("", ""), ("[", "]")):  # an IPv6 address is in brackets
+        name = opening + label + closing
+        after = rest[len(name) :]
+        if rest.startswith(name) and (not after or after.startswith(":")):
+            return user + opening, closing + after
+    return None

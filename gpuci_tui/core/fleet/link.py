@@ -1,34 +1,54 @@
 """Following each host of a fleet: one `HostLink` per host, reconnected with jittered backoff.
 
 A link follows its handle's update stream and keeps the host's last snapshot
-and whether it is reachable. When the stream breaks (ssh cannot connect, the
-daemon is gone, the host stops answering) the link says so at once and tries
+and whether it is reachable. When an attempt fails (ssh cannot connect, no
+daemon runs, the host stops answering) the link says why at once and tries
 again after 1 s, 2 s, 4 s … up to 30 s, each delay jittered so that a console
 watching many hosts does not reconnect to all of them in the same instant;
 `HostLink.retry_now` (the console's "reconnect now") cuts that wait short.
 Links are independent: a dead host never holds up the others.
+
+A stream that breaks rarely says why: ssh exits 255 without a word when its
+session is lost, the daemon's side simply closes. Such words are no reason to
+show (`WITHOUT_CAUSE`): the link reconnects at once and reads "connecting…"
+until an attempt fails with its cause ("Connection refused", "no gpuci-tui
+daemon is running") or works, for `UNSURE_FOR` seconds at most.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from gpuci_tui.core.config.fleet_host import FleetHost
+from gpuci_tui.core.fleet import ssh_command
 from gpuci_tui.core.gpu_readings import GpuFrame, GpuHostInfo
 from gpuci_tui.core.host.control.reconnect import Backoff, Reconnector, RetryNow
 from gpuci_tui.core.host.handle import SupervisorHandle
 from gpuci_tui.core.models import SupervisorEvent, SupervisorSnapshot
+
+STREAM_ENDED = "the update stream ended"
+WITHOUT_CAUSE = (*ssh_command.WITHOUT_CAUSE, STREAM_ENDED)
+"""What a link that ended may say when nothing says why: never shown as a host's reason
+while the next attempts may still tell it."""
+UNSURE_FOR = 5.0
+"""Seconds a link reads "connecting…" while its attempts end without a cause."""
+UNSURE_RETRY = 0.5
+"""Seconds between two such attempts (the first after a lost stream starts at once)."""
+STEADY = 1.0
+"""Seconds a link must have been up for its loss to be retried at once: a host whose
+daemon takes each connection and drops it again is retried with the backoff's delays."""
 
 
 class LinkState(StrEnum):
     """Whether the console reaches a host's daemon."""
 
     CONNECTING = "connecting"
-    """Not reached yet (first attempt under way)."""
+    """Not reached yet, or reconnecting after a lost stream, the cause not known yet."""
     UP = "up"
     """The update stream runs."""
     DOWN = "down"
@@ -86,6 +106,7 @@ class HostLink:
         on_event: Callable[[SupervisorEvent], None] | None = None,
         rand: Callable[[], float] = random.random,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         """Prepare to follow ``member`` (see `run`).
 
@@ -97,6 +118,8 @@ class HostLink:
             on_event: Called with each supervisor event of the host.
             rand: Random numbers in [0, 1) for the jitter.
             sleep: How to wait (tests may replace it).
+            monotonic: The clock that measures how long the link was up, or unsure
+                (``clock`` is the wall clock shown, which may step).
         """
         self.member = member
         self.status = HostStatus()
@@ -106,6 +129,7 @@ class HostLink:
         self._backoff = backoff or Backoff()
         self._rand = rand
         self._reconnect = Reconnector(sleep)
+        self._monotonic = monotonic
 
     def _set(self, **changes: object) -> None:
         self.status = replace(self.status, **changes)  # type: ignore[arg-type]
@@ -113,12 +137,34 @@ class HostLink:
 
     async def run(self) -> None:
         """Follow the host until cancelled, reconnecting after every failure."""
+        unsure_since: float | None = self._monotonic()  # no cause known since then
+        flaps = 0  # links in a row that were lost within STEADY of coming up
         while True:
-            problem = await self._follow()
+            problem, up_at = await self._follow()
+            now, moment = self._clock(), self._monotonic()
+            if up_at is not None:
+                steady = moment - up_at >= STEADY
+                flaps = 0 if steady else flaps + 1
+                if steady or unsure_since is None:
+                    unsure_since = moment
+            if (
+                unsure_since is not None
+                and moment - unsure_since < UNSURE_FOR
+                and problem.startswith(WITHOUT_CAUSE)
+            ):
+                self._reconnect.lost()
+                since = now if up_at is not None else self.status.since
+                self._set(state=LinkState.CONNECTING, problem="", since=since, retry_at=None)
+                if up_at is None:
+                    await self._reconnect.wait(UNSURE_RETRY)
+                elif flaps:  # it drops every connection at once: not in a tight loop
+                    await self._reconnect.wait(self._backoff.delay(flaps, self._rand))
+                continue
+            unsure_since = None
             failures = self.status.failures + 1
             delay = self._backoff.delay(failures, self._rand)
-            now = self._clock()
-            since = self.status.since if self.status.state is LinkState.DOWN else now
+            earlier = self.status.state is not LinkState.UP and self.status.since is not None
+            since = self.status.since if earlier else now
             self._set(
                 state=LinkState.DOWN,
                 problem=problem,
@@ -137,12 +183,18 @@ class HostLink:
         """
         return self._reconnect.retry_now()
 
-    async def _follow(self) -> str:
-        """Follow one update stream; return why it ended."""
+    async def _follow(self) -> tuple[str, float | None]:
+        """Follow one update stream; return why it ended, and when it came up.
+
+        The time is the `monotonic` clock's; None: it never came up.
+        """
+        up_at: float | None = None
         try:
             async for update in self.member.handle.updates():
                 if isinstance(update, SupervisorSnapshot):
                     self._reconnect.up()
+                    if up_at is None:
+                        up_at = self._monotonic()
                     now = self._clock()
                     if self.status.state is LinkState.UP:
                         self._set(snapshot=update, updated_at=now)
@@ -161,8 +213,8 @@ class HostLink:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - any failure of one host is that host's state
-            return str(exc) or type(exc).__name__
-        return "the update stream ended"
+            return str(exc) or type(exc).__name__, up_at
+        return STREAM_ENDED, up_at
 
 
 class RemoteGpus:

@@ -191,7 +191,8 @@ def host_row(label: str, target: str, status: HostStatus) -> HostRow:
     if status.state is LinkState.DOWN:
         problems.append((Severity.DOWN, down_reason(status.problem)))
     elif status.state is LinkState.CONNECTING:
-        problems.append((Severity.WARNING, "connecting…"))
+        # Until an attempt fails with its cause, or works: never a reason that says nothing.
+        problems.append((Severity.WARNING, "reconnecting…" if snapshot else "connecting…"))
     if snapshot is None:
         severity = problems[0][0] if problems else Severity.OK
         return HostRow(

@@ -113,6 +113,14 @@ def bridge_argv(host: FleetHost, command: str, settings: SshSettings) -> list[st
     return [settings.ssh, *ssh_options(settings), *destination(host), remote]
 
 
+SSH_ENDED = "ssh ended without saying why (exit 255)"
+"""A channel whose ssh exited 255 without a word: its session was lost (the host or its SSH
+server went away) or its shared connection failed. Not a cause: the next attempt says why."""
+DAEMON_CLOSED = "the daemon closed the connection (it stopped or restarted)"
+"""A channel the daemon's side ended without a word. Not a cause either: the next attempt
+finds the daemon back, or says that none runs."""
+WITHOUT_CAUSE = (SSH_ENDED, DAEMON_CLOSED)
+"""How a channel that ended may read when nothing says why."""
 LOCAL_KILLED = "the local ssh client was killed"
 BRIDGE_CRASHED = "the bridge crashed on the host"
 LOGIN_REFUSED = "login refused"
@@ -163,7 +171,7 @@ def explain_exit(code: int | None, stderr: str, command: str) -> str:
             )
         if "Host key verification failed" in last:
             return f"{last} Connect once with plain ssh to check and accept the host key."
-        return last or "ssh failed (exit 255)"
+        return last or SSH_ENDED
     if code == 127:
         return (
             f"{command} was not found on the host ({last or 'exit 127'}): install gpuci-tui "
@@ -172,5 +180,5 @@ def explain_exit(code: int | None, stderr: str, command: str) -> str:
     if code == NO_DAEMON_EXIT and last:
         return last.removeprefix("gpuci-tui: ")
     if code == 0 or code is None:
-        return last or "the daemon closed the connection (it stopped or restarted)"
+        return last or DAEMON_CLOSED
     return f"the bridge exited with code {code}: {last}" if last else f"the bridge exited ({code})"

@@ -3,7 +3,7 @@
 Every channel is one ``ssh HOST gpuci-tui bridge`` process. The bridge, on the
 host, joins its stdin and stdout to the daemon's control socket byte for byte,
 so the JSON-lines protocol of `control` (hello, status, command, preview,
-subscribe and whatever comes later) passes through unchanged. One persistent
+subscribe, logs, history and whatever comes later) passes through unchanged. One persistent
 channel carries requests; each `updates` call opens its own stream.
 
 How ssh is run (BatchMode, a private connection master per host, keep-alives)
@@ -42,8 +42,10 @@ from gpuci_tui.core.host.control.client import (
     snapshot_reply,
     update_of,
 )
+from gpuci_tui.core.host.control.history_serving import history_reply, history_request
 from gpuci_tui.core.host.handle import Update
 from gpuci_tui.core.models import PROTOCOL_VERSION, SupervisorSnapshot
+from gpuci_tui.core.store.history import JobQuery, JobRecord
 
 STDERR_KEEP = 4096
 """Bytes of a channel's stderr kept for the error message."""
@@ -159,12 +161,16 @@ class SshHandle:
         self._requests: _Channel | None = None
         self._lock = asyncio.Lock()
         self._streams: set[_Channel] = set()
+        self._closed = False
+        """`close` was called: no channel opens after it (a view's last read may still come)."""
 
     def argv(self) -> list[str]:
         """The ssh command line of one channel."""
         return bridge_argv(self.host, self.command, self.settings)
 
     async def _open(self) -> _Channel:
+        if self._closed:
+            raise ControlError(f"the connection to {self.host.target} was closed")
         channel = await _Channel.start(self.argv(), self.command)
         try:
             await self._hello(
@@ -266,6 +272,13 @@ class SshHandle:
             await self._call({"op": "logs", "container": container_id, "tail": lines})
         )
 
+    async def history(self, query: JobQuery) -> list[JobRecord] | None:
+        """The daemon's finished jobs matching ``query``, newest first (None: none recorded yet).
+
+        Read-only, redacted and bounded by the daemon (`history_serving`).
+        """
+        return history_reply(await self._call(history_request(query)))
+
     async def updates(self) -> AsyncIterator[Update]:
         """Events and snapshots streamed by the daemon, until the channel ends (then raises)."""
         channel = await self._open()
@@ -285,6 +298,7 @@ class SshHandle:
 
     async def close(self) -> None:
         """Close every channel and this host's connection master (never stops the daemon)."""
+        self._closed = True
         channels = [*self._streams, *([self._requests] if self._requests else [])]
         self._requests = None
         self._streams.clear()

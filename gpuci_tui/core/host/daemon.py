@@ -93,7 +93,9 @@ async def serve(
     try:
         if exporter is not None:
             exporter.start()  # before anything runs: a taken port fails the start
-        server = ControlServer(supervisor, paths.socket, logs_tail=runtime.logs_tail)
+        server = ControlServer(
+            supervisor, paths.socket, logs_tail=runtime.logs_tail, history_path=paths.history
+        )
         await server.start()
         # The CLI finds the daemon from the file: after an edit and a reload, too.
         links = SocketLinks(paths.socket)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 from collections import deque
 from collections.abc import Callable
@@ -78,6 +79,8 @@ class Broadcaster:
         """Create it; `bind` gives it the snapshot source before use."""
         self.clock = clock
         self.events: deque[SupervisorEvent] = deque(maxlen=keep)
+        self._numbers = itertools.count(1)
+        """Every event's `SupervisorEvent.seq`: a console keeps each event once by it."""
         self._snapshot: Callable[[], SupervisorSnapshot] | None = None
         self._subscribers: set[asyncio.Queue[Update]] = set()
         self._scheduled = False
@@ -115,6 +118,7 @@ class Broadcaster:
             group=group,
             agent=agent,
             seconds=seconds,
+            seq=next(self._numbers),
         )
         self.events.append(item)
         log.info("%s", message)

@@ -24,10 +24,19 @@ from gpuci_tui.core.engine.standby.auto import (
     lane_limit,
     learn,
     per_slot_most,
+    registered,
     wanted,
 )
-from gpuci_tui.core.engine.steps import Action, RemoveContainer, StartAgent, StopAgent
+from gpuci_tui.core.engine.steps import (
+    Action,
+    Died,
+    RemoveContainer,
+    StartAgent,
+    Started,
+    StopAgent,
+)
 from gpuci_tui.core.models import JobInfo
+from gpuci_tui.core.protocols import Agent
 from tests.core.lifecycle_helpers import (
     ABSENT,
     ACTIVE,
@@ -37,6 +46,7 @@ from tests.core.lifecycle_helpers import (
     READ,
     STANDBY,
     dying,
+    observe,
 )
 
 A, B, C, D = Lane.A, Lane.B, Lane.C, Lane.D
@@ -224,3 +234,35 @@ def test_learns_startup_and_job_length_from_the_lanes() -> None:
     assert auto.running == {("h-0", "ca", 20.0)} and auto.job_s == 0.0
     auto = learn(auto, lanes_engine(dying("ca"), STANDBY), 23.5)
     assert auto.job_s == pytest.approx(3.5) and not auto.running
+
+
+def test_a_lane_that_ran_between_two_reads_counts_against_the_cap() -> None:
+    """Registered, ran a short job and ended between two reads: still one of ``max_agents``.
+
+    Cap 7 on 2 slots (3 lanes each); a retired slot 2 left ``h-2`` and ``h-2-b`` in the
+    pool, so the read at 20 shows 6 of the group's names and one more may be registered.
+    """
+    names = ("h-0", "h-0-b", "h-1", "h-1-b", "h-2", "h-2-b")
+    agents = tuple(Agent(n, name, enabled=False) for n, name in enumerate(names))
+    read = replace(READ, agents=agents)
+    slot0 = new_slot("h", 0, lanes=3)
+    slot1 = new_slot("h", 1, lanes=3)
+    for lane, preset in ((A, dying("ca", agent_id=1, enabled=False)), (B, STANDBY), (C, ABSENT)):
+        slot0 = slot0.with_lane(replace(slot0.lane(lane), **preset))
+    for lane, preset in ((A, {**BUSY, "container_id": "ca1", "agent_id": 3}),
+                         (B, {**STANDBY, "container_id": "cb1", "agent_id": 4}), (C, ABSENT)):  # fmt: skip
+        slot1 = slot1.with_lane(replace(slot1.lane(lane), **preset))
+    auto = AutoStandby(least=2, most=3, cap=7)
+    state = EngineState("h", 2, (slot0, slot1), standby=2, auto=auto, pool=read)
+    # Slot 0 has no agent that could take a job: its c is registered for the first time.
+    state, plan = decide(state, NOW)
+    assert StartAgent(0, C) in plan.actions and not any(a.slot == 1 for a in plan.actions)
+    # It registers, runs a job and exits before the next read: no read shows h-0-c.
+    state = observe(state, Started(0, C, "cc", 31.0), Died(0, C, "cc", 0, 35.0))
+    assert registered(state) == 7
+    # Slot 1's a exits: its ready standby b takes over; c is not registered (an 8th).
+    state = observe(state, Died(1, A, "ca1", 0, 36.0))
+    _, plan = decide(state, 36.0)
+    assert [a for a in plan.actions if a.slot == 1] == [
+        RemoveContainer(1, A, "ca1"), SetEnabled(1, B, 4, True), SetEnabled(1, A, 3, False),
+    ]  # fmt: skip

@@ -3,9 +3,13 @@
 The schedule is written for the next seconds of today (UTC, every day): two
 standbys from ``LEAD`` seconds after the start, none from 12 s later. The
 lanes come up at the scheduled second, not before, and go again after;
-``status`` names the schedule in force; a reload changes it live. (The
-supervisor keeps the real clock: the simulated organisation stamps its agents
-with it. The fake-clock version is `tests.core.engine.test_standby_schedule_world`.)
+``status`` names the schedule in force; a reload changes it live.
+
+The supervisor and its container runtime share a `SkippingClock`: the wall clock,
+which the test moves forward to a second before each change instead of waiting
+for it, so the change itself still comes on the ticking clock, while the
+organisation, whose agents heartbeat in real time, keeps the real one. (The
+fake-clock version is `tests.core.engine.test_standby_schedule_world`.)
 """
 
 from __future__ import annotations
@@ -18,23 +22,48 @@ from dataclasses import replace
 from gpuci_tui.core.engine.standby.schedule import StandbySchedule, time_text
 from gpuci_tui.core.host.supervision.supervisor import Supervisor
 from gpuci_tui.sim.records import AgentStartup
+from gpuci_tui.sim.runtime import SimulatedRuntime
 from tests.core.supervisor_env import Env, StaticTokens, wait_until
 
 LEAD = 5
 """Seconds before the two standbys are due: the two active agents come up meanwhile."""
 DAY = 86400
+#: How far before a change the clock is moved: the change must not come any earlier.
+BEFORE = 1.0
+
+
+class SkippingClock:
+    """The wall clock plus the seconds a test skipped (only ever forward)."""
+
+    def __init__(self) -> None:
+        self.skipped = 0.0
+
+    def __call__(self) -> float:
+        return time.time() + self.skipped
+
+    def skip_to(self, at: float) -> None:
+        """Move the clock forward to ``at`` (if it is not there yet); it ticks on from there."""
+        self.skipped += max(0.0, at - self())
 
 
 async def test_lanes_come_at_the_scheduled_second_and_go_after(env: Env) -> None:
     env.org.startup = AgentStartup(register=0.2, session=0.1)
-    up = math.ceil(time.time()) + LEAD
+    clock = SkippingClock()
+    runtime = SimulatedRuntime(env.org, destroy_delay=0.05, clock=clock)
+
+    def running() -> list[str]:
+        return [c.name for c in runtime.list_containers({}) if c.status == "running"]
+
+    up = math.ceil(clock()) + LEAD
     down = up + 12
     entries = tuple(sorted(((up % DAY, 2), (down % DAY, 0))))
     agents = replace(
         env.config.agents, standby=1, standby_schedule=StandbySchedule("UTC", (entries,) * 7)
     )
     config = replace(env.config, agents=agents)
-    supervisor = Supervisor(config, api=env.api, runtime=env.runtime, tokens=StaticTokens())
+    supervisor = Supervisor(
+        config, api=env.api, runtime=runtime, tokens=StaticTokens(), clock=clock
+    )
     task = asyncio.create_task(supervisor.run())
     try:
         await wait_until(
@@ -45,34 +74,43 @@ async def test_lanes_come_at_the_scheduled_second_and_go_after(env: Env) -> None
             timeout=LEAD,
             what="two idle slots before the standbys are due",
         )
-        assert time.time() < up and len(env.running()) == 2, env.running()
+        assert clock() < up and len(running()) == 2, running()
         # "until Fri 00:00:03" when the change is past midnight: the time is what counts.
         depth = supervisor.snapshot().standby_depth
         assert depth.startswith("off; schedule: 0 until ") and depth.endswith(
             f"{time_text(up % DAY)} (UTC)"
         ), depth
-        await wait_until(lambda: len(env.running()) == 6, timeout=LEAD + 10, what="6 agents")
-        assert up <= time.time() < down
+        # A second before the standbys are due: they come at their second, not before.
+        clock.skip_to(up - BEFORE)
+        await wait_until(lambda: len(running()) == 6, timeout=10, what="6 agents")
+        assert up <= clock() < down
+        # Docker's start times (on the shared clock): no standby lane started early.
+        starts = {c.name: c.started_at or 0.0 for c in runtime.list_containers({})}
+        assert all(at >= up for name, at in starts.items() if name not in ("t-0", "t-1")), (
+            up,
+            starts,
+        )
         depth = supervisor.snapshot().standby_depth
         assert depth.startswith("2; schedule: 2 until ") and depth.endswith(
             f"{time_text(down % DAY)} (UTC)"
         ), depth
-        await wait_until(lambda: len(env.running()) == 2, timeout=20, what="back to 2 agents")
-        assert time.time() >= down
-        assert sorted(env.running()) == ["t-0", "t-1"]
+        clock.skip_to(down - BEFORE)
+        await wait_until(lambda: len(running()) == 2, timeout=20, what="back to 2 agents")
+        assert clock() >= down
+        assert sorted(running()) == ["t-0", "t-1"]
         # A reload takes a new schedule live, and dropping it gives standby = 1 back.
         always_two = StandbySchedule("UTC", (((0, 2),),) * 7)
         result = supervisor.reconfigure(
             replace(config, agents=replace(agents, standby_schedule=always_two))
         )
         assert result.ok, result.message
-        await wait_until(lambda: len(env.running()) == 6, timeout=15, what="6 agents again")
+        await wait_until(lambda: len(running()) == 6, timeout=15, what="6 agents again")
         assert supervisor.snapshot().standby_depth == "2; schedule: 2 (UTC)"
         result = supervisor.reconfigure(
             replace(config, agents=replace(agents, standby_schedule=None))
         )
         assert result.ok, result.message
-        await wait_until(lambda: len(env.running()) == 4, timeout=15, what="one standby each")
+        await wait_until(lambda: len(running()) == 4, timeout=15, what="one standby each")
         assert supervisor.snapshot().standby_depth == "1"
     finally:
         supervisor.request_stop()

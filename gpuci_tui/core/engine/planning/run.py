@@ -54,8 +54,7 @@ _PHASE_RANK = {LanePhase.READY: 0, LanePhase.BOOTING: 1, LanePhase.STARTING: 2}
 
 def absent(lane: LaneRecord) -> bool:
     """A read newer than the lane's last container showed no registration of its name."""
-    ended = lane.ended_at or 0.0
-    return not lane.live and lane.agent_id is None and lane.known_at > ended and lane.known_at > 0
+    return not lane.may_be_registered and lane.known_at > 0
 
 
 def take_out(draft: Draft, lane: LaneRecord, why: str) -> None:

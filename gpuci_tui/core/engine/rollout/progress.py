@@ -113,17 +113,19 @@ def mark_outdated(state: EngineState, slot: SlotRecord) -> SlotRecord:
     """
     if slot.intent not in (Intent.RUN, Intent.RESTART) and not slot.spec_ids:
         return slot
+    outdated = frozenset(
+        lane.container_id
+        for lane in slot.lanes
+        if lane.container_id is not None and state.outdated(slot.number, lane)
+    )
+    if not outdated and not slot.spec_ids:
+        return slot  # the common case, asked on every plan: nothing to mark or unmark
     can_replace = (
         not slot.parked
         and not state.paused
         and not state.stopping
         and not gate_of(state, slot).closed
         and slot.intent in (Intent.RUN, Intent.RESTART)
-    )
-    outdated = frozenset(
-        lane.container_id
-        for lane in slot.lanes
-        if lane.container_id is not None and state.outdated(slot.number, lane)
     )
     marked = slot.spec_ids & slot.restart_ids
     current = marked - outdated

@@ -34,6 +34,7 @@ as tables on a fake clock (``tests/core/engine/test_standby_auto.py``).
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import statistics
@@ -50,6 +51,7 @@ from gpuci_tui.core.engine.lifecycle import (
     lane_name,
     new_slot,
 )
+from gpuci_tui.core.engine.pool_view import PoolView
 from gpuci_tui.core.engine.standby.schedule import in_force
 from gpuci_tui.core.engine.standby.state import AutoSeed, AutoStandby
 
@@ -135,35 +137,55 @@ def learn(auto: AutoStandby, state: EngineState, now: float) -> AutoStandby:
     The engine plans after every observation, and the agents' own lines say
     when each is online and when it takes its job, so both are good to about a
     second: enough to tell a 3-s job from a 9-s start-up.
+
+    A start-up is remembered only while its container is the lane's current one
+    (its start time still the lane's): one that never came online (crashed,
+    stopped, replaced) is forgotten with it, so the memory stays one entry per
+    lane however long the daemon runs. Nothing learnt changes: a lane's start
+    time only moves forward, so a forgotten entry could never be matched again.
+    Returns ``auto`` itself when nothing changed (the planner asks on every plan).
     """
     booting, running = set(auto.booting), set(auto.running)
     startup, job = auto.startup_s, auto.job_s
     names: set[str] = set()
+    starts: set[tuple[str, float]] = set()
+    by_name: dict[str, list[tuple[str, str, float]]] = {}
+    for item in running:
+        by_name.setdefault(item[0], []).append(item)
     for _, lane in state.lanes():
         names.add(lane.name)
-        if lane.live and lane.started_at is not None:
+        if lane.started_at is not None:
             key = (lane.name, lane.started_at)
-            if not lane.online:
-                booting.add(key)
-            elif key in booting:
-                booting.discard(key)
-                startup = now - lane.started_at
-        seen = {item for item in running if item[0] == lane.name}
+            starts.add(key)
+            if lane.live:
+                if not lane.online:
+                    booting.add(key)
+                elif key in booting:
+                    booting.discard(key)
+                    startup = now - lane.started_at
         # By container: one job per container (``--once``), known by a line or a read.
         current = lane.container_id if lane.job is not None else None
-        for item in seen:
+        seen = by_name.get(lane.name, [])
+        for item in set(seen):
             if item[1] != current:
                 running.discard(item)
+                seen.remove(item)
                 job = max(0.1, now - item[2])
         if current is not None and not any(item[1] == current for item in seen):
             running.add((lane.name, current, now))
-    booting = {item for item in booting if item[0] in names}
+            seen.append((lane.name, current, now))
+            by_name[lane.name] = seen
+    booting &= starts
+    running = {item for item in running if item[0] in names}
+    unchanged = startup == auto.startup_s and job == auto.job_s
+    if unchanged and booting == auto.booting and running == auto.running:
+        return auto
     return replace(
         auto,
         startup_s=startup,
         job_s=job,
         booting=frozenset(booting),
-        running=frozenset(item for item in running if item[0] in names),
+        running=frozenset(running),
     )
 
 
@@ -186,9 +208,12 @@ def scheduled(state: EngineState, now: float) -> EngineState:
     if state.schedule is None:
         return state if state.scheduled is None else replace(state, scheduled=None)
     now_in = in_force(state.schedule, now)
+    depth = now_in.count if now_in is not None and state.auto is None else None
+    if now_in == state.scheduled and (depth is None or _same_depth(state.standby, depth)):
+        return state  # asked on every plan: no copy while nothing changes
     state = replace(state, scheduled=now_in)
-    if now_in is not None and state.auto is None:
-        state = replace(state, standby=now_in.count)
+    if depth is not None:
+        state = replace(state, standby=depth)
     return state
 
 
@@ -210,18 +235,26 @@ def observe(state: EngineState, now: float) -> EngineState:
     auto = state.auto
     if auto is None:
         return state
-    auto = learn(auto, state, now)
+    learnt = learn(auto, state, now)
     pool = state.pool
     queued = pool.queued_jobs if pool is not None else 0
+    floor = least(state)
     depth, demand_at = wanted(
-        replace(auto, least=least(state)),
+        learnt if learnt.least == floor else replace(learnt, least=floor),
         slots=max(1, state.desired),
         queued=queued,
         ready=ready_agents(state),
         current=int(state.standby),
         now=now,
     )
-    return replace(state, standby=depth, auto=replace(auto, demand_at=demand_at))
+    if learnt is auto and demand_at == auto.demand_at and _same_depth(state.standby, depth):
+        return state  # nothing learnt, nothing changed: no copy
+    return replace(state, standby=depth, auto=replace(learnt, demand_at=demand_at))
+
+
+def _same_depth(standby: int, depth: int) -> bool:
+    # ``standby`` may hold True/False (read as 1/0): that one is replaced by its number.
+    return type(standby) is int and standby == depth
 
 
 def retire_at(state: EngineState) -> float | None:
@@ -243,7 +276,10 @@ def lane_limit(state: EngineState) -> int:
 
 def widened(slot: SlotRecord, prefix: str, lanes: int) -> SlotRecord:
     """``slot`` with records for its first ``lanes`` lanes (existing records kept)."""
-    for lane in LANES[:lanes]:
+    wanted_lanes = LANES[:lanes]
+    if tuple(record.lane for record in slot.lanes[:lanes]) == wanted_lanes:
+        return slot  # the planner asks on every plan; the records are there but once
+    for lane in wanted_lanes:
         if not slot.has(lane):
             slot = slot.with_lane(LaneRecord(lane, lane_name(prefix, slot.number, lane)))
     return slot
@@ -272,16 +308,61 @@ def listed_slots(
 
 
 def registered(state: EngineState) -> int:
-    """Agents of this group registered in the pool, or being registered now.
+    """Agents of this group registered in the pool, or that may be by now.
 
     From the pool's own list, so the registrations of slots retired by a
-    scale-down, still in the pool until removed, count too.
+    scale-down, still in the pool until removed, count too; and every lane
+    that `LaneRecord.may_be_registered`, whose registration the last read may
+    not show yet (one that ran a short job between two reads counts as well).
     """
-    pattern = re.compile(rf"{re.escape(state.prefix)}-\d+(-[b-{LANES[-1].value}])?")
+    cached = _registered_memo
+    if (
+        cached is not None
+        and cached[0] is state.slots
+        and cached[1] is state.pool
+        and cached[2] == state.prefix
+    ):
+        return cached[3]
     pool = state.pool
-    names = {a.name for a in pool.agents if pattern.fullmatch(a.name)} if pool else set()
-    names |= {lane.name for _, lane in state.lanes() if lane.agent_id is not None or lane.live}
+    names = set(_group_names(pool, state.prefix)) if pool else set()
+    names |= {lane.name for _, lane in state.lanes() if lane.may_be_registered}
+    _remember_registered((state.slots, state.pool, state.prefix, len(names)))
     return len(names)
+
+
+#: The last answer of `registered`, for the same slots and pool read (the planner asks
+#: once per slot in a plan, and most plans change neither): (slots, pool, prefix, count).
+_registered_memo: tuple[tuple[SlotRecord, ...], PoolView | None, str, int] | None = None
+
+
+def _remember_registered(
+    answer: tuple[tuple[SlotRecord, ...], PoolView | None, str, int],
+) -> None:
+    global _registered_memo  # noqa: PLW0603 - a memo of a pure function, not state
+    _registered_memo = answer
+
+
+@functools.lru_cache(maxsize=4)
+def _group_pattern(prefix: str) -> re.Pattern[str]:
+    return re.compile(rf"{re.escape(prefix)}-\d+(-[b-{LANES[-1].value}])?")
+
+
+_pool_names: dict[str, tuple[PoolView, frozenset[str]]] = {}
+
+
+def _group_names(pool: PoolView, prefix: str) -> frozenset[str]:
+    """The names of ``pool``'s agents that belong to the group ``prefix``.
+
+    Kept for the last pool read per group: the planner asks on every plan and
+    the read is replaced (a new, frozen view) only every poll.
+    """
+    cached = _pool_names.get(prefix)
+    if cached is not None and cached[0] is pool:
+        return cached[1]
+    pattern = _group_pattern(prefix)
+    names = frozenset(a.name for a in pool.agents if pattern.fullmatch(a.name))
+    _pool_names[prefix] = (pool, names)
+    return names
 
 
 def within_cap(

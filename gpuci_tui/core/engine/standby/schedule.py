@@ -17,6 +17,7 @@ Pure: the time is the engine's (epoch seconds); `zoneinfo` maps it to the zone.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from zoneinfo import ZoneInfo
@@ -116,11 +117,16 @@ def in_force(schedule: StandbySchedule, now: float) -> Scheduled | None:
     return Scheduled(count, at, value, label)
 
 
-def _changes(schedule: StandbySchedule, zone: ZoneInfo, first: date) -> list[tuple[float, int]]:
+@functools.lru_cache(maxsize=8)
+def _changes(
+    schedule: StandbySchedule, zone: ZoneInfo, first: date
+) -> tuple[tuple[float, int], ...]:
     """(instant, count) of every entry on the local days from ``first``, in time order.
 
     Two entries the clock skips land on the same instant; the stable sort keeps
     them in written order, so the later one wins, as it would have on the clock.
+    Kept for the last few days asked (the planner asks on every plan, and the
+    answer changes once a day).
     """
     out: list[tuple[float, int]] = []
     for offset in range(_SPAN):
@@ -129,7 +135,7 @@ def _changes(schedule: StandbySchedule, zone: ZoneInfo, first: date) -> list[tup
             (_instant(zone, day, second), count) for second, count in schedule.days[day.weekday()]
         )
     out.sort(key=lambda change: change[0])
-    return out
+    return tuple(out)
 
 
 def _instant(zone: ZoneInfo, day: date, second: int) -> float:

@@ -15,6 +15,10 @@ Wire format: one JSON object per line (UTF-8). Requests carry ``op``:
 * ``{"op": "logs", "container": "<id>", "tail": 200}`` → ``{"ok": true, "lines": […]}``:
   the last lines of one of the daemon's own containers, redacted and bounded
   (`log_serving`); a console follows a remote agent's output by asking again
+* ``{"op": "history", "query": {"failed_only": true, "limit": 500, …}}`` →
+  ``{"ok": true, "rows": [{…JobRecord…}], "recorded": true, "truncated": false}``:
+  the daemon's finished jobs, newest first, read-only, redacted and bounded
+  (`history_serving`); a fleet console's history view of a remote host
 
 Anything malformed (not JSON, too long, too deeply nested, an unknown op or
 command) gets ``{"ok": false, "error": "…"}``. The server is
@@ -49,7 +53,7 @@ log = logging.getLogger("gpuci_tui.control")
 MAX_LINE = 1 << 20
 
 #: The requests a daemon answers (the bridge forwards only these).
-OPS = ("hello", "status", "config", "command", "preview", "subscribe", "logs")
+OPS = ("hello", "status", "config", "command", "preview", "subscribe", "logs", "history")
 
 Op = Literal["hello", "status", "config", "command", "preview", "subscribe"]
 

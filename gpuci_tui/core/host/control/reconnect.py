@@ -61,8 +61,12 @@ class Reconnector:
         return self._cut is not None
 
     def up(self) -> None:
-        """The link works (until the next `wait`)."""
+        """The link works (until the next `wait`, or `lost`)."""
         self.connected = True
+
+    def lost(self) -> None:
+        """The link broke and is tried again at once (no wait to cut short)."""
+        self.connected = False
 
     async def wait(self, seconds: float) -> bool:
         """The link is down: wait ``seconds``, or less if `retry_now` is called.

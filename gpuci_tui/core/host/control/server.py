@@ -25,6 +25,7 @@ from typing import Any
 from gpuci_tui.core.config.file import config_to_toml
 from gpuci_tui.core.config.model import Config
 from gpuci_tui.core.host.control.client import MAX_LINE, OPS, ControlError, peer_uid, socket_alive
+from gpuci_tui.core.host.control.history_serving import history_answer
 from gpuci_tui.core.host.control.log_serving import MIN_INTERVAL, LogsTail, logs_answer
 from gpuci_tui.core.host.control.serving import (
     IDLE_TIMEOUT,
@@ -56,14 +57,18 @@ class ControlServer:
         request_timeout: float = REQUEST_TIMEOUT,
         idle_timeout: float = IDLE_TIMEOUT,
         logs_tail: LogsTail | None = None,
+        history_path: Path | None = None,
     ) -> None:
         """Prepare to serve ``supervisor`` at ``path`` (see `start`).
 
         A connection silent for ``idle_timeout`` s between requests is closed
         (a console's channel reopens on its next request). ``logs_tail``: the
         container runtime's, for ``logs`` requests (None: they are refused).
+        ``history_path``: the supervisor's job history, for ``history`` requests
+        (None: it has none, and says so).
         """
         self.logs_tail = logs_tail
+        self.history_path = history_path
         self.supervisor = supervisor
         self.path = path
         self.max_clients = max_clients
@@ -71,8 +76,8 @@ class ControlServer:
         self.idle_timeout = idle_timeout
         self._listener: BoundedListener | None = None
         self.refused = 0
-        self._logs_at: dict[int, float] = {}
-        """When each connection (by its writer) last got logs."""
+        self._paced_at: dict[tuple[str, int], float] = {}
+        """When each connection (by its writer) last got an answer of a paced op."""
 
     @property
     def rejected(self) -> int:
@@ -135,7 +140,8 @@ class ControlServer:
         except (ConnectionError, TimeoutError):
             pass  # gone, silent or not reading: nothing more to say to it
         finally:
-            self._logs_at.pop(id(writer), None)
+            for op in ("logs", "history"):
+                self._paced_at.pop((op, id(writer)), None)
             writer.close()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(writer.wait_closed(), 1.0)
@@ -201,14 +207,21 @@ class ControlServer:
             await self._stream(writer)
             return None
         if op == "logs":
-            # Paced per connection: however fast a console polls, one answer per interval.
-            wait = self._logs_at.get(id(writer), 0.0) + MIN_INTERVAL - time.monotonic()
-            if wait > 0:
-                await asyncio.sleep(wait)
-            self._logs_at[id(writer)] = time.monotonic()
+            await self._pace(op, writer)
             return await logs_answer(request, sup.snapshot(), self.logs_tail)
+        if op == "history":
+            await self._pace(op, writer)
+            return await history_answer(request, self.history_path)
         expected = f"{', '.join(OPS[:-1])} or {OPS[-1]}"
         return {"ok": False, "error": f"unknown op {op!r}; expected {expected}"}
+
+    async def _pace(self, op: str, writer: asyncio.StreamWriter) -> None:
+        """One answer of ``op`` per `MIN_INTERVAL` on a connection, however fast it asks."""
+        key = (op, id(writer))
+        wait = self._paced_at.get(key, 0.0) + MIN_INTERVAL - time.monotonic()
+        if wait > 0:
+            await asyncio.sleep(wait)
+        self._paced_at[key] = time.monotonic()
 
     async def _stream(self, writer: asyncio.StreamWriter) -> None:
         sup = self.supervisor

@@ -90,6 +90,7 @@ class PoolObserver:
         interval: float,
         report: Callable[[str, str], None],
         scope: Callable[[], ReadScope] | None = None,
+        role_retry: float = ROLE_RETRY,
     ) -> None:
         """Create the observer (nothing is read until `run`).
 
@@ -101,11 +102,14 @@ class PoolObserver:
             report: Called with (kind, message) for operator-facing events.
             scope: Our agents in the pool, now (a reload changes the groups); None:
                 every agent of the pool is ours to see (no filter).
+            role_retry: Seconds between checks of the pool role while it is refused
+                (``[supervisor] role_retry``).
         """
         self.api = api
         self.pool_name = pool_name
         self.clock = clock
         self.interval = interval
+        self.role_retry = role_retry
         self.health = HealthSnapshot()
         self.pool_id: int | None = None
         self._pool: Pool | None = None
@@ -165,7 +169,7 @@ class PoolObserver:
         """A registration failed (or a write got a 403): ask whether the role is still there.
 
         At most one check per `ROLE_SOON_GAP`; while the role is missing, the
-        `ROLE_RETRY` cadence is kept (a failing registration must not shorten it).
+        ``role_retry`` cadence is kept (a failing registration must not shorten it).
         """
         if self.role_refused or not isinstance(self.api, PoolRoleApi):
             return  # a client that cannot say is never held: no read for nothing
@@ -309,7 +313,7 @@ class PoolObserver:
         credential = getattr(self.api, "credential", None)
         who = credential.describe() if isinstance(credential, Credential) else ""
         refused = "" if manageable else refusal(who, pool.name)
-        self._next_role = began + (ROLE_RETRY if refused else ROLE_INTERVAL)
+        self._next_role = began + (self.role_retry if refused else ROLE_INTERVAL)
         if refused != self.role_refused:
             log.warning("pool role: %s", refused or "the identity may manage the pool again")
         self.role_refused = refused
@@ -327,7 +331,7 @@ class PoolObserver:
             # job results and the role checks go on (`blocked_until` stays 0).
             message = (
                 f"{self.role_refused} (agent starts wait; checked again every "
-                f"{ROLE_RETRY:.0f} s; running jobs are not affected)"
+                f"{self.role_retry:.0f} s; running jobs are not affected)"
             )
             self.health = HealthSnapshot(
                 HealthState.AUTH_FAILED, message, now, None, identity, expires, self.role_refused

@@ -7,20 +7,23 @@ park, and the operator would read "registration failed" on each of them. The
 pool observer asks the organisation instead (`PoolRoleApi.can_manage_pool`,
 one GET), at start and rarely after that, and soon after a registration failed;
 the engine then holds every start with the reason (`steps.PoolRole`) until a
-later check, every `ROLE_RETRY` seconds, finds the role back.
+later check, every ``[supervisor] role_retry`` seconds (`ROLE_RETRY` by default), finds
+the role back.
 """
 
 from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
+from gpuci_tui.core.engine.settings import SupervisorConfig
 from gpuci_tui.core.protocols import Pool
 
 #: While the role is there, it is checked again this often (a role rarely changes).
 ROLE_INTERVAL = 3600.0
-#: While the role is missing, it is checked this often: a bounded retry that sends one
-#: GET per minute and starts no container, so it cannot crash-loop.
-ROLE_RETRY = 60.0
+#: While the role is missing, it is checked this often (``[supervisor] role_retry``, whose
+#: default this is): a bounded retry that sends one GET per minute and starts no container,
+#: so it cannot crash-loop.
+ROLE_RETRY = SupervisorConfig().role_retry
 #: A failed registration asks for a check no sooner than this after the last one, so a
 #: burst of failing slots (or an image that always fails) costs one GET, not one each.
 ROLE_SOON_GAP = 10.0

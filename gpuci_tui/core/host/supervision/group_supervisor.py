@@ -218,6 +218,7 @@ class GroupSupervisor:
                 report=self.reporter.event,
                 # The groups in the pool at each read: a reload adds and removes them.
                 scope=partial(pool_scope, self, group.pool),
+                role_retry=config.supervisor.role_retry,
             )
             self.pools[group.pool] = pool
             self.stale[group.pool] = pool_stale_watch(self, group.pool, pool)

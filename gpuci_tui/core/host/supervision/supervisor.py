@@ -156,6 +156,7 @@ class Supervisor:
             interval=config.supervisor.poll_interval,
             report=self.reporter.event,
             scope=lambda: read_scope(self.config, self.config.azure.pool, host_marker()),
+            role_retry=config.supervisor.role_retry,
         )
         self.containers = ContainerObserver(runtime, self.labels, clock=clock)
         self.output = OutputFollower(runtime, clock=clock)
