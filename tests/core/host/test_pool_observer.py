@@ -12,7 +12,13 @@ from collections.abc import Callable
 import pytest
 
 from gpuci_tui.core.engine.server_steps import PoolRead, QueueRead
-from gpuci_tui.core.errors import AzureError, AzureRateLimitError
+from gpuci_tui.core.errors import (
+    AzureAuthError,
+    AzureError,
+    AzureRateLimitError,
+    AzureServerError,
+    AzureUnreachableError,
+)
 from gpuci_tui.core.host.observers.pool import PROBE_WAIT, PoolObserver
 from gpuci_tui.core.host.observers.read_times import (
     JOB_END_READ_DELAY,
@@ -212,3 +218,85 @@ async def test_a_job_start_brings_the_queue_read_forward_once_per_10_s() -> None
     now[0] += QUEUE_AFTER_START
     await observer.cycle(lambda obs: None)
     assert api.request_reads == 3
+
+
+DOWN = HealthState.ERROR
+
+
+@pytest.mark.parametrize(
+    ("error", "failures", "delay", "state"),
+    [
+        # The organisation is down: one probe per poll interval (10 s), however long.
+        (AzureServerError("HTTP 500"), 1, 10.0, DOWN),
+        (AzureServerError("HTTP 500"), 9, 10.0, DOWN),
+        (AzureUnreachableError("connection refused"), 9, 10.0, HealthState.UNREACHABLE),
+        # It said when to come back: as told, longer or shorter than the interval.
+        (AzureServerError("HTTP 503", retry_after=45.0), 1, 45.0, DOWN),
+        (AzureServerError("HTTP 503", retry_after=3.0), 4, 3.0, DOWN),
+        (AzureRateLimitError("HTTP 429", retry_after=60.0), 1, 60.0, HealthState.RATE_LIMITED),
+        # Not a matter of time: a rejected PAT, or an answer we cannot use, waits longer.
+        (AzureAuthError("HTTP 401"), 1, 60.0, HealthState.AUTH_FAILED),
+        (AzureError("not JSON"), 3, 8.0, DOWN),
+    ],
+)
+def test_the_backoff_after_a_failure(
+    error: AzureError, failures: int, delay: float, state: HealthState
+) -> None:
+    observer = observer_on(CountingApi(), lambda: 1000.0)
+    delays = [observer.failed(error) for _ in range(failures)]
+    assert delays[-1] == delay and observer.health.state is state
+    assert observer.health.retry_at == 1000.0 + delay
+
+
+class OutageApi(CountingApi):
+    """Answers HTTP 500 until ``back_at`` on the fake clock.
+
+    A call retries for ``CLIENT_RETRIES`` seconds, as the client does, before it raises;
+    a retry after ``back_at`` is answered. ``probes``: each call's start and its answer
+    (None: it failed).
+    """
+
+    CLIENT_RETRIES = 7.5
+
+    def __init__(self, now: list[float], back_at: float) -> None:
+        super().__init__()
+        self.now, self.back_at = now, back_at
+        self.probes: list[tuple[float, float | None]] = []
+
+    def list_agents(
+        self, pool_id: int, *, include_capabilities: bool = False, **filters: object
+    ) -> list[Agent]:
+        began = self.now[0]
+        if began + self.CLIENT_RETRIES < self.back_at:
+            self.now[0] += self.CLIENT_RETRIES
+            self.probes.append((began, None))
+            raise AzureServerError("HTTP 500")
+        self.now[0] = max(began, self.back_at)
+        self.probes.append((began, self.now[0]))
+        return super().list_agents(pool_id, include_capabilities=include_capabilities)
+
+
+@pytest.mark.parametrize("window", [30.0, 60.0, 300.0])
+async def test_after_an_outage_the_next_read_comes_within_one_poll_interval(window: float) -> None:
+    """A 500 window, the engine's writes failing too: probed once per interval, back at once.
+
+    Each failed write adds to the failures in a row (`executor` reports them through
+    `failed`); a backoff that grew with them read again up to a minute after the window.
+    """
+    now = [1000.0]
+    api = OutageApi(now, back_at=1000.0 + window)
+    observer = observer_on(api, lambda: now[0])
+    seen: list[object] = []
+    while not any(isinstance(obs, PoolRead) for obs in seen):
+        if observer.due():
+            delay = await observer.cycle(seen.append)
+            if observer.health.state is DOWN:
+                observer.failed(AzureServerError("HTTP 500"))  # a write of the engine's
+        else:
+            delay = observer.until_due()
+        now[0] += delay
+        assert now[0] < 1000.0 + window + 120.0, api.probes
+    starts = [began for began, _ in api.probes]
+    assert all(b - a >= observer.interval for a, b in zip(starts, starts[1:], strict=False))
+    answered = api.probes[-1][1]
+    assert answered is not None and answered <= api.back_at + observer.interval, api.probes

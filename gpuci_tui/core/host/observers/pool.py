@@ -16,8 +16,9 @@ a job start, in place of the agents' read on an idle host) is `read_times`.
 A fact only the organisation has (a new registration's id) is read by the
 engine's `ReadAgent` (one agent, by name), through the executor.
 
-Failures never stop local replenishing: the observer backs off (longer for
-auth failures, as told for rate limits) and the health says why. The
+Failures never stop local replenishing: the observer backs off (as told by a
+``Retry-After``, one poll interval while the organisation is down, longer for
+auth failures) and the health says why. The
 engine's own writes report their failures here too (`failed`), so one
 health and one backoff cover every call to the organisation. A failed read
 is the engine's news too (`PoolUnread`): it keeps its slots taking jobs
@@ -47,6 +48,7 @@ from gpuci_tui.core.errors import (
     AzureNotFoundError,
     AzureRateLimitError,
     AzureScopeError,
+    AzureServerError,
     AzureUnreachableError,
 )
 from gpuci_tui.core.host.observers.pool_reads import (
@@ -349,9 +351,13 @@ class PoolObserver:
             state, delay = HealthState.AUTH_FAILED, MAX_ERROR_BACKOFF
             if isinstance(exc, AzureScopeError):
                 self.check_role_soon()  # a 403 on a write: is the pool's role gone?
-        elif isinstance(exc, AzureUnreachableError):
-            state = HealthState.UNREACHABLE
-            delay = min(2.0 * 2 ** (self._error_streak - 1), MAX_ERROR_BACKOFF)
+        elif isinstance(exc, AzureUnreachableError | AzureServerError):
+            state = (
+                HealthState.UNREACHABLE
+                if isinstance(exc, AzureUnreachableError)
+                else HealthState.ERROR
+            )
+            delay = self.outage_delay(exc)
         else:
             state = HealthState.ERROR
             delay = min(2.0 * 2 ** (self._error_streak - 1), MAX_ERROR_BACKOFF)
@@ -360,6 +366,19 @@ class PoolObserver:
             self._report("azure_error", str(exc))
         self.health = HealthSnapshot(state, message, now, now + delay, *self._identity())
         return delay
+
+    def outage_delay(self, exc: AzureUnreachableError | AzureServerError) -> float:
+        """Seconds until the next probe of an organisation that is down (5xx, unreachable).
+
+        What it asks (a 5xx's ``Retry-After``), else one poll interval, however long
+        it has failed: a failing organisation is probed once per interval, as a
+        healthy one is read, and the first read after it is back comes within one
+        interval. A backoff that grew past the interval (2, 4, 8 ... 60 s; the
+        engine's failed writes lengthen the streak too) left lanes waiting up to
+        a minute on an organisation that had answered again for most of it.
+        """
+        told = exc.retry_after if isinstance(exc, AzureServerError) else None
+        return max(told, 1.0) if told is not None else self.interval
 
     def _identity(self) -> tuple[str, float | None]:
         """The client's credential in words (unless a plain PAT) and a PAT's expiry.
