@@ -40,8 +40,8 @@ from bench_engine import World, launch_daemon, machine, make_world, stop_daemon
 
 from gpuci_tui.core.config.loader import instance_id
 from gpuci_tui.core.engine.settings import SupervisorConfig
-from gpuci_tui.core.host.observers.pool import CAPABILITIES_INTERVAL
 from gpuci_tui.core.host.observers.pool_reads import NAMES_INTERVAL
+from gpuci_tui.core.host.observers.read_times import CAPABILITIES_INTERVAL
 from gpuci_tui.sim.foreign import add_foreign_agents
 from gpuci_tui.sim.records import RequestLogEntry
 

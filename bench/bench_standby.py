@@ -12,7 +12,12 @@ count, job length and mode (standby on, standby off), in one invocation:
 * Azure DevOps requests per minute while busy (public API; reads and writes);
 * daemon CPU (% of one core, while busy) and RSS.
 
+``--cold``: a fresh organisation with the jobs already queued when the daemon starts, no
+lane name registered yet; the makespan is counted from the first job's start (and, as
+``makespan_from_start_s``, from the daemon's start, the agents' first start-up included).
+
 Usage: python bench/bench_standby.py [--slots 2 4] [--job-seconds 3 12] [--jobs-per-slot 6]
+       [--standby on off N auto] [--cold] [--image REF] [--repeat N] [--out FILE]
 Writes bench/results/standby.json and prints a Markdown table.
 """
 
@@ -57,11 +62,40 @@ def mode_name(standby: bool | int | str) -> str:
     return str(standby)
 
 
-def registrations_per_slot(standby: bool | int | str, standby_max: int) -> int:
-    """The registrations each slot makes: "auto" registers up to its deepest once, idle."""
+def registrations_per_slot(
+    standby: bool | int | str, standby_max: int, standby_min: int, gated: bool
+) -> int:
+    """The registrations each slot makes before a burst.
+
+    Without the start gate "auto" registers up to its deepest once, while idle; with
+    it, only the lanes of its idle depth (the others when a burst wants them).
+    """
     if standby == "auto":
-        return standby_max + 1
+        return 1 + (standby_min if gated else standby_max)
     return 1 + int(standby)
+
+
+def has_start_gate(client: Any, image: str) -> bool:
+    """The image's containers wait for the daemon's go (label ``io.gpuci.start-gate=1``)."""
+    return (client.images.get(image).labels or {}).get("io.gpuci.start-gate") == "1"
+
+
+def request_kinds(requests: list[Any]) -> dict[str, int]:
+    """The organisation's public requests by kind (route and query)."""
+    kinds: dict[str, int] = {}
+    for e in requests:
+        if e.method != "GET":
+            kind = f"{e.method} agent"
+        elif e.route.endswith("/agents"):
+            kind = "agent by name" if "agentName=" in e.detail else "agents list"
+        elif e.route.endswith("{agentId}"):
+            kind = "agent re-read"
+        elif e.route.endswith("/jobrequests"):
+            kind = "agent's last job" if "agentId=" in e.detail else "queue"
+        else:
+            kind = e.route.rsplit("/", 1)[-1] or e.route
+        kinds[kind] = kinds.get(kind, 0) + 1
+    return kinds
 
 
 def one_run(
@@ -74,6 +108,7 @@ def one_run(
     standby: bool | int | str,
     standby_max: int = 3,
     standby_min: int = 1,
+    cold: bool = False,
 ) -> dict[str, Any]:
     """One mode on one scenario, with a fresh organisation and daemon."""
     world = make_world(
@@ -91,16 +126,22 @@ def one_run(
     org, pool_id, server, work, config = (
         world.org, world.pool_id, world.server, world.work, world.config
     )  # fmt: skip
-    daemon = launch_daemon(world)
+    gated = has_start_gate(client, image)
     per_slot = 1 + (standby_min if standby == "auto" else int(standby))
-    registered = slots * registrations_per_slot(standby, standby_max)
-    cap = registered  # what the configuration allows ("auto": its deepest, plus one)
+    registered = slots * registrations_per_slot(standby, standby_max, standby_min, gated)
+    # What the configuration allows ("auto": its deepest, plus one).
+    cap = slots * (1 + (standby_max if standby == "auto" else int(standby)))
     most_registered = 0
+    ids: list[int] = []
+    if cold:  # the queue is there before the first agent: no lane name registered yet
+        ids = [org.queue_job(pool_id, duration=job_seconds) for _ in range(slots * jobs_per_slot)]
+    daemon_started = time.time()
+    daemon = launch_daemon(world)
     try:
         started = time.monotonic()
         # Steady state: every slot's agent online and enabled (and its standby online),
-        # and with "auto" every registration it will use made (it makes them while idle).
-        while True:
+        # and with "auto" every registration it makes while idle.
+        while not cold:
             agents = org.agents(pool_id)
             online = [a for a in agents if a.online]
             enabled = [a for a in online if a.enabled]
@@ -119,8 +160,11 @@ def one_run(
         steady_after = time.monotonic() - started
         proc = psutil.Process(daemon.pid)
         cpu0 = proc.cpu_times()
-        busy_since = time.time()
-        ids = [org.queue_job(pool_id, duration=job_seconds) for _ in range(slots * jobs_per_slot)]
+        busy_since = daemon_started if cold else time.time()
+        if not cold:
+            ids = [
+                org.queue_job(pool_id, duration=job_seconds) for _ in range(slots * jobs_per_slot)
+            ]
         while any(org.job(i).result is None for i in ids):
             if daemon.poll() is not None:
                 raise SystemExit("daemon died")
@@ -149,10 +193,16 @@ def one_run(
         for done, nxt in zip(slot_jobs, slot_jobs[1:], strict=False):
             gaps.append(nxt.assign_time - done.finish_time)
             overlaps += nxt.assign_time < done.finish_time
-    makespan = max(j.finish_time for j in jobs) - busy_since
+    makespan_from_start = max(j.finish_time for j in jobs) - busy_since
+    first_start = min(j.assign_time for j in jobs)
+    makespan = max(j.finish_time for j in jobs) - (first_start if cold else busy_since)
     ideal = math.ceil(len(ids) / slots) * job_seconds
     minutes = busy / 60
     return {
+        "cold": cold,
+        "start_gate": gated,
+        "makespan_from_start_s": round(makespan_from_start, 1),
+        "requests_by_kind": request_kinds(requests),
         "standby": standby,
         "standby_min": standby_min if standby == "auto" else None,
         "registered_agents_max": most_registered,
@@ -226,10 +276,12 @@ def main() -> None:
     parser.add_argument("--standby-max", type=int, default=3, help='with "auto"')
     parser.add_argument("--standby-min", type=int, default=1, help='with "auto"')
     parser.add_argument("--repeat", type=int, default=1, help="runs of each mode, alternated")
+    parser.add_argument("--cold", action="store_true", help="jobs queued before the daemon starts")
+    parser.add_argument("--image", help="an agent image already built (default: the emulator)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "standby.json")
     args = parser.parse_args()
     client = docker.from_env()
-    image = build_emulator_image(client)
+    image = args.image or build_emulator_image(client)
     runs = []
     began = time.time()
     for job_seconds in args.job_seconds:
@@ -245,6 +297,7 @@ def main() -> None:
                         standby=standby,
                         standby_max=args.standby_max,
                         standby_min=args.standby_min,
+                        cold=args.cold,
                     )
                     print(json.dumps(result), flush=True)
                     runs.append(result)

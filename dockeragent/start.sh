@@ -13,6 +13,12 @@
 #                    PAT, so it goes to --auth pat too); default /run/azp/token;
 #                    read once, deleted before anything else runs
 #   AZP_WORK         work directory (default: _work, inside the agent directory)
+#   AZP_GO_FILE      the start gate (the image's label io.gpuci.start-gate=1): once
+#                    registered, wait until this file exists before the agent may
+#                    start (run.sh), so it can take no job before the supervisor has
+#                    set its registration's flag; gpuci-tui sets /run/azp/go and
+#                    puts the file there. Unset or empty: no gate (docker run by
+#                    hand, Kubernetes)
 #   GPUCI_INSTANCE, GPUCI_HOST  the marker of the registering gpuci-tui instance and
 #                    host; left in the environment so the agent reports them
 #   AZP_AUTH         pat (default: the token file holds a PAT or an Entra access
@@ -136,6 +142,7 @@ skip_version_check=${AZP_SKIP_VERSION_CHECK:-}
 test_skip_privdrop=${AZP_TEST_SKIP_PRIVDROP:-}
 legacy_token=${AZP_TOKEN:-}
 auth=${AZP_AUTH:-pat}
+go_file=${AZP_GO_FILE:-}
 client_id=${AZP_CLIENT_ID:-}
 tenant_id=${AZP_TENANT_ID:-}
 
@@ -148,13 +155,13 @@ tenant_id=${AZP_TENANT_ID:-}
 ignore="AZP_URL,AZP_POOL,AZP_AGENT_NAME,AZP_TOKEN,AZP_TOKEN_FILE,AZP_WORK,AZP_AGENT_DIR"
 ignore+=",AZP_AGENT_SOURCE,AZP_AGENT_USER,AZP_DOCKER_SOCKET,AZP_RUN_AS_ROOT"
 ignore+=",AZP_SKIP_VERSION_CHECK,AZP_TEST_SKIP_PRIVDROP,AZP_AUTH,AZP_CLIENT_ID,AZP_TENANT_ID"
-ignore+=",AZP_AGENT_PACKAGE_DIR,AZP_AGENT_PACKAGE_VERSION"
+ignore+=",AZP_AGENT_PACKAGE_DIR,AZP_AGENT_PACKAGE_VERSION,AZP_GO_FILE"
 ignore+=",VSTS_AGENT_INPUT_TOKEN,VSTS_AGENT_INPUT_CLIENTSECRET,VSO_AGENT_IGNORE"
 export VSO_AGENT_IGNORE="${VSO_AGENT_IGNORE:+$VSO_AGENT_IGNORE,}$ignore"
 unset AZP_URL AZP_POOL AZP_AGENT_NAME AZP_TOKEN AZP_TOKEN_FILE AZP_WORK AZP_AGENT_DIR \
     AZP_AGENT_SOURCE AZP_AGENT_USER AZP_DOCKER_SOCKET AZP_RUN_AS_ROOT AZP_SKIP_VERSION_CHECK \
     AZP_TEST_SKIP_PRIVDROP AZP_AUTH AZP_CLIENT_ID AZP_TENANT_ID AZP_AGENT_PACKAGE_DIR \
-    AZP_AGENT_PACKAGE_VERSION
+    AZP_AGENT_PACKAGE_VERSION AZP_GO_FILE
 
 [[ -n $url ]] || fail $EXIT_BAD_SETUP "AZP_URL is not set: it must name the organisation, e.g. https://dev.azure.com/ORG."
 case $auth in
@@ -361,6 +368,22 @@ wait_child
 exit_if_signalled
 if ((rc != 0)); then
     fail $EXIT_CONFIG_FAILED "Agent registration failed (config.sh exit code $rc): check the PAT (Agent Pools read & manage) or that the service principal is an Administrator of the pool, the pool name and the URL; the agent's message is above."
+fi
+
+# ----------------------------------------------------------------- the start gate
+# A name registered for the first time comes up enabled, and the agent would take
+# a job the moment run.sh opens its session. So the supervisor sets the flag first
+# (disabled, for a hot standby) and then gives the go: the file below. The agent
+# has no session until then, so it can be handed nothing; a SIGTERM meanwhile
+# leaves it registered and offline (exit 143), as before a job. The line below is
+# read by the supervisor (gpuci_tui/core/engine/agent_output.py): keep its words.
+if [[ -n $go_file ]]; then
+    log "registered as $name; waiting for the go file $go_file"
+    until [[ -e $go_file ]]; do
+        exit_if_signalled
+        sleep 0.2
+    done
+    rm -f -- "$go_file" 2>/dev/null || true
 fi
 
 # ----------------------------------------------------------------- one job

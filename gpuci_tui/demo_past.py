@@ -30,7 +30,7 @@ def seed_history(
     a regression looks like.
     """
     from gpuci_tui.core.store.history import JobRecord
-    from gpuci_tui.sim.agent_program import sim_image_id
+    from gpuci_tui.sim.container import sim_image_id
     from gpuci_tui.sim.jobs import PIPELINES
     from gpuci_tui.sim.runtime import DEFAULT_IMAGE
 

@@ -193,6 +193,11 @@ def _group_lines(snap: SupervisorSnapshot) -> list[str]:
     return [f"groups: {described}"]
 
 
+def _gate_words(seen: set[bool]) -> str:
+    """``yes``, ``no``, or both when an image changed its label under running containers."""
+    return "yes" if seen == {True} else "no" if seen == {False} else "yes on some lanes"
+
+
 def _health(state: str, message: str, checked: float | None, now: float) -> str:
     text = str(state)
     if checked:
@@ -203,15 +208,22 @@ def _health(state: str, message: str, checked: float | None, now: float) -> str:
 
 
 def _image_lines(snap: SupervisorSnapshot) -> list[str]:
-    """Which image the lanes run, one line per distinct image; configured images run nowhere."""
+    """Which image the lanes run, one line per distinct image; configured images run nowhere.
+
+    Each says whether its containers wait for the daemon's go (the start gate):
+    with it, a new registration may be made whenever a lane is wanted.
+    """
     running: dict[tuple[str, str, str], int] = {}
+    gated: dict[tuple[str, str, str], set[bool]] = {}
     for slot in snap.slots:
         for agent in slot.agents:
             if agent.container_id:
                 key = (agent.image or slot.image, agent.image_id, agent.repo_digest)
                 running[key] = running.get(key, 0) + 1
+                gated.setdefault(key, set()).add(agent.start_gate)
     lines = [
-        f"image: {image_label(*key)} on {plural(count, 'lane')}"
+        f"image: {image_label(*key)} on {plural(count, 'lane')}, "
+        f"start gate: {_gate_words(gated[key])}"
         for key, count in sorted(running.items())
     ]
     shown = {key[0] for key in running}

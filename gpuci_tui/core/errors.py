@@ -67,7 +67,11 @@ class AzureUnreachableError(AzureError):
 
 
 class AzureServerError(AzureError):
-    """5xx after retries."""
+    """5xx after retries; `retry_after`: the seconds its ``Retry-After`` asked (None: not said)."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class RuntimeUnavailableError(GpuciError):
@@ -88,6 +92,10 @@ class ContainerNameConflictError(ContainerStartError):
     def __init__(self, message: str, holder: ContainerInfo | None = None) -> None:
         super().__init__(message)
         self.holder = holder
+
+
+class ImageLabelMissingError(ContainerStartError):
+    """The image lacks a label the start requires (`ContainerSpec.required_labels`)."""
 
 
 class ImagePullError(GpuciError):

@@ -206,6 +206,10 @@ def job_label(job: JobInfo | None, width: int | None = None) -> str:
     """
     if job is None:
         return "-"
+    if not job.request_id and not job.pipeline:
+        # Only the agent's own line told of it so far (`Running job: NAME`).
+        label = f"job '{job.name}'" if job.name else "job"
+        return label if width is None else truncate(label, width)
     run = job.run if job.run else f"(request {job.request_id})"
     if not job.pipeline:
         label = f"request {job.request_id}"

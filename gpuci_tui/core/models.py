@@ -151,6 +151,9 @@ class AgentSnapshot:
     """The id of the image the container runs (empty: not known yet)."""
     repo_digest: str = ""
     """Its registry digest (``REPO@sha256:…``) when the image has one."""
+    start_gate: bool = False
+    """The container was started with its image's start gate: its agent waits for the
+    daemon's go after registering (dockeragent/start.sh, ``io.gpuci.start-gate``)."""
 
 
 @dataclass(frozen=True)

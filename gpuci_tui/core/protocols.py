@@ -134,7 +134,7 @@ class AgentPoolApi(Protocol):
             include_capabilities: Also their capabilities (a larger answer).
             demands: Only the agents that meet every demand (``NAME``: the capability
                 exists; ``NAME -equals VALUE``): the service filters, the answer is small.
-            agent_name: Only the agent of this name.
+            agent_name: Only the agent of this name (``agentName=``; [] when none).
             include_last_completed: Also each agent's last finished request.
 
         Raises:
@@ -226,6 +226,9 @@ class ContainerSpec:
     tail; the supervisor removes each dead container itself, after reading the tail."""
     extra_mounts: tuple[tuple[str, str, str], ...] = ()
     """Further (host, container, mode) binds, e.g. an opt-in Docker socket."""
+    required_labels: Mapping[str, str] = field(default_factory=dict)
+    """Labels the image must carry, else nothing is created (`ImageLabelMissingError`):
+    a start that is only safe with the image's start gate says so here."""
 
 
 @dataclass(frozen=True)
@@ -309,6 +312,22 @@ class ContainerRuntime(Protocol):
 
         Reconnects by itself when the stream breaks, yielding ``stream-lost``
         and ``stream-restored`` events around the gap.
+        """
+        ...
+
+    def follow_output(self, container_id: str, stop: threading.Event) -> Iterator[str]:
+        """Block and yield the container's output lines, from its start, as they come.
+
+        Ends when the container has ended (its last line read) or ``stop`` is set
+        (within about a second). Lines are read incrementally and not kept.
+        """
+        ...
+
+    def put_file(self, container_id: str, path: str, content: str) -> None:
+        """Write a root-only file (directory 0700, file 0600) into a running container.
+
+        Raises:
+            GpuciError: the container is gone or the engine refused.
         """
         ...
 

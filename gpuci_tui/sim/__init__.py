@@ -17,8 +17,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from gpuci_tui.sim.agent_program import AgentTiming
     from gpuci_tui.sim.api import SimPoolApi
+    from gpuci_tui.sim.container import AgentTiming
     from gpuci_tui.sim.image import build_emulator_image
     from gpuci_tui.sim.jobs import JobFeeder, queue_batch
     from gpuci_tui.sim.org import SimOrg
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from gpuci_tui.sim.server import SimServer
 
 _WHERE = {
-    "AgentTiming": "agent_program",
+    "AgentTiming": "container",
     "SimPoolApi": "api",
     "build_emulator_image": "image",
     "JobFeeder": "jobs",

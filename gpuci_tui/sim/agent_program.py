@@ -3,6 +3,12 @@
 It mirrors emulator/agent.sh step by step (env contract, register with
 replace, delete the token, one job, heartbeats, exit codes) so the supervisor
 sees the same behaviour from the in-process runtime as from real containers.
+It prints the real agent's own lines, behind its UTC timestamp (``Listening for
+Jobs``, ``Running job: NAME``, ``Job NAME completed with result: Succeeded``),
+and, when AZP_GO_FILE is set (the daemon sets it only for an image with the
+start gate label), waits after registering for that file as
+dockeragent/start.sh does, saying so in start.sh's words. A job of kind ``fake_completed`` prints a "completed" line halfway, as a
+job writing to the container's output could.
 
 Exit codes: 0 after a job; 12 left to update the agent (the server required a
 newer one: start.sh's code for run.sh --once's update exit); 1 configuration failure (bad PAT, unknown pool,
@@ -15,16 +21,10 @@ compares exit codes, the organisation's records and the output lines.
 
 from __future__ import annotations
 
-import hashlib
-import threading
 import time
-from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import ParamSpec, TypeVar
 
-from gpuci_tui.core.protocols import ContainerInfo, ContainerSpec
 from gpuci_tui.sim.agent_packages import agent_version_of
+from gpuci_tui.sim.container import AgentTiming, Killed, SimContainer
 from gpuci_tui.sim.org import SimOrg
 from gpuci_tui.sim.records import (
     AgentUpdate,
@@ -35,174 +35,10 @@ from gpuci_tui.sim.records import (
     SimSessionError,
 )
 
-P = ParamSpec("P")
-R = TypeVar("R")
-
+#: How the agent's "completed" line spells a job's result (as agent.sh's case does).
+_SAID_RESULTS = {"succeeded": "Succeeded", "failed": "Failed", "canceled": "Canceled"}
 #: Variables the real start.sh keeps out of the agent's capabilities (VSO_AGENT_IGNORE).
 IGNORED_ENV = frozenset({"AZP_TOKEN", "AZP_TOKEN_FILE"})
-
-
-def sim_image_id(image: str) -> str:
-    """The simulated engine's id of ``image``: one reference, one id (built here: no digest)."""
-    return "sha256:" + hashlib.sha256(image.encode("utf-8")).hexdigest()
-
-
-@dataclass(frozen=True)
-class AgentTiming:
-    """How fast the simulated agents are (seconds).
-
-    Attributes:
-        boot_delay: From container start to registration (a real agent takes 5-15 s).
-        poll_timeout: Length of one long poll (a SIGTERM ends it at once anyway).
-        heartbeat_interval: Between heartbeats while a job runs.
-        oom_after: How long a kind ``oom`` job runs before the kernel kills it.
-    """
-
-    boot_delay: float = 0.0
-    poll_timeout: float = 20.0
-    heartbeat_interval: float = 0.25
-    oom_after: float = 0.05
-
-
-class Killed(Exception):  # noqa: N818 - it is a signal, not an error
-    """Raised inside the agent thread once its container was killed."""
-
-
-class SimContainer:
-    """One simulated container: its state, output and signals.
-
-    Attributes read by tests: ``token`` (None once the "token file" is deleted),
-    ``agent_id``, ``jobs`` (request ids taken), ``exit_code``, ``oom_killed``.
-    """
-
-    def __init__(
-        self,
-        *,
-        id: str,  # noqa: A002 - Docker's word
-        spec: ContainerSpec,
-        token: str,
-        broken: bool,
-        org: SimOrg,
-        on_exit: Callable[[SimContainer], None],
-        on_oom: Callable[[SimContainer], None],
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self.id = id
-        self.clock = clock
-        self.spec = spec
-        self.name = spec.name
-        self.labels = dict(spec.labels)
-        self.image = spec.image
-        self.hostname = id[:12]
-        self.token: str | None = token
-        self.broken = broken
-        self.org = org
-        self.status = "created"
-        self.created_at = clock()
-        self.started_at: float | None = None
-        self.finished_at: float | None = None
-        self.exit_code: int | None = None
-        self.oom_killed = False
-        self.destroyed = False
-        self.agent_id: int | None = None
-        self.jobs: list[int] = []
-        self.thread: threading.Thread | None = None
-        self.exited = threading.Event()
-        self.term = threading.Event()
-        self.kill_event = threading.Event()
-        self.signal = threading.Event()
-        """Set on SIGTERM or SIGKILL: ends a long poll."""
-        self._on_exit = on_exit
-        self._on_oom = on_oom
-        self._call_lock = threading.Lock()
-        self._state_lock = threading.Lock()
-        self._dead = False
-        self._logs: deque[str] = deque(maxlen=1000)
-
-    # ------------------------------------------------------------------ state
-
-    @property
-    def running(self) -> bool:
-        """Whether the process is alive."""
-        return self.status == "running"
-
-    @property
-    def token_file_present(self) -> bool:
-        """Whether the token file still exists (deleted right after registration)."""
-        return self.token is not None
-
-    def info(self) -> ContainerInfo:
-        """Docker's view of the container."""
-        return ContainerInfo(
-            id=self.id,
-            name=self.name,
-            labels=dict(self.labels),
-            status=self.status,
-            image=self.image,
-            started_at=self.started_at,
-            exit_code=self.exit_code,
-            oom_killed=self.oom_killed,
-            image_id=sim_image_id(self.image),
-        )
-
-    def log(self, line: str) -> None:
-        """Append one output line."""
-        self._logs.append(line)
-
-    def tail(self, lines: int) -> list[str]:
-        """The last ``lines`` output lines."""
-        return list(self._logs)[-lines:] if lines > 0 else []
-
-    def mark_started(self) -> None:
-        """Created → running."""
-        self.status = "running"
-        self.started_at = self.clock()
-
-    # ------------------------------------------------------------------ signals
-
-    def sigterm(self) -> None:
-        """Deliver SIGTERM: an idle agent leaves at once, a busy one after its job (silently)."""
-        if self.running and not self.term.is_set():
-            self.term.set()
-            self.signal.set()
-            self.org.wake()
-
-    def terminate(self, code: int, *, oom: bool = False) -> None:
-        """The process dies now with ``code`` (no offline call, no job report)."""
-        self.kill_event.set()
-        self.signal.set()
-        self.org.wake()
-        with self._call_lock:  # let an in-flight organisation call finish first
-            self._dead = True
-        self._finish(code, oom)
-
-    def exit(self, code: int) -> None:
-        """The agent program ends normally with ``code``."""
-        with self._call_lock:
-            if self._dead:
-                return
-            self._dead = True
-        self._finish(code, False)
-
-    def call(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-        """Run one organisation call unless the container was killed (then raise Killed)."""
-        with self._call_lock:
-            if self._dead:
-                raise Killed
-            return fn(*args, **kwargs)
-
-    def _finish(self, code: int, oom: bool) -> None:
-        with self._state_lock:
-            if self.status != "running":
-                return
-            self.status = "exited"
-            self.exit_code = code
-            self.oom_killed = oom
-            self.finished_at = self.clock()
-        if oom:
-            self._on_oom(self)
-        self._on_exit(self)
-        self.exited.set()
 
 
 # --------------------------------------------------------------------------- the program
@@ -288,6 +124,10 @@ def _main(c: SimContainer, org: SimOrg, timing: AgentTiming) -> int:
         c.token = None  # start.sh deletes the token file right after registering
     c.agent_id = agent_id
     c.log(f"registered as {name} (id {agent_id})")
+    go_file = env.get("AZP_GO_FILE", "")
+    if go_file and not _go_given(c, name, go_file):
+        c.log("SIGTERM before the session was opened: registered, offline")
+        return 143
     # run.sh starting: the agent is offline until its session is open.
     if _interrupted(c, org.startup.session):
         c.log("SIGTERM before the session was opened: registered, offline")
@@ -300,7 +140,7 @@ def _main(c: SimContainer, org: SimOrg, timing: AgentTiming) -> int:
     except SimSessionError as exc:
         c.log(f"error: could not open the session: {exc}")
         return 1
-    c.log("session open: online")
+    c.log(agent_line("Listening for Jobs"))
     ticket = _wait_for_job(c, org, timing, url, agent_id, key)
     if isinstance(ticket, int):
         return ticket
@@ -311,6 +151,22 @@ def _main(c: SimContainer, org: SimOrg, timing: AgentTiming) -> int:
         c.call(org.offline, agent_id, key)
         return 12
     return _run_job(c, org, timing, url, (agent_id, key), ticket)
+
+
+def agent_line(message: str) -> str:
+    """``message`` behind the agent's own UTC timestamp (``2026-01-31 12:00:00Z: …``)."""
+    return f"{time.strftime('%Y-%m-%d %H:%M:%SZ', time.gmtime())}: {message}"
+
+
+def _go_given(c: SimContainer, name: str, go_file: str) -> bool:
+    """Wait at the start gate until the daemon writes ``go_file``; False on SIGTERM."""
+    c.log(f"[start.sh] registered as {name}; waiting for the go file {go_file}")
+    while go_file not in c.files:
+        if c.signal.wait(0.1):
+            if c.kill_event.is_set():
+                raise Killed
+            return False
+    return True
 
 
 def _interrupted(c: SimContainer, seconds: float) -> bool:
@@ -397,6 +253,7 @@ def _run_job(
     agent_id, key = session
     rid = ticket.request_id
     c.jobs.append(rid)
+    c.log(agent_line(f"Running job: {ticket.pipeline}"))
     c.log(f"job {rid} started ({ticket.pipeline} {ticket.run_name})")
     noted = _note_term(c, rid, False)
     if ticket.kind == "oom":
@@ -407,9 +264,13 @@ def _run_job(
         raise Killed
     result = ticket.result
     deadline = time.monotonic() + ticket.duration
+    fake_at = deadline - ticket.duration / 2 if ticket.kind == "fake_completed" else None
     while (remaining := deadline - time.monotonic()) > 0:
         if c.kill_event.wait(min(remaining, timing.heartbeat_interval)):
             raise Killed
+        if fake_at is not None and time.monotonic() >= fake_at:
+            fake_at = None  # what a job printing to the container's output can fake
+            c.log(agent_line(f"Job {ticket.pipeline} completed with result: Succeeded"))
         noted = _note_term(c, rid, noted)
         if not _reachable(org):
             continue  # a heartbeat that cannot be sent; the server may abandon the job
@@ -423,6 +284,9 @@ def _run_job(
             result = "canceled"
             break
     _note_term(c, rid, noted)
+    # The real agent prints this as its job's worker ends, before it reports the result.
+    said = _SAID_RESULTS.get(result, result)
+    c.log(agent_line(f"Job {ticket.pipeline} completed with result: {said}"))
     if not _reachable(org):
         c.log(f"could not report job {rid}: cannot reach {url}")
     else:

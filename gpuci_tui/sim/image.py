@@ -20,13 +20,13 @@ from typing import Any
 
 from gpuci_tui.core.errors import GpuciError
 from gpuci_tui.sim.agent_packages import BAKED_AGENT_VERSION
-from gpuci_tui.sim.names import AGENT_VERSION_LABEL
+from gpuci_tui.sim.names import AGENT_VERSION_LABEL, START_GATE_LABEL
 
 DEFAULT_TAG = "gpuci-sim/agent:1"
 #: The agent version the emulator reports unless a newer package is mounted (agent.sh's).
 EMULATOR_AGENT_VERSION = BAKED_AGENT_VERSION
 HASH_LABEL = "gpuci.sim.hash"
-_RECIPE = "3"  # bump when the tar layout or the import changes below change
+_RECIPE = "4"  # bump when the tar layout or the import changes below change
 
 #: Applets agent.sh and the tests use; linked even if `busybox --list` fails.
 _NEEDED = (
@@ -158,6 +158,8 @@ def build_emulator_image(client: Any, tag: str = DEFAULT_TAG, *, busybox: str | 
                 f"LABEL {HASH_LABEL}={digest}",
                 # The agent version agent.sh bakes, as dockeragent/build.sh labels real images.
                 f"LABEL {AGENT_VERSION_LABEL}={EMULATOR_AGENT_VERSION}",
+                # agent.sh waits for the daemon's go when AZP_GO_FILE is set, as start.sh does.
+                f"LABEL {START_GATE_LABEL}=1",
                 "ENV PATH=/bin",
                 "WORKDIR /azp",
                 'ENTRYPOINT ["/bin/sh", "/azp/agent.sh"]',

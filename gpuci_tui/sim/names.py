@@ -17,6 +17,8 @@ MARKER_HOST = "GPUCI_HOST"
 """The capability naming the host whose daemon registered an agent."""
 AGENT_VERSION_LABEL = "io.gpuci.agent-version"
 """The image label that says which agent version an image bakes."""
+START_GATE_LABEL = "io.gpuci.start-gate"
+"""The image label of an agent whose start.sh waits for the daemon's go (the emulator's)."""
 
 _RELEASE = re.compile(r"^\s*v?(\d+)\.(\d+)\.(\d+)\s*$")
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal
 
-JobKind = Literal["normal", "oom", "fail"]
+JobKind = Literal["normal", "oom", "fail", "fake_completed"]
 JobState = Literal["queued", "running", "finished"]
 
 #: The results Azure DevOps reports for a finished job request.

@@ -15,7 +15,11 @@ Docker behaviours kept because the supervisor depends on them:
 * ``stop`` sends SIGTERM: an idle agent goes offline and exits 143 at once, a
   busy one finishes its job first (exit 0); SIGKILL (137) after ``timeout``;
 * `break_event_stream` and ``available = False`` let tests cut the event stream
-  (``stream-lost`` / ``stream-restored``) or the whole engine.
+  (``stream-lost`` / ``stream-restored``) or the whole engine;
+* a container's output can be followed as it comes (``docker logs --follow``),
+  and a file written into a running one (``put_archive``: the start gate's go);
+* an image's labels show on its containers; by default every image carries the
+  start gate label, as the emulator image does (``start_gate=False``: none does).
 """
 
 from __future__ import annotations
@@ -27,16 +31,19 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
+from gpuci_tui.core.docker.errors import ContainerOperationError
 from gpuci_tui.core.errors import (
     ContainerNameConflictError,
     ContainerStartError,
+    ImageLabelMissingError,
     RuntimeUnavailableError,
 )
 from gpuci_tui.core.protocols import ContainerEvent, ContainerInfo, ContainerSpec, ImageConfig
 from gpuci_tui.sim.agent_packages import BAKED_AGENT_VERSION
-from gpuci_tui.sim.agent_program import AgentTiming, SimContainer, run_agent
+from gpuci_tui.sim.agent_program import run_agent
+from gpuci_tui.sim.container import AgentTiming, SimContainer
 from gpuci_tui.sim.disk import SimDisk
-from gpuci_tui.sim.names import AGENT_VERSION_LABEL
+from gpuci_tui.sim.names import AGENT_VERSION_LABEL, START_GATE_LABEL
 from gpuci_tui.sim.org import SimOrg
 
 if TYPE_CHECKING:
@@ -56,6 +63,8 @@ class SimulatedRuntime:
         destroy_delay: Seconds from ``die`` to ``destroy`` for auto-removed containers.
         start_delay: Seconds `start` takes (create + copy + start).
         timing: The agents' pace (boot delay, poll timeout, heartbeat interval…).
+        start_gate: Whether images without an entry in ``image_configs`` carry the start
+            gate label (their agents then wait for the go file AZP_GO_FILE names).
         clock: Stamps container times and events, as Docker's own clock does; a test may
             share a fake one with the supervisor (waits always use real time).
     """
@@ -69,9 +78,11 @@ class SimulatedRuntime:
         destroy_delay: float = 0.05,
         start_delay: float = 0.0,
         timing: AgentTiming | None = None,
+        start_gate: bool = True,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.org = org
+        self.start_gate = start_gate
         self.clock = clock
         self.images: set[str] = set(images)
         self.broken_images: set[str] = set(broken_images)
@@ -172,16 +183,17 @@ class SimulatedRuntime:
             return image in self.images or image in self.broken_images
 
     def image_config(self, image: str) -> ImageConfig | None:
-        """The entry of ``image_configs``; a present image without one declares nothing."""
+        """The entry of ``image_configs``; a present image without one declares the defaults.
+
+        The defaults: the emulators' agent version, and the start gate unless
+        ``start_gate`` is False (as the emulator image says of itself).
+        """
         self._check()
         with self._lock:
             if image in self.image_configs:
                 return self.image_configs[image]
             if image in self.images or image in self.broken_images:
-                # The agent program bakes the emulators' agent, as the emulator image says.
-                return ImageConfig(
-                    f"sha256:sim-{image}", {}, {AGENT_VERSION_LABEL: BAKED_AGENT_VERSION}
-                )
+                return ImageConfig(f"sha256:sim-{image}", {}, self._image_labels(image))
             return None
 
     def list_containers(self, labels: Mapping[str, str]) -> list[ContainerInfo]:
@@ -215,6 +227,13 @@ class SimulatedRuntime:
                     f"The image {spec.image} is not present on this host. Build or load it "
                     "first (the simulated runtime pulls nothing)."
                 )
+            image_labels = self._image_labels(spec.image)
+            for key, value in spec.required_labels.items():
+                if image_labels.get(key) != value:
+                    raise ImageLabelMissingError(
+                        f"The image {spec.image} has no label {key}={value}, which this start "
+                        "needs; nothing was created."
+                    )
             holder = next((c for c in self._containers.values() if c.name == spec.name), None)
             if holder is not None:
                 raise ContainerNameConflictError(
@@ -232,6 +251,7 @@ class SimulatedRuntime:
                 on_oom=self._on_oom,
                 clock=self.clock,
             )
+            c.labels = {**image_labels, **c.labels}  # as Docker shows them on the container
             self._containers[c.id] = c
             self._history.append(c)
             self._emit("create", c)
@@ -270,6 +290,24 @@ class SimulatedRuntime:
         c = self.container(container_id)
         return [] if c is None else c.tail(lines)
 
+    def follow_output(self, container_id: str, stop: threading.Event) -> Iterator[str]:
+        """The container's output lines as they come, until it ended or ``stop`` is set."""
+        self._check()
+        c = self.container(container_id)
+        if c is not None:
+            yield from c.follow(stop)
+
+    def put_file(self, container_id: str, path: str, content: str) -> None:
+        """Write a file into a running container (its agent may be waiting for it)."""
+        self._check()
+        c = self.container(container_id)
+        if c is None or not c.running:
+            raise ContainerOperationError(
+                f"Docker could not write {path} into {container_id[:12]}: the container is "
+                "not running"
+            )
+        c.put_file(path, content)
+
     def events(self, labels: Mapping[str, str], stop: threading.Event) -> Iterator[ContainerEvent]:
         """Yield events of containers carrying ``labels`` until ``stop`` is set."""
         q: queue.SimpleQueue[ContainerEvent] = queue.SimpleQueue()
@@ -301,6 +339,17 @@ class SimulatedRuntime:
                 self._subscribers.remove(sub)
 
     # ------------------------------------------------------------------ internals
+
+    def _image_labels(self, image: str) -> dict[str, str]:
+        """The labels ``image`` carries (the caller holds the lock)."""
+        config = self.image_configs.get(image)
+        if config is not None:
+            return dict(config.labels)
+        # The agent program bakes the emulators' agent, as the emulator image says.
+        labels = {AGENT_VERSION_LABEL: BAKED_AGENT_VERSION}
+        if self.start_gate:
+            labels[START_GATE_LABEL] = "1"
+        return labels
 
     def _check(self) -> None:
         if not self.available:

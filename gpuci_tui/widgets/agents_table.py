@@ -247,6 +247,9 @@ def slot_detail(slot: SlotSnapshot, now: float, collapsed: Sequence[tuple[str, T
         text.append(image_label(runs, slot.image_id, slot.repo_digest))
         if slot.image and runs != slot.image:
             text.append(f" (configured: {slot.image})", style="yellow")
+        # Whether its agent waits for the daemon's go (new registrations need no idle slot).
+        gate = "yes" if row is not None and row.start_gate else "no"
+        text.append(f" · start gate {gate}", style="bright_black")
     return text
 
 

@@ -17,6 +17,13 @@ failing writes. It asserts the engine's promises while it runs:
   daemon (reads and writes) for a while, its agents going on; jobs keep being
   handed out meanwhile (`refused_jobs`), by the lanes restarted in place.
 
+The agents print the real agent's lines (``Listening for Jobs``, ``Running job``,
+``Job … completed``), and with ``gated`` start.sh's "registered, waiting for the
+go" before they wait for the engine's go: each line reaches the engine late (up to
+`LINE_LATE` s), one in `missing_lines` never does, and a job may print a fake
+"completed" line halfway (`fake_lines`; a true one is only ever noted, so the
+world leaves it out). The pool is read every ``poll_interval``.
+
 Everything is virtual time: a run of ten simulated minutes takes milliseconds.
 """
 
@@ -30,31 +37,41 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 
 from gpuci_tui.core.command_types import Command
+from gpuci_tui.core.engine.agent.output import (
+    AgentFact,
+    AwaitingGo,
+    JobCompleted,
+    Listening,
+    RunningJob,
+)
+from gpuci_tui.core.engine.agent.steps import AgentSaid, GiveGo, GoGiven, ReadAgent
 from gpuci_tui.core.engine.commands import apply_command
 from gpuci_tui.core.engine.gpu_admission import FOREIGN_PROCESS, GateKind, GateReading
 from gpuci_tui.core.engine.lifecycle import EngineState, Lane, lane_name, new_slot
-from gpuci_tui.core.engine.planning.planner import FAST_POLL, decide
+from gpuci_tui.core.engine.planning.planner import decide
 from gpuci_tui.core.engine.pool_view import PoolView
 from gpuci_tui.core.engine.rollout.progress import advance, begin
+from gpuci_tui.core.engine.server_steps import (
+    AgentChecked,
+    AgentWritten,
+    CheckAgent,
+    PoolRead,
+    PoolUnread,
+    ServerFailed,
+    SetEnabled,
+)
 from gpuci_tui.core.engine.settings import SupervisorConfig
 from gpuci_tui.core.engine.standby.auto import AutoStandby
 from gpuci_tui.core.engine.steps import (
     Action,
-    AgentChecked,
-    AgentWritten,
-    CheckAgent,
     Destroyed,
     Died,
     FetchLogs,
     GpuObserved,
     LogTail,
     Observation,
-    PoolRead,
-    PoolUnread,
     RemoveContainer,
     Removed,
-    ServerFailed,
-    SetEnabled,
     StartAgent,
     Started,
     StopAgent,
@@ -66,6 +83,8 @@ RULES = SupervisorConfig(backoff_base=1.0, backoff_max=4.0, park_after=50)
 #: Seconds after a GPU turns bad within which a job may still be handed to its slot.
 GATE_MARGIN = 8.0
 HOLD_DOWN = 10.0
+#: An agent's line reaches the engine up to this late.
+LINE_LATE = 1.0
 
 
 @dataclass
@@ -96,6 +115,9 @@ class Box:
     removed: bool = False
     """Dead and removed: only then is its name free (no auto-remove)."""
     spec: str = ""
+    registered: bool = False
+    go: bool = False
+    """The engine's go file is there (gated: only then does the agent open its session)."""
 
 
 @dataclass
@@ -114,6 +136,12 @@ class World:
     crash_rate: float = 0.05
     write_failure_rate: float = 0.05
     poll_interval: float = 10.0
+    gated: bool = False
+    """The image has the start gate: agents wait for the engine's go after registering."""
+    missing_lines: float = 0.1
+    """Share of the agents' lines that never reach the engine."""
+    fake_lines: float = 0.2
+    """Share of jobs that print a fake "completed" line halfway through."""
     gpu_faults: bool = False
     """Foreign processes come and go on the slots' GPUs; GPUs fail (Xid) and are cleared."""
     rng: random.Random = field(init=False)
@@ -125,12 +153,10 @@ class World:
     done: list[int] = field(default_factory=list)
     running: dict[int, dict[int, Lane]] = field(default_factory=dict)
     """Per slot: request id → the lane whose container runs it."""
-    fast: bool = False
     _events: list[tuple[float, int, Callable[[], None]]] = field(default_factory=list)
     _seq: itertools.count[int] = field(default_factory=itertools.count)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _jobs: itertools.count[int] = field(default_factory=lambda: itertools.count(1000))
-    _next_read: float = 0.0
     _feed_until: float = 0.0
     _plans: int = 0
     """Plans made so far: a wake-up set by an older plan than the last is dropped."""
@@ -224,9 +250,6 @@ class World:
         self.state, plan = decide(self.state, self.now)
         for action in plan.actions:
             self._carry_out(action)
-        if plan.poll_fast and not self.fast and self._next_read > self.now + FAST_POLL:
-            self.at(FAST_POLL, self._read)
-        self.fast = plan.poll_fast
         # Like the supervisor's loop: one wake-up, the latest plan's. Its `wake_at` is the
         # earliest time anything in the state is due, so an older plan's wake-up is only
         # ever early or the same; keeping every one made "auto" plan 3.5 times as often
@@ -255,8 +278,10 @@ class World:
             self.at(latency, lambda: self._stopped(action, box))
         elif isinstance(action, RemoveContainer):
             self.at(latency, lambda: self._remove(action))
-        elif isinstance(action, SetEnabled | CheckAgent):
+        elif isinstance(action, SetEnabled | CheckAgent | ReadAgent):
             self.at(latency, lambda: self._server(action))
+        elif isinstance(action, GiveGo):
+            self.at(latency, lambda: self._give_go(action))
         elif isinstance(action, FetchLogs):
             self.at(latency, lambda: self.observe(LogTail(action.slot, action.container_id, ())))
         else:
@@ -279,7 +304,9 @@ class World:
         box = Box(f"c{next(self._ids)}", action.slot, action.lane, name, spec=action.spec)
         box.crash = self.rng.random() < self.crash_rate or action.spec in self.bad_specs
         self.boxes[box.id] = box
-        self.observe(Started(action.slot, action.lane, box.id, self.now, spec=action.spec))
+        started = Started(action.slot, action.lane, box.id, self.now, spec=action.spec,
+                          gated=self.gated)  # fmt: skip
+        self.observe(started)
         if box.crash:
             self.at(self.rng.uniform(0.1, 2.0), lambda: self._exit(box, 1))
             return
@@ -294,11 +321,35 @@ class World:
         else:  # --replace keeps the id and the enabled flag, ends the old session
             assert reg.job is None or reg.session == box.id, "replace of a busy registration"
             reg.online, reg.session = False, None
+        box.registered = True
+        if self.gated:
+            self._say(box, AwaitingGo(box.name, "/run/azp/go"))
+            if not box.go:
+                return  # start.sh waits for the engine's go (`_give_go`)
         self.at(self.rng.uniform(*self.session_delay), lambda: self._session(box, reg))
 
     def _session(self, box: Box, reg: Registration) -> None:
         if box.alive and reg.session is None:
             reg.online, reg.session = True, box.id  # type: ignore[assignment]
+            self._say(box, Listening(self.now))
+
+    def _give_go(self, action: GiveGo) -> None:
+        box = self.boxes[action.container_id]
+        if not box.alive or self.rng.random() < self.write_failure_rate:
+            self.observe(GoGiven(action.slot, action.lane, box.id, self.now, "not running"))
+            return
+        first, box.go = not box.go, True
+        reg = self.regs.get(box.name)
+        if first and box.registered and reg is not None:
+            self.at(self.rng.uniform(*self.session_delay), lambda: self._session(box, reg))
+        self.observe(GoGiven(action.slot, action.lane, box.id, self.now))
+
+    def _say(self, box: Box, fact: AgentFact) -> None:
+        """The agent prints a line: the engine reads it a little later, or never."""
+        if self.rng.random() < self.missing_lines:
+            return
+        self.at(self.rng.uniform(0.01, LINE_LATE), lambda: self.observe(
+            AgentSaid(box.slot, box.lane, box.id, fact, self.now)))  # fmt: skip
 
     def _stopped(self, action: StopAgent, box: Box) -> None:
         self.observe(Stopped(action.slot, action.lane))
@@ -324,9 +375,17 @@ class World:
         """The organisation refuses every call of the daemon now (its agents go on)."""
         return any(start <= self.now < end for start, end in self.refused)
 
-    def _server(self, action: SetEnabled | CheckAgent) -> None:
+    def _server(self, action: SetEnabled | CheckAgent | ReadAgent) -> None:
         if self.refusing():
             self.observe(ServerFailed(action.slot, action.lane, "HTTP 429", self.now + 5.0))
+            return
+        if isinstance(action, ReadAgent):
+            named = self.regs.get(action.name)
+            if self.rng.random() < self.write_failure_rate:
+                self.observe(ServerFailed(action.slot, action.lane, "HTTP 500", self.now + 2.0))
+                return
+            agent = self._agent(named, True) if named is not None else None
+            self.observe(AgentChecked(action.slot, action.lane, agent, self.now))
             return
         reg = next((r for r in self.regs.values() if r.id == action.agent_id), None)
         if self.rng.random() < self.write_failure_rate or reg is None:
@@ -347,19 +406,17 @@ class World:
         return Agent(reg.id, reg.name, enabled=reg.enabled, status=status, assigned_request=request)
 
     def _read(self) -> None:
+        """The periodic read (the host's read after each job end only confirms: left out)."""
         began = self.now
         if self.refusing():  # the observer backs off, then reads again
             self.at(0.1, lambda: self.observe(PoolUnread(began, began + 5.0, "HTTP 429")))
-            self._next_read = self.now + 5.0
             self.at(5.0, self._read)
             return
         agents = tuple(self._agent(reg, True) for reg in self.regs.values())
         view = PoolView(pool_id=42, began_at=began, agents=agents, queued_jobs=len(self.queue))
         # The answer arrives a little later: the world may have moved on meanwhile.
         self.at(self.rng.uniform(0.05, 0.5), lambda: self.observe(PoolRead(view)))
-        interval = FAST_POLL if self.fast else self.poll_interval
-        self._next_read = self.now + interval
-        self.at(interval, self._read)
+        self.at(self.poll_interval, self._read)
 
     def _dispatch(self) -> None:
         for reg in self.regs.values():
@@ -384,7 +441,12 @@ class World:
             box.took_job = True
             self.refused_jobs += self.refusing()
             others[job] = box.lane
-            self.at(self.rng.uniform(*self.job_length), lambda b=box: self._exit(b, 0))
+            self._say(box, RunningJob(f"job {job}", self.now))
+            length = self.rng.uniform(*self.job_length)
+            if self.rng.random() < self.fake_lines:  # the job prints what only the agent should
+                fake = JobCompleted(f"job {job}", "Succeeded", self.now)
+                self.at(length / 2, lambda b=box, f=fake: b.alive and self._say(b, f))
+            self.at(length, lambda b=box: self._exit(b, 0))
 
     # ------------------------------------------------------------------ load and operator
 

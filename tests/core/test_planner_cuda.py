@@ -13,18 +13,12 @@ from dataclasses import replace
 import pytest
 
 from gpuci_tui.core.engine.gpu_admission import CUDA_INCOMPATIBLE, FOREIGN_PROCESS, GateKind
-from gpuci_tui.core.engine.lifecycle import EngineState, Gate, Intent, Lane, gate_of
+from gpuci_tui.core.engine.lifecycle import EngineState, Intent, Lane, gate_of
 from gpuci_tui.core.engine.planning.planner import decide
+from gpuci_tui.core.engine.server_steps import CheckAgent, SetEnabled
+from gpuci_tui.core.engine.slot_gate import Gate
 from gpuci_tui.core.engine.snapshots import SnapshotMeta, supervisor_snapshot
-from gpuci_tui.core.engine.steps import (
-    Action,
-    CheckAgent,
-    CudaChecked,
-    Died,
-    SetEnabled,
-    StartAgent,
-    StopAgent,
-)
+from gpuci_tui.core.engine.steps import Action, CudaChecked, Died, StartAgent, StopAgent
 from gpuci_tui.core.engine.transitions.apply import apply
 from gpuci_tui.core.models import HealthSnapshot, SlotState
 from tests.core.lifecycle_helpers import (

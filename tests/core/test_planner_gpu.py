@@ -12,16 +12,17 @@ from dataclasses import replace
 
 import pytest
 
+from gpuci_tui.core.engine.agent.steps import ReadAgent
 from gpuci_tui.core.engine.gpu_admission import FOREIGN_PROCESS, GateKind, GateReading
-from gpuci_tui.core.engine.lifecycle import EngineState, Gate, Intent, Lane
+from gpuci_tui.core.engine.lifecycle import EngineState, Intent, Lane
 from gpuci_tui.core.engine.planning.planner import decide
+from gpuci_tui.core.engine.server_steps import CheckAgent, SetEnabled
+from gpuci_tui.core.engine.slot_gate import Gate
 from gpuci_tui.core.engine.steps import (
     Action,
-    CheckAgent,
     Died,
     GpuObserved,
     RemoveContainer,
-    SetEnabled,
     StartAgent,
     StopAgent,
 )
@@ -54,52 +55,54 @@ def gated(state: EngineState, gate: Gate) -> EngineState:
     return state.with_slot(replace(slot0(state), gate=gate))
 
 
-ROWS: list[tuple[str, EngineState, list[Action], bool]] = [
+ROWS: list[tuple[str, EngineState, list[Action]]] = [
     ("held: the idle active agent is disabled (it stays registered and running)",
-     gated(engine(ACTIVE, STANDBY), HELD), [SetEnabled(0, A, 1, False)], False),
+     gated(engine(ACTIVE, STANDBY), HELD), [SetEnabled(0, A, 1, False)]),
     ("held: disabled but not yet confirmed idle -> re-read it",
-     gated(engine({**ACTIVE, "enabled": False}, STANDBY), HELD), [CheckAgent(0, A, 1)], False),
+     gated(engine({**ACTIVE, "enabled": False}, STANDBY), HELD), [CheckAgent(0, A, 1)]),
     ("held and settled: both agents disabled and idle -> nothing (no stop, no enable)",
-     gated(engine(IDLE_DISABLED, STANDBY), HELD), [], False),
+     gated(engine(IDLE_DISABLED, STANDBY), HELD), []),
     ("held, busy: the job is not touched; the flag is set so the next container is disabled",
-     gated(engine(BUSY, STANDBY), HELD), [SetEnabled(0, A, 1, False)], False),
+     gated(engine(BUSY, STANDBY), HELD), [SetEnabled(0, A, 1, False)]),
     ("held, busy and already disabled: nothing at all",
-     gated(engine({**BUSY, "enabled": False}, STANDBY), HELD), [], False),
+     gated(engine({**BUSY, "enabled": False}, STANDBY), HELD), []),
     ("held: the exited lane is refilled disabled (registration already disabled)",
-     gated(engine(PARKED_DISABLED, STANDBY), HELD), [StartAgent(0, A)], False),
+     gated(engine(PARKED_DISABLED, STANDBY), HELD), [StartAgent(0, A)]),
     ("held: an exited lane still enabled is disabled before its next container starts",
-     gated(engine(OFF_ENABLED, STANDBY), HELD), [SetEnabled(0, A, 1, False)], False),
+     gated(engine(OFF_ENABLED, STANDBY), HELD), [SetEnabled(0, A, 1, False)]),
     ("held: a name never registered is not registered (it would come up enabled)",
-     gated(engine(IDLE_DISABLED, ABSENT), HELD), [], False),
-    ("held: a new agent not yet registered -> read fast to disable it when it shows",
-     gated(engine(BOOTING_NEW, STANDBY), HELD), [], True),
+     gated(engine(IDLE_DISABLED, ABSENT), HELD), []),
+    ("held: a new agent not yet registered -> wait (its line, or the periodic read)",
+     gated(engine(BOOTING_NEW, STANDBY), HELD), []),
+    ("held: a new agent says it registered -> read it by name, to disable it",
+     gated(engine({**BOOTING_NEW, "said_registered": 28.0}, STANDBY), HELD),
+     [ReadAgent(0, A, "h-0")]),
     ("quarantined: idle agent disabled like held",
-     gated(engine(ACTIVE, STANDBY), QUARANTINED), [SetEnabled(0, A, 1, False)], False),
+     gated(engine(ACTIVE, STANDBY), QUARANTINED), [SetEnabled(0, A, 1, False)]),
     ("quarantined: an exited lane is not replenished",
-     gated(engine(PARKED_DISABLED, STANDBY), QUARANTINED), [], False),
+     gated(engine(PARKED_DISABLED, STANDBY), QUARANTINED), []),
     ("quarantined, the job's container died: nothing started (the dead one is removed)",
      gated(engine(dying("ca", agent_id=1, enabled=False, idle_verified=True, known_at=20.0),
-                  STANDBY), QUARANTINED), [RemoveContainer(0, A, "ca")], False),
+                  STANDBY), QUARANTINED), [RemoveContainer(0, A, "ca")]),
     ("open again: the disabled idle standby is enabled with one PATCH",
-     engine(IDLE_DISABLED, STANDBY), [SetEnabled(0, A, 1, True)], False),
+     engine(IDLE_DISABLED, STANDBY), [SetEnabled(0, A, 1, True)]),
     ("held, standby off: lane b is still taken out as without admission",
-     gated(engine(IDLE_DISABLED, STANDBY, standby=False), HELD), [StopAgent(0, B, "cb")], False),
+     gated(engine(IDLE_DISABLED, STANDBY, standby=False), HELD), [StopAgent(0, B, "cb")]),
     ("held and draining: drain rules apply (disable, confirm, stop)",
      gated(engine(IDLE_DISABLED, STANDBY, intent=Intent.DRAIN), HELD),
-     [StopAgent(0, A, "ca"), StopAgent(0, B, "cb")], False),
+     [StopAgent(0, A, "ca"), StopAgent(0, B, "cb")]),
     ("held and paused: nothing is started",
-     gated(engine(PARKED_DISABLED, STANDBY, paused=True), HELD), [], False),
+     gated(engine(PARKED_DISABLED, STANDBY, paused=True), HELD), []),
 ]  # fmt: skip
 
 
 @pytest.mark.parametrize(
-    ("state", "expected", "fast"), [row[1:] for row in ROWS], ids=[row[0] for row in ROWS]
+    ("state", "expected"), [row[1:] for row in ROWS], ids=[row[0] for row in ROWS]
 )
-def test_planner_gpu_table(state: EngineState, expected: list[Action], fast: bool) -> None:
+def test_planner_gpu_table(state: EngineState, expected: list[Action]) -> None:
     after, decided = decide(state, NOW)
     got = [a for a in decided.actions if type(a).__name__ != "FetchLogs"]
     assert got == expected
-    assert decided.poll_fast is fast
     # A closed gate never enables a lane.
     if slot0(state).gate.closed:
         assert not any(isinstance(a, SetEnabled) and a.enabled for a in got)

@@ -159,9 +159,14 @@ def test_status_says_which_image_each_lane_runs_by_id_and_digest() -> None:
     )  # fmt: skip
     lines = render_status(snap, now=100.0).splitlines()
     assert (
-        "image: reg:5000/agent:1 (id 3f2a1b9c0d4e, digest sha256:abcdef123456) on 2 lanes" in lines
+        "image: reg:5000/agent:1 (id 3f2a1b9c0d4e, digest sha256:abcdef123456) on 2 lanes,"
+        " start gate: no" in lines
     )
-    assert "image: reg:5000/agent:1 (id 999999999999) on 1 lane" in lines
+    assert "image: reg:5000/agent:1 (id 999999999999) on 1 lane, start gate: no" in lines
+    gated = replace(snap, slots=(replace(snap.slots[1], agents=(replace(new, start_gate=True),)),))
+    assert "image: reg:5000/agent:1 (id 999999999999) on 1 lane, start gate: yes" in (
+        render_status(gated, now=100.0).splitlines()
+    )
     idle = replace(snap, slots=(replace(snap.slots[0], agents=()),))
     assert (
         "image: reg:5000/agent:1 (configured; no container runs it)"

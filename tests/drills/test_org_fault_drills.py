@@ -55,8 +55,6 @@ CLIENT_RETRIES_S = sum(
     for attempt in range(DEFAULT_MAX_RETRIES)
 )
 """The longest a call answered 500 takes to fail (its retries): the daemon knows only then."""
-SYNC_ERROR_BASE = 2.0
-"""`AzureSync._failed`: the first delay after a failed cycle, doubling per failure."""
 
 
 @pytest.fixture
@@ -64,25 +62,25 @@ def rig(tmp_path: Path, docker_client: Any, emulator_image: str) -> Iterator[Rig
     yield from make_rig(tmp_path, docker_client, emulator_image, count=2)
 
 
-def max_requests_during_server_errors(window: float) -> int:
+def max_requests_during_server_errors(window: float, poll_interval: float) -> int:
     """Upper bound on public requests in ``window`` seconds of HTTP 500, from the backoff rules.
 
     One failing cycle sends ``1 + max_retries`` attempts, separated by the
     client's backoff (at least half of ``min(cap, base * 2**attempt)``, jitter
-    is in [0.5, 1)); then `AzureSync` waits ``2 * 2**(streak-1)`` s (capped).
-    Counting the fastest possible schedule gives the most cycles that can start
-    in the window; one more covers a cycle already under way at its start.
+    is in [0.5, 1)); then the pool observer waits one poll interval
+    (`PoolObserver.outage_delay`). Counting the fastest possible schedule gives
+    the most cycles that can start in the window; one more covers a cycle
+    already under way at its start.
     """
     attempts = 1 + DEFAULT_MAX_RETRIES
     client_sleep = sum(
         0.5 * min(azure_http.BACKOFF_CAP, azure_http.BACKOFF_BASE * 2.0**a)
         for a in range(DEFAULT_MAX_RETRIES)
     )
-    cycles, at, streak = 0, 0.0, 0
+    cycles, at = 0, 0.0
     while at < window:
         cycles += 1
-        streak += 1
-        at += client_sleep + min(SYNC_ERROR_BASE * 2 ** (streak - 1), MAX_ERROR_BACKOFF)
+        at += client_sleep + poll_interval
     return (cycles + 1) * attempts
 
 
@@ -209,7 +207,9 @@ def drill5(rig: Rig, *, server_errors: float, window: float, retry_after: float)
     sampler.assert_no_duplicates()
     errors = _public_requests(rig, t0, t0 + server_errors)
     limited = _public_requests(rig, t0 + server_errors, t_end)
-    bound_500 = max_requests_during_server_errors(server_errors)
+    bound_500 = max_requests_during_server_errors(
+        server_errors, rig.config.supervisor.poll_interval
+    )
     bound_429 = max_requests_during_rate_limit(t_end - t0 - server_errors, retry_after)
     no_backoff = int((t_end - t0) / rig.config.supervisor.poll_interval)
     print(

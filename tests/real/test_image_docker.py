@@ -45,7 +45,7 @@ def test_status_and_history_name_the_image_id_docker_runs(
     for lane in lanes:
         assert docker_client.api.inspect_container(lane["container_id"])["Image"] == image_id
     text = rig.cli("status").stdout
-    assert f"image: {emulator_image} (id {image_id[7:19]}) on {plural(rig.lanes, 'lane')}" in text
+    assert f"image: {emulator_image} (id {image_id[7:19]}) on {plural(rig.lanes, 'lane')}," in text
 
     job = rig.org.queue_job(rig.pool_id, duration=0.3)
     wait_for(lambda: rig.org.job(job).result == "succeeded", what="the job")

@@ -27,15 +27,15 @@ def org() -> SimOrg:
     return o
 
 
-def token_tar(token: str) -> bytes:
-    """A tar of TOKEN_PATH holding ``token``, for ``put_archive("/", ...)``."""
+def token_tar(token: str, path: str = TOKEN_PATH) -> bytes:
+    """A tar of ``path`` (in /run/azp) holding ``token``, for ``put_archive("/", ...)``."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         d = tarfile.TarInfo("run/azp")
         d.type, d.mode = tarfile.DIRTYPE, 0o700
         tar.addfile(d)
         data = token.encode()
-        f = tarfile.TarInfo(TOKEN_PATH.lstrip("/"))
+        f = tarfile.TarInfo(path.lstrip("/"))
         f.size, f.mode = len(data), 0o600
         tar.addfile(f, io.BytesIO(data))
     return buf.getvalue()

@@ -16,7 +16,8 @@ from typing import Any, Protocol
 import docker.errors
 
 from gpuci_tui.core.protocols import ContainerSpec
-from gpuci_tui.sim.agent_program import IGNORED_ENV, AgentTiming, SimContainer
+from gpuci_tui.sim.agent_program import IGNORED_ENV
+from gpuci_tui.sim.container import AgentTiming, SimContainer
 from gpuci_tui.sim.org import SimOrg
 from gpuci_tui.sim.records import AgentStartup
 from gpuci_tui.sim.runtime import DEFAULT_IMAGE, SimulatedRuntime
@@ -26,6 +27,10 @@ from .conftest import NO_SCOPE_PAT, PAT, READ_ONLY_PAT, TOKEN_PATH, token_tar, w
 
 POOL_ID = 42
 NAME = "parity-agent"
+#: Where the gate scenarios' agents wait for the go (AZP_GO_FILE).
+GO_FILE = "/run/azp/go"
+#: The agent's own timestamp at the start of its lines (compared as a placeholder).
+STAMP = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ: ")
 #: The container's memory limit: an "oom" job must meet the kernel (as in test_emulator).
 MEMORY = {"mem_limit": "24m", "memswap_limit": "24m", "oom_score_adj": 1000}
 
@@ -97,6 +102,9 @@ class Side(Protocol):
     def sigkill(self) -> None:
         """Send SIGKILL."""
 
+    def give_go(self) -> None:
+        """Put the go file (`GO_FILE`) into the container, as the supervisor does."""
+
     def wait_exit(self, timeout: float) -> int:
         """The exit code, once the agent has exited."""
 
@@ -147,6 +155,9 @@ class EmulatorSide:
 
     def sigkill(self) -> None:
         self._c.kill()
+
+    def give_go(self) -> None:
+        assert self._c.put_archive("/", token_tar("go\n", GO_FILE))
 
     def wait_exit(self, timeout: float) -> int:
         return int(self._c.wait(timeout=timeout)["StatusCode"])
@@ -201,6 +212,9 @@ class ProgramSide:
 
     def sigkill(self) -> None:
         self.runtime.kill(self._c.id)
+
+    def give_go(self) -> None:
+        self.runtime.put_file(self._c.id, GO_FILE, "go\n")
 
     def wait_exit(self, timeout: float) -> int:
         assert self._c.exited.wait(timeout), f"the agent did not exit within {timeout} s"
@@ -280,6 +294,7 @@ def outcome(
 
 
 def _placeholders(line: str, places: dict[str, str]) -> str:
+    line = STAMP.sub("{stamp}: ", line)
     for value in sorted(places, key=len, reverse=True):  # the URL before the numbers in it
         line = re.sub(rf"(?<![\w.]){re.escape(value)}(?![\w])", places[value], line)
     return line

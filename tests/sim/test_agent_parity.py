@@ -20,6 +20,7 @@ from gpuci_tui.sim.records import AgentStartup
 
 from .conftest import READ_ONLY_PAT, TOKEN_PATH
 from .parity_sides import (
+    GO_FILE,
     NAME,
     POOL_ID,
     EmulatorSide,
@@ -51,15 +52,18 @@ EXCLUDED = {
 
 REG = f"registering agent {NAME} in pool gpu at {{url}}"
 REGD = f"registered as {NAME} (id {{agent_id}})"
-ONLINE = "session open: online"
-STARTED = "job {rid1} started (train - main {run1})"
+ONLINE = "{stamp}: Listening for Jobs"
+STARTED = ("{stamp}: Running job: train - main", "job {rid1} started (train - main {run1})")
+#: start.sh's line at the start gate, and the agent's line at the end of its job.
+AWAITING_GO = f"[start.sh] registered as {NAME}; waiting for the go file {GO_FILE}"
+COMPLETED = "{{stamp}}: Job train - main completed with result: {}"
 SESSION_ENDED = "The agent session ended (replaced or deleted)."
 REJECTED = (
     "rejected the PAT ({}). Check the token and that it has the Agent Pools (read, manage) scope."
 )
 SESSION = ("register", "open_session")
 IDLE = (REG, REGD, ONLINE)
-BUSY = (*IDLE, STARTED)
+BUSY = (*IDLE, *STARTED)
 
 
 def _two_jobs(r: Run) -> None:
@@ -97,6 +101,19 @@ def _sigterm_idle(r: Run) -> None:
 
 def _sigterm_registering(r: Run) -> None:
     r.printed("registering agent")  # the registration step takes 1.5 s from here
+    r.side.sigterm()
+
+
+def _go_after_a_wait(r: Run) -> None:
+    r.printed("waiting for the go file")
+    r.queue(0.5)
+    # Registered and a job queued, but no session before the go: the job waits.
+    assert not r.org.wait_for(lambda o: o.job(r.rids[0]).state != "queued", timeout=1.0)
+    r.side.give_go()
+
+
+def _sigterm_at_the_gate(r: Run) -> None:
+    r.printed("waiting for the go file")
     r.side.sigterm()
 
 
@@ -143,7 +160,7 @@ SCENARIOS = [
     Scenario(
         "one-job-exit-0",
         0,
-        (*BUSY, "job {rid1} succeeded"),
+        (*BUSY, COMPLETED.format("Succeeded"), "job {rid1} succeeded"),
         (*SESSION, "finish=succeeded", "offline"),
         jobs=(("succeeded", 1), (None, 0)),
         drive=_two_jobs,
@@ -155,7 +172,8 @@ SCENARIOS = [
             "registering agent {hostname} in pool gpu at {url}",
             "registered as {hostname} (id {agent_id})",
             ONLINE,
-            STARTED,
+            *STARTED,
+            COMPLETED.format("Failed"),
             "job {rid1} failed",
         ),
         (*SESSION, "finish=failed", "offline"),
@@ -166,7 +184,7 @@ SCENARIOS = [
     Scenario(
         "replaces-an-existing-registration",
         0,
-        (*BUSY, "job {rid1} succeeded"),
+        (*BUSY, COMPLETED.format("Succeeded"), "job {rid1} succeeded"),
         (*SESSION, "finish=succeeded", "offline"),
         jobs=(("succeeded", 1),),
         before=_pre_registered,
@@ -231,6 +249,7 @@ SCENARIOS = [
         (
             *BUSY,
             "SIGTERM received: finishing job {rid1} first",
+            COMPLETED.format("Succeeded"),
             "job {rid1} succeeded",
         ),
         (*SESSION, "finish=succeeded", "offline"),
@@ -269,6 +288,7 @@ SCENARIOS = [
         (
             *BUSY,
             "job {rid1} was canceled by the server",
+            COMPLETED.format("Canceled"),
             "job {rid1} canceled",
         ),
         (*SESSION, "finish=canceled", "offline"),
@@ -304,6 +324,46 @@ SCENARIOS = [
         SESSION,
         jobs=(("abandoned", 1),),
         drive=_outage_while_busy,
+    ),
+    Scenario(
+        # The start gate: registered, then nothing until the go file is there.
+        "start-gate-waits-for-the-go-then-one-job-exit-0",
+        0,
+        (
+            REG,
+            REGD,
+            AWAITING_GO,
+            ONLINE,
+            *STARTED,
+            COMPLETED.format("Succeeded"),
+            "job {rid1} succeeded",
+        ),
+        (*SESSION, "finish=succeeded", "offline"),
+        jobs=(("succeeded", 1),),
+        env={"AZP_GO_FILE": GO_FILE},
+        drive=_go_after_a_wait,
+    ),
+    Scenario(
+        "sigterm-at-the-start-gate-registered-offline-exit-143",
+        143,
+        (REG, REGD, AWAITING_GO, "SIGTERM before the session was opened: registered, offline"),
+        ("register",),
+        env={"AZP_GO_FILE": GO_FILE},
+        drive=_sigterm_at_the_gate,
+    ),
+    Scenario(
+        # A job can print what only the agent should: a hint, never proof.
+        "a-job-prints-a-fake-completed-line-exit-0",
+        0,
+        (
+            *BUSY,
+            COMPLETED.format("Succeeded"),
+            COMPLETED.format("Succeeded"),
+            "job {rid1} succeeded",
+        ),
+        (*SESSION, "finish=succeeded", "offline"),
+        jobs=(("succeeded", 1),),
+        drive=lambda r: r.queue(2.0, "fake_completed"),
     ),
     Scenario(
         "missing-AZP_URL-exit-1",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from gpuci_tui.core.docker import agentspec
 from gpuci_tui.core.engine import agent_versions, stale
 from gpuci_tui.sim import names
 
@@ -17,6 +18,7 @@ def test_the_markers_and_the_label_are_spelt_alike() -> None:
     assert names.MARKER_INSTANCE == stale.MARKER_INSTANCE
     assert names.MARKER_HOST == stale.MARKER_HOST
     assert names.AGENT_VERSION_LABEL == agent_versions.AGENT_VERSION_LABEL
+    assert names.START_GATE_LABEL == agentspec.START_GATE_LABEL
 
 
 @pytest.mark.parametrize(

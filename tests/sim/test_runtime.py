@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 
+from gpuci_tui.core.docker.errors import ContainerOperationError
 from gpuci_tui.core.errors import (
     ContainerNameConflictError,
     ContainerStartError,
+    ImageLabelMissingError,
     RuntimeUnavailableError,
 )
 from gpuci_tui.core.protocols import ContainerEvent, ContainerRuntime, ContainerSpec
@@ -97,14 +101,20 @@ def test_one_job_then_exit_0_with_the_docker_event_sequence(
     rec.wait_for("destroy")
     assert rec.actions() == ["create", "start", "die", "destroy"]
     die = rec.events[2]
-    assert die.exit_code == 0 and die.container_id == info.id and dict(die.labels) == LABELS
+    # As Docker's: the container's labels, the image's among them (the start gate's).
+    assert die.exit_code == 0 and die.container_id == info.id
+    assert dict(die.labels) == {**LABELS, **runtime.image_config(DEFAULT_IMAGE).labels}
     job = org.job(rid)
     assert job.result == "succeeded" and job.agent_name == "gpu-1" and job.assign_count == 1
     agent = org.find_agent("gpu-1")
     assert agent is not None and agent.status == "offline"
     assert agent.capabilities["GPUCI_SLOT"] == "1" and "AZP_TOKEN_FILE" not in agent.capabilities
-    assert c.tail(10)[-2:] == [
+    stamp = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ: "
+    assert [re.sub(stamp, "", line) for line in c.tail(10)[-5:]] == [
+        "Listening for Jobs",
+        "Running job: train - main",
         f"job {rid} started (train - main {job.run_name})",
+        "Job train - main completed with result: Succeeded",
         f"job {rid} succeeded",
     ]
     assert runtime.list_containers(LABELS) == []
@@ -380,3 +390,43 @@ def test_sigterm_during_registration_exits_143_without_a_session(org: SimOrg) ->
         assert agent is not None and agent.status == "offline"
     finally:
         rec.close()
+
+
+def test_the_output_is_followed_as_it_comes_and_the_follow_ends_with_the_container(
+    org: SimOrg, runtime: SimulatedRuntime
+) -> None:
+    info = runtime.start(spec(), PAT)
+    c = runtime.container(info.id)
+    assert c is not None
+    stop = threading.Event()
+    seen: list[str] = []
+    follower = threading.Thread(target=lambda: seen.extend(runtime.follow_output(info.id, stop)))
+    follower.start()
+    wait_until(lambda: any("Listening for Jobs" in line for line in seen), what="online, read")
+    org.queue_job(POOL, duration=0.2)
+    follower.join(10)
+    assert not follower.is_alive(), "the follow ends when the container has ended"
+    assert seen == c.tail(100) and any("completed with result" in line for line in seen)
+
+
+def test_a_gated_agent_waits_for_its_go_file(org: SimOrg, runtime: SimulatedRuntime) -> None:
+    gated = spec(required_labels={"io.gpuci.start-gate": "1"})
+    gated = replace(gated, environment={**gated.environment, "AZP_GO_FILE": "/run/azp/go"})
+    info = runtime.start(gated, PAT)
+    c = runtime.container(info.id)
+    assert c is not None
+    wait_until(lambda: org.find_agent("gpu-1") is not None, what="the registration")
+    wait_until(lambda: "waiting for the go file" in "".join(c.tail(5)), what="the gate's line")
+    assert not agent_online(org, "gpu-1"), "no session before the go"
+    runtime.put_file(info.id, "/run/azp/go", "go\n")
+    wait_until(lambda: agent_online(org, "gpu-1"), what="online after the go")
+    runtime.stop(info.id, timeout=5)
+
+
+def test_a_start_that_needs_a_label_the_image_lacks_creates_nothing(org: SimOrg) -> None:
+    runtime = SimulatedRuntime(org, start_gate=False)
+    with pytest.raises(ImageLabelMissingError, match="io.gpuci.start-gate"):
+        runtime.start(spec(required_labels={"io.gpuci.start-gate": "1"}), PAT)
+    assert runtime.history() == []
+    with pytest.raises(ContainerOperationError, match="not running"):
+        runtime.put_file("nope", "/run/azp/go", "go\n")

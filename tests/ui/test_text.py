@@ -80,12 +80,15 @@ def test_a_slot_detail_ends_with_the_image_it_runs() -> None:
         image_id=image_id, repo_digest=digest,
     )  # fmt: skip
     assert slot_detail(slot, NOW).plain.endswith(
-        " · image reg:5000/agent:1 (id 3f2a1b9c0d4e, digest sha256:abcdef123456)"
+        " · image reg:5000/agent:1 (id 3f2a1b9c0d4e, digest sha256:abcdef123456) · start gate no"
     )
     # A lane still on an older image than the configured one says both.
-    moved = replace(slot, image="reg:5000/agent:2", repo_digest="")
+    moved = replace(
+        slot, image="reg:5000/agent:2", repo_digest="", agents=(replace(runs, start_gate=True),)
+    )
     assert slot_detail(moved, NOW).plain.endswith(
         " · image reg:5000/agent:1 (id 3f2a1b9c0d4e) (configured: reg:5000/agent:2)"
+        " · start gate yes"
     )
     assert "image" not in slot_detail(replace(slot, image_id=""), NOW).plain
 

@@ -382,7 +382,8 @@ class AzureTransport:
             raise AzureServerError(
                 f"Azure DevOps answered HTTP {status} to {method} {shown} "
                 f"({tries} attempt{'s' if tries > 1 else ''}). The problem is on Microsoft's "
-                "side (see https://status.dev.azure.com); try again in a few minutes."
+                "side (see https://status.dev.azure.com); try again in a few minutes.",
+                retry_after=wait,
             )
         detail = redact(server_message(response.content), token)
         refused = AzureBadRequestError if status == 400 else AzureError

@@ -33,16 +33,24 @@ LABEL_AGENT_PACKAGE = "io.gpuci-tui.agent-package"
 LABEL_STATE_DIR = "io.gpuci-tui.state-dir"
 """The state directory of the daemon that made the container: whose it is, for an operator
 who finds it in another daemon's way (`name_holder`). Not part of the adoption filter."""
+START_GATE_LABEL = "io.gpuci.start-gate"
+"""An *image* label: ``1`` when its start.sh honours AZP_GO_FILE (dockeragent/start.sh:
+after registering it waits for that file before the agent may start)."""
+LABEL_GATED = "io.gpuci-tui.gated"
+"""``1`` on a container started with the start gate (AZP_GO_FILE set, its image's label
+checked at the start): its agent waits for our go. Absent: it starts on its own."""
 PROJECT = "gpuci-tui"
 
 TOKEN_PATH = "/run/azp/token"
+#: The go file a gated start.sh waits for (its AZP_GO_FILE), written by `ContainerRuntime.put_file`.
+GO_FILE = "/run/azp/go"
 #: Where start.sh looks for a newer agent package (read-only; its AZP_AGENT_PACKAGE_DIR default).
 AGENT_PACKAGE_DIR = "/azp/agent-package"
 DOCKER_SOCKET = "/var/run/docker.sock"
 
 __all__ = [
-    "build_spec", "config_hash", "instance_id", "instance_labels", "lane_of", "package_of", "placed",
-    "slot_gpus", "slot_of", "spec_of",
+    "build_spec", "config_hash", "gated_of", "image_gated", "instance_id", "instance_labels",
+    "lane_of", "package_of", "placed", "slot_gpus", "slot_of", "spec_of",
 ]  # fmt: skip
 
 
@@ -96,6 +104,7 @@ def build_spec(
     agent_dir_root: str | None = None,
     capabilities: Mapping[str, str] | None = None,
     agent_package: AgentPackageMount | None = None,
+    gate: bool = False,
 ) -> ContainerSpec:
     """The container spec of ``slot``. The PAT is not part of it (see `ContainerRuntime.start`).
 
@@ -108,6 +117,9 @@ def build_spec(
     environment variables, which the agent reports as capabilities.
     ``agent_package``: a verified newer agent package from the host's cache, mounted
     read-only where start.sh prefers it to the image's agent (issue 20).
+    ``gate``: start it with the start gate: AZP_GO_FILE is set, the container is
+    labelled `LABEL_GATED`, and the image must carry `START_GATE_LABEL` (else the start
+    is refused before anything is created), so a gated container always waits.
     """
     agents = config.agents
     name = agent_name(config, slot, lane)
@@ -135,6 +147,9 @@ def build_spec(
     }
     for key, value in (capabilities or {}).items():
         environment.setdefault(key, value)  # never over the agent's own settings
+    if gate:
+        environment["AZP_GO_FILE"] = GO_FILE
+        labels[LABEL_GATED] = "1"
     volumes = tuple(VolumeMount(v.host, v.container, v.env) for v in agents.volumes)
     if agent_package is not None:
         volumes += (VolumeMount(agent_package.host, AGENT_PACKAGE_DIR, "AZP_AGENT_PACKAGE_DIR"),)
@@ -164,6 +179,7 @@ def build_spec(
         mem_limit=agents.mem_limit,
         command=command,
         extra_mounts=extra_mounts,
+        required_labels={START_GATE_LABEL: "1"} if gate else {},
     )
 
 
@@ -208,6 +224,16 @@ def name_holder(info: ContainerInfo, instance: str) -> NameHolder:
     )
 
 
+def gated_of(labels: Mapping[str, str]) -> bool:
+    """Whether a container's labels say it was started with the start gate (`LABEL_GATED`)."""
+    return labels.get(LABEL_GATED) == "1"
+
+
+def image_gated(labels: Mapping[str, str]) -> bool:
+    """Whether an image's labels say its start.sh honours the start gate."""
+    return labels.get(START_GATE_LABEL) == "1"
+
+
 def placed(containers: Iterable[ContainerInfo]) -> tuple[ListedContainer, ...]:
     """Each container with the slot, lane and spec its labels name, for the engine's `Listed`.
 
@@ -219,5 +245,9 @@ def placed(containers: Iterable[ContainerInfo]) -> tuple[ListedContainer, ...]:
         if number is not None:
             labels = info.labels
             lane = lane_of(labels)
-            found.append(ListedContainer(number, lane, info, spec_of(labels), package_of(labels)))
+            found.append(
+                ListedContainer(
+                    number, lane, info, spec_of(labels), package_of(labels), gated_of(labels)
+                )
+            )
     return tuple(found)

@@ -1,4 +1,5 @@
-"""Removing a file inside a container, verified, with or without the image's ``rm``.
+"""Files inside a container: removing one, verified, with or without the image's ``rm``;
+writing a root-only one (the start gate's go file).
 
 The agent's token file must go whatever the image holds. ``rm`` run in the
 container leaves nothing at the path (the state the project's own image
@@ -21,6 +22,7 @@ from typing import Any
 import docker.errors
 
 from gpuci_tui.core.docker.errors import ContainerOperationError, api_explanation
+from gpuci_tui.core.docker.mapping import token_archive
 
 
 def remove_file(api: Any, container_id: str, path: str) -> bool:
@@ -86,3 +88,25 @@ def _empty_file_tar(name: str) -> bytes:
         info.size = 0
         tar.addfile(info)
     return buffer.getvalue()
+
+
+def put_file(api: Any, container_id: str, path: str, content: str) -> None:
+    """Write ``content`` to ``path`` in a running container: directory 0700, file 0600, root's.
+
+    One ``put_archive`` with an in-memory tar (as the token file is delivered).
+
+    Raises:
+        ContainerOperationError: the container is gone or not running, or the engine refused.
+    """
+    try:
+        archive = token_archive(path, content)
+    except ValueError as exc:
+        raise ContainerOperationError(f"Cannot write {path}: {exc}") from exc
+    try:
+        accepted = api.put_archive(container_id, "/", archive)
+    except docker.errors.APIError as exc:
+        raise ContainerOperationError(
+            f"Docker could not write {path} into {container_id[:12]}: {api_explanation(exc)}"
+        ) from exc
+    if not accepted:
+        raise ContainerOperationError(f"Docker did not accept {path} for {container_id[:12]}.")

@@ -37,7 +37,7 @@ from gpuci_tui.core.docker.errors import (
     start_failure,
 )
 from gpuci_tui.core.docker.events import EVENT_ACTIONS, follow_events
-from gpuci_tui.core.docker.files import remove_file
+from gpuci_tui.core.docker.files import put_file, remove_file
 from gpuci_tui.core.docker.image_reader import ImageReader
 from gpuci_tui.core.docker.images import repo_digest_for
 from gpuci_tui.core.docker.leftovers import discard, holder_of, reclaim_half_made
@@ -47,10 +47,12 @@ from gpuci_tui.core.docker.mapping import (
     info_from_summary,
     token_archive,
 )
+from gpuci_tui.core.docker.output import OpenStreams, lines_of
 from gpuci_tui.core.docker.registry import EngineRegistry
 from gpuci_tui.core.errors import (
     ContainerNameConflictError,
     ContainerStartError,
+    ImageLabelMissingError,
     RuntimeUnavailableError,
 )
 from gpuci_tui.core.protocols import ContainerEvent, ContainerInfo, ContainerSpec, ImageConfig
@@ -97,6 +99,7 @@ class DockerRuntime:
         self._details: OrderedDict[str, ContainerInfo] = OrderedDict()
         self._images = ImageReader(self._conn)
         self._registry = EngineRegistry(self._conn, self._images)
+        self._streams = OpenStreams()
 
     @property
     def disk(self) -> EngineDisk:
@@ -177,6 +180,13 @@ class DockerRuntime:
         image_data = self._images.inspect(spec.image)
         if image_data is None:
             raise image_missing(spec.image)
+        image_labels = dict((image_data.get("Config") or {}).get("Labels") or {})
+        for key, value in spec.required_labels.items():
+            if image_labels.get(key) != value:
+                raise ImageLabelMissingError(
+                    f"The image {spec.image} has no label {key}={value}, which this start "
+                    "needs (its start.sh must wait for the daemon's go); nothing was created."
+                )
         image_id = self._images.keep(image_data)
         repo_digest = repo_digest_for(spec.image, image_data.get("RepoDigests") or ())
         with self._conn.api() as api:
@@ -228,7 +238,7 @@ class DockerRuntime:
         info = ContainerInfo(
             id=container_id,
             name=spec.name,
-            labels=dict(spec.labels),
+            labels={**image_labels, **spec.labels},  # as Docker shows them on the container
             status="running",
             image=spec.image,
             started_at=time.time(),
@@ -359,6 +369,40 @@ class DockerRuntime:
                 ) from exc
         text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
         return text.rstrip("\r\n").splitlines() if text.strip("\r\n") else []
+
+    def follow_output(self, container_id: str, stop: threading.Event) -> Iterator[str]:
+        """The container's output lines from its start, as they come (`output.lines_of`).
+
+        Ends when the container ends, or when ``stop`` is set (the stream is closed
+        within `output.CLOSE_POLL`).
+
+        Raises:
+            ContainerOperationError: the engine broke the stream (or refused it).
+        """
+        try:
+            with self._conn.api() as api:
+                stream = api.logs(container_id, stdout=True, stderr=True, stream=True, follow=True)
+        except docker.errors.NotFound:
+            return
+        except docker.errors.APIError as exc:
+            raise ContainerOperationError(
+                f"Docker could not follow the output of {container_id[:12]}: {api_explanation(exc)}"
+            ) from exc
+        token = self._streams.add(stop, stream)
+        try:
+            yield from lines_of(stream, stop)
+        except Exception as exc:
+            if not stop.is_set():  # closed on stop is the normal end; anything else broke
+                raise ContainerOperationError(
+                    f"the output stream of {container_id[:12]} broke: {exc}"
+                ) from exc
+        finally:
+            self._streams.remove(token)
+
+    def put_file(self, container_id: str, path: str, content: str) -> None:
+        """Write a root-only file into a running container (see `files.put_file`)."""
+        with self._conn.api() as api:
+            put_file(api, container_id, path, content)
 
     def events(
         self,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from gpuci_tui.core.engine.agent.start_gate import GoState
 from gpuci_tui.core.engine.agent_exit import AGENT_UPDATING, KILLED, describe
 from gpuci_tui.core.engine.lifecycle import LaneRecord, SlotRecord
 from gpuci_tui.core.engine.settings import SupervisorConfig
@@ -84,7 +85,9 @@ def lost_job(lane: LaneRecord, code: int | None) -> bool:
 
 def job_words(job: JobInfo) -> str:
     """``job 4711``, or the job's name while its request id is not known yet."""
-    return f"job {job.request_id}" if job.request_id else f"job {job.pipeline or '(unnamed)'}"
+    if job.request_id:
+        return f"job {job.request_id}"
+    return f"job {job.name or job.pipeline or '(unnamed)'}"
 
 
 def killed_during(job: JobInfo, code: int | None) -> str:
@@ -135,6 +138,8 @@ def settle_exit(
         return left_to_update(slot, lane.started_at, at, rules.update_retry), True
     if failure:
         return count_failure(slot, f"failed ({reason})", reason, at, rules), False
+    if lane.go is GoState.REFUSED:
+        return slot, False  # stopped because its go failed: counted then, not forgiven now
     slot = forgive(slot)
     # A job ran: a later update exit is a new update, not a repeat of this one.
     return (replace(slot, update_exit_at=None) if lane.took_job else slot), False

@@ -12,9 +12,10 @@ Everything here is frozen: the planner (`planner.decide`) and the transitions
 which is what lets the lifecycle be tested as tables on a fake clock.
 
 The safety rule the whole engine is built around: a lane is *capable* (could
-run a job now or take one) unless it has no container or its registration is
-known to be disabled *and* known to hold no job. At most one lane of a slot is
-ever allowed to be capable, so two jobs never share a slot's GPUs.
+run a job now or take one) unless it has no container, or its registration is
+known to be disabled *and* known to hold no job, or its container waits at the
+start gate (registered at most, no session: see `GoState`). At most one lane of
+a slot is ever allowed to be capable, so two jobs never share a slot's GPUs.
 """
 
 from __future__ import annotations
@@ -25,9 +26,11 @@ from enum import StrEnum
 from itertools import pairwise
 from typing import TYPE_CHECKING
 
+from gpuci_tui.core.engine.agent.start_gate import GoState
 from gpuci_tui.core.engine.gpu_admission import GateKind
 from gpuci_tui.core.engine.overrides import Overrides
 from gpuci_tui.core.engine.pool_view import PoolView
+from gpuci_tui.core.engine.slot_gate import Gate
 from gpuci_tui.core.models import ExitInfo, HealthSnapshot, ImageUsed, JobInfo
 
 if TYPE_CHECKING:
@@ -94,6 +97,7 @@ class Op(StrEnum):
     ENABLE = "enable"
     DISABLE = "disable"
     CHECK = "check"
+    GO = "go"
 
 
 @dataclass(frozen=True)
@@ -157,6 +161,13 @@ class LaneRecord:
     in_place: bool = False
     """Its container was started in place, enabled, while the organisation refused our
     calls (`planning.refused`): handed back to a ready standby once writes work."""
+    go: GoState = GoState.NONE
+    """The container's place at the start gate (`GoState`)."""
+    said_registered: float | None = None
+    """When the current container first said its agent is registered (start.sh's line,
+    or the agent's own): a read by name after that finds it (`planning.gate.identify`)."""
+    job_seen_at: float = 0.0
+    """When the lane's job was last seen (a line or a read): an older read cannot undo it."""
     # -------------------------------------------------- the registration, as the server said
     agent_id: int | None = None
     enabled: bool | None = None
@@ -192,6 +203,11 @@ class LaneRecord:
         return self.enabled is False and self.idle_verified and self.job is None
 
     @property
+    def held(self) -> bool:
+        """The container waits at the start gate: registered at most, no session, no job."""
+        return self.live and self.go in (GoState.HELD, GoState.REFUSED)
+
+    @property
     def may_be_registered(self) -> bool:
         """Its name may be in the pool: seen there, a container up, or one ran since the last read.
 
@@ -209,35 +225,7 @@ class LaneRecord:
         A lane whose enabling is in flight counts as capable already: the other
         lane must not be enabled in the meantime.
         """
-        return self.op is Op.ENABLE or (self.live and not self.disabled_idle)
-
-
-@dataclass(frozen=True)
-class Gate:
-    """Whether the slot's GPUs let its agent take the next job (see `transitions_gpu`).
-
-    Closed (held or quarantined), the slot's idle agents are disabled on the
-    server and stay registered; a running job is never touched.
-    """
-
-    kind: GateKind = GateKind.OPEN
-    reason: str = ""
-    """Why it is closed, naming the GPU ("GPU 0 used by pid 4242 python, 61 GB, not ours")."""
-    code: str = ""
-    """Bounded reason label: ``foreign_process`` or a `gpu_health.Fault` value."""
-    since: float | None = None
-    """When it closed."""
-    passing_since: float | None = None
-    """Closed, but the GPUs have passed since then (released after the hold-down)."""
-    released_at: float | None = None
-    """When it last opened (a close soon after means the GPU flaps)."""
-    flapping: bool = False
-    """Closed again within the hold-down of its last release: the next release waits."""
-
-    @property
-    def closed(self) -> bool:
-        """The slot takes no new job."""
-        return self.kind is not GateKind.OPEN
+        return self.op is Op.ENABLE or (self.live and not self.disabled_idle and not self.held)
 
 
 @dataclass(frozen=True)
@@ -382,6 +370,12 @@ class EngineState:
     empty: none, they run the image's agent."""
     overrides: Overrides = field(default_factory=Overrides)
     """When the operator's scale, pause and drains in force were made (`engine.overrides`)."""
+    gated_specs: frozenset[str] = frozenset()
+    """Specs whose image has the start gate, as their containers' labels said."""
+
+    def gated(self, spec: str) -> bool:
+        """New containers of ``spec`` wait for our go (the spec's image has the start gate)."""
+        return spec in self.gated_specs
 
     def target_spec(self, number: int) -> str:
         """The spec slot ``number`` should run: the roll-out's word, else the configured one."""

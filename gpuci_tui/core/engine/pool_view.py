@@ -1,4 +1,8 @@
-"""One read of the pool as the engine sees it: the agents, the queue, and how the read was made."""
+"""One read of the pool as the engine sees it: the agents, the queue, and how the read was made.
+
+What the organisation said, not a record of the lifecycle's: the pool observer
+builds it (`EngineState.pool`), `transitions.server` folds it into the lanes.
+"""
 
 from __future__ import annotations
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields, replace
 
+from gpuci_tui.core.engine.agent.start_gate import GoState
 from gpuci_tui.core.engine.gpu_admission import GateKind
 from gpuci_tui.core.engine.lifecycle import (
     EngineState,
-    Gate,
     Intent,
     LanePhase,
     LaneRecord,
@@ -20,6 +20,7 @@ from gpuci_tui.core.engine.lifecycle import (
     gate_of,
 )
 from gpuci_tui.core.engine.rollout.views import rollout_snapshots
+from gpuci_tui.core.engine.slot_gate import Gate
 from gpuci_tui.core.engine.standby.auto import depth_text
 from gpuci_tui.core.engine.waits import long_wait
 from gpuci_tui.core.gpu_readings import JobGpuNow
@@ -135,6 +136,21 @@ def standby_label(slot: SlotRecord, state: EngineState) -> str:
     return "pending"
 
 
+def agent_status(lane: LaneRecord) -> str | None:
+    """The agent's status as shown, for the lane's current container.
+
+    Online once that container's agent was seen online (its own line, or a read
+    since it started); until then offline, even when the last read showed the
+    previous container's agent online (the token sweeper, `observers.token_sweeper`,
+    takes "online" to mean the token file is no longer needed).
+    """
+    if not lane.live:
+        return lane.status
+    if lane.online:
+        return "online"
+    return "offline" if lane.status is not None else None
+
+
 def agent_snapshot(slot: SlotRecord, lane: LaneRecord, state: EngineState) -> AgentSnapshot:
     """One lane, frozen."""
     return AgentSnapshot(
@@ -145,12 +161,13 @@ def agent_snapshot(slot: SlotRecord, lane: LaneRecord, state: EngineState) -> Ag
         container_id=lane.container_id,
         started_at=lane.started_at,
         agent_id=lane.agent_id,
-        agent_status=lane.status,
+        agent_status=agent_status(lane),
         agent_enabled=lane.enabled,
         job=lane.job,
         image=lane.image.reference,
         image_id=lane.image.image_id,
         repo_digest=lane.image.repo_digest,
+        start_gate=lane.live and lane.go is not GoState.NONE,
     )
 
 
@@ -186,7 +203,7 @@ def slot_snapshot(
         container_id=main.container_id,
         started_at=main.started_at,
         agent_id=main.agent_id,
-        agent_status=main.status,
+        agent_status=agent_status(main),
         agent_enabled=main.enabled,
         job=job,
         gpus=gpus,

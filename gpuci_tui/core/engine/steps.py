@@ -8,18 +8,31 @@
 * A *note* is what a transition tells the outside world: an operator-facing
   event, or a finished job for the history.
 
-All plain frozen dataclasses, so tests can write them in tables.
+All plain frozen dataclasses, so tests can write them in tables. The steps of the
+organisation (its reads, our writes) are `server_steps`', those of the agents' own
+facts and the start gate `agent.steps`'; their unions are here.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpuci_tui.core.engine.agent.steps import AgentSaid, GiveGo, GoGiven, ReadAgent
 from gpuci_tui.core.engine.gpu_admission import GateReading
 from gpuci_tui.core.engine.lifecycle import Lane
-from gpuci_tui.core.engine.pool_view import PoolView
+from gpuci_tui.core.engine.server_steps import (
+    AgentChecked,
+    AgentWritten,
+    CheckAgent,
+    PoolRead,
+    PoolRole,
+    PoolUnread,
+    QueueRead,
+    ServerFailed,
+    SetEnabled,
+)
 from gpuci_tui.core.models import ExitInfo, ImageUsed, JobInfo
-from gpuci_tui.core.protocols import Agent, ContainerInfo
+from gpuci_tui.core.protocols import ContainerInfo
 
 # =========================================================================== observations
 
@@ -39,6 +52,8 @@ class ListedContainer:
     """The agent spec its label names (empty: no label)."""
     package: str = ""
     """The cached agent package version mounted into it (empty: the image's agent)."""
+    gated: bool = False
+    """Its image has the start gate (its labels say so)."""
 
 
 def image_used(info: ContainerInfo, known: ImageUsed | None = None) -> ImageUsed:
@@ -78,6 +93,8 @@ class Started:
     """The agent spec it was made from (empty: the one its start was planned with)."""
     package: str = ""
     """The cached agent package version mounted into it (empty: the image's agent)."""
+    gated: bool = False
+    """Its image has the start gate: its agent waits for our go (`GiveGo`) after registering."""
 
 
 @dataclass(frozen=True)
@@ -106,7 +123,9 @@ class StartFailed:
     Docker could tell: a container not ours is a named problem on the slot);
     ``engine``: Docker is unreachable (all starts pause); ``token``: the PAT could
     not be read (all starts pause); ``pull``: the image is absent and could not be pulled (the lane
-    waits and retries; not counted); ``start``: the slot's own problem (counts
+    waits and retries; not counted); ``gate``: the start needed the image's start
+    gate and the image has none (nothing was created; the spec is planned without
+    the gate from now on, not counted); ``start``: the slot's own problem (counts
     towards parking).
     """
 
@@ -130,6 +149,8 @@ class Appeared:
     """The agent spec its label names (empty: no label)."""
     package: str = ""
     """The cached agent package version its label names (empty: the image's agent)."""
+    gated: bool = False
+    """Its image has the start gate (its labels say so)."""
 
 
 @dataclass(frozen=True)
@@ -211,60 +232,6 @@ class EngineAnswered:
 
 
 @dataclass(frozen=True)
-class PoolRead:
-    """A successful read of the whole pool."""
-
-    view: PoolView
-
-
-@dataclass(frozen=True)
-class PoolUnread:
-    """A read of the pool failed (429, 5xx, unreachable): the organisation refuses our calls.
-
-    The pool observer's own backoff holds every other call until ``retry_at``, and
-    after it until one of its reads is answered (`PoolObserver.blocked_until`).
-    """
-
-    at: float
-    retry_at: float
-    message: str
-
-
-@dataclass(frozen=True)
-class AgentWritten:
-    """Our PATCH of a lane's ``enabled`` flag returned ``agent``."""
-
-    slot: int
-    lane: Lane
-    agent: Agent
-    at: float
-
-
-@dataclass(frozen=True)
-class AgentChecked:
-    """Our re-read of one lane's agent (None: the registration does not exist)."""
-
-    slot: int
-    lane: Lane
-    agent: Agent | None
-    began_at: float
-
-
-@dataclass(frozen=True)
-class ServerFailed:
-    """A server write or re-read for a lane failed; writes wait until ``retry_at``.
-
-    ``gone`` is True when the server said the agent (or the pool) does not exist.
-    """
-
-    slot: int
-    lane: Lane
-    message: str
-    retry_at: float
-    gone: bool = False
-
-
-@dataclass(frozen=True)
 class GpuObserved:
     """One GPU frame, read as each slot's gate (`gpu_admission.slot_reading`)."""
 
@@ -305,20 +272,6 @@ class PackageCached:
     """The cached newer package's version; empty: new containers keep the image's agent."""
 
 
-@dataclass(frozen=True)
-class PoolRole:
-    """Whether the organisation lets our identity manage the pool (read by the pool observer).
-
-    Checked at start, rarely after that, and soon after a registration failed; a
-    refusal is the organisation's problem, not a slot's: every start waits (no
-    slot counts it towards parking) until a later check finds the role back.
-    """
-
-    at: float
-    refused: str = ""
-    """Why the identity may not register agents, with the fix; empty: it may."""
-
-
 Observation = (
     Listed
     | Started
@@ -334,6 +287,7 @@ Observation = (
     | EngineAnswered
     | PoolRead
     | PoolUnread
+    | QueueRead
     | AgentWritten
     | AgentChecked
     | ServerFailed
@@ -341,6 +295,8 @@ Observation = (
     | CudaChecked
     | PackageCached
     | PoolRole
+    | AgentSaid
+    | GoGiven
 )
 
 # =========================================================================== actions
@@ -355,6 +311,9 @@ class StartAgent:
     spec: str = ""
     """The agent spec to make it from (the executor keeps each spec's configuration);
     empty: the configured one."""
+    gated: bool = False
+    """The start is planned for an image with the start gate, and is only safe with it:
+    an image without the gate label is refused (``StartFailed`` of kind ``gate``)."""
 
 
 @dataclass(frozen=True)
@@ -376,25 +335,6 @@ class RemoveContainer:
 
 
 @dataclass(frozen=True)
-class SetEnabled:
-    """PATCH the lane's agent ``enabled`` flag."""
-
-    slot: int
-    lane: Lane
-    agent_id: int
-    enabled: bool
-
-
-@dataclass(frozen=True)
-class CheckAgent:
-    """Re-read the lane's agent (after disabling it: does it hold a job?)."""
-
-    slot: int
-    lane: Lane
-    agent_id: int
-
-
-@dataclass(frozen=True)
 class FetchLogs:
     """Read the log tail of a container that failed (best effort)."""
 
@@ -402,7 +342,16 @@ class FetchLogs:
     container_id: str
 
 
-Action = StartAgent | StopAgent | RemoveContainer | SetEnabled | CheckAgent | FetchLogs
+Action = (
+    StartAgent
+    | StopAgent
+    | RemoveContainer
+    | SetEnabled
+    | CheckAgent
+    | FetchLogs
+    | GiveGo
+    | ReadAgent
+)
 
 # =========================================================================== notes
 

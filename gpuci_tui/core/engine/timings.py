@@ -4,12 +4,13 @@ The engine stays pure: it only puts the seconds on the notes it emits anyway
 (`Note.seconds`), and the host's metrics record them as histograms
 (``gpuci_slot_startup_seconds``, ``gpuci_slot_job_gap_seconds``).
 
-- **Start-up**: from a lane's container start to the first pool read that
-  shows its agent online (``agent_online`` note). Measured only when an earlier
-  fact about the registration since that start said "not online": an adopted
+- **Start-up**: from a lane's container start to its agent seen online
+  (``agent_online`` note): its own ``Listening for Jobs`` line as it is read
+  (`transitions.output`; exact to the follower's latency), else the first pool
+  read that shows it online. From a read, measured only when an earlier fact
+  about the registration since that start said "not online": an adopted
   container (a daemon restart) started long before anyone looked, and its
-  "start-up" would be the daemon's downtime. While an agent boots the pool is
-  read every second (`planner.FAST_POLL`), so this is exact to about a second.
+  "start-up" would be the daemon's downtime (a replayed line says the same).
 - **Next-job gap**: from the exit of a container that ran a job to the
   assignment of the slot's next job (the ``job_assigned`` note of any of its
   lanes), at the server's assignment time when it gives one, else at the read
@@ -30,6 +31,9 @@ STARTUP_NOTE = "agent_online"
 """The note (and event) kind whose ``seconds`` is a slot's start-up."""
 GAP_NOTE = "job_assigned"
 """The note kind whose ``seconds``, when set, is the gap since the slot's previous job."""
+#: A line read more than this many seconds after its own timestamp is a replay: it
+#: measures no start-up (`said_startup`).
+LIVE_LINE = 3.0
 
 
 def startup_note(before: LaneRecord, after: LaneRecord, slot: int, read_at: float) -> Note | None:
@@ -53,10 +57,30 @@ def measured_startup(
     before: LaneRecord, after: LaneRecord, slot: int, read_at: float
 ) -> tuple[LaneRecord, Note | None]:
     """``after`` with its start-up kept when this read measured it, and the note saying so."""
-    note = startup_note(before, after, slot, read_at)
-    if note is None:
+    return _kept(after, startup_note(before, after, slot, read_at))
+
+
+def said_startup(
+    before: LaneRecord, after: LaneRecord, slot: int, stamp: float, at: float
+) -> tuple[LaneRecord, Note | None]:
+    """As `measured_startup`, for the agent's own ``Listening`` line stamped ``stamp``, read at ``at``.
+
+    A line read more than `LIVE_LINE` seconds after its own timestamp is a replay (the
+    follower of an adopted container reads its output from the start): it measures nothing.
+    """
+    started = before.started_at
+    if before.online or started is None or at - stamp > LIVE_LINE:
         return after, None
-    return replace(after, startup_s=note.seconds), note
+    seconds = max(0.0, at - started)
+    text = f"{after.name} online {seconds:.0f} s after its container started"
+    return _kept(after, Note(STARTUP_NOTE, text, slot, agent=after.name, seconds=seconds))
+
+
+def _kept(lane: LaneRecord, note: Note | None) -> tuple[LaneRecord, Note | None]:
+    """The lane with the start-up ``note`` measured kept (the history's ``startup_s``)."""
+    if note is None:
+        return lane, None
+    return replace(lane, startup_s=note.seconds), note
 
 
 def gap_start(slot: SlotRecord, lane: LaneRecord, took_job: bool, at: float) -> float | None:

@@ -19,6 +19,17 @@
 # requires a newer agent, the poll answers update=VERSION (the AgentRefreshMessage) and the
 # emulator goes offline and exits 12: what start.sh makes of run.sh --once's update exit.
 #
+# Output: the real agent's own lines, behind its UTC timestamp ("2026-01-31 12:00:00Z: "):
+# "Listening for Jobs" once the session is open, "Running job: NAME" and "Job NAME completed
+# with result: Succeeded|Failed|Canceled" (NAME: the job's pipeline), beside the emulator's own
+# plain lines. A job of kind "fake_completed" prints a "completed" line halfway through, as a
+# job writing to the container's output could.
+#
+# Start gate: with AZP_GO_FILE set (the image carries io.gpuci.start-gate=1, as images built from
+# dockeragent/ do), it waits after registering until that file exists, saying so in
+# dockeragent/start.sh's words ("[start.sh] registered as NAME; waiting for the go file PATH"),
+# before it opens its session; a SIGTERM meanwhile leaves it registered and offline (exit 143).
+#
 # Exit codes: 0 after a job; 12 left to update the agent; 1 configuration failure (bad PAT, unknown pool, organisation
 # unreachable at registration) or a lost session; 143 on SIGTERM while idle; 137 when a
 # job of kind "oom" makes the kernel kill the agent (run the container with a memory
@@ -35,6 +46,8 @@
 set -u
 
 log() { printf '%s\n' "$*"; }
+# say MESSAGE: one of the real agent's lines, behind its UTC timestamp.
+say() { printf '%s: %s\n' "$(date -u '+%Y-%m-%d %H:%M:%SZ')" "$*"; }
 fail() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
 AGENT_VERSION=4.264.2
@@ -150,6 +163,12 @@ if [ -z "$AGENT_ID" ] || [ -z "$SESSION" ]; then
 fi
 log "registered as $NAME (id $AGENT_ID)"
 
+# ------------------------------------------------------------------ the start gate (start.sh's)
+if [ -n "${AZP_GO_FILE:-}" ]; then
+  log "[start.sh] registered as $NAME; waiting for the go file $AZP_GO_FILE"
+  while [ ! -e "$AZP_GO_FILE" ] && [ "$TERMED" = 0 ]; do sleep 0.2; done
+fi
+
 go_offline() {
   post "$RESP" offline "agent_id=$AGENT_ID
 session=$SESSION
@@ -170,7 +189,7 @@ case $CODE in
   000) rm -f "$RESP"; fail "cannot reach $AZP_URL to open the session" ;;
   *) reason=$(field error); rm -f "$RESP"; fail "could not open the session: HTTP $CODE $reason" ;;
 esac
-log "session open: online"
+say "Listening for Jobs"
 
 # ------------------------------------------------------------------ wait for ONE job
 lost=0
@@ -230,7 +249,9 @@ done
 KIND=$(field kind "$POLL_RESP")
 LEFT=$(field duration_ms "$POLL_RESP")
 RESULT=$(field result "$POLL_RESP")
-log "job $JOB started ($(field pipeline "$POLL_RESP") $(field run "$POLL_RESP"))"
+PIPELINE=$(field pipeline "$POLL_RESP")
+say "Running job: $PIPELINE"
+log "job $JOB started ($PIPELINE $(field run "$POLL_RESP"))"
 rm -f "$POLL_RESP"
 NOTED=0
 # note_term: say once that a SIGTERM came and the job still runs to its end.
@@ -253,12 +274,18 @@ if [ "$KIND" = oom ]; then
   LEFT=0
 fi
 [ "$KIND" = fail ] && RESULT=failed
+FAKE_AT=-1
+[ "$KIND" = fake_completed ] && FAKE_AT=$((LEFT / 2))
 
 while [ "${LEFT:-0}" -gt 0 ]; do
   step=1000
   [ "$LEFT" -lt "$step" ] && step=$LEFT
   sleep "$((step / 1000)).$(printf '%03d' $((step % 1000)))"
   LEFT=$((LEFT - step))
+  if [ "$FAKE_AT" -ge 0 ] && [ "$LEFT" -le "$FAKE_AT" ]; then
+    FAKE_AT=-1
+    say "Job $PIPELINE completed with result: Succeeded"
+  fi
   note_term
   post "$RESP" heartbeat "agent_id=$AGENT_ID
 session=$SESSION
@@ -277,6 +304,14 @@ request_id=$JOB
 done
 
 note_term
+# The real agent prints this as its job's worker ends, before it reports the result.
+case $RESULT in
+  succeeded) SAID=Succeeded ;;
+  failed) SAID=Failed ;;
+  canceled) SAID=Canceled ;;
+  *) SAID=$RESULT ;;
+esac
+say "Job $PIPELINE completed with result: $SAID"
 post "$RESP" finish "agent_id=$AGENT_ID
 session=$SESSION
 request_id=$JOB

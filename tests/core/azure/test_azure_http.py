@@ -94,6 +94,16 @@ def test_server_errors_exhausted_raise_server_error(fake: FakeAzure, clock: Fake
     assert client.request_count == 3
     assert "HTTP 500" in str(err.value)
     assert "3 attempts" in str(err.value)
+    assert err.value.retry_after is None, "no Retry-After: the observer's own backoff"
+
+
+def test_a_server_error_with_a_long_retry_after_says_it(fake: FakeAzure, clock: FakeClock) -> None:
+    """Past the inline wait it is not slept through: the error carries it to the backoff."""
+    fake.on("GET", POOLS, Reply(503, headers={"Retry-After": "45"}))
+    client = make(fake.url, clock)
+    with pytest.raises(AzureServerError) as err:
+        client.list_pools()
+    assert err.value.retry_after == 45.0 and clock.sleeps == []
 
 
 def test_dropped_connection_is_retried(fake: FakeAzure, clock: FakeClock) -> None:

@@ -23,6 +23,7 @@ from gpuci_tui.core.docker.agentspec import (
 )
 from gpuci_tui.core.engine.lifecycle import EngineState, Lane
 from gpuci_tui.core.engine.rollout.progress import advance
+from gpuci_tui.core.engine.server_steps import SetEnabled
 from gpuci_tui.core.engine.settings import SupervisorConfig
 from gpuci_tui.core.engine.steps import (
     Action,
@@ -30,7 +31,6 @@ from gpuci_tui.core.engine.steps import (
     Listed,
     PackageCached,
     RemoveContainer,
-    SetEnabled,
     StartAgent,
     Started,
     StopAgent,

@@ -11,8 +11,9 @@ from dataclasses import replace
 import pytest
 
 from gpuci_tui.core.engine.gpu_admission import GateKind
-from gpuci_tui.core.engine.lifecycle import EngineState, Gate, Intent, Lane, lane_name
+from gpuci_tui.core.engine.lifecycle import EngineState, Intent, Lane, lane_name
 from gpuci_tui.core.engine.pool_view import PoolView
+from gpuci_tui.core.engine.slot_gate import Gate
 from gpuci_tui.core.engine.snapshots import disabled_agents, pools_total, shared_pool
 from gpuci_tui.core.models import DisabledAgents, PoolSummary
 from gpuci_tui.core.protocols import Agent

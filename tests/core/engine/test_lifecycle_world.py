@@ -1,8 +1,9 @@
 """The engine's safety promises, checked over many random worlds (tests/core/lifecycle_world.py).
 
 Each seed is ten simulated minutes of jobs, crashes, slow and failing writes,
-late reads and random drain/resume/restart/scale commands, with the real
-transitions and planner. The world itself asserts, at every job assignment
+late reads, late, missing and fake agent lines and random drain/resume/restart/
+scale commands, with the real transitions and planner; every other seed's image
+has the start gate. The world itself asserts, at every job assignment
 and every stop, that a slot never runs two jobs and that no busy agent is
 stopped; here we also check that work gets done.
 """
@@ -19,7 +20,7 @@ SEEDS = range(40)
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_never_two_jobs_on_a_slot_and_work_gets_done(seed: int) -> None:
-    world = World(seed=seed, slots=3, standby=True)
+    world = World(seed=seed, slots=3, standby=True, gated=seed % 2 == 1)
     world.run(600.0)
     assert len(world.done) > 30, f"only {len(world.done)} jobs done"
     # After the last resume, every slot is running again.
@@ -28,7 +29,7 @@ def test_never_two_jobs_on_a_slot_and_work_gets_done(seed: int) -> None:
 
 @pytest.mark.parametrize("seed", range(10))
 def test_after_the_storm_every_slot_has_one_active_agent_and_a_ready_standby(seed: int) -> None:
-    world = World(seed=seed, slots=3, crash_rate=0.0)
+    world = World(seed=seed, slots=3, crash_rate=0.0, gated=seed % 2 == 1)
     world.run(600.0)
     world.settle(120.0)
     assert world.steady() == []
@@ -125,11 +126,12 @@ def test_a_canary_on_a_spec_that_never_starts_is_rolled_back_and_the_others_neve
 def test_while_the_organisation_refuses_every_call_jobs_go_on_and_never_two(seed: int) -> None:
     """Windows of 10-60 s in which every read and write is refused, under the whole storm.
 
-    Slots whose active agent exits meanwhile restart it in place (`planning.refused`):
+    Slots whose active agent exits meanwhile restart it in place (`planning.refused`;
+    every other seed's image has the start gate, whose go needs no call):
     jobs keep being handed out; afterwards each slot is back to one active lane and
     its ready standby.
     """
-    world = World(seed=seed, slots=3, crash_rate=0.0, outages=True)
+    world = World(seed=seed, slots=3, crash_rate=0.0, outages=True, gated=seed % 2 == 1)
     world.run(600.0)
     assert world.refused, "no refusal window drawn"
     assert world.refused_jobs > 0, "no job started while the organisation refused our calls"

@@ -15,6 +15,7 @@ import pytest
 from gpuci_tui.core.engine.lifecycle import EngineState, Lane, LanePhase
 from gpuci_tui.core.engine.planning.planner import decide
 from gpuci_tui.core.engine.pool_view import PoolView
+from gpuci_tui.core.engine.server_steps import PoolRole, ServerFailed
 from gpuci_tui.core.engine.settings import SupervisorConfig
 from gpuci_tui.core.engine.snapshots import slot_snapshot
 from gpuci_tui.core.engine.steps import (
@@ -22,9 +23,7 @@ from gpuci_tui.core.engine.steps import (
     Died,
     NameHolder,
     Note,
-    PoolRole,
     Removed,
-    ServerFailed,
     StartAgent,
     Started,
     StartFailed,

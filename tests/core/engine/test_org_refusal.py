@@ -13,15 +13,8 @@ from dataclasses import replace
 import pytest
 
 from gpuci_tui.core.engine.lifecycle import EngineState, Lane
-from gpuci_tui.core.engine.steps import (
-    Died,
-    LogTail,
-    Note,
-    PoolRole,
-    Removed,
-    StartAgent,
-    Started,
-)
+from gpuci_tui.core.engine.server_steps import PoolRole
+from gpuci_tui.core.engine.steps import Died, LogTail, Note, Removed, StartAgent, Started
 from gpuci_tui.core.engine.transitions.apply import apply
 from tests.core.lifecycle_helpers import NOW, RULES, UNKNOWN, actions, engine, observe, plan, slot0
 

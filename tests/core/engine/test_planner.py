@@ -1,4 +1,4 @@
-"""The planner as a table: (state, time) → (actions, fast poll), on a fake clock.
+"""The planner as a table: (state, time) → actions, on a fake clock.
 
 Each row is one situation of a slot; the expected actions are exact (order
 included). The safety rule runs through every row: a lane is only enabled,
@@ -13,17 +13,17 @@ from dataclasses import replace
 import pytest
 
 from gpuci_tui.core.docker.agentspec import LABEL_LANE, LABEL_SLOT, placed
+from gpuci_tui.core.engine.agent.steps import ReadAgent
 from gpuci_tui.core.engine.lifecycle import EngineState, Intent, Lane, LanePhase
 from gpuci_tui.core.engine.planning.planner import decide
+from gpuci_tui.core.engine.server_steps import CheckAgent, SetEnabled
 from gpuci_tui.core.engine.steps import (
     Action,
-    CheckAgent,
     FetchLogs,
     Listed,
     LogTail,
     RemoveContainer,
     Removed,
-    SetEnabled,
     StartAgent,
     StopAgent,
 )
@@ -50,104 +50,106 @@ from tests.core.lifecycle_helpers import (
 
 A, B = Lane.A, Lane.B
 
-ROWS: list[tuple[str, EngineState, list[Action], bool]] = [
+ROWS: list[tuple[str, EngineState, list[Action]]] = [
     # ------------------------------------------------------------- first start, bootstrap
-    ("first start: only lane a; b's name unknown -> read fast",
-     engine(UNKNOWN, UNKNOWN, read=None), [StartAgent(0, A)], True),
-    ("a comes up as a new registration; b never registered: wait (reading fast) for a ready a",
-     engine(BOOTING_NEW, ABSENT), [], True),
+    ("first start: only lane a; b's name unknown: b waits for the first read",
+     engine(UNKNOWN, UNKNOWN, read=None), [StartAgent(0, A)]),
+    ("a comes up as a new registration; b never registered: wait for a ready a (its line)",
+     engine(BOOTING_NEW, ABSENT), []),
     ("a ready and idle, b never registered: set a aside (disable) to register b",
-     engine(ACTIVE, ABSENT), [SetEnabled(0, A, 1, False)], False),
+     engine(ACTIVE, ABSENT), [SetEnabled(0, A, 1, False)]),
     ("a disabled but not yet re-checked: re-read it",
-     engine({**ACTIVE, "enabled": False}, ABSENT), [CheckAgent(0, A, 1)], False),
+     engine({**ACTIVE, "enabled": False}, ABSENT), [CheckAgent(0, A, 1)]),
     ("a disabled and idle: register b fresh (it comes up enabled)",
      engine({**ACTIVE, "enabled": False, "idle_verified": True}, ABSENT),
-     [StartAgent(0, B)], False),
+     [StartAgent(0, B)]),
     ("a busy, b never registered: b waits (a new registration would be enabled)",
-     engine(BUSY, ABSENT), [], False),
+     engine(BUSY, ABSENT), []),
     # ------------------------------------------------------------- steady state
-    ("active ready, standby ready: nothing to do", engine(ACTIVE, STANDBY), [], False),
+    ("active ready, standby ready: nothing to do", engine(ACTIVE, STANDBY), []),
     ("active busy: it stays enabled until it exits (then the exit disables it, below), so"
      " an organisation that starts refusing writes meanwhile does not strand the slot",
-     engine(BUSY, STANDBY), [], False),
+     engine(BUSY, STANDBY), []),
     ("active exited (disabled while busy), standby ready: enable the standby at once"
      " (and remove the dead container at once: no auto-remove)",
      engine(dying("ca", agent_id=1, enabled=False, idle_verified=True, known_at=20.0), STANDBY),
-     [RemoveContainer(0, A, "ca"), SetEnabled(0, B, 2, True)], False),
+     [RemoveContainer(0, A, "ca"), SetEnabled(0, B, 2, True)]),
     ("active exited still enabled: enable the standby and disable the exited registration,"
      " while its dead container is removed",
      engine(dying("ca", agent_id=1, enabled=True, known_at=20.0), STANDBY),
-     [RemoveContainer(0, A, "ca"), SetEnabled(0, B, 2, True), SetEnabled(0, A, 1, False)], False),
+     [RemoveContainer(0, A, "ca"), SetEnabled(0, B, 2, True), SetEnabled(0, A, 1, False)]),
     ("exited lane's name free and disabled: start it as the new standby",
      engine(PARKED_DISABLED, {**ACTIVE, "container_id": "cb", "agent_id": 2}),
-     [StartAgent(0, A)], False),
+     [StartAgent(0, A)]),
     ("exited lane registered enabled, no container: disable it before its next start",
      engine(OFF_ENABLED, {**ACTIVE, "container_id": "cb", "agent_id": 2}),
-     [SetEnabled(0, A, 1, False)], False),
-    ("exited lane's registration unknown: read the pool fast, start nothing",
+     [SetEnabled(0, A, 1, False)]),
+    ("exited lane's registration unknown: read it by name, start nothing",
      engine({"ended_at": 25.0, "known_at": 20.0},
-            {**ACTIVE, "container_id": "cb", "agent_id": 2}), [], True),
+            {**ACTIVE, "container_id": "cb", "agent_id": 2}), [ReadAgent(0, A, "h-0")]),
     ("standby still booting, active ready: nothing to do",
-     engine(ACTIVE, STANDBY_BOOTING), [], False),
+     engine(ACTIVE, STANDBY_BOOTING), []),
     ("no lane live, both registrations disabled: enable a first (offline), start b as standby",
      engine({**PARKED_DISABLED, "agent_id": 1}, PARKED_DISABLED),
-     [SetEnabled(0, A, 1, True), StartAgent(0, B)], False),
+     [SetEnabled(0, A, 1, True), StartAgent(0, B)]),
     ("a enabled offline, b disabled: start both (a active, b standby)",
-     engine({**OFF_ENABLED}, PARKED_DISABLED), [StartAgent(0, A), StartAgent(0, B)], False),
+     engine({**OFF_ENABLED}, PARKED_DISABLED), [StartAgent(0, A), StartAgent(0, B)]),
     # ------------------------------------------------------------- conflicts: never two capable
     ("both enabled and idle (changed outside gpuci-tui): disable b, enable nothing",
      engine(ACTIVE, {**ACTIVE, "container_id": "cb", "agent_id": 2}),
-     [SetEnabled(0, B, 2, False)], False),
+     [SetEnabled(0, B, 2, False)]),
     ("a busy, b enabled idle: disable b, keep the busy one",
      engine(BUSY, {**ACTIVE, "container_id": "cb", "agent_id": 2}),
-     [SetEnabled(0, B, 2, False)], False),
+     [SetEnabled(0, B, 2, False)]),
     ("both busy: nothing can be done without killing a job",
-     engine(BUSY, {**BUSY, "container_id": "cb", "agent_id": 2}), [], False),
-    ("adopted both, nothing read yet: wait for the read (fast)",
-     engine(BOOTING_NEW, {**BOOTING_NEW, "container_id": "cb"}, read=None), [], True),
+     engine(BUSY, {**BUSY, "container_id": "cb", "agent_id": 2}), []),
+    ("adopted both, nothing read yet: wait for the first read",
+     engine(BOOTING_NEW, {**BOOTING_NEW, "container_id": "cb"}, read=None), []),
     # ------------------------------------------------------------- standby off
     ("standby off: exited lane's name free: start it (its registration stays enabled)",
-     engine(OFF_ENABLED, UNKNOWN, standby=False), [StartAgent(0, A)], False),
+     engine(OFF_ENABLED, UNKNOWN, standby=False), [StartAgent(0, A)]),
     ("standby off: registration disabled (after a drain): enable it before starting",
      engine({**PARKED_DISABLED, "agent_id": 1}, UNKNOWN, standby=False),
-     [SetEnabled(0, A, 1, True)], False),
-    ("standby off: busy active is not disabled", engine(BUSY, UNKNOWN, standby=False), [], False),
+     [SetEnabled(0, A, 1, True)]),
+    ("standby off: busy active is not disabled", engine(BUSY, UNKNOWN, standby=False), []),
     ("standby turned off: the old standby lane b is stopped",
-     engine(ACTIVE, STANDBY, standby=False), [StopAgent(0, B, "cb")], False),
+     engine(ACTIVE, STANDBY, standby=False), [StopAgent(0, B, "cb")]),
     # ------------------------------------------------------------- drain
     ("drain: busy a is disabled and left to finish, idle standby b stopped",
      engine(BUSY, STANDBY, intent=Intent.DRAIN),
-     [SetEnabled(0, A, 1, False), StopAgent(0, B, "cb")], False),
+     [SetEnabled(0, A, 1, False), StopAgent(0, B, "cb")]),
     ("drain: idle enabled agent is disabled first",
-     engine(ACTIVE, UNKNOWN, intent=Intent.DRAIN), [SetEnabled(0, A, 1, False)], False),
+     engine(ACTIVE, UNKNOWN, intent=Intent.DRAIN), [SetEnabled(0, A, 1, False)]),
     ("drain: disabled, not re-checked: re-check before any stop",
      engine({**ACTIVE, "enabled": False}, UNKNOWN, intent=Intent.DRAIN),
-     [CheckAgent(0, A, 1)], False),
+     [CheckAgent(0, A, 1)]),
     ("drain: disabled and confirmed idle: stop",
      engine({**ACTIVE, "enabled": False, "idle_verified": True}, UNKNOWN, intent=Intent.DRAIN),
-     [StopAgent(0, A, "ca")], False),
-    ("drain: registration not seen yet: wait for it, reading fast",
-     engine(BOOTING_NEW, UNKNOWN, intent=Intent.DRAIN), [], True),
-    ("drain: nothing is started", engine(UNKNOWN, UNKNOWN, intent=Intent.DRAIN), [], False),
+     [StopAgent(0, A, "ca")]),
+    ("drain: registration not seen yet: wait for it (its line, or the periodic read)",
+     engine(BOOTING_NEW, UNKNOWN, intent=Intent.DRAIN), []),
+    ("drain: it said it registered: read it by name",
+     engine({**BOOTING_NEW, "said_registered": 28.0}, UNKNOWN, intent=Intent.DRAIN),
+     [ReadAgent(0, A, "h-0")]),
+    ("drain: nothing is started", engine(UNKNOWN, UNKNOWN, intent=Intent.DRAIN), []),
     # ------------------------------------------------------------- gates
     ("organisation failing: no write, no start that would need one",
-     engine(ACTIVE, ABSENT, server_retry_at=NOW + 5), [], False),
+     engine(ACTIVE, ABSENT, server_retry_at=NOW + 5), []),
     ("paused: an exited active's standby still takes over, nothing is started",
      engine(dying("ca", agent_id=1, enabled=False, idle_verified=True, known_at=20.0), STANDBY,
-            paused=True), [RemoveContainer(0, A, "ca"), SetEnabled(0, B, 2, True)], False),
+            paused=True), [RemoveContainer(0, A, "ca"), SetEnabled(0, B, 2, True)]),
     ("PAT unreadable or engine down: starts wait",
-     engine(UNKNOWN, UNKNOWN, start_retry_at=NOW + 2), [], False),
+     engine(UNKNOWN, UNKNOWN, start_retry_at=NOW + 2), []),
 ]  # fmt: skip
 
 
 @pytest.mark.parametrize(
-    ("state", "expected", "fast"), [row[1:] for row in ROWS], ids=[row[0] for row in ROWS]
+    ("state", "expected"), [row[1:] for row in ROWS], ids=[row[0] for row in ROWS]
 )
-def test_planner_table(state: EngineState, expected: list[Action], fast: bool) -> None:
+def test_planner_table(state: EngineState, expected: list[Action]) -> None:
     after, decided = decide(state, NOW)
     got = [a for a in decided.actions if type(a).__name__ != "FetchLogs"]
     assert got == expected
-    assert decided.poll_fast is fast
     # What was planned is marked in flight: asking again plans nothing new for those lanes.
     again = [a for a in decide(after, NOW)[1].actions if a in expected]
     assert again == []

@@ -21,23 +21,27 @@ from dataclasses import replace
 
 import pytest
 
+from gpuci_tui.core.engine.agent.output import AwaitingGo
+from gpuci_tui.core.engine.agent.steps import AgentSaid, GiveGo, GoGiven
 from gpuci_tui.core.engine.lifecycle import EngineState, Lane, LanePhase
 from gpuci_tui.core.engine.planning.planner import decide
 from gpuci_tui.core.engine.planning.refused import ALL_DISABLED, IN_PLACE
 from gpuci_tui.core.engine.pool_view import PoolView
-from gpuci_tui.core.engine.steps import (
-    Action,
+from gpuci_tui.core.engine.server_steps import (
     AgentChecked,
     AgentWritten,
     CheckAgent,
-    Died,
-    Observation,
     PoolRead,
     PoolUnread,
-    RemoveContainer,
-    Removed,
     ServerFailed,
     SetEnabled,
+)
+from gpuci_tui.core.engine.steps import (
+    Action,
+    Died,
+    Observation,
+    RemoveContainer,
+    Removed,
     StartAgent,
     Started,
 )
@@ -258,3 +262,49 @@ def test_an_answered_write_ends_the_refusal_too() -> None:
 def test_no_such_agent_is_an_answer_not_a_refusal() -> None:
     state = refused_by(ServerFailed(0, B, "agent 2 not found", 31.0, gone=True))
     assert state.refusal == ""
+
+
+GATED = "s1"
+"""A spec whose image has the start gate (its agents wait for our go after registering)."""
+
+
+def test_with_the_start_gate_a_lane_restarted_in_place_gets_its_go_with_no_call() -> None:
+    """The go is a file put into the container: its registration's id and flag are known
+    (the re-registration keeps them), so no read by name and no PATCH come first."""
+    state = observe(
+        engine(ACTIVE, STANDBY, spec=GATED, gated_specs=frozenset({GATED})),
+        PoolUnread(25.0, 85.0, RATE_LIMITED),
+        Died(0, A, "ca", 0, 29.0),
+        Removed(0, A, "ca"),
+    )
+    state, actions = plan(state, 30.0)
+    assert actions == [StartAgent(0, A, GATED, True)]
+    state = observe(state, Started(0, A, "ca2", 30.5, spec=GATED, gated=True))
+    assert slot0(state).lane(A).held and slot0(state).lane(A).in_place
+    state, actions = plan(state, 30.6)
+    assert actions == [GiveGo(0, A, "ca2")], "no ReadAgent, no SetEnabled, no standby enabled"
+    assert slot0(state).message == IN_PLACE.format(name="h-0")
+    said = AgentSaid(0, A, "ca2", AwaitingGo("h-0", "/run/azp/go"), 31.0)
+    state = observe(state, GoGiven(0, A, "ca2", 30.7), said)
+    state, actions = plan(state, 31.1)
+    assert actions == []
+    slot = slot0(state)
+    assert slot.lane(A).capable and slot.lane(B).container_id == "cb"
+    assert slot.message == IN_PLACE.format(name="h-0")
+
+
+def test_with_the_start_gate_an_answer_before_the_go_hands_over_to_the_ready_standby() -> None:
+    """Writes work again while the in-place lane still waits at the gate: the ready standby
+    takes the next job at once, and the held lane is made the next standby (disabled, then
+    its go)."""
+    state = observe(
+        engine(ACTIVE, STANDBY, spec=GATED, gated_specs=frozenset({GATED})),
+        PoolUnread(25.0, 85.0, RATE_LIMITED),
+        Died(0, A, "ca", 0, 29.0),
+        Removed(0, A, "ca"),
+    )
+    state, _ = plan(state, 30.0)
+    state = observe(state, Started(0, A, "ca2", 30.5, spec=GATED, gated=True))
+    state = observe(state, read(30.55, agent_a(online=False), agent_b()))
+    state, actions = plan(state, 30.6)
+    assert actions == [SetEnabled(0, B, 2, True), SetEnabled(0, A, 1, False)]

@@ -23,6 +23,7 @@ from gpuci_tui.core.engine.rollout.views import (
     rollout_snapshots,
     slot_ranges,
 )
+from gpuci_tui.core.engine.server_steps import SetEnabled
 from gpuci_tui.core.engine.settings import SupervisorConfig
 from gpuci_tui.core.engine.steps import (
     Action,
@@ -30,7 +31,6 @@ from gpuci_tui.core.engine.steps import (
     Listed,
     Note,
     Observation,
-    SetEnabled,
     StartAgent,
     Started,
     StartFailed,

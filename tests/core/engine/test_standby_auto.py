@@ -16,6 +16,7 @@ import pytest
 from gpuci_tui.core.engine.lifecycle import EngineState, Lane, LanePhase, new_slot
 from gpuci_tui.core.engine.planning.planner import decide
 from gpuci_tui.core.engine.pool_view import PoolView
+from gpuci_tui.core.engine.server_steps import SetEnabled
 from gpuci_tui.core.engine.standby.auto import (
     AutoStandby,
     depth_of,
@@ -30,7 +31,6 @@ from gpuci_tui.core.engine.steps import (
     Action,
     Died,
     RemoveContainer,
-    SetEnabled,
     StartAgent,
     Started,
     StopAgent,
@@ -226,9 +226,12 @@ def test_learns_startup_and_job_length_from_the_lanes() -> None:
     online = lanes_engine(ACTIVE, STANDBY)
     auto = learn(auto, online, 19.0)
     assert auto.startup_s == pytest.approx(9.0) and not auto.booting
-    job = JobInfo(request_id=8, pipeline="p", run="r")
-    auto = learn(auto, lanes_engine({**BUSY, "job": job}, STANDBY), 20.0)
-    assert auto.running == {("h-0", 8, 20.0)} and auto.job_s == 0.0
+    said = JobInfo(request_id=0, name="p")  # the agent's line told of it first
+    auto = learn(auto, lanes_engine({**BUSY, "job": said}, STANDBY), 20.0)
+    assert auto.running == {("h-0", "ca", 20.0)} and auto.job_s == 0.0
+    job = JobInfo(request_id=8, pipeline="p", run="r")  # then a read: the same job
+    auto = learn(auto, lanes_engine({**BUSY, "job": job}, STANDBY), 21.0)
+    assert auto.running == {("h-0", "ca", 20.0)} and auto.job_s == 0.0
     auto = learn(auto, lanes_engine(dying("ca"), STANDBY), 23.5)
     assert auto.job_s == pytest.approx(3.5) and not auto.running
 

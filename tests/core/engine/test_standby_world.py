@@ -16,7 +16,7 @@ from tests.core.lifecycle_world import World
 
 @pytest.mark.parametrize("seed", range(12))
 def test_two_standbys_never_two_jobs_on_a_slot(seed: int) -> None:
-    world = World(seed=seed, slots=3, standby=2)
+    world = World(seed=seed, slots=3, standby=2, gated=seed % 2 == 1)
     world.run(600.0)
     assert len(world.done) > 30, f"only {len(world.done)} jobs done"
     # Three registrations per slot at the most, ever.
@@ -30,7 +30,7 @@ def test_auto_never_two_jobs_and_registrations_within_the_cap(seed: int) -> None
     cap = 10
     world = World(
         seed=seed, slots=3, standby=1, auto=AutoStandby(least=1, most=3, cap=cap),
-        job_length=(0.5, 3.0),
+        job_length=(0.5, 3.0), gated=seed % 2 == 1,
     )  # fmt: skip
     world.run(600.0, jobs_every=0.7)
     assert len(world.done) > 100, f"only {len(world.done)} jobs done"
@@ -42,7 +42,7 @@ def test_auto_never_two_jobs_and_registrations_within_the_cap(seed: int) -> None
 def test_auto_settles_back_to_its_idle_depth(seed: int) -> None:
     world = World(
         seed=seed, slots=2, standby=1, auto=AutoStandby(least=1, most=3, hold_down=60.0),
-        crash_rate=0.0, job_length=(0.5, 3.0),
+        crash_rate=0.0, job_length=(0.5, 3.0), gated=seed % 2 == 1,
     )  # fmt: skip
     world.run(300.0, jobs_every=0.5, commands=False)
     world.settle(240.0)

@@ -6,7 +6,8 @@ from dataclasses import replace
 
 from gpuci_tui.core.engine.lifecycle import Lane, LanePhase, new_slot
 from gpuci_tui.core.engine.pool_view import PoolView
-from gpuci_tui.core.engine.steps import Died, JobEnded, Note, PoolRead, Started
+from gpuci_tui.core.engine.server_steps import PoolRead
+from gpuci_tui.core.engine.steps import Died, JobEnded, Note, Started
 from gpuci_tui.core.engine.timings import gap_start, startup_note, with_gap
 from gpuci_tui.core.engine.transitions.apply import apply
 from gpuci_tui.core.models import JobInfo

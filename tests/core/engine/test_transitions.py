@@ -9,17 +9,15 @@ import pytest
 from gpuci_tui.core.docker.agentspec import LABEL_LANE, LABEL_SLOT, placed
 from gpuci_tui.core.engine.lifecycle import EngineState, Intent, Lane, LanePhase
 from gpuci_tui.core.engine.pool_view import PoolView
+from gpuci_tui.core.engine.server_steps import AgentChecked, AgentWritten, PoolRead
 from gpuci_tui.core.engine.snapshots import slot_state
 from gpuci_tui.core.engine.steps import (
-    AgentChecked,
-    AgentWritten,
     Destroyed,
     Died,
     JobEnded,
     Listed,
     Note,
     OutOfMemory,
-    PoolRead,
     Started,
     StartFailed,
 )

@@ -32,8 +32,8 @@ from gpuci_tui.core.models import (
 )
 from gpuci_tui.core.protocols import Agent, JobRequest
 from gpuci_tui.core.store.history import JobHistory, JobQuery
-from gpuci_tui.sim.agent_program import sim_image_id
 from gpuci_tui.sim.api import SimPoolApi
+from gpuci_tui.sim.container import sim_image_id
 from gpuci_tui.sim.gpu_synthetic import FixtureSampler
 from gpuci_tui.sim.org import SimOrg
 from tests.core.supervisor_env import PAT, Env, StaticTokens, wait_until
@@ -107,7 +107,12 @@ async def test_a_finished_job_is_written_with_its_result_and_queue_wait(env: Env
         await wait_until(lambda: all(s.state == SlotState.IDLE for s in sup.snapshot().slots))
         job = env.org.queue_job(env.pool_id, pipeline="eval - nightly", duration=0.2)
         fail = env.org.queue_job(env.pool_id, pipeline="eval - nightly", duration=0.1, kind="fail")
-        await wait_until(lambda: len(history.query(JobQuery())) == 2, what="two history rows")
+        # Each row is written when its container ends and completed in place by a later read
+        # of the agents (their last finished request): wait for both results.
+        await wait_until(
+            lambda: sum(1 for r in history.query(JobQuery()) if r.result) == 2,
+            what="two history rows with their results",
+        )
     finally:
         sup.request_stop()
         await asyncio.wait_for(task, 10)

@@ -11,7 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gpuci_tui.core.host.metrics.registry import Metrics, follow
 from gpuci_tui.core.host.metrics.server import MetricsServer
-from gpuci_tui.sim.agent_program import AgentTiming
+from gpuci_tui.sim.container import AgentTiming
 from gpuci_tui.sim.runtime import SimulatedRuntime
 from tests.core.supervisor_env import Env, wait_until
 

@@ -12,15 +12,17 @@ from typing import Any
 
 import pytest
 
-from gpuci_tui.core.engine.steps import Observation, PoolRead
+from gpuci_tui.core.engine.server_steps import PoolRead, QueueRead
+from gpuci_tui.core.engine.steps import Observation
 from gpuci_tui.core.errors import AzureBadRequestError, AzureHeldBackError
-from gpuci_tui.core.host.observers.pool import CAPABILITIES_INTERVAL, PoolObserver
+from gpuci_tui.core.host.observers.pool import PoolObserver
 from gpuci_tui.core.host.observers.pool_reads import (
     FILTER_RETRY,
     NAMES_INTERVAL,
     UNMARKED_RECHECK,
 )
 from gpuci_tui.core.host.observers.pool_scope import ReadScope
+from gpuci_tui.core.host.observers.read_times import CAPABILITIES_INTERVAL
 from gpuci_tui.core.models import HealthState
 from gpuci_tui.core.protocols import Agent, JobRequest, JobRequests, Pool
 from gpuci_tui.sim.api import SimPoolApi
@@ -93,12 +95,21 @@ def observer_on(
     )
 
 
-async def read(observer: PoolObserver) -> PoolRead:
-    seen: list[Observation] = []
-    await observer.cycle(seen.append)
-    (first, *_) = seen
-    assert isinstance(first, PoolRead)
-    return first
+async def read(observer: PoolObserver, now: list[float]) -> PoolRead:
+    """The next cycle that reads the agents.
+
+    On an idle host every third cycle reads the queue in place of the agents
+    (`read_times`); such a cycle is passed, and the clock moved on to the next.
+    """
+    for _ in range(3):
+        seen: list[Observation] = []
+        await observer.cycle(seen.append)
+        reads = [obs for obs in seen if isinstance(obs, PoolRead)]
+        if reads:
+            return reads[0]
+        assert [type(obs) for obs in seen] == [QueueRead]
+        now[0] += observer.until_due()
+    raise AssertionError("no read of the agents in three cycles")
 
 
 FILTERED = {"demands": (f"GPUCI_INSTANCE -equals {INSTANCE}",), "include_last_completed": True}
@@ -121,7 +132,7 @@ async def test_the_service_is_asked_for_our_lanes_and_the_whole_pool_comes_hourl
     now, events, judged = [1000.0], [], []
     observer = observer_on(api, now, events)
     observer.on_capabilities = lambda agents, began: judged.append(sorted(a.name for a in agents))
-    first = await read(observer)  # at start: this host's agents, and every name of the pool
+    first = await read(observer, now)  # at start: this host's agents, and every name of the pool
     assert api.reads == HOURLY
     # The stale watch judges this host's agents, an earlier prefix's leftover included.
     assert judged == [["gpu00-3", "gpu01-0", "gpu01-0-b"]]
@@ -129,19 +140,19 @@ async def test_the_service_is_asked_for_our_lanes_and_the_whole_pool_comes_hourl
     assert first.view.ours_only
     for _ in range(3):
         now[0] += 10.0
-        later = await read(observer)
+        later = await read(observer, now)
         assert api.reads[-1] == FILTERED
         assert later.view.agents == first.view.agents  # the same view, a 2 KB answer
     assert len(judged) == 1 and events == []
     now[0] += CAPABILITIES_INTERVAL
-    await read(observer)  # the hourly check: the names only every six hours
+    await read(observer, now)  # the hourly check: the names only every six hours
     assert api.reads[-2:] == HOURLY[:2] and len(judged) == 2
     observer.want_capabilities()  # a prune's dry run: at once
     now[0] += 10.0
-    await read(observer)
+    await read(observer, now)
     assert api.reads[-2:] == HOURLY[:2] and len(judged) == 3
     now[0] += NAMES_INTERVAL
-    await read(observer)
+    await read(observer, now)
     assert api.reads[-3:] == HOURLY
 
 
@@ -152,11 +163,11 @@ async def test_a_refused_filter_warns_once_reads_the_whole_pool_and_tries_again_
     api = RefusingApi(agents)
     now, events = [1000.0], []
     observer = observer_on(api, now, events)
-    await read(observer)  # the start's: this host's agents refused, the whole pool instead
+    await read(observer, now)  # the start's: this host's agents refused, the whole pool instead
     views = []
     for _ in range(4):
         now[0] += 10.0
-        views.append(await read(observer))
+        views.append(await read(observer, now))
     asked = [bool(r.get("demands")) for r in api.reads]
     # Refused once; the whole pool in the same cycle; then the whole pool, not asking again.
     assert asked == [True, False, False, False, False, False]
@@ -167,7 +178,7 @@ async def test_a_refused_filter_warns_once_reads_the_whole_pool_and_tries_again_
     assert all(sorted(a.name for a in v.view.agents) == ["gpu01-0", "gpu01-0-b"] for v in views)
     assert views[-1].view.queued_capped and views[-1].view.queued_jobs == 200
     now[0] += FILTER_RETRY
-    await read(observer)  # tried again, with the hourly read that falls due at the same time
+    await read(observer, now)  # tried again, with the hourly read that falls due at the same time
     assert api.reads[-2].get("demands") and not api.reads[-1].get("demands")
     assert len(events) == 1, "one warning, however often it is refused"
 
@@ -185,13 +196,13 @@ async def test_an_agent_on_our_names_not_this_hosts_turns_the_filter_off(
     api = Recording(SimPoolApi(org, PAT))
     now, events = [1000.0], []
     observer = observer_on(api, now, events)
-    first = await read(observer)
+    first = await read(observer, now)
     assert "gpu01-1" in {a.name for a in first.view.agents}
     assert [kind for kind, _ in events] == ["pool_foreign_names"]
     # (The in-process client always sends capabilities; over HTTP the names come without.)
     assert "lane names without its marker: gpu01-1 (" in events[0][1]
     now[0] += 10.0
-    second = await read(observer)
+    second = await read(observer, now)
     assert "demands" not in api.reads[-1], "the whole pool while it is there"
     assert "gpu01-1" in {a.name for a in second.view.agents}
     # Re-registered by this host (its marker now), seen on the next check: while such
@@ -199,10 +210,10 @@ async def test_an_agent_on_our_names_not_this_hosts_turns_the_filter_off(
     org.delete_agent(42, next(a.id for a in org.agents(42) if a.name == "gpu01-1"))
     org.add_elsewhere(42, "gpu01-1", MARK, online=True)
     now[0] += UNMARKED_RECHECK
-    await read(observer)
+    await read(observer, now)
     assert api.reads[-3:] == HOURLY
     now[0] += 10.0
-    await read(observer)
+    await read(observer, now)
     assert api.reads[-1].get("demands"), "filtered again"
     assert len(events) == 1
 

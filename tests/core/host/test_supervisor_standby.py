@@ -69,8 +69,9 @@ async def test_each_slot_gets_an_active_agent_and_a_disabled_standby(
         assert roles == ["active", "standby"]
         enabled = [a for a in slot.agents if a.agent_enabled]
         assert len(enabled) == 1 and enabled[0].name == slot.name
-    pool = sup.snapshot().pool_summary
-    assert pool.standby == 2 and pool.disabled == 2
+    # The pool's own counts come with its next read (the lanes' lines came first).
+    await wait_until(lambda: sup.snapshot().pool_summary.disabled == 2, what="the pool's read")
+    assert sup.snapshot().pool_summary.standby == 2
 
 
 async def test_the_standby_takes_the_next_job_without_waiting_for_a_start(

@@ -10,7 +10,8 @@ container comes back disabled.
 *Held*: exited lanes are started again, disabled (their registrations are
 set to disabled first), so the slot is ready when the GPU frees. A lane name
 never registered is not started: its first registration would come up
-enabled. *Quarantined*: nothing is started; the slot is not replenished until
+enabled (with the start gate it is: it waits for our go, and is disabled
+before it gets it). *Quarantined*: nothing is started; the slot is not replenished until
 the fault ends or the operator clears it. *Held for its image* (the driver
 cannot run it, `steps.CudaChecked`): as quarantined, since every start would
 fail; nothing starts until the driver or the image changes, so the slot never
@@ -24,7 +25,9 @@ from __future__ import annotations
 
 from gpuci_tui.core.engine.gpu_admission import CUDA_INCOMPATIBLE, GateKind
 from gpuci_tui.core.engine.lifecycle import LanePhase, LaneRecord, gate_of
-from gpuci_tui.core.engine.planning.run import Draft, leaving_why, take_out
+from gpuci_tui.core.engine.planning.draft import Draft
+from gpuci_tui.core.engine.planning.gate import identify, prepare_held
+from gpuci_tui.core.engine.planning.run import leaving_why, take_out
 from gpuci_tui.core.engine.standby.auto import unused_why
 
 
@@ -48,19 +51,23 @@ def plan_held(draft: Draft) -> None:
 def _hold(draft: Draft, lane: LaneRecord, *, starts_nothing: bool) -> None:
     if draft.claimed(lane) or lane.phase is LanePhase.STOPPING:
         return
+    if lane.held:
+        prepare_held(draft, lane)  # at the start gate: disabled before its go
+        return
     if lane.live:
         if lane.agent_id is None:
-            # Registers within seconds; disabled as soon as a read shows it.
-            draft.fast = True
+            # Registers within seconds; disabled as soon as it says so and a read by
+            # name gives its id (or the periodic read shows it).
+            identify(draft, lane)
         elif lane.enabled is not False:
             draft.set_enabled(lane, False)
         elif lane.job is None and not lane.idle_verified:
             # Confirm it holds no job: only then is it a standby the release can enable.
             draft.check(lane)
         return
-    if starts_nothing or lane.agent_id is None:
+    if starts_nothing or (lane.agent_id is None and not draft.gated):
         return
-    if lane.enabled is not False:
+    if lane.agent_id is not None and lane.enabled is not False:
         # Its next container must come back disabled: set the flag while none runs.
         draft.set_enabled(lane, False)
     elif draft.can_start(lane):

@@ -1,8 +1,8 @@
 """The planner: one pure function from the engine state and the time to the next actions.
 
-`decide(state, now)` looks at every slot (intent, lanes, what the pool and
-Docker last said) and returns the I/O steps to take now, whether the pool
-must be read on the fast cycle, and when to look again. The returned state
+`decide(state, now)` looks at every slot (intent, lanes, what the pool,
+Docker and the agents' own lines last said) and returns the I/O steps to take
+now and when to look again. The returned state
 marks those steps as in flight, so the same step is never planned twice. The
 supervisor's loop only carries the actions out and feeds their results back
 as observations (`transitions.apply`).
@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from gpuci_tui.core.engine.agent.start_gate import GoState
+from gpuci_tui.core.engine.agent.steps import GiveGo, ReadAgent
 from gpuci_tui.core.engine.lifecycle import (
     EngineState,
     Intent,
@@ -30,24 +32,15 @@ from gpuci_tui.core.engine.lifecycle import (
     SlotRecord,
     gate_of,
 )
+from gpuci_tui.core.engine.planning.draft import Draft
 from gpuci_tui.core.engine.planning.hold import plan_held
 from gpuci_tui.core.engine.planning.refused import steer
-from gpuci_tui.core.engine.planning.run import Draft, plan_run, take_out
+from gpuci_tui.core.engine.planning.run import plan_run, take_out
 from gpuci_tui.core.engine.rollout.progress import mark_outdated
+from gpuci_tui.core.engine.server_steps import CheckAgent, SetEnabled
 from gpuci_tui.core.engine.standby.auto import next_change_at, observe, retire_at, widened
-from gpuci_tui.core.engine.steps import (
-    Action,
-    CheckAgent,
-    FetchLogs,
-    RemoveContainer,
-    SetEnabled,
-    StartAgent,
-    StopAgent,
-)
+from gpuci_tui.core.engine.steps import Action, FetchLogs, RemoveContainer, StartAgent, StopAgent
 from gpuci_tui.core.engine.transitions.server import ORG_WAIT
-
-#: Read interval while some lane waits for a server-side step (see `Plan.poll_fast`).
-FAST_POLL = 1.0
 
 
 @dataclass(frozen=True)
@@ -55,9 +48,6 @@ class Plan:
     """What the loop should do now."""
 
     actions: tuple[Action, ...] = ()
-    poll_fast: bool = False
-    """Some lane waits for something only a fresh read of the pool can tell (a new
-    registration to disable, an absent name to confirm): read every `FAST_POLL` s."""
     wake_at: float | None = None
     """Plan again at this time even if nothing is observed (backoff end, grace end)."""
     forgotten: tuple[int, ...] = field(default=())
@@ -69,7 +59,6 @@ def decide(state: EngineState, now: float) -> tuple[EngineState, Plan]:
     if state.stopping and not state.stop_drain:
         return state, Plan()
     actions: list[Action] = []
-    fast = False
     wakes: list[float] = [t for t in (state.start_retry_at, state.server_retry_at) if t > now]
     forgotten: list[int] = []
     # "auto" standby: the depth the queue asks for, and when its hold-down ends.
@@ -104,12 +93,11 @@ def decide(state: EngineState, now: float) -> tuple[EngineState, Plan]:
         slot = _mark(draft)
         state = state.with_slot(slot)
         actions.extend(draft.actions)
-        fast = fast or draft.fast
         wakes.extend(draft.wakes)
         if slot.backoff_until is not None and slot.backoff_until > now:
             wakes.append(slot.backoff_until)
     wake = min(wakes) if wakes else None
-    return state, Plan(tuple(actions), fast, wake, tuple(forgotten))
+    return state, Plan(tuple(actions), wake, tuple(forgotten))
 
 
 def _finish_restart(slot: SlotRecord) -> SlotRecord:
@@ -169,16 +157,19 @@ def _mark(draft: Draft) -> SlotRecord:
 
 def _in_flight(lane: LaneRecord, action: Action) -> LaneRecord:
     if isinstance(action, StartAgent):
+        go = GoState.HELD if action.gated else GoState.NONE
         return replace(
-            lane, op=Op.START, phase=LanePhase.STARTING, early_exit=None, spec=action.spec
+            lane, op=Op.START, phase=LanePhase.STARTING, early_exit=None, spec=action.spec, go=go
         )
+    if isinstance(action, GiveGo):
+        return replace(lane, op=Op.GO, go=GoState.GIVEN)
     if isinstance(action, StopAgent):
         return replace(lane, op=Op.STOP, phase=LanePhase.STOPPING, stop_requested=True)
     if isinstance(action, RemoveContainer):
         return replace(lane, removing=action.container_id)
     if isinstance(action, SetEnabled):
         return replace(lane, op=Op.ENABLE if action.enabled else Op.DISABLE)
-    if isinstance(action, CheckAgent):
+    if isinstance(action, CheckAgent | ReadAgent):
         return replace(lane, op=Op.CHECK)
     if isinstance(action, FetchLogs):
         return replace(lane, logs_of=None, reading_logs=action.container_id)

@@ -10,9 +10,11 @@ hot standby's hand-over needs both, so intake falls back to the cold path, by ru
   lane is started again at once, without a PATCH: its new container registers
   with ``--replace``, which keeps the flag, so it comes back enabled and takes
   the next job after its start-up. Each lane then runs one job per start-up +
-  job, as a slot without standby does.
+  job, as a slot without standby does. With the start gate its container
+  waits for our go, which is written into the container (no call): its
+  registration's id and flag are known, so it gets the go at once.
 * **No disable while busy.** A busy active lane is never disabled for the
-  hand-over (`planner_run`): its registration is disabled after its exit,
+  hand-over (`planning.run`): its registration is disabled after its exit,
   together with the enabling of the standby. Disabled while busy, it would
   come back disabled if the refusal began meanwhile, and nothing could be
   enabled in its place until writes work.
@@ -34,8 +36,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from gpuci_tui.core.engine.agent.start_gate import GoState
 from gpuci_tui.core.engine.lifecycle import Lane, LanePhase, LaneRecord
-from gpuci_tui.core.engine.planning.run import Draft, left_behind
+from gpuci_tui.core.engine.planning.draft import Draft
+from gpuci_tui.core.engine.planning.gate import give_go
+from gpuci_tui.core.engine.planning.run import left_behind
 from gpuci_tui.core.engine.transitions.server import REFUSED
 
 #: What a slot taking jobs in place says (until the first answered call, `answered`).
@@ -73,6 +78,15 @@ def _while_refused(
             draft.say(IN_PLACE.format(name=active.name))
         return None  # it takes jobs, or will: nothing to decide
     lanes = [draft.slot.lane(lane) for lane in used]
+    gated = [lane for lane in lanes if lane.in_place and lane.held]
+    if gated:
+        # Restarted in place with the start gate: it waits for our go, which needs no
+        # call (its registration's id and flag are known and kept by the re-registration).
+        lane = gated[0]
+        draft.say(IN_PLACE.format(name=lane.name))
+        if lane.go is GoState.HELD and lane.agent_id is not None and lane.enabled is True:
+            give_go(draft, lane)
+        return lane
     enabled = [lane for lane in lanes if _enabled_offline(lane)]
     if not enabled:
         disabled = [lane.name for lane in lanes if lane.enabled is False]

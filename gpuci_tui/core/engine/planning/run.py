@@ -14,15 +14,18 @@ disabled while busy, it would come back disabled with nothing able to enable
 a lane until writes work.
 
 A lane name that was never registered comes back *enabled* when first
-registered. So a further lane of a slot is only ever registered for the
-first time while no other lane can take a job (disabled and confirmed idle,
-or gone): a one-time bootstrap per name, after which the registration exists.
+registered. With an image that has the start gate (`planning.gate`) that is
+harmless: the container waits for our go after registering, and is disabled
+before it gets it, so a further lane is registered whenever it is wanted. For
+an image without the gate a further lane of a slot is only ever registered
+for the first time while no other lane can take a job (disabled and confirmed
+idle, or gone): a one-time bootstrap per name, after which the registration
+exists.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from gpuci_tui.core.engine.lifecycle import (
     EngineState,
@@ -32,98 +35,21 @@ from gpuci_tui.core.engine.lifecycle import (
     LaneRecord,
     SlotRecord,
 )
+from gpuci_tui.core.engine.planning.draft import Draft
+from gpuci_tui.core.engine.planning.gate import (
+    choose_held,
+    identify,
+    prepare_held,
+    resend_assumed,
+    stop_held,
+    stop_refused,
+)
 from gpuci_tui.core.engine.standby.auto import registering, unused_why, within_cap
 from gpuci_tui.core.engine.steps import (
-    Action,
-    CheckAgent,
-    FetchLogs,
-    RemoveContainer,
-    SetEnabled,
-    StartAgent,
     StopAgent,
 )
 
 _PHASE_RANK = {LanePhase.READY: 0, LanePhase.BOOTING: 1, LanePhase.STARTING: 2}
-
-
-@dataclass
-class Draft:
-    """The decisions being made for one slot in one planning round."""
-
-    state: EngineState
-    slot: SlotRecord
-    now: float
-    actions: list[Action] = field(default_factory=list)
-    by_lane: list[tuple[Lane, Action]] = field(default_factory=list)
-    fast: bool = False
-    wakes: list[float] = field(default_factory=list)
-    message: str | None = None
-
-    def claimed(self, lane: LaneRecord) -> bool:
-        """The lane has an operation in flight or one planned this round.
-
-        Removing a dead container is not one: it concerns no live container and
-        not the registration (see `LaneRecord.removing`).
-        """
-        return lane.op is not None or any(
-            lane_id is lane.lane and not isinstance(action, RemoveContainer)
-            for lane_id, action in self.by_lane
-        )
-
-    def act(self, lane: LaneRecord, action: Action) -> bool:
-        """Plan ``action`` unless the lane is already busy with another operation."""
-        if isinstance(action, FetchLogs | RemoveContainer):
-            self.actions.append(action)
-            self.by_lane.append((lane.lane, action))
-            return True
-        if self.claimed(lane):
-            return False
-        self.actions.append(action)
-        self.by_lane.append((lane.lane, action))
-        return True
-
-    def say(self, message: str) -> None:
-        """Set the slot's message (the first one said in a round wins)."""
-        if self.message is None:
-            self.message = message
-
-    @property
-    def can_write(self) -> bool:
-        """Server writes may go ahead (the pool is known and not backing off)."""
-        return self.state.pool is not None and self.state.server_retry_at <= self.now
-
-    def can_start(self, lane: LaneRecord) -> bool:
-        """A container may be started in ``lane`` now."""
-        state, slot, now = self.state, self.slot, self.now
-        return (
-            not state.paused
-            and not state.stopping
-            and slot.intent in (Intent.RUN, Intent.RESTART)
-            and not slot.parked
-            and (slot.backoff_until is None or slot.backoff_until <= now)
-            and state.start_retry_at <= now
-            and not state.org_refused
-            and lane.name_free
-            and not self.claimed(lane)
-            and (lane.retry_at is None or lane.retry_at <= now)
-        )
-
-    def set_enabled(self, lane: LaneRecord, enabled: bool) -> bool:
-        """Plan a PATCH of the lane's flag when the server can be written to."""
-        if lane.agent_id is None or not self.can_write:
-            return False
-        return self.act(lane, SetEnabled(self.slot.number, lane.lane, lane.agent_id, enabled))
-
-    def check(self, lane: LaneRecord) -> bool:
-        """Plan a re-read of the lane's agent."""
-        if lane.agent_id is None or not self.can_write:
-            return False
-        return self.act(lane, CheckAgent(self.slot.number, lane.lane, lane.agent_id))
-
-    def start(self, lane: LaneRecord) -> bool:
-        """Plan a container start in ``lane``."""
-        spec = self.state.target_spec(self.slot.number)
-        return self.act(lane, StartAgent(self.slot.number, lane.lane, spec))
 
 
 def absent(lane: LaneRecord) -> bool:
@@ -140,13 +66,17 @@ def take_out(draft: Draft, lane: LaneRecord, why: str) -> None:
     """
     if not lane.live or draft.claimed(lane) or lane.phase is LanePhase.STOPPING:
         return
+    if lane.held:
+        stop_held(draft, lane)
+        draft.say(f"{why}: stopping {lane.name} at its start gate (no job possible)")
+        return
     if lane.job is not None:
         if lane.enabled is not False:
             draft.set_enabled(lane, False)
         draft.say(f"{why}: waiting for job {lane.job.request_id}")
         return
     if lane.agent_id is None:
-        draft.fast = True
+        identify(draft, lane)
         draft.say("waiting for the agent to register before disabling it")
         return
     if lane.enabled is not False:
@@ -186,6 +116,7 @@ def plan_run(draft: Draft, steer: Steer | None = None) -> None:
     def leaving(lane: LaneRecord) -> bool:
         return lane.container_id is not None and lane.container_id in slot.restart_ids
 
+    stop_refused(draft)
     capable = [lane for lane in slot.lanes if lane.capable]
     if len(capable) > 1:
         _settle_conflict(draft, capable, used)
@@ -202,6 +133,8 @@ def plan_run(draft: Draft, steer: Steer | None = None) -> None:
                 draft.say(f"{why}: {active.name} serves until the fresh standby is ready")
             else:
                 take_out(draft, active, why)
+        else:
+            resend_assumed(draft, active)
     else:
         active = _choose_active(draft, used, leaving)
     for lane in slot.lanes:
@@ -236,6 +169,20 @@ def _choose_active(
 ) -> LaneRecord | None:
     """No lane can take a job: pick the one that will, and start or enable it."""
     lanes = [draft.slot.lane(lane_id) for lane_id in used]
+    standbys = [
+        lane
+        for lane in lanes
+        if lane.live
+        and lane.disabled_idle
+        and not lane.held
+        and not lane.took_job  # ran its one job (--once): it is leaving
+        and not leaving(lane)
+        and lane.phase is not LanePhase.STOPPING
+        and not left_behind(draft.state, draft.slot, lane)
+    ]
+    held = [lane for lane in lanes if lane.held and not leaving(lane)]
+    if held and (chosen := choose_held(draft, held, standbys)) is not None:
+        return chosen  # lanes at the start gate: `planning.gate`
     # A registration that comes up enabled: never registered (done once per name,
     # ever), or enabled already (e.g. just enabled to be started as the active one).
     enabled = [
@@ -247,15 +194,6 @@ def _choose_active(
     if enabled:
         draft.start(enabled[0])
         return enabled[0]
-    standbys = [
-        lane
-        for lane in lanes
-        if lane.live
-        and lane.disabled_idle
-        and not leaving(lane)
-        and lane.phase is not LanePhase.STOPPING
-        and not left_behind(draft.state, draft.slot, lane)
-    ]
     if standbys:
         best = min(standbys, key=_rank)
         draft.set_enabled(best, True)
@@ -289,8 +227,13 @@ def _standby(draft: Draft, lane: LaneRecord, active: LaneRecord | None) -> None:
     """Rules for the lane that is not the active one of a running slot."""
     if draft.claimed(lane):
         return
+    if lane.held:
+        prepare_held(draft, lane)  # at the start gate: disabled, then the go
+        return
     if lane.live:
-        if not lane.disabled_idle and lane.enabled is False and lane.job is None:
+        if lane.disabled_idle:
+            resend_assumed(draft, lane)
+        elif lane.enabled is False and lane.job is None:
             draft.check(lane)
         return
     if lane.agent_id is not None and lane.enabled is not False:
@@ -299,28 +242,41 @@ def _standby(draft: Draft, lane: LaneRecord, active: LaneRecord | None) -> None:
         return
     if not draft.can_start(lane):
         return
-    if lane.agent_id is not None and lane.enabled is False:
+    if (lane.agent_id is not None and lane.enabled is False) or draft.gated:
+        # With the start gate, a registration that comes up enabled waits for our go:
+        # it is disabled first, so a lane is registered whenever it is wanted.
         draft.start(lane)
         return
     if not absent(lane):
-        # Registered or not? Only a fresh read of the pool can tell.
-        draft.fast = True
+        # Registered or not? Its container ended after the last read: ask by its name.
+        if draft.state.pool is not None:
+            identify(draft, lane, since=lane.ended_at or 0.0)
         return
+    _bootstrap(draft, lane, active)
+
+
+def _bootstrap(draft: Draft, lane: LaneRecord, active: LaneRecord | None) -> None:
+    """Register a lane name for the first time, for an image without the start gate.
+
+    Its registration comes up enabled and takes a job at once: so only while the
+    slot is idle (no job running, none queued) and its other lanes can take none
+    (the active one set aside, disabled and idle).
+    """
     if active is None or not active.capable or draft.claimed(active):
         return
-    if draft.slot.intent is not Intent.RUN or active.job is not None:
+    pool = draft.state.pool
+    queued = pool is not None and pool.queued_jobs > 0
+    if draft.slot.intent is not Intent.RUN or active.job is not None or queued:
         draft.say(f"standby: {lane.name} is registered once {active.name} has no job")
         return
     if active.enabled is not False and active.phase is LanePhase.READY:
-        # Bootstrap: set the idle active aside (disabled), then register this lane
-        # fresh; the set-aside agent becomes its standby.
+        # Set the idle active aside (disabled), then register this lane fresh; the
+        # set-aside agent becomes its standby.
         if draft.set_enabled(active, False):
             draft.say(f"standby: registering {lane.name}; {active.name} is set aside meanwhile")
     elif active.enabled is False and not active.idle_verified:
         draft.check(active)
-    elif active.phase in (LanePhase.STARTING, LanePhase.BOOTING):
-        # The bootstrap waits for the active agent to be seen ready: read fast until then.
-        draft.fast = True
+    # Still booting: its "Listening for Jobs" line (or the next read) makes it ready.
 
 
 def _fresh_standby_coming(draft: Draft, active: LaneRecord, used: tuple[Lane, ...]) -> bool:
@@ -365,7 +321,7 @@ def _settle_conflict(draft: Draft, capable: list[LaneRecord], used: tuple[Lane, 
         if lane is keep:
             continue
         if lane.agent_id is None:
-            draft.fast = True
+            identify(draft, lane, since=lane.said_registered or lane.started_at)
         elif lane.enabled is not False:
             draft.set_enabled(lane, False)
         else:

@@ -19,9 +19,11 @@ group's registrations), from what the engine sees (`observe`):
   ``hold_down`` seconds (they hold no job: they are stopped at once).
 
 A lane name registered for the first time comes up *enabled* (see
-`planner_run`), so a new lane is registered only while its slot is idle. With
-"auto", each slot registers its lanes up to the deepest it may use once, while
-idle (`registering`), and stops them again: later the depth grows by starting
+`planner_run`). With the start gate (`planning.gate`) that is harmless, and a
+lane is registered when the depth wants it, also while jobs wait. Without it a
+new lane is registered only while its slot is idle: with "auto", each slot
+registers its lanes up to the deepest it may use once, while idle
+(`registering`), and stops them again; later the depth grows by starting
 containers on existing, disabled registrations, which come back disabled. The
 price is ``slots x (1 + most)`` registrations in the pool (offline while not
 used) and, while the depth is up, one idle container per extra lane.
@@ -132,9 +134,9 @@ def wanted(
 def learn(auto: AutoStandby, state: EngineState, now: float) -> AutoStandby:
     """Start-ups and job lengths measured from the lanes as they are now.
 
-    The engine plans after every observation and reads the pool every second
-    while a lane boots, so both are good to about a second: enough to tell a
-    3-s job from a 9-s start-up.
+    The engine plans after every observation, and the agents' own lines say
+    when each is online and when it takes its job, so both are good to about a
+    second: enough to tell a 3-s job from a 9-s start-up.
 
     A start-up is remembered only while its container is the lane's current one
     (its start time still the lane's): one that never came online (crashed,
@@ -147,7 +149,7 @@ def learn(auto: AutoStandby, state: EngineState, now: float) -> AutoStandby:
     startup, job = auto.startup_s, auto.job_s
     names: set[str] = set()
     starts: set[tuple[str, float]] = set()
-    by_name: dict[str, list[tuple[str, int, float]]] = {}
+    by_name: dict[str, list[tuple[str, str, float]]] = {}
     for item in running:
         by_name.setdefault(item[0], []).append(item)
     for _, lane in state.lanes():
@@ -161,7 +163,8 @@ def learn(auto: AutoStandby, state: EngineState, now: float) -> AutoStandby:
                 elif key in booting:
                     booting.discard(key)
                     startup = now - lane.started_at
-        current = lane.job.request_id if lane.job is not None else None
+        # By container: one job per container (``--once``), known by a line or a read.
+        current = lane.container_id if lane.job is not None else None
         seen = by_name.get(lane.name, [])
         for item in set(seen):
             if item[1] != current:
@@ -381,8 +384,12 @@ def registering(
     ``never_registered``: the slot's lanes a read showed unregistered. One at a
     time, and only while nothing is queued and no lane of the slot has a job:
     the new registration comes up enabled, so the slot is set aside meanwhile.
+    Not with the start gate: a lane is then registered when the depth wants it
+    (it waits for our go, disabled first), so nothing is registered ahead.
     """
     if state.auto is None or slot.intent is not Intent.RUN or not state.standby:
+        return None
+    if state.gated(state.target_spec(slot.number)):
         return None
     pool = state.pool
     if pool is None or pool.queued_jobs > 0 or any(lane.job for lane in slot.lanes):

@@ -33,8 +33,8 @@ class AutoStandby:
     """The latest measured job length, as the engine saw it (0: none yet)."""
     booting: frozenset[tuple[str, float]] = frozenset()
     """(lane name, container start) of agents not seen online yet."""
-    running: frozenset[tuple[str, int, float]] = frozenset()
-    """(lane name, job request id, first seen) of jobs not seen ended yet."""
+    running: frozenset[tuple[str, str, float]] = frozenset()
+    """(lane name, container id, first seen) of jobs not seen ended yet."""
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from gpuci_tui.core.engine.agent.start_gate import GoState
+from gpuci_tui.core.engine.agent.steps import AgentSaid, GoGiven
 from gpuci_tui.core.engine.exits import count_failure, leftover_exit
 from gpuci_tui.core.engine.lifecycle import (
     EngineState,
@@ -20,11 +22,18 @@ from gpuci_tui.core.engine.lifecycle import (
     Op,
     SlotRecord,
 )
+from gpuci_tui.core.engine.server_steps import (
+    AgentChecked,
+    AgentWritten,
+    PoolRead,
+    PoolRole,
+    PoolUnread,
+    QueueRead,
+    ServerFailed,
+)
 from gpuci_tui.core.engine.settings import SupervisorConfig
 from gpuci_tui.core.engine.standby.auto import listed_slots
 from gpuci_tui.core.engine.steps import (
-    AgentChecked,
-    AgentWritten,
     Appeared,
     CudaChecked,
     Destroyed,
@@ -39,11 +48,7 @@ from gpuci_tui.core.engine.steps import (
     OutOfMemory,
     Output,
     PackageCached,
-    PoolRead,
-    PoolRole,
-    PoolUnread,
     Removed,
-    ServerFailed,
     Started,
     StartFailed,
     Stopped,
@@ -57,6 +62,7 @@ from gpuci_tui.core.engine.transitions.exit import (
 )
 from gpuci_tui.core.engine.transitions.gpu import cuda_checked, gpu_observed
 from gpuci_tui.core.engine.transitions.name_taken import name_taken
+from gpuci_tui.core.engine.transitions.output import agent_said, go_given
 from gpuci_tui.core.engine.transitions.pull import pull_failed
 from gpuci_tui.core.engine.transitions.server import server_step
 from gpuci_tui.core.models import ExitInfo, HealthSnapshot, HealthState, ImageUsed
@@ -66,6 +72,8 @@ from gpuci_tui.core.protocols import ContainerInfo
 TOKEN_RETRY = 30.0
 #: Pause of every start after the engine could not be reached (not counted against a slot).
 ENGINE_RETRY = 2.0
+#: Pause of a lane's start after its image turned out to have no start gate (not counted).
+GATE_RETRY = 1.0
 
 _LIVE_STATUSES = frozenset({"running", "restarting", "paused"})
 
@@ -84,6 +92,7 @@ def apply(state: EngineState, obs: Observation, rules: SupervisorConfig) -> Step
         case (
             PoolRead()
             | PoolUnread()
+            | QueueRead()
             | AgentWritten()
             | AgentChecked()
             | ServerFailed()
@@ -132,6 +141,10 @@ def apply(state: EngineState, obs: Observation, rules: SupervisorConfig) -> Step
             return Step(state.with_slot(_stopped(slot, obs)))
         case Removed():
             return Step(*container_removed(state, slot, obs))
+        case AgentSaid():
+            return Step(*agent_said(state, slot, obs))
+        case GoGiven():
+            return Step(*go_given(state, slot, obs, rules))
         case LogTail():
             for lane in slot.lanes:  # the read answered: the container may go now
                 if lane.reading_logs == obs.container_id:
@@ -147,9 +160,16 @@ def apply(state: EngineState, obs: Observation, rules: SupervisorConfig) -> Step
 
 
 def container_started(
-    lane: LaneRecord, container_id: str, at: float, image: ImageUsed | None = None
+    lane: LaneRecord,
+    container_id: str,
+    at: float,
+    image: ImageUsed | None = None,
+    go: GoState = GoState.NONE,
 ) -> LaneRecord:
-    """A container now occupies the lane; the registration facts are kept."""
+    """A container now occupies the lane; the registration facts are kept.
+
+    ``go``: where it is at the start gate (held when we started a gated one).
+    """
     return replace(
         lane,
         image=image or ImageUsed(),
@@ -169,18 +189,23 @@ def container_started(
         online=False,
         xids=(),
         startup_s=None,
+        go=go,
+        said_registered=None,
+        job_seen_at=0.0,
     )
 
 
 def _started(state: EngineState, slot: SlotRecord, obs: Started, rules: SupervisorConfig) -> Step:
     lane = slot.lane(obs.lane)
     early, gone = lane.early_exit, lane.early_destroyed
+    go = GoState.HELD if obs.gated else GoState.NONE
     lane = replace(
-        container_started(lane, obs.container_id, obs.at, obs.image),
+        container_started(lane, obs.container_id, obs.at, obs.image, go),
         early_exit=None,
         early_destroyed=None,
     )
     slot = replace(slot.with_lane(lane), message="")
+    state = _spec_gated(state, obs.spec or lane.spec, obs.gated)
     note = Note(
         "container_started",
         f"{lane.name} started ({obs.container_id[:12]})",
@@ -221,6 +246,12 @@ def _start_failed(
         )
     if obs.kind == "pull":
         return Step(*pull_failed(state, slot, lane, obs))
+    if obs.kind == "gate":
+        # The image lost its start gate (a re-tagged image): plan its spec without one.
+        lane = replace(lane, retry_at=obs.at + GATE_RETRY)
+        slot = replace(slot.with_lane(lane), message=f"{lane.name}: {obs.reason}")
+        note = Note("start_failed", f"{lane.name}: {obs.reason}", slot.number, agent=lane.name)
+        return Step(_spec_gated(state.with_slot(slot), lane.spec, False), (note,))
     if obs.kind == "token":
         slot = replace(slot, message=f"cannot start: {obs.reason}")
         new = replace(state.with_slot(slot), start_retry_at=obs.at + TOKEN_RETRY)
@@ -245,7 +276,7 @@ def _appeared(state: EngineState, slot: SlotRecord, obs: Appeared) -> Step:
     if lane.container_id is not None or lane.live or obs.container_id == lane.dying_id:
         return Step(state)
     # Started by someone else with our labels: adopt rather than duplicate.
-    lane = container_started(lane, obs.container_id, obs.at)
+    lane = container_started(lane, obs.container_id, obs.at, go=_adopted_go(obs.gated))
     note = Note(
         "container_adopted",
         f"{lane.name} adopted ({obs.container_id[:12]})",
@@ -282,6 +313,10 @@ def _listed(state: EngineState, obs: Listed, rules: SupervisorConfig) -> Step:
             dead.setdefault(key, set()).add(info.id)
             corpses.setdefault(key, []).append(info)
     outputs: list[Output] = []
+    gated_ids = {listed.info.id: listed.gated for listed in obs.containers}
+    for listed in obs.containers:
+        if listed.spec and listed.info.status in _LIVE_STATUSES:
+            state = _spec_gated(state, listed.spec, listed.gated)
     state = listed_slots(state, set(live), set(dead))
     for slot in state.slots:
         for lane in slot.lanes:
@@ -290,7 +325,10 @@ def _listed(state: EngineState, obs: Listed, rules: SupervisorConfig) -> Step:
             current = next((i for i in infos if i.id == lane.container_id), None)
             if current is None and infos and lane.op is None and not lane.live:
                 current = infos[0]
-                lane = container_started(lane, current.id, current.started_at or obs.at)
+                gated = gated_ids.get(current.id, False)
+                lane = container_started(
+                    lane, current.id, current.started_at or obs.at, go=_adopted_go(gated)
+                )
                 outputs.append(
                     Note(
                         "container_adopted", f"{lane.name} adopted ({current.id[:12]})", slot.number
@@ -322,3 +360,16 @@ def _listed(state: EngineState, obs: Listed, rules: SupervisorConfig) -> Step:
                 slot = state.slot(slot.number) or slot
     docker = HealthSnapshot(HealthState.OK, "", obs.at)
     return Step(replace(state, docker=docker), tuple(outputs))
+
+
+def _adopted_go(gated: bool) -> GoState:
+    """An adopted gated container may be past its gate: counted as given (`GoState.ASSUMED`)."""
+    return GoState.ASSUMED if gated else GoState.NONE
+
+
+def _spec_gated(state: EngineState, spec: str, gated: bool) -> EngineState:
+    """``state`` knowing whether new containers of ``spec`` wait at the start gate."""
+    if not spec or (spec in state.gated_specs) == gated:
+        return state
+    specs = state.gated_specs | {spec} if gated else state.gated_specs - {spec}
+    return replace(state, gated_specs=specs)

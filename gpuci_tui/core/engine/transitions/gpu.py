@@ -30,7 +30,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from gpuci_tui.core.engine.gpu_admission import CUDA_INCOMPATIBLE, GateKind, GateReading
-from gpuci_tui.core.engine.lifecycle import EngineState, Gate, SlotRecord
+from gpuci_tui.core.engine.lifecycle import EngineState, SlotRecord
+from gpuci_tui.core.engine.slot_gate import Gate
 from gpuci_tui.core.engine.steps import CudaChecked, GpuObserved, Note
 
 

@@ -15,22 +15,17 @@ from __future__ import annotations
 from dataclasses import replace
 
 from gpuci_tui.core.engine.agent_exit import AGENT_ERROR, CONFIG_FAILED
-from gpuci_tui.core.engine.lifecycle import (
-    EngineState,
-    LanePhase,
-    LaneRecord,
-    Op,
-    SlotRecord,
-)
-from gpuci_tui.core.engine.steps import (
+from gpuci_tui.core.engine.lifecycle import EngineState, LanePhase, LaneRecord, Op, SlotRecord
+from gpuci_tui.core.engine.server_steps import (
     AgentChecked,
     AgentWritten,
-    Note,
     PoolRead,
     PoolRole,
     PoolUnread,
+    QueueRead,
     ServerFailed,
 )
+from gpuci_tui.core.engine.steps import Note
 from gpuci_tui.core.engine.timings import measured_startup, with_gap
 from gpuci_tui.core.models import JobInfo, seen_job
 from gpuci_tui.core.protocols import Agent, JobRequest
@@ -43,7 +38,9 @@ ORG_WAIT = "waiting for the organisation: "
 #: What a slot says while the organisation refuses our calls (`planning.refused`).
 REFUSED = "the organisation refuses our calls: "
 
-ServerObservation = PoolRead | PoolUnread | AgentWritten | AgentChecked | ServerFailed | PoolRole
+ServerObservation = (
+    PoolRead | PoolUnread | QueueRead | AgentWritten | AgentChecked | ServerFailed | PoolRole
+)
 
 
 def server_step(state: EngineState, obs: ServerObservation) -> tuple[EngineState, tuple[Note, ...]]:
@@ -53,6 +50,8 @@ def server_step(state: EngineState, obs: ServerObservation) -> tuple[EngineState
             return pool_read(state, obs)
         case PoolUnread():
             return pool_unread(state, obs), ()
+        case QueueRead():
+            return queue_read(state, obs), ()
         case AgentWritten():
             return agent_written(state, obs)
         case AgentChecked():
@@ -105,7 +104,12 @@ def learn(lane: LaneRecord, agent: Agent | None, read_at: float) -> LaneRecord:
     online = agent is not None and agent.status == "online"
     if request is not None:
         job = job_info(request)
-        lane = replace(lane, job=job, seen_job=job, took_job=True, online=True)
+        if lane.job is not None and not lane.job.request_id:
+            job = replace(job, name=lane.job.name)  # the agent's line told of it first
+        lane = replace(lane, job=job, seen_job=job, took_job=True, online=True, job_seen_at=read_at)
+    elif read_at < lane.job_seen_at:
+        # Began before the job was seen (an agent's line): it cannot say the job is over.
+        lane = replace(lane, online=online or lane.online)
     else:
         kept = seen_job(lane.seen_job, lane.job)  # a job that ended stays this container's
         lane = replace(lane, job=None, seen_job=kept, online=online or lane.online)
@@ -119,8 +123,8 @@ def learn(lane: LaneRecord, agent: Agent | None, read_at: float) -> LaneRecord:
 
 def _job_note(before: LaneRecord, after: LaneRecord, slot: int) -> Note | None:
     job = after.job
-    if job is None or (before.job is not None and before.job.request_id == job.request_id):
-        return None
+    if job is None or (before.job is not None and before.job.request_id in (0, job.request_id)):
+        return None  # known already (a job only the agent's line told of is the same job)
     return Note("job_assigned", f"{after.name} runs job {job.request_id}", slot, agent=after.name)
 
 
@@ -167,6 +171,22 @@ def pool_unread(state: EngineState, obs: PoolUnread) -> EngineState:
     return replace(state, server_retry_at=retry, refusal=obs.message)
 
 
+def queue_read(state: EngineState, obs: QueueRead) -> EngineState:
+    """A read of the queue alone: the pool's job counts move on, its agents stay as read."""
+    if state.pool is None:
+        return state  # the first read of the pool reads its agents too
+    pool = replace(
+        state.pool,
+        queued_jobs=obs.queued_jobs,
+        running_jobs=obs.running_jobs,
+        jobs_read_at=obs.at,
+        waiting=obs.waiting,
+        queued_capped=obs.queued_capped,
+    )
+    # An answered read, as a read of the agents is: a refusal is over.
+    return answered(replace(state, pool=pool, server_retry_at=0.0))
+
+
 def agent_written(state: EngineState, obs: AgentWritten) -> tuple[EngineState, tuple[Note, ...]]:
     """Our PATCH of ``enabled`` returned the agent."""
     slot = state.slot(obs.slot)
@@ -180,9 +200,10 @@ def agent_written(state: EngineState, obs: AgentWritten) -> tuple[EngineState, t
         agent_id=agent.id,
         enabled=agent.enabled,
         status=agent.status,
-        # Disabled with no container: no session, so no job can reach it. With a
-        # container, a job may have been handed out just before: re-read first.
-        idle_verified=agent.enabled is False and not lane.live,
+        # Disabled with no container, or one held at the start gate: no session, so no
+        # job can reach it. Otherwise a job may have been handed out just before:
+        # re-read first.
+        idle_verified=agent.enabled is False and (not lane.live or lane.held),
         known_at=obs.at,
         in_place=False,  # written: the usual rules have it again
     )

@@ -1,18 +1,24 @@
-"""The pool observer: reads our agents in one call per cycle and keeps Azure's health.
+"""The pool observer: reads our agents and the queue on a slow cadence and keeps Azure's health.
 
-Each cycle lists our lanes' agents (with their assigned jobs and their last
+The host learns first from its own side (Docker's events, the agents' own
+output lines); the organisation's reads confirm and fill in. A read of the
+agents lists our lanes' agents (with their assigned jobs and their last
 finished request) in one call and hands an immutable `PoolView` to the engine;
 it never calls per slot, and the service filters the pool for us (`pool_scope`:
 ``demands``), so the cost grows neither with our slots nor with the other hosts
 sharing the pool. Once an hour (or when a prune asks) a cycle also reads this
 host's agents with capabilities (other instances' stale registrations) and, every
 six hours, the whole pool's names (agents on our names the filter hides); how, and
-what a refused filter costs, is `pool_reads`. The engine says
-when it needs the fast cycle (`set_fast`): while some lane waits for a fact
-only a fresh read can give.
+what a refused filter costs, is `pool_reads`. When each read is due (the agents
+every ``poll_interval`` and after job ends, the queue every third cycle and after
+a job start, in place of the agents' read on an idle host) is `read_times`.
 
-Failures never stop local replenishing: the observer backs off (longer for
-auth failures, as told for rate limits) and the health says why. The
+A fact only the organisation has (a new registration's id) is read by the
+engine's `ReadAgent` (one agent, by name), through the executor.
+
+Failures never stop local replenishing: the observer backs off (as told by a
+``Retry-After``, one poll interval while the organisation is down, longer for
+auth failures) and the health says why. The
 engine's own writes report their failures here too (`failed`), so one
 health and one backoff cover every call to the organisation. A failed read
 is the engine's news too (`PoolUnread`): it keeps its slots taking jobs
@@ -33,7 +39,8 @@ from collections.abc import Callable
 from gpuci_tui.core.azure.demands import waiting_for_agents
 from gpuci_tui.core.engine.agent_versions import demanded_version
 from gpuci_tui.core.engine.pool_view import PoolView
-from gpuci_tui.core.engine.steps import Observation, PoolRead, PoolRole, PoolUnread
+from gpuci_tui.core.engine.server_steps import PoolRead, PoolRole, PoolUnread, QueueRead
+from gpuci_tui.core.engine.steps import Observation
 from gpuci_tui.core.errors import (
     AzureAuthError,
     AzureError,
@@ -41,6 +48,7 @@ from gpuci_tui.core.errors import (
     AzureNotFoundError,
     AzureRateLimitError,
     AzureScopeError,
+    AzureServerError,
     AzureUnreachableError,
 )
 from gpuci_tui.core.host.observers.pool_reads import (
@@ -55,23 +63,16 @@ from gpuci_tui.core.host.observers.pool_role import (
     refusal,
 )
 from gpuci_tui.core.host.observers.pool_scope import ReadScope
+from gpuci_tui.core.host.observers.read_times import CAPABILITIES_INTERVAL, ReadTimes
 from gpuci_tui.core.models import HealthSnapshot, HealthState
 from gpuci_tui.core.protocols import Agent, AgentPoolApi, JobRequest, Pool, at_cap
 from gpuci_tui.core.secrets.credentials import Credential, renewal_due
 
 log = logging.getLogger("gpuci_tui.supervisor.azure")
 
-#: Read interval while the engine waits for a server-side fact.
-FAST_INTERVAL = 1.0
-#: Job requests (queue depth) are read this often while no job starts or ends here.
-JOBREQUESTS_INTERVAL = 30.0
-#: After a job started or ended here, the queue is read again, but not sooner than this
-#: after its last read (a burst of job ends costs one read, not one per job).
-JOBREQUESTS_MIN_GAP = 2.0
 MAX_ERROR_BACKOFF = 60.0
-#: One cycle this often reads the whole pool with capabilities (the stale-registration and
-#: foreign-name checks) instead of our agents: at 5,000 agents that answer is ~7 MB.
-CAPABILITIES_INTERVAL = 3600.0
+#: A read our own cap held back comes again no sooner than this.
+HELD_BACK_RETRY = 1.0
 #: While the organisation fails, how often a write or history read waiting for the
 #: observer's probe looks again (a look sends nothing).
 PROBE_WAIT = 1.0
@@ -120,11 +121,10 @@ class PoolObserver:
         """Why the organisation refuses our identity the pool (empty: it does not)."""
         self._report = report
         self._wake = asyncio.Event()
-        self._fast_for: dict[object, bool] = {}
         self._error_streak = 0
         self._pat_warned = ""
-        self._next_jobrequests = 0.0
-        self._jobs_read_at: float | None = None
+        self.times = ReadTimes(interval)
+        """When each read is due (`read_times`)."""
         self._queued = 0
         self._queued_capped = False
         self._waiting: tuple[str, ...] = ()
@@ -135,7 +135,6 @@ class PoolObserver:
         """Called after each read of the agents with its view and whether it is the first
         answer since a failed call (the job recorders: their agents' finished requests)."""
         self._failed_since_read = False
-        self._next_capabilities = 0.0
         self.demanded_version: str | None = None
         """The highest agent version queued jobs demand (None: none demand one)."""
         self.scope = scope
@@ -145,22 +144,32 @@ class PoolObserver:
     # ------------------------------------------------------------------ steering
 
     def poll_soon(self) -> None:
-        """Read now (after a command)."""
-        self._wake.set()
+        """Read the agents now (after a command)."""
+        if self.times.ask(self.clock()):
+            self._wake.set()
 
-    def jobs_changed(self) -> None:
-        """A job started or ended here: the queue and running counts are stale, read them soon.
+    def job_ended(self) -> None:
+        """A job ended here: read the agents once, soon, in a read the ends around it share.
 
-        The read comes with the next cycle, which this wakes; the queue is read
-        again no sooner than `JOBREQUESTS_MIN_GAP` after its last read. Nothing
-        while the organisation is backing off: the backoff decides when to call.
+        The read confirms and fills in what the host saw (the next job's request and
+        queue times). Nothing while the organisation is backing off: the backoff
+        decides when to call. The queue is not read for it: it stays periodic.
         """
-        if self.blocked_until() > self.clock() or self.health.state is not HealthState.OK:
-            return
-        if self._jobs_read_at is not None:
-            due = self._jobs_read_at + JOBREQUESTS_MIN_GAP
-            self._next_jobrequests = min(self._next_jobrequests, due)
-        self._wake.set()
+        if self._calling() and self.times.job_ended(self.clock()):
+            self._wake.set()
+
+    def job_started(self) -> None:
+        """A job started here: read the queue a moment later (a burst shows), once per 10 s.
+
+        The agents' own lines say which lanes are busy; only the queue says how many
+        jobs wait behind them ("auto" standby grows on it). Nothing while backing off.
+        """
+        if self._calling() and self.times.job_started(self.clock()):
+            self._wake.set()
+
+    def _calling(self) -> bool:
+        """The organisation answers and no backoff holds our calls."""
+        return self.blocked_until() <= self.clock() and self.health.state is HealthState.OK
 
     def check_role_soon(self) -> None:
         """A registration failed (or a write got a 403): ask whether the role is still there.
@@ -178,18 +187,9 @@ class PoolObserver:
 
     def want_capabilities(self) -> None:
         """Read the agents with their capabilities now (a dry run or prune asked for them)."""
-        self._next_capabilities = 0.0
+        self.times.next_capabilities = 0.0
+        self.times.ask(self.clock())
         self._wake.set()
-
-    def set_fast(self, fast: bool, client: object = None) -> None:
-        """Use the fast cycle while some client (a supervisor sharing this pool) asks for it.
-
-        A switch to fast reads at once.
-        """
-        was = self.fast
-        self._fast_for[client] = fast
-        if fast and not was:
-            self._wake.set()
 
     def blocked_until(self) -> float:
         """Until when calls other than this observer's reads wait (0.0: they may go now).
@@ -205,22 +205,17 @@ class PoolObserver:
             return 0.0
         return max(self.health.retry_at, self.clock() + PROBE_WAIT)
 
-    @property
-    def fast(self) -> bool:
-        """Whether the fast cycle is on."""
-        return any(self._fast_for.values())
-
     # ------------------------------------------------------------------ loop
 
     async def run(self, deliver: Callable[[Observation], None]) -> None:
         """Read until cancelled, handing every successful read to ``deliver``."""
         while True:
-            delay = await self.cycle(deliver)
             self._wake.clear()
+            delay = await self.cycle(deliver) if self.due() else self.until_due()
             if self.blocked_until() > self.clock():
-                # A backoff is not cut short by a wake: a command or a lane that wants
-                # the fast cycle during an outage would otherwise hammer a failing
-                # organisation (or ignore its Retry-After).
+                # A backoff is not cut short by a wake: a command or a job end during
+                # an outage would otherwise hammer a failing organisation (or ignore
+                # its Retry-After).
                 await asyncio.sleep(delay)
                 continue
             # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a
@@ -230,26 +225,45 @@ class PoolObserver:
                 async with asyncio.timeout(delay):
                     await self._wake.wait()
 
+    def due(self) -> bool:
+        """Some read is due now (agents, queue, the hourly check or the role check)."""
+        return self.until_due() <= 0.0
+
+    def until_due(self) -> float:
+        """Seconds until the next read is due (0.0: now)."""
+        due = self.times.next_due(self._watched)
+        if self._pool is not None and isinstance(self.api, PoolRoleApi):
+            due = min(due, self._next_role)
+        return max(0.0, due - self.clock())
+
+    @property
+    def _watched(self) -> bool:
+        """The hourly check is wanted: a stale watch listens, or the reads are filtered."""
+        return self.on_capabilities is not None or self.scope is not None
+
     async def cycle(self, deliver: Callable[[Observation], None]) -> float:
-        """One read of the pool; returns the delay until the next."""
+        """The reads that are due, in one go; returns the delay until the next."""
+        times = self.times
         try:
             if self.pool_id is None:
                 pool = await asyncio.to_thread(self.api.resolve_pool, self.pool_name)
                 self.pool_id, self._pool = pool.id, pool
             began = self.clock()
-            watched = self.on_capabilities is not None or self.scope is not None
-            full = watched and began >= self._next_capabilities
-            everyone, agents = await self.reads.read(self.pool_id, began, full)
-            if began >= self._next_jobrequests:
+            full = self._watched and times.capabilities_due(began)
+            read_agents, read_queue = times.reads_due(began, full)
+            everyone: tuple[Agent, ...] = ()
+            agents: tuple[Agent, ...] | None = None
+            if read_agents:
+                everyone, agents = await self.reads.read(self.pool_id, began, full)
+            if read_queue:
                 requests = await asyncio.to_thread(self.api.list_job_requests, self.pool_id)
                 self._count_requests(requests)
-                self._jobs_read_at = began
-                self._next_jobrequests = began + JOBREQUESTS_INTERVAL
+                times.queue_read(began)
             role = await self._check_role(began)
         except AzureHeldBackError as exc:
             # Our own cap, not the organisation: its health stays; the read comes again.
             log.debug("%s", exc)
-            return max(exc.retry_after, FAST_INTERVAL)
+            return max(exc.retry_after, HELD_BACK_RETRY)
         except AzureError as exc:
             if isinstance(exc, AzureNotFoundError):
                 self.pool_id = None  # the pool was deleted or renamed: resolve it again
@@ -258,31 +272,36 @@ class PoolObserver:
             deliver(PoolUnread(self.clock(), self.health.retry_at or self.clock(), str(exc)))
             return delay
         self.answered()
-        view = PoolView(
-            pool_id=self.pool_id,
-            began_at=began,
-            agents=agents,
-            queued_jobs=self._queued,
-            running_jobs=self._running,
-            jobs_read_at=self._jobs_read_at,
-            waiting=self._waiting,
-            queued_capped=self._queued_capped,
-            ours_only=self.scope is not None,
-        )
-        deliver(PoolRead(view))
-        recovered, self._failed_since_read = self._failed_since_read, False
-        for listener in self.on_read:
-            listener(view, recovered)
+        if agents is not None:
+            times.agents_read(began)
+            view = PoolView(
+                pool_id=self.pool_id,
+                began_at=began,
+                agents=agents,
+                queued_jobs=self._queued,
+                running_jobs=self._running,
+                jobs_read_at=times.queue_read_at,
+                waiting=self._waiting,
+                queued_capped=self._queued_capped,
+                ours_only=self.scope is not None,
+            )
+            deliver(PoolRead(view))
+            recovered, self._failed_since_read = self._failed_since_read, False
+            for listener in self.on_read:
+                listener(view, recovered)
+        elif read_queue:
+            queue = QueueRead(
+                self._queued, self._running, began, self._waiting, self._queued_capped
+            )
+            deliver(queue)
         if role is not None:
             deliver(role)
         if full:
             again = UNMARKED_RECHECK if self.reads.unmarked else CAPABILITIES_INTERVAL
-            self._next_capabilities = began + again
+            times.next_capabilities = began + again
             if self.on_capabilities is not None:
                 self.on_capabilities(everyone, began)
-        delay = FAST_INTERVAL if self.fast else self.interval
-        # A queue read asked for by a job change and held back by the gap comes on time.
-        return max(0.0, min(delay, self._next_jobrequests - self.clock()))
+        return self.until_due()
 
     async def _check_role(self, began: float) -> PoolRole | None:
         """Ask whether our identity may manage the pool, when a check is due (one GET)."""
@@ -340,9 +359,13 @@ class PoolObserver:
             state, delay = HealthState.AUTH_FAILED, MAX_ERROR_BACKOFF
             if isinstance(exc, AzureScopeError):
                 self.check_role_soon()  # a 403 on a write: is the pool's role gone?
-        elif isinstance(exc, AzureUnreachableError):
-            state = HealthState.UNREACHABLE
-            delay = min(2.0 * 2 ** (self._error_streak - 1), MAX_ERROR_BACKOFF)
+        elif isinstance(exc, AzureUnreachableError | AzureServerError):
+            state = (
+                HealthState.UNREACHABLE
+                if isinstance(exc, AzureUnreachableError)
+                else HealthState.ERROR
+            )
+            delay = self.outage_delay(exc)
         else:
             state = HealthState.ERROR
             delay = min(2.0 * 2 ** (self._error_streak - 1), MAX_ERROR_BACKOFF)
@@ -351,6 +374,19 @@ class PoolObserver:
             self._report("azure_error", str(exc))
         self.health = HealthSnapshot(state, message, now, now + delay, *self._identity())
         return delay
+
+    def outage_delay(self, exc: AzureUnreachableError | AzureServerError) -> float:
+        """Seconds until the next probe of an organisation that is down (5xx, unreachable).
+
+        What it asks (a 5xx's ``Retry-After``), else one poll interval, however long
+        it has failed: a failing organisation is probed once per interval, as a
+        healthy one is read, and the first read after it is back comes within one
+        interval. A backoff that grew past the interval (2, 4, 8 ... 60 s; the
+        engine's failed writes lengthen the streak too) left lanes waiting up to
+        a minute on an organisation that had answered again for most of it.
+        """
+        told = exc.retry_after if isinstance(exc, AzureServerError) else None
+        return max(told, 1.0) if told is not None else self.interval
 
     def _identity(self) -> tuple[str, float | None]:
         """The client's credential in words (unless a plain PAT) and a PAT's expiry.

@@ -13,24 +13,30 @@ from collections.abc import Awaitable, Callable, Mapping
 
 from gpuci_tui.core.config.loader import Config, config_hash
 from gpuci_tui.core.docker.agentspec import (
+    GO_FILE,
     LABEL_INSTANCE,
     LABEL_STATE_DIR,
     build_spec,
+    gated_of,
+    image_gated,
     name_holder,
 )
+from gpuci_tui.core.engine.agent.steps import GiveGo, GoGiven, ReadAgent
 from gpuci_tui.core.engine.lifecycle import Lane
-from gpuci_tui.core.engine.steps import (
-    Action,
+from gpuci_tui.core.engine.server_steps import (
     AgentChecked,
     AgentWritten,
     CheckAgent,
+    ServerFailed,
+    SetEnabled,
+)
+from gpuci_tui.core.engine.steps import (
+    Action,
     FetchLogs,
     LogTail,
     Observation,
     RemoveContainer,
     Removed,
-    ServerFailed,
-    SetEnabled,
     StartAgent,
     Started,
     StartFailed,
@@ -43,12 +49,13 @@ from gpuci_tui.core.errors import (
     AzureNotFoundError,
     ContainerNameConflictError,
     GpuciError,
+    ImageLabelMissingError,
     RuntimeUnavailableError,
 )
 from gpuci_tui.core.host.images.puller import ImagePuller
 from gpuci_tui.core.host.observers.pool import PoolObserver
 from gpuci_tui.core.packages import AgentPackageMount
-from gpuci_tui.core.protocols import AgentPoolApi, ContainerRuntime, TokenSource
+from gpuci_tui.core.protocols import Agent, AgentPoolApi, ContainerRuntime, TokenSource
 from gpuci_tui.core.secrets.redaction import redact_lines
 
 
@@ -109,11 +116,13 @@ class Executor:
         self.capabilities: Callable[[Config, int], Mapping[str, str]] | None = None
         """The slot's GPU capabilities, given to its agents as environment (set by assembly)."""
         self.agent_package = agent_package
+        self._image_gates: dict[str, bool] = {}
+        """Whether each image reference honours the start gate, as last seen."""
 
     async def run(self, action: Action) -> Observation | None:
         """Carry out ``action``."""
         if isinstance(action, StartAgent):
-            return await self._start(action.slot, action.lane, action.spec)
+            return await self._start(action.slot, action.lane, action.spec, action.gated)
         if isinstance(action, StopAgent):
             return await self._stop(action)
         if isinstance(action, RemoveContainer):
@@ -125,8 +134,10 @@ class Executor:
                 error = str(exc) or type(exc).__name__
                 return Removed(action.slot, action.lane, action.container_id, error, self.clock())
             return Removed(action.slot, action.lane, action.container_id)
-        if isinstance(action, SetEnabled | CheckAgent):
+        if isinstance(action, SetEnabled | CheckAgent | ReadAgent):
             return await self._server(action)
+        if isinstance(action, GiveGo):
+            return await self._go(action)
         if isinstance(action, FetchLogs):
             # Best effort, but always answered: the container is removed after the answer.
             try:
@@ -143,7 +154,9 @@ class Executor:
         self.config = config
         self.specs[config_hash(config)] = config
 
-    async def _start(self, slot: int, lane: Lane, wanted: str = "") -> Observation:
+    async def _start(
+        self, slot: int, lane: Lane, wanted: str = "", gated: bool = False
+    ) -> Observation:
         try:
             token = await asyncio.to_thread(self.tokens.get_token, self.config.azure.url)
         except GpuciError as exc:
@@ -163,6 +176,9 @@ class Executor:
             agent_dir_root=self.agent_dir_root,
             capabilities=found,
             agent_package=package,
+            # With the gate whenever the image has it (checked again by the start);
+            # always when the engine planned the start as gated (it relies on it).
+            gate=gated or await self._image_gated(config.agents.image),
         )
         root = self.agent_dir_root
         for host, _target, _mode in spec.extra_mounts:
@@ -176,14 +192,40 @@ class Executor:
             ours = spec.labels.get(LABEL_INSTANCE, "")
             holder = name_holder(exc.holder, ours) if exc.holder is not None else None
             return StartFailed(slot, lane, "conflict", str(exc), self.clock(), holder)
+        except ImageLabelMissingError as exc:
+            self._image_gates[spec.image] = False
+            return StartFailed(slot, lane, "gate", str(exc), self.clock())
         except RuntimeUnavailableError as exc:
             return StartFailed(slot, lane, "engine", str(exc), self.clock())
         except GpuciError as exc:
             reason = await self._no_pull(str(exc), spec.image)
             return StartFailed(slot, lane, "start", reason, self.clock())
         at = info.started_at or self.clock()
+        self._image_gates[spec.image] = image_gated(info.labels)  # the image as it ran
         mounted = package.version if package is not None else ""
-        return Started(slot, lane, info.id, at, image_used(info), config_hash(config), mounted)
+        return Started(
+            slot,
+            lane,
+            info.id,
+            at,
+            image_used(info),
+            config_hash(config),
+            mounted,
+            gated_of(info.labels),
+        )
+
+    async def _image_gated(self, image: str) -> bool:
+        """Whether ``image`` has the start gate: its label, read once, then as each start saw it."""
+        if image not in self._image_gates:
+            inspect = getattr(self.runtime, "image_config", None)
+            try:
+                found = await asyncio.to_thread(inspect, image) if inspect is not None else None
+            except Exception:  # noqa: BLE001 - unknown: started without the gate, as before
+                found = None
+            if found is None:
+                return False  # absent (to be pulled) or not readable: asked again next time
+            self._image_gates[image] = image_gated(found.labels)
+        return self._image_gates[image]
 
     async def _no_pull(self, message: str, image: str) -> str:
         """``message``, plus why no pull starts when the image is missing and the disk is full."""
@@ -204,7 +246,16 @@ class Executor:
             return Stopped(action.slot, action.lane, str(exc))
         return Stopped(action.slot, action.lane)
 
-    async def _server(self, action: SetEnabled | CheckAgent) -> Observation:
+    async def _go(self, action: GiveGo) -> Observation:
+        """Put the go file into a gated container (its start.sh then runs the agent)."""
+        try:
+            await asyncio.to_thread(self.runtime.put_file, action.container_id, GO_FILE, "go\n")
+        except Exception as exc:  # noqa: BLE001 - unanswered, the lane would wait forever
+            error = str(exc) or type(exc).__name__
+            return GoGiven(action.slot, action.lane, action.container_id, self.clock(), error)
+        return GoGiven(action.slot, action.lane, action.container_id, self.clock())
+
+    async def _server(self, action: SetEnabled | CheckAgent | ReadAgent) -> Observation:
         pool_id = self.pool.pool_id
         began = self.clock()
         if pool_id is None:
@@ -226,10 +277,18 @@ class Executor:
                 )
                 self.pool.answered()
                 return AgentWritten(action.slot, action.lane, agent, self.clock())
-            found = await asyncio.to_thread(self.api.get_agent, pool_id, action.agent_id)
+            if isinstance(action, ReadAgent):
+                found = await asyncio.to_thread(self._agent_named, pool_id, action.name)
+            else:
+                found = await asyncio.to_thread(self.api.get_agent, pool_id, action.agent_id)
             self.pool.answered()
             return AgentChecked(action.slot, action.lane, found, began)
         except AzureError as exc:
             delay = self.pool.failed(exc)
             gone = isinstance(exc, AzureNotFoundError)
             return ServerFailed(action.slot, action.lane, str(exc), self.clock() + delay, gone)
+
+    def _agent_named(self, pool_id: int, name: str) -> Agent | None:
+        """The pool's agent called ``name`` (one read, ``agentName=``), or None."""
+        agents = self.api.list_agents(pool_id, agent_name=name)
+        return next((agent for agent in agents if agent.name.lower() == name.lower()), None)

@@ -3,9 +3,10 @@
 It is a small loop around pure parts (see README "How the supervisor works"):
 
 * `transitions.apply` folds every observation into the `EngineState`:
-  Docker events and listings (`ContainerObserver`), reads of the pool
-  (`PoolObserver`, one agents-list call per cycle, never per slot), and the
-  results of the engine's own actions.
+  Docker events and listings (`ContainerObserver`), what the agents say in
+  their output (`OutputFollower`), reads of the pool (`PoolObserver`, one
+  agents-list call per read, never per slot), and the results of the engine's
+  own actions.
 * `planner.decide` turns the state and the time into actions; the
   `Executor` carries them out in threads and answers with observations.
 * `commands.apply_command` changes intents; `preview.preview` says what a
@@ -45,6 +46,7 @@ from gpuci_tui.core.engine.transitions.server import REGISTRATION_EXITS
 from gpuci_tui.core.host.gpus.gates import clear_gpu
 from gpuci_tui.core.host.gpus.slot_gpus import SlotGpus
 from gpuci_tui.core.host.observers.containers import ContainerObserver
+from gpuci_tui.core.host.observers.output import OutputFollower
 from gpuci_tui.core.host.observers.pool import PoolObserver
 from gpuci_tui.core.host.observers.pool_scope import read_scope
 from gpuci_tui.core.host.reporter import Broadcaster, Reporter, Update, report_note
@@ -157,6 +159,8 @@ class Supervisor:
             role_retry=config.supervisor.role_retry,
         )
         self.containers = ContainerObserver(runtime, self.labels, clock=clock)
+        self.output = OutputFollower(runtime, clock=clock)
+        """Follows each live container's output for what its agent says (hints)."""
         self.executor = Executor(
             config,
             api=api,
@@ -201,6 +205,7 @@ class Supervisor:
         self.started_at = self.clock()
         self._load_intent()
         self.containers.follow(loop, self.deliver)
+        self.output.bind(loop, self.deliver)
         try:
             self._observe(await self.containers.listing())
             if self._owns_pool:
@@ -209,6 +214,7 @@ class Supervisor:
             await self._loop()
         finally:
             self.containers.stop()
+            self.output.stop()
             await self._tasks.cancel()  # bounded (see TaskSet.cancel)
             self.reporter.event("supervisor_stopped", "supervisor stopped; agents left running")
             self.reporter.publish_now()
@@ -359,11 +365,18 @@ class Supervisor:
         self.state = step.state
         if moved:
             self._save_intent()  # the roll-out's progress survives a restart (`rollout_intent`)
+        # Follow what each live container says (a container's facts come from its output).
+        self.output.track(
+            (slot.number, lane.lane, lane.container_id)
+            for slot, lane in self.state.lanes()
+            if lane.container_id is not None
+        )
         for output in step.outputs:
-            if isinstance(output, JobEnded) or (isinstance(output, Note) and output.job_started):
-                # The queue and the running count changed with it: read them now,
-                # not at the next periodic read of the job requests (up to 30 s).
-                self.pool.jobs_changed()
+            if isinstance(output, JobEnded):
+                # One read of the agents confirms it (shared by the job ends around it).
+                self.pool.job_ended()
+            elif isinstance(output, Note) and output.job_started:
+                self.pool.job_started()  # how many wait behind it: a queue read, soon
             if isinstance(output, Note):
                 report_note(self.reporter, output)
             elif self._on_job_finished is not None:
@@ -379,7 +392,6 @@ class Supervisor:
             self.reporter.event("slot_removed", f"slot {number} retired", number)
         for action in plan.actions:
             self._tasks.spawn(self._carry_out(action))
-        self.pool.set_fast(plan.poll_fast, client=self)
         self._wake_at = plan.wake_at
         if plan.actions or plan.forgotten:
             self.reporter.changed()
