@@ -171,7 +171,9 @@ class Step(VerticalScroll):
         line.scroll_visible(animate=False)
         focused = self.screen.focused
         if focused is not None and focused in self.query("*"):
-            focused.scroll_visible(animate=False)
+            # After the next refresh, not now: the message's new lines may not be laid out
+            # yet, and a later layout would scroll the field away again (seen under load).
+            self.call_after_refresh(focused.scroll_visible, animate=False)
 
     @property
     def message(self) -> str:

@@ -52,6 +52,8 @@ class _Row:
 
     view: bool
     exit: bool
+    at: float
+    """When this daemon learned of the request (its clock): rows are forgotten by it."""
 
 
 @dataclass(frozen=True)
@@ -72,13 +74,15 @@ class HistoryBook:
         instance: str,
         clock: Callable[[], float],
         *,
-        grace: float = GRACE,
+        grace: float | None = None,
     ) -> None:
-        """Keep ``instance``'s rows in ``history``; ``grace``: see `GRACE`."""
+        """Keep ``instance``'s rows in ``history``; ``grace``: see `GRACE` (None: that, read
+        when the book is made, like the other windows, so a harness can scale them).
+        """
         self.history = history
         self.instance = instance
         self.clock = clock
-        self.grace = grace
+        self.grace = GRACE if grace is None else grace
         self.born = clock()
         """When this daemon began: a job that ended before cannot be seen ending by it."""
         self.started = False
@@ -113,9 +117,9 @@ class HistoryBook:
             for agent_id in ids:
                 self._agents.setdefault(agent_id, "")
         since = self._through - MARGIN
-        for request_id, (view, host) in self.history.requests_since(self.instance, since).items():
-            self._rows[request_id] = _Row(view, host)
         now = self.clock()
+        for request_id, (view, host) in self.history.requests_since(self.instance, since).items():
+            self._rows[request_id] = _Row(view, host, now)
         for row in self.history.unmatched_since(self.instance, since):
             if row.id is not None:
                 self._exits[row.id] = (RanJob(row.agent, row.started_at, row.ended_at), now)
@@ -183,7 +187,7 @@ class HistoryBook:
             record = dataclasses.replace(record, request_id=request_id)
         self.history.add(record)
         view = finished is not None or (before is not None and before.view)
-        self._rows[request_id] = _Row(view, True)
+        self._rows[request_id] = _Row(view, True, before.at if before else now)
         self._open.pop(request_id, None)
         if before is None and view:
             self.reports.append(record)
@@ -231,7 +235,7 @@ class HistoryBook:
             before = self._rows.get(request.request_id)
             self.history.attach(row_id, self._request_record(request))
             del self._exits[row_id]
-            self._rows[request.request_id] = _Row(True, True)
+            self._rows[request.request_id] = _Row(True, True, before.at if before else now)
             self._open.pop(request.request_id, None)
             if self._unreported.pop(("row", row_id), None) is not None and before is None:
                 self._report_request(request.request_id)
@@ -245,13 +249,18 @@ class HistoryBook:
             if end < self.born - SLACK or now - end >= self.grace:
                 record = self._request_record(job)
                 self.history.add_request(record)
-                self._rows[request_id] = _Row(True, False)
+                self._rows[request_id] = _Row(True, False, now)
                 del self._open[request_id]
                 self.reports.append(record)
         for key, since in list(self._unreported.items()):
             if now - since >= MAX_WAIT:
                 self._report(key)
         self._exits = {k: v for k, v in self._exits.items() if now - v[1] < RECENT}
+        # A row is remembered only to write each request once. Once the mark has passed it
+        # (with the look-back's margin), a read that lists the request again skips it as
+        # settled anyway: forget it, or a daemon that runs for months holds one per job.
+        settled = min(now - RECENT, self._through - MARGIN)
+        self._rows = {k: r for k, r in self._rows.items() if r.at >= settled}
         self._recent = {
             k: f for k, f in self._recent.items() if now - (f.finished_at or now) < RECENT
         }

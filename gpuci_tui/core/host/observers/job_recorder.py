@@ -34,7 +34,7 @@ from gpuci_tui.core.engine.pool_view import PoolView
 from gpuci_tui.core.engine.steps import JobEnded
 from gpuci_tui.core.errors import GpuciError
 from gpuci_tui.core.gpu.accounting import JobAccountant, key_of
-from gpuci_tui.core.host.observers.history_book import GRACE, HistoryBook
+from gpuci_tui.core.host.observers.history_book import HistoryBook
 from gpuci_tui.core.host.observers.history_rows import exit_record, ran_job
 from gpuci_tui.core.protocols import AgentPoolApi, JobRequest
 from gpuci_tui.core.store.history import JobHistory, JobRecord
@@ -64,7 +64,7 @@ class JobRecorder:
         on_record: Callable[[JobRecord], None] | None = None,
         holds: Callable[[str], bool] = lambda name: True,
         clock: Callable[[], float] = time.time,
-        grace: float = GRACE,
+        grace: float | None = None,
         pending_read: float = PENDING_READ,
         full_read_gap: float = FULL_READ_GAP,
     ) -> None:
@@ -73,7 +73,7 @@ class JobRecorder:
         ``holds``: whether an agent name is one of this recorder's lanes (another
         group's, or another instance's, is never ours). ``on_record`` is told of
         each job once, when its row has the organisation's view (or stopped waiting).
-        ``grace``: see `history_book.GRACE`; ``pending_read``, ``full_read_gap``: see
+        ``grace``: see `history_book.GRACE` (None: that); ``pending_read``, ``full_read_gap``: see
         `PENDING_READ`, `FULL_READ_GAP` (short in tests).
         """
         self.history = history
