@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpuci_tui.core.host.observers.history_book import GRACE, MAX_WAIT, HistoryBook
+from gpuci_tui.core.host.observers.history_book import GRACE, MARGIN, MAX_WAIT, RECENT, HistoryBook
 from gpuci_tui.core.host.observers.job_match import RanJob
 from gpuci_tui.core.protocols import JobRequest
 from gpuci_tui.core.store.history import JobHistory, JobQuery, JobRecord
@@ -210,3 +210,28 @@ def test_a_job_seen_running_then_ended_in_view_does_not_wait() -> None:
     book.agents_seen({11: AGENT}, set())
     book.learned([(AGENT, request(7, 991.0, 1004.0))])
     assert book.waiting_since() is None
+
+
+def test_a_daemon_that_runs_for_months_keeps_no_row_for_good() -> None:
+    """Each job's row is remembered only while a read may list its request as new: once the
+    mark passed it and RECENT went by, it is forgotten, and a read that lists it again
+    (an idle lane's agent shows its last job for hours) still writes nothing twice."""
+    clock = Clock()
+    book = book_at(clock)
+    for i in range(200):  # one job a minute on one lane
+        at = clock.now
+        book.exited(*ended(at - 50.0, at - 1.0, request_id=1000 + i), seen=True)
+        book.learned([(AGENT, request(1000 + i, at - 45.0, at - 2.0))])
+        clock.now += 60.0
+    remembered = len(book._rows)  # noqa: SLF001 - the memory this test is about
+    assert remembered <= (RECENT + GRACE + MARGIN) / 60.0 + 2, remembered
+    assert len(rows(book.history)) == 200 and len(book.reports) == 200
+    last = request(1199, clock.now - 60.0 - 45.0, clock.now - 60.0 - 2.0)
+    for _ in range(30):  # the idle lane's agent still lists its last job, read after read
+        clock.now += 60.0
+        book.learned([(AGENT, last)])
+    first = request(1000, 1000.0 - 45.0, 1000.0 - 2.0)
+    book.learned([(AGENT, first)])  # a reconciliation read lists the oldest one again
+    clock.now += GRACE + 1.0
+    book.learned([])
+    assert len(rows(book.history)) == 200 and len(book.reports) == 200
