@@ -17,6 +17,7 @@ import os
 import shutil
 import tarfile
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 import pytest
@@ -35,6 +36,12 @@ BUSYBOX_APPLETS = (
 
 def _lock_name(tag: str) -> str:
     return "image-" + "".join(c if c.isalnum() else "-" for c in tag)
+
+
+def image_lock(tag: str) -> AbstractContextManager[None]:
+    """The machine-wide lock under which ``tag`` is built: workers and checkouts share the
+    engine, and two builds of one tag at once leave either image behind it."""
+    return machine_lock(_lock_name(tag))
 
 
 def busybox_rootfs_tar() -> bytes:

@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from tests.fixture_images import image_lock
 from tests.real.rig import (
     EventRecorder,
     Rig,
@@ -36,7 +37,7 @@ from tests.real.rig import (
     wait_for,
 )
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.daemon]
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +50,10 @@ def emulator_image(docker_client: Any) -> str:
     from gpuci_tui.sim.image import agent_script, build_emulator_image
 
     digest = hashlib.sha256(agent_script()).hexdigest()[:12]
-    return build_emulator_image(docker_client, f"gpuci-sim/agent:h{digest}")
+    tag = f"gpuci-sim/agent:h{digest}"
+    # Under the machine-wide lock, as every fixture image: two workers may build it at once.
+    with image_lock(tag):
+        return build_emulator_image(docker_client, tag)
 
 
 @pytest.fixture
