@@ -77,8 +77,13 @@ def test_fleet_console_over_ssh_in_a_terminal(
             tmux.keys("q")
             tmux.wait(lambda s: "Quit the fleet console?" in s, 20, "quit confirmation")
             tmux.keys("y")
-            wait_for(marker.exists, 20, "the console to exit")
-            assert marker.read_text().strip() == "0", tmux.screen()
+            # The shell creates the file before it writes the code: wait for the code itself.
+            code = wait_for(
+                lambda: marker.exists() and marker.read_text().strip(),
+                20,
+                "the console's exit code",
+            )
+            assert code == "0", tmux.screen()
             wait_for(lambda: not ssh_of(control), 10, "the connection masters to close")
             assert b.states() == ["drained"], "quitting changes nothing on any host"
         finally:

@@ -350,8 +350,10 @@ def test_setup_signs_in_as_a_service_principal_by_keys_alone(
         tmux.keys("q")
         tmux.wait_text("Leave agents running")
         tmux.keys("l")
-        wait_for((tmp_path / "exit-code").exists, 20, "the console to exit")
-        assert (tmp_path / "exit-code").read_text().strip() == "0", tmux.screen()
+        exit_code = tmp_path / "exit-code"  # created by the shell before the code is in it
+        code = wait_for(lambda: exit_code.exists() and exit_code.read_text().strip(), 20,
+                        "the console's exit code")  # fmt: skip
+        assert code == "0", tmux.screen()
         readback_file = tmp_path / "readback.json"
         wait_for(lambda: readback_file.exists() and readback_file.read_text().strip(), 30,
                  "the read-back")  # fmt: skip

@@ -104,7 +104,11 @@ def quit_demo(demo: Tmux) -> None:
     demo.wait(lambda s: "Leave agents running" in s, what="quit dialog")
     demo.keys("l")
     marker: Path = demo.marker  # type: ignore[attr-defined]
-    wait_until(marker.exists, 15, lambda: f"the demo to exit; screen:\n{demo.screen()}")
+    wait_until(
+        lambda: marker.exists() and marker.read_text().strip(),
+        15,
+        lambda: f"the demo to exit; screen:\n{demo.screen()}",
+    )
     assert marker.read_text().strip() == "0"
 
 
@@ -180,7 +184,11 @@ def test_demo_docker_runs_real_emulator_containers_and_removes_them(
         tmux.keys("q")
         tmux.wait(lambda s: "Leave agents running" in s, what="quit dialog")
         tmux.keys("l")
-        wait_until(marker.exists, 30, lambda: f"the demo to exit; screen:\n{tmux.screen()}")
+        wait_until(
+            lambda: marker.exists() and marker.read_text().strip(),
+            30,
+            lambda: f"the demo to exit; screen:\n{tmux.screen()}",
+        )
         assert marker.read_text().strip() == "0"
         assert demo_containers() == [], "the demo must remove every container it made"
     finally:
