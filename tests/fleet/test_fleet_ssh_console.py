@@ -28,7 +28,7 @@ from gpuci_tui.core.fleet.ssh_command import SshSettings
 from gpuci_tui.core.fleet.ssh_handle import SshHandle
 from gpuci_tui.core.host.handle import Update
 from gpuci_tui.core.models import SupervisorEvent
-from gpuci_tui.core.store.history import JobQuery
+from gpuci_tui.core.store.history import JobQuery, JobRecord
 from gpuci_tui.screens.fleet import FleetScreen
 from gpuci_tui.screens.history import HistoryScreen
 from tests.fleet.fakes import FAST, fleet_services, member
@@ -85,9 +85,13 @@ async def test_a_remote_hosts_history_comes_over_ssh_redacted_and_read_only(
         host.rig.org.queue_job(host.rig.pool_id, pipeline=f"leak {PAT}", duration=1.0)
         watcher = handle_for(lab, host, control, readonly=True, control_dir=None)
         try:
-            rows = await until(
-                lambda: watcher.history(JobQuery(limit=10)), 120, "the finished job's row"
-            )
+
+            async def completed() -> list[JobRecord]:
+                # The row is written at the container's end; a later read brings its result.
+                rows = await watcher.history(JobQuery(limit=10))
+                return rows if rows and rows[0].result else []
+
+            rows = await until(completed, 120, "the finished job's row, with its result")
             assert rows[0].pipeline == "leak ***" and rows[0].result == "succeeded", rows
             assert all(PAT not in repr(row) for row in rows)
             assert await watcher.history(JobQuery(failed_only=True)) == []

@@ -129,4 +129,5 @@ async def test_a_go_that_cannot_be_written_stops_the_container_and_it_never_take
     assert online == set(), "no agent ever had a session"
     assert env.org.job(job).state == "queued"
     exits = {c.exit_code for c in runtime.history()}
-    assert exits == {143}, "each was stopped at its gate (SIGTERM: registered, offline)"
+    # SIGTERM (143), or SIGKILL (137) once the stop timeout ran out with both cores busy.
+    assert exits and exits <= {143, 137}, "each was stopped at its gate (registered, offline)"
