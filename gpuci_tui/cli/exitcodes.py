@@ -1,4 +1,4 @@
-"""Exit codes that scripts can rely on (documented in README "Exit codes" and ``--help``).
+"""Exit codes that scripts can rely on (documented in docs/troubleshooting.md, "Exit codes and log output", and ``--help``).
 
 Each code means one thing: `for_error` and `for_check` are the one place an error
 or a sign-in check becomes a code, so "could not reach Azure DevOps" is never

@@ -3,7 +3,7 @@
 Reads the GPUs through NVML (no daemon needed; for a demo's configuration, the demo's
 synthetic GPUs its agents run on) and prints, per group and slot,
 the capabilities its agents report and a demand a pipeline can use to land
-there; ``--json`` for scripts. See README, "GPU capabilities".
+there; ``--json`` for scripts. See docs/gpus.md, "GPU capabilities".
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """``gpuci-tui gpu clear GPU``: release a quarantined GPU, after a confirmation.
 
 A GPU that raised a critical Xid, uncorrectable ECC errors or a row-remap
-failure stays quarantined until an operator clears it (see README, "Shared
-and failing GPUs"). The daemon says what the clear would do (its preview);
+failure stays quarantined until an operator clears it (see docs/gpus.md,
+"Shared and failing GPUs"). The daemon says what the clear would do (its preview);
 this asks before sending it, unless ``--yes``.
 """
 

@@ -45,7 +45,7 @@ class ReviewStep(Step):
     def entered(self) -> None:
         """Render the summary of the draft; Enter saves."""
         draft = self.draft
-        # Slots count from 0 (README: slot 0 is {name_prefix}-0): name the agents that will run.
+        # Slots count from 0 (docs/config-file.md: slot 0 is {name_prefix}-0): name the agents that will run.
         last = f" … {draft.name_prefix}-{draft.count - 1}" if draft.count > 1 else ""
         volumes = [
             f"{v.host} → {v.container}" + (f" (${v.env})" if v.env else "") for v in draft.volumes

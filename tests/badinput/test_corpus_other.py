@@ -175,11 +175,11 @@ OTHER_CASES = [
         keyring_absent,
         "No keyring is available in this session. Over SSH there is usually no Secret Service "
         'on D-Bus. Either run gpuci-tui under "dbus-run-session" with "gnome-keyring-daemon '
-        '--unlock" (see README, "Keyring"), or use the encrypted file store (its passphrase is '
+        '--unlock" (see docs/identity.md, "Keyring"), or use the encrypted file store (its passphrase is '
         "asked on the terminal). A service gets the PAT from a file instead: a systemd "
         "credential (in its unit LoadCredential=gpuci-pat:/etc/gpuci-tui/pat, or "
         "LoadCredentialEncrypted=; gpuci-tui reads $CREDENTIALS_DIRECTORY/gpuci-pat), or "
-        "GPUCI_PAT_FILE naming a file that holds the PAT on one line (chmod 600). See README, "
+        "GPUCI_PAT_FILE naming a file that holds the PAT on one line (chmod 600). See docs/identity.md, "
         '"The PAT".',
     ),
     Case(

@@ -58,7 +58,7 @@ class Document(Protocol):
 
 
 HEADER = (
-    "# gpuci-tui configuration, written by gpuci-tui; edit freely (see README, Configuration).\n"
+    "# gpuci-tui configuration, written by gpuci-tui; edit freely (every key: docs/configuration.md).\n"
     "# The PAT is not in this file: it lives in the OS keyring (gpuci-tui token set).\n"
 )
 SETUP_HINT = 'run "gpuci-tui setup" to write a new one'

@@ -1,6 +1,6 @@
 """Configuration: the schema, loading, validation and saving of ``config.toml``.
 
-The file format is a public contract, documented in README.md ("Configuration").
+The file format is a public contract, documented key by key in docs/configuration.md (generated from this schema).
 The value rules live in `validate` (and a mount's in `volumes`), the file I/O and `ConfigError`
 in `file`, the ids derived from a configuration in `identity`; this module assembles them and is
 the one to import (it re-exports what callers need).

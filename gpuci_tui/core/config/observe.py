@@ -20,7 +20,7 @@ SAMPLE_INTERVAL_RANGE = (0.1, 3600.0)
 """Seconds; below 0.1 s NVML sweeps start to cost real CPU on many-GPU hosts."""
 KEEP_DAYS_RANGE = (1, 36500)
 METRICS_EXAMPLE = "127.0.0.1:9464"
-"""The address the messages and the README suggest (loopback: see `check_metrics_remote`)."""
+"""The address the messages and docs/metrics.md suggest (loopback: see `check_metrics_remote`)."""
 MAX_ROWS_RANGE = (1000, 10_000_000)
 """A row is a few hundred bytes: 10 million rows is a few GB, the most worth keeping locally."""
 

@@ -1,6 +1,6 @@
 """The rules of ``[agents.standby_schedule]``: days, ``"HH:MM"`` times, counts and a time zone.
 
-The table (README, "Standby schedule")::
+The table (docs/standby.md, "Standby schedule")::
 
     [agents.standby_schedule]
     time_zone = "Europe/Berlin"               # IANA name; default UTC

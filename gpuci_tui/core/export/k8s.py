@@ -9,7 +9,7 @@ loop over it; today a configuration has one ``[agents]`` table, the group
 `DEFAULT_GROUP`. The options beyond the configuration, and the checks that refuse an
 export before anything is rendered, are in `k8s_options`.
 
-How the host daemon's settings map (also in README "Moving to Kubernetes"):
+How the host daemon's settings map (also in docs/kubernetes.md, "Moving to Kubernetes"):
 
 * **PAT.** Never in a manifest. The operator creates a Secret (key `SECRET_KEY`)
   from a file; KEDA reads it through the TriggerAuthentication, and an init

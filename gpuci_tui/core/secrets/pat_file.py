@@ -29,7 +29,7 @@ SERVICE_ADVICE = (
     "A service gets the PAT from a file instead: a systemd credential (in its unit "
     f"LoadCredential={CREDENTIAL_NAME}:/etc/gpuci-tui/pat, or LoadCredentialEncrypted=; "
     f"gpuci-tui reads $CREDENTIALS_DIRECTORY/{CREDENTIAL_NAME}), or GPUCI_PAT_FILE naming "
-    'a file that holds the PAT on one line (chmod 600). See README, "The PAT".'
+    'a file that holds the PAT on one line (chmod 600). See docs/identity.md, "The PAT".'
 )
 
 

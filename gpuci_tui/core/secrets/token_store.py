@@ -47,7 +47,7 @@ SERVICE = "gpuci-tui"
 STORE_HINT = 'store one with "gpuci-tui token set" or run "gpuci-tui setup"'
 NO_KEYRING_ADVICE = (
     "Over SSH there is usually no Secret Service on D-Bus. Either run gpuci-tui under "
-    '"dbus-run-session" with "gnome-keyring-daemon --unlock" (see README, "Keyring"), '
+    '"dbus-run-session" with "gnome-keyring-daemon --unlock" (see docs/identity.md, "Keyring"), '
     "or use the encrypted file store (its passphrase is asked on the terminal). " + SERVICE_ADVICE
 )
 

@@ -5,7 +5,7 @@ agent's EnvironmentCapabilitiesProvider), so a slot's GPU facts given as
 environment variables (``gpu.product=NVIDIA-H100-80GB-HBM3``) are what a
 pipeline's ``demands:`` match. Names with dots survive Docker and bash (the
 image's start.sh and the agent's config.sh/run.sh are bash, which passes such
-names on; dash and busybox sh drop them): see the README's "GPU capabilities".
+names on; dash and busybox sh drop them): see docs/gpus.md, "GPU capabilities".
 
 The facts are read once, at the first start of an agent, not per sample: they
 do not change while the host runs (a new GPU or driver means a restart).

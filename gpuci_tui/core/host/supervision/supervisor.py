@@ -1,6 +1,6 @@
 """The supervisor: keeps ``count`` slots of single-job agents alive, safely, with hot standby.
 
-It is a small loop around pure parts (see README "How the supervisor works"):
+It is a small loop around pure parts (see docs/architecture.md, "How the supervisor works"):
 
 * `transitions.apply` folds every observation into the `EngineState`:
   Docker events and listings (`ContainerObserver`), what the agents say in
