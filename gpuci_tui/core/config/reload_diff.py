@@ -58,16 +58,14 @@ _LIVE_OTHER = {
     "keys": "the console reads it when it opens (reopen the console)",
     "fleet": "the console reads it when it opens (reopen the console)",
 }
-#: ``[azure]`` keys `diff_configs` compares; the others (how the daemon signs in, the PAT's
-#: expiry, the stale-registration removal) are read when the daemon starts.
-_AZURE_COMPARED = ("url", "pool", "max_requests_per_minute")
 _GROUP_POOL = "the group's agents are registered in that pool, and its lock is named after it"
-_SIGN_IN = "read when the daemon starts; reload leaves the value it runs on"
 _WHY = {
     "azure.url": "the daemon's agents are registered in that organisation, and its lock and "
     "socket are named after it",
     "azure.pool": "the daemon's agents are registered in that pool, and its lock and socket "
     "are named after it",
+    "azure.remove_offline_after": "the stale watch takes it when the daemon starts",
+    "azure": "how the daemon signs in (and the PAT's expiry) is read when the daemon starts",
     "supervisor.poll_interval": "the pool is read on the interval set when the daemon starts",
     "supervisor": "the engine's rules are set when the daemon starts",
     "gpu": "the GPU sampling is set up when the daemon starts",
@@ -221,8 +219,6 @@ def reload_effect(key: str) -> tuple[bool, str]:
         return True, _LIVE_AGENTS[name]
     if key in _LIVE_OTHER:
         return True, _LIVE_OTHER[key]
-    if section == "azure" and name not in _AZURE_COMPARED:
-        return False, _SIGN_IN
     return False, _WHY.get(key) or _WHY[section]
 
 
@@ -264,14 +260,17 @@ def _kept(old: AgentGroup, new: AgentGroup) -> AgentGroup:
 
 def _other_changes(old: Config, new: Config, *, grouped: bool) -> tuple[FieldChange, ...]:
     changes: list[FieldChange] = []
+    # Every [azure] key is compared: one left out (how the daemon signs in, the PAT's expiry)
+    # made a reload answer "nothing to change" while the daemon went on with the old value.
     # The implicit group's pool shows as [azure] pool; with groups each group says its own.
-    azure = tuple(name for name in _AZURE_COMPARED if not (grouped and name == "pool"))
-    for name in azure:
-        before, after = getattr(old.azure, name), getattr(new.azure, name)
+    for field in dataclasses.fields(old.azure):
+        if grouped and field.name == "pool":
+            continue
+        before, after = getattr(old.azure, field.name), getattr(new.azure, field.name)
         if before != after:
-            key = f"azure.{name}"
+            key = f"azure.{field.name}"
             live = key in _LIVE_OTHER
-            why = _LIVE_OTHER[key] if live else _WHY[key]
+            why = _LIVE_OTHER[key] if live else _WHY.get(key, _WHY["azure"])
             changes.append(FieldChange(key, _show(before), _show(after), live, why))
     for section in ("supervisor", "gpu", "history", "metrics", "docker"):
         before_table, after_table = getattr(old, section), getattr(new, section)

@@ -90,6 +90,11 @@ ONE_GROUP = [
      "next agent start"),
     (('name_prefix = "box"', 'name_prefix = "box"\npull_check_interval = 60.0'),
      "agents.pull_check_interval", True, "next agent start"),
+    # Reload compared three [azure] keys and answered "nothing to change" for the others.
+    (('pool = "gpu"', 'pool = "gpu"\npat_expires = "2027-03-01"'), "azure.pat_expires", False,
+     '"" -> "2027-03-01": a restart is needed (how the daemon signs in'),
+    (('pool = "gpu"', 'pool = "gpu"\nremove_offline_after = "7d"'), "azure.remove_offline_after",
+     False, "a restart is needed (the stale watch takes it when the daemon starts)"),
 ]  # fmt: skip
 
 
@@ -119,6 +124,22 @@ def test_reload_effect_says_what_the_diff_does(
     group_key = key.replace("agents.", "groups.gpu.", 1)
     if key.startswith("agents."):
         assert reload_effect(group_key) == reload_effect(key)
+
+
+def test_a_new_sign_in_is_named_key_by_key_and_left_for_a_restart(tmp_path: Path) -> None:
+    old = load(tmp_path, ONE)
+    principal = (
+        'pool = "gpu"\nauth = "service-principal"\n'
+        'tenant_id = "contoso.onmicrosoft.com"\nclient_id = "11111111-2222-3333-4444-555555555555"'
+    )
+    diff = diff_configs(old, load(tmp_path, edit(ONE, 'pool = "gpu"', principal), "new.toml"))
+    assert [c.key for c in diff.restart_needed] == [
+        "azure.auth",
+        "azure.tenant_id",
+        "azure.client_id",
+    ]
+    assert diff.applied.azure == old.azure  # the daemon runs on as it signed in
+    assert "nothing to change" not in " ".join(diff.lines())
 
 
 def test_reload_effect_of_an_unknown_key_is_an_error() -> None:
