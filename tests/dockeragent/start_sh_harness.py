@@ -46,7 +46,10 @@ on_term() {
         sleep 0.3  # cancelling the job and reporting it to the server
         echo canceled > "$rec/job.result"
     fi
-    [ -n "$sleeper" ] && kill "$sleeper" 2>/dev/null && wait "$sleeper"
+    # Every background sleep, not only $sleeper: a TERM between `sleep 30 &` and
+    # `sleeper=$!` left one running (seen under load), and the test waited for it.
+    kill $(jobs -p) 2>/dev/null
+    wait
     exit 0
 }
 trap on_term TERM
@@ -59,7 +62,8 @@ case $behaviour in
     idle|busy)
         [ "$behaviour" = busy ] && echo running > "$rec/job.result"
         touch "$rec/$mode.ready"
-        while :; do sleep 30 & sleeper=$!; wait $sleeper; done ;;
+        # The sleep holds no pipe of the caller's: an orphan could not keep its output open.
+        while :; do sleep 30 >/dev/null 2>&1 & sleeper=$!; wait $sleeper; done ;;
 esac
 """
 
