@@ -14,7 +14,7 @@ import functools
 import inspect
 from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, overload
 
 from gpuci_tui.core.host.supervision.supervisor import Supervisor
 from gpuci_tui.sim.api import SimPoolApi
@@ -55,14 +55,26 @@ def make_virtual_env(loop: VirtualTimeLoop) -> VirtualEnv:
     return VirtualEnv(org, pool_id, runtime, SimPoolApi(org, PAT), base.config, loop)
 
 
+VirtualTest = Callable[..., Coroutine[Any, Any, None]]
+
+
+@overload
+def on_virtual_time(test: VirtualTest) -> Callable[..., None]: ...
+@overload
 def on_virtual_time(
-    test: Callable[..., Coroutine[Any, Any, None]],
-) -> Callable[..., None]:
+    *, supervised: bool = False
+) -> Callable[[VirtualTest], Callable[..., None]]: ...
+def on_virtual_time(
+    test: VirtualTest | None = None, *, supervised: bool = False
+) -> Callable[..., None] | Callable[[VirtualTest], Callable[..., None]]:
     """Run ``async def test(env, *fixtures)`` on a fresh `VirtualTimeLoop` with its world.
 
-    The test gets `make_virtual_env`'s world as its first argument, and pytest's
-    fixtures for the others; every container left is killed at the end.
+    The test gets `make_virtual_env`'s world as its first argument (``supervised``: the
+    pair of it and its supervisor, running for the test), and pytest's fixtures for the
+    others; every container left is killed at the end.
     """
+    if test is None:
+        return functools.partial(on_virtual_time, supervised=supervised)  # type: ignore[return-value]
     params = list(inspect.signature(test).parameters.values())[1:]
 
     @functools.wraps(test)
@@ -70,7 +82,11 @@ def on_virtual_time(
         async def main(loop: VirtualTimeLoop) -> None:
             env = make_virtual_env(loop)
             try:
-                await test(env, *args, **kwargs)
+                if supervised:
+                    async with running(env.supervisor()) as sup:
+                        await test(_Running(env, sup), *args, **kwargs)
+                else:
+                    await test(env, *args, **kwargs)
             finally:
                 env.runtime.close()
 
@@ -79,6 +95,13 @@ def on_virtual_time(
     del run.__wrapped__  # type: ignore[attr-defined]  # pytest reads the signature below
     run.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
     return run
+
+
+class _Running(tuple[VirtualEnv, Supervisor]):
+    """(env, supervisor), as the threaded tests' ``running`` fixture gave them."""
+
+    def __new__(cls, env: VirtualEnv, sup: Supervisor) -> _Running:
+        return super().__new__(cls, (env, sup))
 
 
 @contextlib.asynccontextmanager
