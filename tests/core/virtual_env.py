@@ -75,7 +75,7 @@ def on_virtual_time(
     """
     if test is None:
         return functools.partial(on_virtual_time, supervised=supervised)  # type: ignore[return-value]
-    params = list(inspect.signature(test).parameters.values())[1:]
+    params = list(inspect.signature(test, follow_wrapped=False).parameters.values())[1:]
 
     @functools.wraps(test)
     def run(*args: Any, **kwargs: Any) -> None:
