@@ -214,6 +214,16 @@ def _twin(func: Any) -> Callable[..., Awaitable[Any]] | None:
     return twin if callable(twin) else None
 
 
+def world_time() -> float:
+    """The wall-clock time of the world the caller runs in: a running `VirtualTimeLoop`'s
+    clock, else the OS's (for readings a test builds, e.g. a GPU frame's time)."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return time.time()
+    return loop.clock() if isinstance(loop, VirtualTimeLoop) else time.time()
+
+
 def run_virtual(
     main: Callable[[VirtualTimeLoop], Coroutine[Any, Any, T]], *, start: float = 0.0
 ) -> T:
@@ -229,4 +239,5 @@ __all__ = [
     "VirtualDeadlockError",
     "VirtualTimeLoop",
     "run_virtual",
+    "world_time",
 ]
