@@ -56,7 +56,7 @@ class Parking(Protocol):
         ...
 
 
-class _VirtualSelector(selectors.DefaultSelector):  # type: ignore[misc,valid-type]
+class _VirtualSelector(selectors.DefaultSelector):
     """Never sleeps: polls the real descriptors, then lets the loop jump its clock."""
 
     def __init__(self) -> None:
@@ -125,7 +125,7 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         """
         when = self._now + delay
         if delay > 0:
-            when = max(when, self._now + 2 * self._clock_resolution)
+            when = max(when, self._now + 2 * self._clock_resolution)  # type: ignore[attr-defined]
         return self.call_at(when, callback, *args, **kwargs)
 
     def advance(self, seconds: float) -> None:

@@ -13,6 +13,7 @@ timer.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 from gpuci_tui.sim.agent_packages import agent_version_of
 from gpuci_tui.sim.agent_program import _SAID_RESULTS, IGNORED_ENV, agent_line
@@ -40,26 +41,24 @@ class Signals:
 
     async def pause(self, c: SimContainer, seconds: float) -> None:
         """Wait ``seconds`` (virtual) or until poked; raise Killed once the container was."""
-        if seconds > 0 and not (c.signal.is_set() or c.kill_event.is_set()):
-            self.poke.clear()
-            try:
-                await asyncio.wait_for(self.poke.wait(), seconds)
-            except TimeoutError:
-                pass
+        if not (c.signal.is_set() or c.kill_event.is_set()):
+            await self._nap(seconds)
         if c.kill_event.is_set():
             raise Killed
 
     async def interrupted(self, c: SimContainer, seconds: float) -> bool:
         """Wait ``seconds``; True when a SIGTERM came first (a SIGKILL raises Killed)."""
-        if seconds > 0 and not c.signal.is_set():
-            self.poke.clear()
-            try:
-                await asyncio.wait_for(self.poke.wait(), seconds)
-            except TimeoutError:
-                pass
+        if not c.signal.is_set():
+            await self._nap(seconds)
         if c.kill_event.is_set():
             raise Killed
         return c.term.is_set()
+
+    async def _nap(self, seconds: float) -> None:
+        if seconds > 0:
+            self.poke.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.poke.wait(), seconds)
 
 
 async def run_agent_virtually(

@@ -74,7 +74,7 @@ def on_virtual_time(
     others; every container left is killed at the end.
     """
     if test is None:
-        return functools.partial(on_virtual_time, supervised=supervised)  # type: ignore[return-value]
+        return functools.partial(on_virtual_time, supervised=supervised)
     params = list(inspect.signature(test, follow_wrapped=False).parameters.values())[1:]
 
     @functools.wraps(test)
@@ -92,7 +92,7 @@ def on_virtual_time(
 
         run_virtual(main)
 
-    del run.__wrapped__  # type: ignore[attr-defined]  # pytest reads the signature below
+    del run.__wrapped__  # pytest reads the signature set below, not the test's
     run.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
     return run
 

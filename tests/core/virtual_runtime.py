@@ -64,7 +64,7 @@ class VirtualRuntime(SimulatedRuntime):
         self._tasks: set[asyncio.Task[None]] = set()
         loop.watch(self)
 
-    @property  # type: ignore[override]
+    @property
     def available(self) -> bool:
         """False makes every call fail and cuts the event stream (lost, then restored)."""
         return self._available

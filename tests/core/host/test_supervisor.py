@@ -29,7 +29,9 @@ async def test_fills_every_slot_and_agents_come_online(running: tuple[Env, Super
 
 
 @on_virtual_time(supervised=True)
-async def test_finished_job_slot_is_refilled_without_duplicates(running: tuple[Env, Supervisor]) -> None:
+async def test_finished_job_slot_is_refilled_without_duplicates(
+    running: tuple[Env, Supervisor],
+) -> None:
     env, sup = running
     await wait_until(lambda: states(sup) == [SlotState.IDLE] * 2)
     first_ids = {s.slot: s.container_id for s in sup.snapshot().slots}
@@ -75,7 +77,9 @@ async def test_adopts_running_containers_after_restart(env: Env) -> None:
 
 
 @on_virtual_time(supervised=True)
-async def test_drain_lets_busy_job_finish_and_starts_nothing(running: tuple[Env, Supervisor]) -> None:
+async def test_drain_lets_busy_job_finish_and_starts_nothing(
+    running: tuple[Env, Supervisor],
+) -> None:
     env, sup = running
     await wait_until(lambda: states(sup) == [SlotState.IDLE] * 2)
     job = env.org.queue_job(env.pool_id, duration=1.0)
@@ -124,7 +128,9 @@ async def test_missing_image_parks_with_plain_reason(env: Env) -> None:
 
 
 @on_virtual_time(supervised=True)
-async def test_restart_replaces_idle_now_and_busy_after_job(running: tuple[Env, Supervisor]) -> None:
+async def test_restart_replaces_idle_now_and_busy_after_job(
+    running: tuple[Env, Supervisor],
+) -> None:
     env, sup = running
     await wait_until(lambda: states(sup) == [SlotState.IDLE] * 2)
     job = env.org.queue_job(env.pool_id, duration=4.0)
@@ -185,7 +191,9 @@ async def test_pause_stops_replenishing(running: tuple[Env, Supervisor]) -> None
 
 
 @on_virtual_time(supervised=True)
-async def test_azure_unreachable_still_replenishes_and_reports(running: tuple[Env, Supervisor]) -> None:
+async def test_azure_unreachable_still_replenishes_and_reports(
+    running: tuple[Env, Supervisor],
+) -> None:
     env, sup = running
     await wait_until(lambda: states(sup) == [SlotState.IDLE] * 2)
     env.org.faults.unreachable(private=False)
@@ -217,7 +225,9 @@ async def test_drain_waits_while_azure_is_down(running: tuple[Env, Supervisor]) 
 
 
 @on_virtual_time(supervised=True)
-async def test_oom_killed_job_is_reported_and_slot_refilled(running: tuple[Env, Supervisor]) -> None:
+async def test_oom_killed_job_is_reported_and_slot_refilled(
+    running: tuple[Env, Supervisor],
+) -> None:
     env, sup = running
     await wait_until(lambda: states(sup) == [SlotState.IDLE] * 2)
     job = env.org.queue_job(env.pool_id, kind="oom", duration=5)

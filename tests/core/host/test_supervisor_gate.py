@@ -21,6 +21,7 @@ from tests.core.supervisor_env import StaticTokens, wait_until
 from tests.core.virtual_env import VirtualEnv, on_virtual_time
 from tests.core.virtual_runtime import VirtualRuntime
 
+
 def overlaps(org: SimOrg, pool_id: int) -> list[str]:
     """Pairs of jobs that ran at the same time on one slot's agents (``t-N``, ``t-N-b``…)."""
     spans: dict[str, list[tuple[float, float]]] = {}

@@ -71,7 +71,9 @@ def steady(sup: Supervisor) -> bool:
 
 
 @reloading
-async def test_a_new_image_rolls_through_and_the_running_job_finishes_on_the_old_one(reload_env: Env, sup: Supervised) -> None:
+async def test_a_new_image_rolls_through_and_the_running_job_finishes_on_the_old_one(
+    reload_env: Env, sup: Supervised
+) -> None:
     supervisor, ended = sup
     await wait_until(lambda: steady(supervisor), timeout=20, what="steady")
     job = reload_env.org.queue_job(reload_env.pool_id, duration=3.0)
@@ -101,7 +103,9 @@ async def test_a_new_image_rolls_through_and_the_running_job_finishes_on_the_old
 
 
 @reloading
-async def test_a_canary_that_crash_loops_is_rolled_back_and_the_others_never_change(reload_env: Env, sup: Supervised) -> None:
+async def test_a_canary_that_crash_loops_is_rolled_back_and_the_others_never_change(
+    reload_env: Env, sup: Supervised
+) -> None:
     supervisor, _ = sup
     await wait_until(lambda: steady(supervisor), timeout=20, what="steady")
     before = {c.name: c.id for c in reload_env.runtime.list_containers({})}
@@ -125,7 +129,9 @@ async def test_a_canary_that_crash_loops_is_rolled_back_and_the_others_never_cha
 
 
 @reloading
-async def test_count_changes_and_a_changed_prefix_is_refused(reload_env: Env, sup: Supervised) -> None:
+async def test_count_changes_and_a_changed_prefix_is_refused(
+    reload_env: Env, sup: Supervised
+) -> None:
     supervisor, _ = sup
     await wait_until(lambda: steady(supervisor), timeout=20, what="steady")
     fewer = replace(reload_env.config, agents=replace(reload_env.config.agents, count=2))

@@ -26,6 +26,8 @@ from tests.core.virtual_env import VirtualEnv, on_virtual_time
 LEAD = 5
 """Seconds before the two standbys are due: the two active agents come up meanwhile."""
 DAY = 86400
+
+
 @on_virtual_time
 async def test_lanes_come_at_the_scheduled_second_and_go_after(env: VirtualEnv) -> None:
     env.org.startup = AgentStartup(register=0.2, session=0.1)

@@ -76,7 +76,9 @@ async def test_the_standby_takes_the_next_job_without_waiting_for_a_start(env: V
         await _the_standby_takes_the_next_job_without_waiting_for_a_start(standby_env, sup)
 
 
-async def _the_standby_takes_the_next_job_without_waiting_for_a_start(standby_env: Env, sup: Supervisor) -> None:
+async def _the_standby_takes_the_next_job_without_waiting_for_a_start(
+    standby_env: Env, sup: Supervisor
+) -> None:
     await wait_until(lambda: steady(sup), timeout=20, what="steady state")
     jobs = [standby_env.org.queue_job(standby_env.pool_id, duration=0.8) for _ in range(6)]
     await wait_until(
@@ -111,7 +113,9 @@ async def test_drain_stops_the_standby_now_and_lets_the_busy_one_finish(env: Vir
         await _drain_stops_the_standby_now_and_lets_the_busy_one_finish(standby_env, sup)
 
 
-async def _drain_stops_the_standby_now_and_lets_the_busy_one_finish(standby_env: Env, sup: Supervisor) -> None:
+async def _drain_stops_the_standby_now_and_lets_the_busy_one_finish(
+    standby_env: Env, sup: Supervisor
+) -> None:
     await wait_until(lambda: steady(sup), timeout=20, what="steady state")
     job = standby_env.org.queue_job(standby_env.pool_id, duration=1.5)
     await wait_until(lambda: standby_env.org.job(job).state == "running", what="the job running")
@@ -129,13 +133,17 @@ async def _drain_stops_the_standby_now_and_lets_the_busy_one_finish(standby_env:
 
 
 @on_virtual_time
-async def test_resumed_agents_are_enabled_at_once_not_after_a_poll_interval(env: VirtualEnv) -> None:
+async def test_resumed_agents_are_enabled_at_once_not_after_a_poll_interval(
+    env: VirtualEnv,
+) -> None:
     standby_env = standby(env)
     async with running(standby_env.supervisor()) as sup:
         await _resumed_agents_are_enabled_at_once_not_after_a_poll_interval(standby_env, sup)
 
 
-async def _resumed_agents_are_enabled_at_once_not_after_a_poll_interval(standby_env: Env, sup: Supervisor) -> None:
+async def _resumed_agents_are_enabled_at_once_not_after_a_poll_interval(
+    standby_env: Env, sup: Supervisor
+) -> None:
     await wait_until(lambda: steady(sup), timeout=20, what="steady state")
     await sup.execute(Drain(None))
     await wait_until(lambda: standby_env.running() == [], timeout=10, what="drained")
