@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 
 from gpuci_tui.sim.agent_packages import agent_version_of
 from gpuci_tui.sim.agent_program import _SAID_RESULTS, IGNORED_ENV, agent_line
@@ -40,25 +41,29 @@ class Signals:
         self.exited = asyncio.Event()
 
     async def pause(self, c: SimContainer, seconds: float) -> None:
-        """Wait ``seconds`` (virtual) or until poked; raise Killed once the container was."""
-        if not (c.signal.is_set() or c.kill_event.is_set()):
-            await self._nap(seconds)
+        """Wait ``seconds`` (virtual), ended early only by a SIGKILL, which raises Killed."""
+        await self._until(lambda: c.kill_event.is_set(), seconds)
         if c.kill_event.is_set():
             raise Killed
 
-    async def interrupted(self, c: SimContainer, seconds: float) -> bool:
-        """Wait ``seconds``; True when a SIGTERM came first (a SIGKILL raises Killed)."""
-        if not c.signal.is_set():
-            await self._nap(seconds)
+    async def interrupted(
+        self, c: SimContainer, seconds: float, given: Callable[[], bool] = lambda: False
+    ) -> bool:
+        """Wait ``seconds`` or until ``given()``; True when a SIGTERM came first (a SIGKILL
+        raises Killed)."""
+        await self._until(lambda: c.signal.is_set() or given(), seconds)
         if c.kill_event.is_set():
             raise Killed
         return c.term.is_set()
 
-    async def _nap(self, seconds: float) -> None:
-        if seconds > 0:
+    async def _until(self, done: Callable[[], bool], seconds: float) -> None:
+        """Nap until ``done()`` or ``seconds`` passed; a poke makes it look again."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
+        while not done() and (left := deadline - loop.time()) > 0:
             self.poke.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.poke.wait(), seconds)
+                await asyncio.wait_for(self.poke.wait(), left)
 
 
 async def run_agent_virtually(
@@ -126,7 +131,7 @@ async def _main(c: SimContainer, org: SimOrg, timing: AgentTiming, signals: Sign
     if go_file:
         c.log(f"[start.sh] registered as {name}; waiting for the go file {go_file}")
         while go_file not in c.files:
-            if await signals.interrupted(c, 3600.0):
+            if await signals.interrupted(c, 3600.0, lambda: go_file in c.files):
                 c.log("SIGTERM before the session was opened: registered, offline")
                 return 143
     if await signals.interrupted(c, org.startup.session):
@@ -171,7 +176,7 @@ async def _wait_for_job(
                 return 1
             if ticket is not None:
                 return ticket
-        await signals.pause(c, POLL_EVERY)
+        await signals.interrupted(c, POLL_EVERY)
 
 
 async def _run_job(
