@@ -182,3 +182,28 @@ def test_a_cut_event_stream_says_so_and_comes_back() -> None:
 
     actions = [e.action for e in run_virtual(main)]
     assert actions == ["stream-lost", "stream-restored", "stream-lost", "stream-restored"]
+
+
+def test_closing_ends_every_consumer_thread_even_one_never_told_to_stop() -> None:
+    """A killed daemon never stops its observers: the runtime's teardown ends their threads."""
+
+    async def main(loop: VirtualTimeLoop) -> threading.Thread:
+        org = SimOrg(heartbeat_timeout=3.0, clock=loop.clock)
+        world(org)
+        runtime = VirtualRuntime(org, loop)
+        runtime.start(spec(), PAT)
+        never = threading.Event()
+
+        def consume() -> None:
+            for _ in runtime.events(LABELS, never):
+                pass
+
+        thread = threading.Thread(target=consume, name="vt-events", daemon=True)
+        thread.start()
+        await asyncio.sleep(5)
+        runtime.close()
+        return thread
+
+    thread = run_virtual(main)
+    thread.join(5)
+    assert not thread.is_alive()

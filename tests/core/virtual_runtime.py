@@ -55,6 +55,7 @@ class VirtualRuntime(SimulatedRuntime):
 
     def __init__(self, org: SimOrg, loop: VirtualTimeLoop, **kwargs: Any) -> None:
         self._broken = False
+        self._closed = False
         super().__init__(org, clock=loop.clock, **kwargs)
         self.loop = loop
         self._feeds: list[_Feed] = []
@@ -154,21 +155,31 @@ class VirtualRuntime(SimulatedRuntime):
             self._poke(c)
 
     def close(self) -> None:
-        """Kill every running container and end their tasks (test teardown)."""
+        """Kill every running container, end their tasks and every consumer's iterator.
+
+        A killed daemon never stops its observers: their threads end here, not poll on
+        for the rest of the run (the suite's teardown closes every runtime).
+        """
         super().close()
         for task in list(self._tasks):
             task.cancel()
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
 
     def _on_exit(self, c: SimContainer) -> None:
         super()._on_exit(c)
         signals = self._signals.get(c.id)
-        if signals is not None:
+        if signals is not None and not self.loop.is_closed():
             signals.exited.set()
         with self._cond:
             self._cond.notify_all()  # its output followers end
 
     def _destroy_later(self, c: SimContainer) -> None:
-        self.loop.call_later(self.destroy_delay, self._destroy, c)
+        if self.loop.is_closed():  # killed at the suite's teardown, after its loop
+            self._destroy(c)
+        else:
+            self.loop.call_later(self.destroy_delay, self._destroy, c)
 
     # ------------------------------------------------------------------ the event stream
 
@@ -228,11 +239,11 @@ class VirtualRuntime(SimulatedRuntime):
         try:
             while True:
                 with self._cond:
-                    while not feed.items and not stop.is_set():
+                    while not feed.items and not stop.is_set() and not self._closed:
                         feed.parked_by = threading.get_ident()
                         self._cond.wait(STOP_LOOK)
                     feed.parked_by = None
-                    if stop.is_set():
+                    if stop.is_set() or self._closed:
                         return
                     event = feed.items.popleft()
                 yield event
@@ -253,7 +264,7 @@ class VirtualRuntime(SimulatedRuntime):
             while True:
                 with self._cond:
                     while reader.seen >= c._logged and not c.exited.is_set():
-                        if stop.is_set():
+                        if stop.is_set() or self._closed:
                             return
                         reader.parked_by = threading.get_ident()
                         self._cond.wait(STOP_LOOK)
