@@ -8,7 +8,13 @@ import time
 
 import pytest
 
-from tests.virtual_time import EPOCH, VirtualDeadlockError, VirtualTimeLoop, run_virtual
+from tests.virtual_time import (
+    EPOCH,
+    VirtualDeadlockError,
+    VirtualLivelockError,
+    VirtualTimeLoop,
+    run_virtual,
+)
 
 
 class OnePump:
@@ -149,6 +155,20 @@ def test_nothing_scheduled_nothing_ready_is_a_deadlock_not_a_hang() -> None:
         await loop.create_future()  # nobody will ever set it
 
     with pytest.raises(VirtualDeadlockError, match=r"deadlock at virtual t=5\.000"):
+        run_virtual(main)
+
+
+def test_code_that_spins_without_time_passing_is_a_livelock_not_a_hang() -> None:
+    """On the wall clock a spinning supervisor ends at the wait's deadline; here the loop
+    gives up itself, since no virtual deadline fires while the clock stands still."""
+
+    async def main(loop: VirtualTimeLoop) -> None:
+        loop.stuck_after = 0.3
+        await asyncio.sleep(2)
+        while True:
+            await asyncio.sleep(0)
+
+    with pytest.raises(VirtualLivelockError, match=r"livelock at virtual t=2\.000"):
         run_virtual(main)
 
 

@@ -40,12 +40,19 @@ T = TypeVar("T")
 EPOCH = 1_767_225_600.0
 #: How long (real seconds) the loop waits for the pump threads to park before it says so.
 SETTLE_DEADLINE = 20.0
+#: Real seconds the loop may run without its clock moving before it says it is stuck.
+STUCK_AFTER = 10.0
 #: Suffix of a fake's coroutine twin of a call that blocks in virtual time.
 VIRTUAL_TWIN = "_virtually"
 
 
 class VirtualDeadlockError(RuntimeError):
     """Nothing is scheduled, nothing is ready and no thread can post: the test would hang."""
+
+
+class VirtualLivelockError(RuntimeError):
+    """The loop kept running callbacks for `STUCK_AFTER` real seconds without its clock
+    moving: something reschedules itself at once forever, and no virtual deadline can fire."""
 
 
 class Parking(Protocol):
@@ -65,6 +72,8 @@ class _VirtualSelector(selectors.DefaultSelector):
 
     def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
         loop = self.loop
+        if loop is not None:
+            loop.check_moving()
         if timeout is not None and timeout <= 0 or loop is None:
             return super().select(0 if timeout is not None else timeout)
         loop.wait_for_parked_threads()
@@ -103,6 +112,8 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         self._baseline = {t.ident for t in threading.enumerate()}
         self.jumps = 0
         """How many times the clock jumped (a test may check that time did pass virtually)."""
+        self.stuck_after = STUCK_AFTER
+        self._moved_at = time.monotonic()
 
     # ------------------------------------------------------------------ the clock
 
@@ -137,6 +148,19 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         due = self._scheduled[0].when() if self._scheduled else self._now + seconds  # type: ignore[attr-defined]
         self._now = max(self._now + seconds, due, math.nextafter(self._now, math.inf))
         self.jumps += 1
+        self._moved_at = time.monotonic()
+
+    def check_moving(self) -> None:
+        """Raise `VirtualLivelockError` once the clock stood still `stuck_after` real s.
+
+        A wall-clock test whose code spins ends at its wait's deadline; on virtual time
+        that deadline never comes unless the clock moves, so the loop itself gives up.
+        """
+        if time.monotonic() - self._moved_at > self.stuck_after:
+            raise VirtualLivelockError(
+                f"livelock at virtual t={self._now:.3f}: callbacks ran for "
+                f"{self.stuck_after:g} real s without the clock moving"
+            )
 
     # ------------------------------------------------------------------ threads
 
@@ -230,13 +254,18 @@ def run_virtual(
     """Run ``main(loop)`` to its end on a fresh `VirtualTimeLoop`, then close the loop."""
     loop = VirtualTimeLoop(start)
     with asyncio.Runner(loop_factory=lambda: loop) as runner:
-        return runner.run(main(loop))
+        try:
+            return runner.run(main(loop))
+        except (VirtualDeadlockError, VirtualLivelockError):
+            loop._moved_at = time.monotonic()  # the runner's teardown cancels what spins
+            raise
 
 
 __all__ = [
     "EPOCH",
     "Parking",
     "VirtualDeadlockError",
+    "VirtualLivelockError",
     "VirtualTimeLoop",
     "run_virtual",
     "world_time",
