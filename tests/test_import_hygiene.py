@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import pkgutil
 import subprocess
 import sys
+from pathlib import Path
 
 import gpuci_tui.core
 
@@ -109,3 +111,38 @@ def test_the_engine_load_check_sees_an_outsider() -> None:
     loaded = _loaded_by(["gpuci_tui.core.engine.lifecycle", "gpuci_tui.core.config.file"])
     outside = _outside_the_engine(loaded)
     assert "gpuci_tui.core.config.file" in outside
+
+
+#: What reads the OS's clock or waits on it (``time.time()``, ``time.sleep(…)``…).
+CLOCK_CALLS = frozenset({"time", "monotonic", "perf_counter", "sleep", "time_ns", "monotonic_ns"})
+
+
+def _clock_reads(path: Path) -> list[str]:
+    """Where ``path`` calls the OS's clock directly (``time.X()``, ``datetime.now()``…)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "time":
+            names = {a.name for a in node.names} & CLOCK_CALLS
+            found += [f"{path}:{node.lineno}: from time import {n}" for n in sorted(names)]
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+            continue
+        owner, attr = node.func.value, node.func.attr
+        if isinstance(owner, ast.Name) and (
+            (owner.id == "time" and attr in CLOCK_CALLS)
+            or (owner.id == "datetime" and attr in ("now", "utcnow", "today"))
+        ):
+            found.append(f"{path}:{node.lineno}: {owner.id}.{attr}()")
+    return found
+
+
+def test_the_host_reads_time_only_through_its_injected_clock() -> None:
+    """core/host takes the time from the ``clock`` it is given and waits through asyncio.
+
+    A supervisor on a virtual-time loop (tests/virtual_time.py) is then driven by that
+    loop alone; a direct read of the OS's clock would mix two times. Passing
+    ``time.time`` as a default is fine: it is handed in, not read here.
+    """
+    host = Path(gpuci_tui.core.__file__).parent / "host"
+    found = [hit for path in sorted(host.rglob("*.py")) for hit in _clock_reads(path)]
+    assert found == [], "read the injected clock (or the loop's time) instead:\n" + "\n".join(found)

@@ -257,11 +257,7 @@ class SimulatedRuntime:
             self._emit("create", c)
             c.mark_started()
             self._emit("start", c)
-        thread = threading.Thread(
-            target=run_agent, args=(c, self.org, self.timing), name=f"sim-{spec.name}", daemon=True
-        )
-        c.thread = thread
-        thread.start()
+        self._launch(c)
         return c.info()
 
     def stop(self, container_id: str, timeout: float = 30.0) -> None:
@@ -340,6 +336,20 @@ class SimulatedRuntime:
 
     # ------------------------------------------------------------------ internals
 
+    def _launch(self, c: SimContainer) -> None:
+        """Run the container's agent program (here: in its own thread)."""
+        thread = threading.Thread(
+            target=run_agent, args=(c, self.org, self.timing), name=f"sim-{c.name}", daemon=True
+        )
+        c.thread = thread
+        thread.start()
+
+    def _destroy_later(self, c: SimContainer) -> None:
+        """Destroy an auto-removed container `destroy_delay` seconds after its ``die``."""
+        timer = threading.Timer(self.destroy_delay, self._destroy, args=(c,))
+        timer.daemon = True
+        timer.start()
+
     def _image_labels(self, image: str) -> dict[str, str]:
         """The labels ``image`` carries (the caller holds the lock)."""
         config = self.image_configs.get(image)
@@ -388,9 +398,7 @@ class SimulatedRuntime:
     def _on_exit(self, c: SimContainer) -> None:
         self._emit("die", c, c.exit_code)
         if c.spec.auto_remove:
-            timer = threading.Timer(self.destroy_delay, self._destroy, args=(c,))
-            timer.daemon = True
-            timer.start()
+            self._destroy_later(c)
 
     def _destroy(self, c: SimContainer) -> None:
         with self._lock:

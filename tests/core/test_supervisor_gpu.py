@@ -1,14 +1,15 @@
 """GPU admission and health end to end in process: frames in, agents held, released, cleared.
 
 The in-process supervisor runs against the simulated organisation; the
-`GpuGatekeeper` is fed frames built here (the daemon feeds it from NVML).
+`GpuGatekeeper` is fed frames built here (the daemon feeds it from NVML), stamped
+with the time of the test's world. On virtual time (tests/core/virtual_env.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import AsyncIterator
+import functools
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -29,6 +30,8 @@ from gpuci_tui.core.host.supervision.supervisor import Supervisor
 from gpuci_tui.core.models import SlotState
 from gpuci_tui.sim.records import AgentStartup
 from tests.core.supervisor_env import Env, StaticTokens, wait_until
+from tests.core.virtual_env import VirtualEnv, on_virtual_time, running
+from tests.virtual_time import world_time
 
 FOREIGN = GpuProcess(4242, 61 * 1024.0, "python")
 
@@ -40,30 +43,40 @@ def frame(foreign_on: tuple[int, ...] = (), xid_on: tuple[int, ...] = ()) -> Gpu
             "H100",
             uuid=f"GPU-{i}",
             processes=(FOREIGN,) if i in foreign_on else (),
-            health=GpuHealthReading(xid_events=(XidEvent(79, time.time()),) if i in xid_on else ()),
+            health=GpuHealthReading(
+                xid_events=(XidEvent(79, world_time()),) if i in xid_on else ()
+            ),
         )
         for i in range(2)
     )
-    return GpuFrame(time.time(), GpuHostInfo(True, gpu_count=2), gpus)
+    return GpuFrame(world_time(), GpuHostInfo(True, gpu_count=2), gpus)
 
 
-@pytest.fixture
-async def gated(env: Env) -> AsyncIterator[tuple[Env, Supervisor, GpuGatekeeper, list[str]]]:
-    env.org.startup = AgentStartup(register=0.3, session=0.2)
-    agents = replace(env.config.agents, standby=True, gpus="per-agent", gpu_hold_down=5.0)
-    config = replace(env.config, agents=agents)
-    config = replace(config, supervisor=replace(config.supervisor, poll_interval=10.0))
-    events: list[str] = []
-    keeper = GpuGatekeeper(lambda: [sup], lambda kind, message: events.append(f"{kind}: {message}"))
-    sup = Supervisor(
-        config, api=env.api, runtime=env.runtime, tokens=StaticTokens(), gatekeeper=keeper
-    )
-    task = asyncio.create_task(sup.run())
-    try:
-        yield env, sup, keeper, events
-    finally:
-        sup.request_stop()
-        await asyncio.wait_for(task, 10)
+Gated = tuple[Env, Supervisor, GpuGatekeeper, list[str]]
+
+
+def gated(test: Callable[[Gated], Awaitable[None]]) -> Callable[..., None]:
+    """Run ``test((env, supervisor, gatekeeper, its events))`` on virtual time."""
+
+    @on_virtual_time
+    @functools.wraps(test)
+    async def run(env: VirtualEnv) -> None:
+        env.org.startup = AgentStartup(register=0.3, session=0.2)
+        agents = replace(env.config.agents, standby=True, gpus="per-agent", gpu_hold_down=5.0)
+        config = replace(env.config, agents=agents)
+        config = replace(config, supervisor=replace(config.supervisor, poll_interval=10.0))
+        events: list[str] = []
+        keeper = GpuGatekeeper(
+            lambda: [sup], lambda kind, message: events.append(f"{kind}: {message}")
+        )
+        sup = Supervisor(
+            config, api=env.api, runtime=env.runtime, tokens=StaticTokens(), gatekeeper=keeper,
+            clock=env.clock,
+        )  # fmt: skip
+        async with running(sup):
+            await test((env, sup, keeper, events))
+
+    return run
 
 
 def slot(sup: Supervisor, number: int) -> object:
@@ -81,9 +94,8 @@ def steady(sup: Supervisor) -> bool:
     return all(s.state == SlotState.IDLE and s.standby == "ready" for s in sup.snapshot().slots)
 
 
-async def test_foreign_process_holds_the_slot_and_its_exit_releases_it_fast(
-    gated: tuple[Env, Supervisor, GpuGatekeeper, list[str]],
-) -> None:
+@gated
+async def test_foreign_process_holds_the_slot_and_its_exit_releases_it_fast(gated: Gated) -> None:
     env, sup, keeper, events = gated
     await wait_until(lambda: steady(sup), timeout=20, what="steady state")
     keeper.observe(frame(foreign_on=(0,)), {})
@@ -102,18 +114,18 @@ async def test_foreign_process_holds_the_slot_and_its_exit_releases_it_fast(
     await wait_until(lambda: all(env.org.job(j).result for j in jobs), timeout=20, what="jobs")
     assert {env.org.job(j).agent_name.removesuffix("-b") for j in jobs} == {"t-1"}  # type: ignore[union-attr]
     # The process exits: the next frame releases the slot, its standby is enabled at once.
-    freed = time.monotonic()
+    loop = asyncio.get_running_loop()
+    freed = loop.time()
     keeper.observe(frame(), {})
     await wait_until(lambda: enabled(sup, 0), timeout=5, what="slot 0 enabled again")
-    assert time.monotonic() - freed < 2.0
+    assert loop.time() - freed < 2.0
     await wait_until(lambda: sup.snapshot().slots[0].state == SlotState.IDLE, timeout=5)
     kinds = [e.kind for e in sup.events]
     assert "gpu_held" in kinds and "gpu_released" in kinds
 
 
-async def test_xid_during_a_job_quarantines_until_cleared(
-    gated: tuple[Env, Supervisor, GpuGatekeeper, list[str]],
-) -> None:
+@gated
+async def test_xid_during_a_job_quarantines_until_cleared(gated: Gated) -> None:
     env, sup, keeper, events = gated
     await wait_until(lambda: steady(sup), timeout=20, what="steady state")
     keeper.observe(frame(), {})
@@ -158,9 +170,8 @@ def test_a_quarantine_is_kept_across_a_restart_of_the_daemon(tmp_path: Path) -> 
     assert GpuGatekeeper(lambda: [], lambda kind, message: None, store=store).book.gpus == ()
 
 
-async def test_a_clear_releases_a_flapping_quarantine_at_once(
-    gated: tuple[Env, Supervisor, GpuGatekeeper, list[str]],
-) -> None:
+@gated
+async def test_a_clear_releases_a_flapping_quarantine_at_once(gated: Gated) -> None:
     """Held, released, then quarantined within the hold-down (5 s): the clear does not wait it."""
     _env, sup, keeper, _events = gated
     await wait_until(lambda: steady(sup), timeout=20, what="steady state")
@@ -174,10 +185,11 @@ async def test_a_clear_releases_a_flapping_quarantine_at_once(
         timeout=5,
         what="slot 0 quarantined again within the hold-down",
     )
-    cleared = time.monotonic()
+    loop = asyncio.get_running_loop()
+    cleared = loop.time()
     assert (await sup.execute(GpuClear("0"))).ok
     await wait_until(lambda: enabled(sup, 0), timeout=2, what="released at once by the clear")
-    assert time.monotonic() - cleared < 2.0
+    assert loop.time() - cleared < 2.0
 
 
 @pytest.mark.parametrize("gpus", ["none", "all"])

@@ -3,13 +3,17 @@
 The `CudaGuard` is given the driver as the GPU watch would (one `GpuHostInfo` per
 frame) and reads the image from the simulated runtime, whose image
 configuration a test can change under the running supervisor.
+
+On virtual time (tests/core/virtual_env.py) but for the assembled test, which runs the
+whole assembly (its GPU watch's thread, the real clock) against the threaded runtime.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
-from collections.abc import AsyncIterator
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -30,6 +34,7 @@ from gpuci_tui.sim.org import SimOrg
 from gpuci_tui.sim.records import AgentStartup
 from gpuci_tui.sim.runtime import SimulatedRuntime
 from tests.core.supervisor_env import PAT, Env, StaticTokens, wait_until
+from tests.core.virtual_env import VirtualEnv, on_virtual_time
 
 NEEDS_124 = ImageConfig("sha256:124", {"NVIDIA_REQUIRE_CUDA": "cuda>=12.4"}, {})
 NEEDS_122 = ImageConfig("sha256:122", {"NVIDIA_REQUIRE_CUDA": "cuda>=12.2"}, {})
@@ -38,17 +43,36 @@ D550 = GpuHostInfo(True, driver_version="550.54.15", cuda_driver_version=(12, 4)
 NO_NVML = GpuHostInfo(False, reason="NVML library (libnvidia-ml.so.1) not found")
 
 
-@pytest.fixture
-async def guarded(env: Env) -> AsyncIterator[tuple[Env, Supervisor, CudaGuard]]:
-    """Two GPU slots with a standby; the image needs CUDA 12.4; the guard checks it at once."""
-    env.org.startup = AgentStartup(register=0.2, session=0.1)
-    agents = replace(env.config.agents, standby=True, gpus="per-agent")
-    config = replace(env.config, agents=agents)
-    env.runtime.image_configs[config.agents.image] = NEEDS_124
-    sup = Supervisor(config, api=env.api, runtime=env.runtime, tokens=StaticTokens())
-    guard = CudaGuard(lambda: [sup], env.runtime.image_config, recheck=0.0)
-    yield env, sup, guard
-    sup.request_stop()
+Guarded = tuple[Env, Supervisor, CudaGuard]
+
+
+def guarded(test: Callable[[Guarded], Awaitable[None]]) -> Callable[..., None]:
+    """Run ``test((env, supervisor, guard))`` on virtual time.
+
+    Two GPU slots with a standby; the image needs CUDA 12.4; the guard checks it at once.
+    """
+
+    @on_virtual_time
+    @functools.wraps(test)
+    async def run(env: VirtualEnv) -> None:
+        assert env.loop is not None
+        env.org.startup = AgentStartup(register=0.2, session=0.1)
+        agents = replace(env.config.agents, standby=True, gpus="per-agent")
+        config = replace(env.config, agents=agents)
+        env.runtime.image_configs[config.agents.image] = NEEDS_124
+        sup = Supervisor(
+            config, api=env.api, runtime=env.runtime, tokens=StaticTokens(), clock=env.clock
+        )
+        guard = CudaGuard(
+            lambda: [sup], env.runtime.image_config, recheck=0.0, clock=env.loop.time,
+            wall=env.clock,
+        )  # fmt: skip
+        try:
+            await test((env, sup, guard))
+        finally:
+            sup.request_stop()
+
+    return run
 
 
 def held(sup: Supervisor) -> bool:
@@ -64,15 +88,17 @@ def steady(sup: Supervisor) -> bool:
 async def nothing_starts(env: Env, sup: Supervisor, seconds: float) -> None:
     """No container starts for ``seconds`` while the slots stay held (a lasting state)."""
     before = len(env.runtime.history())
-    until = time.monotonic() + seconds
-    while time.monotonic() < until:
+    loop = asyncio.get_running_loop()
+    until = loop.time() + seconds
+    while loop.time() < until:
         assert len(env.runtime.history()) == before, "a container started on a refused image"
         assert held(sup)
         await asyncio.sleep(0.05)  # the pace of the checks over the window, not a wait
 
 
+@guarded
 async def test_refused_at_start_nothing_starts_then_a_new_driver_releases_it(
-    guarded: tuple[Env, Supervisor, CudaGuard],
+    guarded: Guarded,
 ) -> None:
     env, sup, guard = guarded
     await guard.at_start(lambda: D535)
@@ -98,8 +124,9 @@ async def test_refused_at_start_nothing_starts_then_a_new_driver_releases_it(
     await asyncio.wait_for(task, 10)
 
 
+@guarded
 async def test_a_rollback_holds_without_touching_the_running_job_and_a_new_image_releases(
-    guarded: tuple[Env, Supervisor, CudaGuard],
+    guarded: Guarded,
 ) -> None:
     env, sup, guard = guarded
     await guard.at_start(lambda: D550)
@@ -138,11 +165,15 @@ async def test_a_rollback_holds_without_touching_the_running_job_and_a_new_image
         ),
     ],
 )
-async def test_never_held(env: Env, image: ImageConfig, host: GpuHostInfo, gpus: str) -> None:
+@on_virtual_time
+async def test_never_held(
+    env: VirtualEnv, image: ImageConfig, host: GpuHostInfo, gpus: str
+) -> None:
     config = replace(env.config, agents=replace(env.config.agents, gpus=gpus))
     env.runtime.image_configs[config.agents.image] = image
-    sup = Supervisor(config, api=env.api, runtime=env.runtime, tokens=StaticTokens())
-    guard = CudaGuard(lambda: [sup], env.runtime.image_config)
+    sup = env.supervisor(gpus=gpus)
+    assert env.loop is not None
+    guard = CudaGuard(lambda: [sup], env.runtime.image_config, clock=env.loop.time, wall=env.clock)
     await guard.at_start(lambda: host)
     task = asyncio.create_task(sup.run())
     await wait_until(
@@ -153,9 +184,8 @@ async def test_never_held(env: Env, image: ImageConfig, host: GpuHostInfo, gpus:
     await asyncio.wait_for(task, 10)
 
 
-async def test_docker_down_keeps_the_last_answer(
-    guarded: tuple[Env, Supervisor, CudaGuard],
-) -> None:
+@guarded
+async def test_docker_down_keeps_the_last_answer(guarded: Guarded) -> None:
     env, sup, guard = guarded
     await guard.at_start(lambda: D535)
     assert sup.state.cuda.closed
@@ -178,9 +208,8 @@ async def test_docker_down_keeps_the_last_answer(
     await asyncio.wait_for(task, 10)
 
 
-async def test_at_start_folds_in_even_what_a_frame_said_first(
-    guarded: tuple[Env, Supervisor, CudaGuard],
-) -> None:
+@guarded
+async def test_at_start_folds_in_even_what_a_frame_said_first(guarded: Guarded) -> None:
     """The GPU watch's first frame may reach the guard before `at_start`: its answer only
     goes to the inbox, which the first plan does not read; `at_start` folds it in anyway."""
     env, sup, guard = guarded
@@ -275,9 +304,8 @@ async def test_assembled_only_the_group_the_driver_cannot_run_is_held(tmp_path: 
         await parts.close()
 
 
-async def test_a_driver_lost_for_a_while_keeps_the_hold(
-    guarded: tuple[Env, Supervisor, CudaGuard],
-) -> None:
+@guarded
+async def test_a_driver_lost_for_a_while_keeps_the_hold(guarded: Guarded) -> None:
     """A reload: NVML reads nothing until the sampler starts it again; the slots stay held."""
     env, sup, guard = guarded
     await guard.at_start(lambda: D535)
@@ -316,8 +344,9 @@ async def test_images_are_looked_at_again_only_when_due_or_asked(env: Env) -> No
     assert len(looked) == 4
 
 
+@guarded
 async def test_refusal_now_answers_for_an_image_not_yet_run_on_the_driver_read_last(
-    guarded: tuple[Env, Supervisor, CudaGuard],
+    guarded: Guarded,
 ) -> None:
     env, sup, guard = guarded
     other = replace(sup.config, agents=replace(sup.config.agents, image="repo/x:cu122"))

@@ -15,20 +15,21 @@ from gpuci_tui.cli.render import render_status
 from gpuci_tui.core.gpu.capabilities import HostGpuFacts
 from gpuci_tui.core.host.assemble import assemble
 from gpuci_tui.core.host.gpus.caps import SlotCapabilities, facts_from_frame, facts_reader
-from gpuci_tui.core.host.supervision.supervisor import Supervisor
 from gpuci_tui.core.store.history import JobHistory
 from gpuci_tui.sim.gpu_synthetic import FixtureSampler, SyntheticSampler
 from tests.core.supervisor_env import Env, StaticTokens, wait_until
+from tests.core.virtual_env import VirtualEnv, on_virtual_time
 
 H100_DEMAND = "gpu.product -equals nvidia-h100-80gb-hbm3"  # the service ignores case
 A100 = "NVIDIA-A100-80GB-PCIe"
 
 
+@on_virtual_time
 async def test_a_job_demanding_an_h100_runs_and_one_demanding_an_a100_waits_with_why(
-    env: Env,
+    env: VirtualEnv,
 ) -> None:
-    config = replace(env.config, agents=replace(env.config.agents, gpus="per-agent"))
-    sup = Supervisor(config, api=env.api, runtime=env.runtime, tokens=StaticTokens())
+    """On virtual time (tests/core/virtual_env.py)."""
+    sup = env.supervisor(gpus="per-agent")
     sampler = SyntheticSampler(2, seed=1, model="h100")
     sup.executor.capabilities = SlotCapabilities(facts_reader(sampler), hostname="gpubox3")
     task = asyncio.create_task(sup.run())

@@ -22,6 +22,7 @@ from gpuci_tui.sim.org import SimOrg
 from gpuci_tui.sim.runtime import DEFAULT_IMAGE, SimulatedRuntime
 from tests.core.reload_double import Recorded, two_groups
 from tests.core.supervisor_env import PAT, StaticTokens, wait_until
+from tests.core.virtual_env import VirtualEnv, on_virtual_time
 
 TEXT = two_groups("http://127.0.0.1:9", "box")
 
@@ -112,9 +113,14 @@ async def test_a_bad_file_loses_nothing(
     assert recorded.calls == []
 
 
+@on_virtual_time
 async def test_groups_added_and_removed_while_running(
-    world: tuple[SimPoolApi, SimulatedRuntime, Path], monkeypatch: pytest.MonkeyPatch
+    env: VirtualEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """On virtual time (tests/core/virtual_env.py): groups drain and start on the loop's clock."""
+    path = tmp_path / "config.toml"
+    path.write_text(TEXT, encoding="utf-8")
+    world = (env.api, env.runtime, path)
     Recorded(monkeypatch)
     released: list[str] = []
 
@@ -123,7 +129,7 @@ async def test_groups_added_and_removed_while_running(
             raise AlreadyRunningError("another gpuci-tui run (pid 1) already supervises it")
         return lambda: released.append(group.agents.name_prefix)
 
-    sup = group_supervisor(world, claim_group=claim)
+    sup = group_supervisor(world, claim_group=claim, clock=env.clock)
     runtime = world[1]
     task = asyncio.create_task(sup.run())
     try:

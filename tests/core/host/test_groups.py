@@ -30,8 +30,10 @@ from gpuci_tui.core.host.supervision.group_supervisor import GroupSupervisor
 from gpuci_tui.core.models import SlotState
 from gpuci_tui.sim.api import SimPoolApi
 from gpuci_tui.sim.org import SimOrg
-from gpuci_tui.sim.runtime import DEFAULT_IMAGE, SimulatedRuntime
-from tests.core.supervisor_env import PAT, StaticTokens, wait_until
+from gpuci_tui.sim.runtime import DEFAULT_IMAGE
+from tests.core.supervisor_env import StaticTokens, wait_until
+from tests.core.virtual_env import VirtualEnv, on_virtual_time
+from tests.core.virtual_runtime import VirtualRuntime
 
 BASE = """
 [azure]
@@ -210,26 +212,24 @@ def test_slots_are_numbers_or_group_slash_number() -> None:
     assert build_commands(scale) == [Scale(3, "cuda12")]
 
 
-@pytest.fixture
-def world(tmp_path: Path) -> tuple[SimOrg, SimPoolApi, SimulatedRuntime, Any]:
-    org = SimOrg(heartbeat_timeout=3.0)
-    org.add_pat(PAT)
-    org.add_pool("gpu")
-    org.add_pool("gpu13")
-    runtime = SimulatedRuntime(org, destroy_delay=0.05)
+def world(env: VirtualEnv, tmp_path: Path) -> tuple[SimOrg, SimPoolApi, VirtualRuntime, Any]:
+    """The virtual world with a second pool and a config of three groups over the two."""
+    env.org.add_pool("gpu13")
     text = (
         TWO_GROUPS.replace("repo/agent:cuda12", DEFAULT_IMAGE)
         .replace("repo/agent:cuda13", DEFAULT_IMAGE)
         .replace('url = "https://dev.azure.com/org"', 'url = "http://127.0.0.1:9"')
         + '\n[groups.small]\ncount = 1\ngpus = "none"\n\n[supervisor]\npoll_interval = 0.5\n'
     )
-    return org, SimPoolApi(org, PAT), runtime, load_config(write(tmp_path, text))
+    return env.org, env.api, env.runtime, load_config(write(tmp_path, text))
 
 
+@on_virtual_time
 async def test_one_daemon_runs_every_group_reading_each_pool_once_per_cycle(
-    world: tuple[SimOrg, SimPoolApi, SimulatedRuntime, Any],
+    env: VirtualEnv, tmp_path: Path
 ) -> None:
-    org, api, runtime, config = world
+    """On virtual time (tests/core/virtual_env.py): its 2 s window is exactly 2 s."""
+    org, api, runtime, config = world(env, tmp_path)
     calls: collections.Counter[int] = collections.Counter()
     list_agents = api.list_agents
 
@@ -238,7 +238,7 @@ async def test_one_daemon_runs_every_group_reading_each_pool_once_per_cycle(
         return list_agents(pool_id, **kwargs)
 
     api.list_agents = counted  # type: ignore[method-assign]
-    sup = GroupSupervisor(config, api=api, runtime=runtime, tokens=StaticTokens())
+    sup = GroupSupervisor(config, api=api, runtime=runtime, tokens=StaticTokens(), clock=env.clock)
     task = asyncio.create_task(sup.run())
     try:
 

@@ -7,6 +7,9 @@ and the history file) and restarted at random points, busy agents are killed und
 their jobs (abandoned), while the daemon runs and while it is away. At the end the
 history holds one row per finished request of our agents, exactly: none missing,
 none twice, none without its request, none of another instance.
+
+On virtual time (tests/core/virtual_env.py): a seed's world runs the same whatever
+the machine's load, so each seed replays the same interleaving.
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ from gpuci_tui.core.host.observers.job_recorder import JobRecorder
 from gpuci_tui.core.host.observers.pool_scope import lane_names
 from gpuci_tui.core.host.supervision.supervisor import Supervisor
 from gpuci_tui.core.store.history import JobHistory, JobQuery
-from tests.core.supervisor_env import PAT, Env, StaticTokens, make_env, wait_until
+from tests.core.supervisor_env import PAT, StaticTokens, wait_until
+from tests.core.virtual_env import VirtualEnv, on_virtual_time
 
 #: Seconds a finished request waits for its container's end before its own row: short
 #: here (the world's agents end at once), `history_book.GRACE` in the daemon.
@@ -50,7 +54,7 @@ class Daemon:
             task.cancel()
 
 
-def start(env: Env, history: JobHistory) -> Daemon:
+def start(env: VirtualEnv, history: JobHistory) -> Daemon:
     config = env.config
     instance = instance_id(config)
     recorder = JobRecorder(
@@ -62,15 +66,21 @@ def start(env: Env, history: JobHistory) -> Daemon:
         grace=GRACE,
         pending_read=PENDING_READ,
         full_read_gap=FULL_READ_GAP,
+        clock=env.clock,
     )
     sup = Supervisor(
-        config, api=env.api, runtime=env.runtime, tokens=StaticTokens(), on_job_finished=recorder
+        config,
+        api=env.api,
+        runtime=env.runtime,
+        tokens=StaticTokens(),
+        on_job_finished=recorder,
+        clock=env.clock,
     )
     sup.pool.on_read.append(recorder.pool_read)
     return Daemon(sup, recorder, asyncio.get_running_loop().create_task(sup.run()))
 
 
-def ours(env: Env) -> set[int]:
+def ours(env: VirtualEnv) -> set[int]:
     """The finished requests of our agents, by the organisation's own records."""
     prefix = env.config.agents.name_prefix
     holds = lane_names(prefix)
@@ -81,14 +91,14 @@ def ours(env: Env) -> set[int]:
     }
 
 
-def busy_containers(env: Env) -> list[str]:
+def busy_containers(env: VirtualEnv) -> list[str]:
     busy = {a.name for a in env.org.agents(env.pool_id) if a.assigned_request is not None}
     return [
         c.id for c in env.runtime.list_containers({}) if c.status == "running" and c.name in busy
     ]
 
 
-async def finished_more(env: Env, count: int, queued: list[int]) -> None:
+async def finished_more(env: VirtualEnv, count: int, queued: list[int]) -> None:
     """Wait until ``count`` more requests of ours finished (as many as are left to run)."""
     left = sum(1 for r in queued if env.org.job(r).result is None)
     goal = len(ours(env)) + min(count, left)
@@ -96,11 +106,11 @@ async def finished_more(env: Env, count: int, queued: list[int]) -> None:
 
 
 @pytest.mark.parametrize("seed", [1, 2, 6, 15])  # 6, 15: a job abandoned by a lane's new start
+@on_virtual_time
 async def test_history_rows_are_the_finished_requests_of_our_agents_exactly(
-    tmp_path: Path, seed: int
+    env: VirtualEnv, tmp_path: Path, seed: int
 ) -> None:
     rng = random.Random(seed)
-    env = make_env()
     env.config = replace(
         env.config, agents=replace(env.config.agents, count=2, standby=True, name_prefix="hr")
     )

@@ -36,7 +36,8 @@ from gpuci_tui.sim.api import SimPoolApi
 from gpuci_tui.sim.container import sim_image_id
 from gpuci_tui.sim.gpu_synthetic import FixtureSampler
 from gpuci_tui.sim.org import SimOrg
-from tests.core.supervisor_env import PAT, Env, StaticTokens, wait_until
+from tests.core.supervisor_env import PAT, StaticTokens, wait_until
+from tests.core.virtual_env import VirtualEnv, on_virtual_time
 
 ENDED = JobEnded(
     slot=1,
@@ -90,16 +91,19 @@ def test_the_row_prefers_what_the_server_says_of_the_same_job() -> None:
     assert match(ran_job(unseen), [Finished("h-1-b", request)]) is not None
 
 
-async def test_a_finished_job_is_written_with_its_result_and_queue_wait(env: Env) -> None:
+@on_virtual_time
+async def test_a_finished_job_is_written_with_its_result_and_queue_wait(env: VirtualEnv) -> None:
+    """On virtual time (tests/core/virtual_env.py)."""
     history = JobHistory(":memory:")
     sup: Supervisor | None = None
-    recorder = JobRecorder(history, env.api, "inst", pool_id=lambda: env.pool_id)
+    recorder = JobRecorder(history, env.api, "inst", pool_id=lambda: env.pool_id, clock=env.clock)
     sup = Supervisor(
         env.config,
         api=env.api,
         runtime=env.runtime,
         tokens=StaticTokens(),
         on_job_finished=recorder,
+        clock=env.clock,
     )
     sup.pool.on_read.append(recorder.pool_read)
     task = asyncio.create_task(sup.run())

@@ -29,6 +29,7 @@ from gpuci_tui.core.host.observers.read_times import (
 from gpuci_tui.core.models import HealthState
 from gpuci_tui.core.protocols import Agent, JobRequest, Pool
 from tests.core.supervisor_env import wait_until
+from tests.virtual_time import VirtualTimeLoop, run_virtual
 
 RETRY_AFTER = 1.5
 
@@ -45,9 +46,10 @@ def observer_on(api: object, clock: Callable[[], float]) -> PoolObserver:
 
 
 class LimitedApi:
-    """Answers every pool read with 429 + Retry-After, recording when it was called."""
+    """Answers every pool read with 429 + Retry-After, recording when (``clock``) it was called."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
         self.calls: list[float] = []
 
     def resolve_pool(self, name: str) -> Pool:
@@ -56,28 +58,34 @@ class LimitedApi:
     def list_agents(
         self, pool_id: int, *, include_capabilities: bool = False, **filters: object
     ) -> list[Agent]:
-        self.calls.append(time.monotonic())
+        self.calls.append(self.clock())
         raise AzureRateLimitError("rate limited", retry_after=RETRY_AFTER)
 
     def list_job_requests(self, pool_id: int) -> list[JobRequest]:
         return []
 
 
-async def test_a_wake_during_a_rate_limit_waits_for_retry_after() -> None:
-    api = LimitedApi()
-    observer = observer_on(api, time.time)
-    task = asyncio.create_task(observer.run(lambda observation: None))
-    try:
-        await wait_until(lambda: len(api.calls) == 1, what="the first read")
-        await wait_until(lambda: observer.health.state is HealthState.RATE_LIMITED)
-        assert observer.blocked_until() > time.time()
-        # A command and a job end, both during the backoff.
-        observer.poll_soon()
-        observer.job_ended()
-        await wait_until(lambda: len(api.calls) == 2, timeout=RETRY_AFTER + 5, what="the retry")
-    finally:
-        task.cancel()
-    assert api.calls[1] - api.calls[0] >= RETRY_AFTER - 0.05
+def test_a_wake_during_a_rate_limit_waits_for_retry_after() -> None:
+    """On virtual time (tests/virtual_time.py): the retry comes at Retry-After, not before."""
+
+    async def main(loop: VirtualTimeLoop) -> list[float]:
+        api = LimitedApi(loop.clock)
+        observer = observer_on(api, loop.clock)
+        task = asyncio.create_task(observer.run(lambda observation: None))
+        try:
+            await wait_until(lambda: len(api.calls) == 1, what="the first read")
+            await wait_until(lambda: observer.health.state is HealthState.RATE_LIMITED)
+            assert observer.blocked_until() > loop.clock()
+            # A command and a job end, both during the backoff.
+            observer.poll_soon()
+            observer.job_ended()
+            await wait_until(lambda: len(api.calls) == 2, timeout=RETRY_AFTER + 5, what="the retry")
+        finally:
+            task.cancel()
+        return api.calls
+
+    calls = run_virtual(main)
+    assert calls[1] - calls[0] >= RETRY_AFTER
 
 
 class CountingApi:

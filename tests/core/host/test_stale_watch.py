@@ -1,13 +1,15 @@
-"""Stale registrations against the simulated organisation: found, listed, removed, and what is kept."""
+"""Stale registrations against the simulated organisation: found, listed, removed, and what is kept.
+
+The daemon's tests run on virtual time (tests/core/virtual_env.py): the organisation's
+clock is the loop's, set back eight days while the leftovers register.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
-
-import pytest
 
 from gpuci_tui.core.command_types import Prune
 from gpuci_tui.core.config.loader import AgentsConfig, AzureConfig, Config
@@ -19,8 +21,10 @@ from gpuci_tui.core.models import SlotState
 from gpuci_tui.core.protocols import Agent, JobRequest, Pool
 from gpuci_tui.sim.api import SimPoolApi
 from gpuci_tui.sim.org import SimOrg
-from gpuci_tui.sim.runtime import DEFAULT_IMAGE, SimulatedRuntime
+from gpuci_tui.sim.runtime import DEFAULT_IMAGE
 from tests.core.supervisor_env import PAT, StaticTokens, wait_until
+from tests.core.virtual_runtime import VirtualRuntime
+from tests.virtual_time import VirtualTimeLoop, run_virtual
 
 DAY = 86400.0
 OLD_INSTANCE = "0123456789ab"
@@ -30,7 +34,7 @@ OLD_INSTANCE = "0123456789ab"
 class World:
     org: SimOrg
     sup: GroupSupervisor
-    runtime: SimulatedRuntime
+    runtime: VirtualRuntime
     ids: dict[str, int]
     keys: dict[str, str]
 
@@ -70,28 +74,45 @@ def seed(org: SimOrg, cfg: Config, ago: list[float]) -> tuple[dict[str, int], di
     return ids, keys
 
 
-@pytest.fixture
-async def world(request: pytest.FixtureRequest) -> AsyncIterator[World]:
-    remove_after = getattr(request, "param", None)
-    ago = [0.0]
-    org = SimOrg(heartbeat_timeout=600.0, clock=lambda: time.time() - ago[0])
-    org.add_pat(PAT)
-    org.add_pool("gpu")
-    cfg = config(remove_after)
-    ids, keys = seed(org, cfg, ago)
-    cfg = replace(cfg, supervisor=replace(cfg.supervisor, poll_interval=0.5))
-    runtime = SimulatedRuntime(org, destroy_delay=0.05)
-    sup = GroupSupervisor(cfg, api=SimPoolApi(org, PAT), runtime=runtime, tokens=StaticTokens())
-    task = asyncio.create_task(sup.run())
-    try:
-        yield World(org, sup, runtime, ids, keys)
-    finally:
-        sup.request_stop(drain=False)
-        await asyncio.wait_for(task, 10)
-        for c in runtime.list_containers({}):
-            runtime.remove(c.id)
+def in_world(
+    remove_after: float | None = None,
+) -> Callable[[Callable[[World], Awaitable[None]]], Callable[[], None]]:
+    """Run ``test(world)`` on virtual time: the seeded pool, a daemon of one slot running."""
+
+    def wrap(test: Callable[[World], Awaitable[None]]) -> Callable[[], None]:
+        async def main(loop: VirtualTimeLoop) -> None:
+            ago = [0.0]
+            org = SimOrg(heartbeat_timeout=600.0, clock=lambda: loop.clock() - ago[0])
+            org.add_pat(PAT)
+            org.add_pool("gpu")
+            cfg = config(remove_after)
+            ids, keys = seed(org, cfg, ago)
+            cfg = replace(cfg, supervisor=replace(cfg.supervisor, poll_interval=0.5))
+            runtime = VirtualRuntime(org, loop, destroy_delay=0.05)
+            api = SimPoolApi(org, PAT)
+            sup = GroupSupervisor(
+                cfg, api=api, runtime=runtime, tokens=StaticTokens(), clock=loop.clock
+            )
+            task = asyncio.create_task(sup.run())
+            try:
+                await test(World(org, sup, runtime, ids, keys))
+            finally:
+                sup.request_stop(drain=False)
+                await asyncio.wait_for(task, 10)
+                for c in runtime.list_containers({}):
+                    runtime.remove(c.id)
+                runtime.close()
+
+        def run() -> None:
+            run_virtual(main)
+
+        run.__name__, run.__doc__ = test.__name__, test.__doc__
+        return run
+
+    return wrap
 
 
+@in_world()
 async def test_our_offline_leftovers_are_listed_then_removed(world: World) -> None:
     sup = world.sup
     await wait_until(
@@ -128,6 +149,7 @@ async def test_our_offline_leftovers_are_listed_then_removed(world: World) -> No
     assert sup.snapshot().stale == ()
 
 
+@in_world()
 async def test_one_that_came_online_since_the_dry_run_is_kept(world: World) -> None:
     sup = world.sup
     dry = await sup.execute(Prune(dry_run=True))
@@ -140,7 +162,7 @@ async def test_one_that_came_online_since_the_dry_run_is_kept(world: World) -> N
     assert "box-5" in world.names()
 
 
-@pytest.mark.parametrize("world", [7 * DAY], indirect=True)
+@in_world(7 * DAY)
 async def test_remove_offline_after_removes_them_by_itself(world: World) -> None:
     await wait_until(lambda: "old-0" not in world.names(), what="the automatic removal")
     await wait_until(lambda: "box-5" not in world.names(), what="the automatic removal")
@@ -154,7 +176,7 @@ async def test_remove_offline_after_removes_them_by_itself(world: World) -> None
     assert removed() == ["box-5", "old-0"]
 
 
-@pytest.mark.parametrize("world", [9 * DAY], indirect=True)
+@in_world(9 * DAY)
 async def test_remove_offline_after_waits_for_the_age(world: World) -> None:
     await wait_until(lambda: len(world.sup.snapshot().stale) == 2, what="the first read")
     await asyncio.sleep(0.5)  # a window for a wrong removal to show, not a synchronisation

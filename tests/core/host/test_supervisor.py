@@ -1,33 +1,25 @@
-"""Supervisor logic against the simulated organisation and the in-process runtime."""
+"""Supervisor logic against the simulated organisation and the in-process runtime.
+
+On virtual time (tests/core/virtual_env.py): the agents are tasks on the test's loop,
+and its seconds (a 4 s job, the back-off, the poll) cost no real time.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-
-import pytest
 
 from gpuci_tui.core.command_types import Drain, Pause, Restart, Resume, Scale, Unpause
 from gpuci_tui.core.host.supervision.supervisor import Supervisor
 from gpuci_tui.core.models import SlotState
 from tests.core.supervisor_env import BROKEN, Env, wait_until
-
-
-@pytest.fixture
-async def running(env: Env) -> AsyncIterator[tuple[Env, Supervisor]]:
-    sup = env.supervisor()
-    task = asyncio.create_task(sup.run())
-    try:
-        yield env, sup
-    finally:
-        sup.request_stop()
-        await asyncio.wait_for(task, 10)
+from tests.core.virtual_env import on_virtual_time
 
 
 def states(sup: Supervisor) -> list[SlotState]:
     return [s.state for s in sup.snapshot().slots]
 
 
+@on_virtual_time(supervised=True)
 async def test_fills_every_slot_and_agents_come_online(running: tuple[Env, Supervisor]) -> None:
     env, sup = running
     await wait_until(lambda: states(sup) == [SlotState.IDLE] * 2, what="two idle agents")
@@ -36,6 +28,7 @@ async def test_fills_every_slot_and_agents_come_online(running: tuple[Env, Super
     assert all(s.agent_status == "online" and s.agent_enabled for s in snap.slots)
 
 
+@on_virtual_time(supervised=True)
 async def test_finished_job_slot_is_refilled_without_duplicates(
     running: tuple[Env, Supervisor],
 ) -> None:
@@ -56,6 +49,7 @@ async def test_finished_job_slot_is_refilled_without_duplicates(
     assert sum(s.jobs_done for s in sup.snapshot().slots) == 1
 
 
+@on_virtual_time
 async def test_adopts_running_containers_after_restart(env: Env) -> None:
     sup = env.supervisor()
     task = asyncio.create_task(sup.run())
@@ -82,6 +76,7 @@ async def test_adopts_running_containers_after_restart(env: Env) -> None:
     assert env.org.job(job).assign_count == 1
 
 
+@on_virtual_time(supervised=True)
 async def test_drain_lets_busy_job_finish_and_starts_nothing(
     running: tuple[Env, Supervisor],
 ) -> None:
@@ -103,6 +98,7 @@ async def test_drain_lets_busy_job_finish_and_starts_nothing(
     await wait_until(lambda: env.org.job(later).result == "succeeded", what="job after resume")
 
 
+@on_virtual_time
 async def test_crash_looping_image_backs_off_then_parks(env: Env) -> None:
     sup = env.supervisor(image=BROKEN, count=1)
     task = asyncio.create_task(sup.run())
@@ -118,6 +114,7 @@ async def test_crash_looping_image_backs_off_then_parks(env: Env) -> None:
         await asyncio.wait_for(task, 5)
 
 
+@on_virtual_time
 async def test_missing_image_parks_with_plain_reason(env: Env) -> None:
     sup = env.supervisor(image="nope/missing:1", count=1)
     task = asyncio.create_task(sup.run())
@@ -130,6 +127,7 @@ async def test_missing_image_parks_with_plain_reason(env: Env) -> None:
         await asyncio.wait_for(task, 5)
 
 
+@on_virtual_time(supervised=True)
 async def test_restart_replaces_idle_now_and_busy_after_job(
     running: tuple[Env, Supervisor],
 ) -> None:
@@ -166,6 +164,7 @@ async def test_restart_replaces_idle_now_and_busy_after_job(
     assert env.org.job(job).assign_count == 1
 
 
+@on_virtual_time(supervised=True)
 async def test_scale_up_and_down(running: tuple[Env, Supervisor]) -> None:
     env, sup = running
     await wait_until(lambda: states(sup) == [SlotState.IDLE] * 2)
@@ -176,6 +175,7 @@ async def test_scale_up_and_down(running: tuple[Env, Supervisor]) -> None:
     assert not (await sup.execute(Scale(0))).ok
 
 
+@on_virtual_time(supervised=True)
 async def test_pause_stops_replenishing(running: tuple[Env, Supervisor]) -> None:
     env, sup = running
     await wait_until(lambda: states(sup) == [SlotState.IDLE] * 2)
@@ -190,6 +190,7 @@ async def test_pause_stops_replenishing(running: tuple[Env, Supervisor]) -> None
     await wait_until(lambda: len(env.running()) == 2)
 
 
+@on_virtual_time(supervised=True)
 async def test_azure_unreachable_still_replenishes_and_reports(
     running: tuple[Env, Supervisor],
 ) -> None:
@@ -209,6 +210,7 @@ async def test_azure_unreachable_still_replenishes_and_reports(
     await wait_until(lambda: sup.snapshot().azure.state == "ok")
 
 
+@on_virtual_time(supervised=True)
 async def test_drain_waits_while_azure_is_down(running: tuple[Env, Supervisor]) -> None:
     env, sup = running
     await wait_until(lambda: states(sup) == [SlotState.IDLE] * 2)
@@ -222,6 +224,7 @@ async def test_drain_waits_while_azure_is_down(running: tuple[Env, Supervisor]) 
     await wait_until(lambda: sup.snapshot().slots[0].state == SlotState.DRAINED)
 
 
+@on_virtual_time(supervised=True)
 async def test_oom_killed_job_is_reported_and_slot_refilled(
     running: tuple[Env, Supervisor],
 ) -> None:
@@ -237,6 +240,7 @@ async def test_oom_killed_job_is_reported_and_slot_refilled(
     assert env.org.job(job).assign_count == 1
 
 
+@on_virtual_time(supervised=True)
 async def test_unknown_slot_is_refused(running: tuple[Env, Supervisor]) -> None:
     _env, sup = running
     result = await sup.execute(Drain((7,)))
@@ -244,6 +248,7 @@ async def test_unknown_slot_is_refused(running: tuple[Env, Supervisor]) -> None:
     assert result.message == "no such slot: 7 (slots are 0, 1)"
 
 
+@on_virtual_time
 async def test_stop_leaves_agents_but_stop_drain_waits_for_jobs(env: Env) -> None:
     from gpuci_tui.core.command_types import Stop
 

@@ -4,29 +4,22 @@ The simulated image carries the gate label (as the emulator image does), so the
 daemon starts its agents with AZP_GO_FILE: each registers, waits for the go,
 and only then opens its session. A new lane name is registered while jobs wait;
 a go that cannot be written stops the container and never lets it take a job.
+
+On virtual time (tests/core/virtual_env.py): the agents are tasks on the test's loop.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from dataclasses import replace
-
-import pytest
 
 from gpuci_tui.cli.render import render_status
 from gpuci_tui.core.docker.errors import ContainerOperationError
 from gpuci_tui.core.host.supervision.supervisor import Supervisor
 from gpuci_tui.sim.org import SimOrg
-from gpuci_tui.sim.runtime import SimulatedRuntime
-from tests.core.supervisor_env import Env, StaticTokens, make_env, wait_until
-
-
-@pytest.fixture
-def env() -> Iterator[Env]:
-    e = make_env()
-    yield e
-    e.runtime.close()
+from tests.core.supervisor_env import StaticTokens, wait_until
+from tests.core.virtual_env import VirtualEnv, on_virtual_time
+from tests.core.virtual_runtime import VirtualRuntime
 
 
 def overlaps(org: SimOrg, pool_id: int) -> list[str]:
@@ -47,7 +40,10 @@ def overlaps(org: SimOrg, pool_id: int) -> list[str]:
     return found
 
 
-async def test_new_lanes_register_while_jobs_wait_and_never_two_jobs_on_a_slot(env: Env) -> None:
+@on_virtual_time
+async def test_new_lanes_register_while_jobs_wait_and_never_two_jobs_on_a_slot(
+    env: VirtualEnv,
+) -> None:
     """A cold pool with a queue: every lane of the depth is registered at once."""
     jobs = [env.org.queue_job(env.pool_id, duration=0.6) for _ in range(12)]
     sup = env.supervisor(standby=2)
@@ -75,12 +71,14 @@ async def test_new_lanes_register_while_jobs_wait_and_never_two_jobs_on_a_slot(e
     ]  # fmt: skip
 
 
-async def test_an_image_without_the_gate_runs_as_before_and_says_so(env: Env) -> None:
+@on_virtual_time
+async def test_an_image_without_the_gate_runs_as_before_and_says_so(env: VirtualEnv) -> None:
     """No label: no AZP_GO_FILE, no go; the old rules (tables: test_planner.py)."""
-    runtime = SimulatedRuntime(env.org, destroy_delay=0.05, start_gate=False)
+    assert env.loop is not None
+    runtime = VirtualRuntime(env.org, env.loop, destroy_delay=0.05, start_gate=False)
     jobs = [env.org.queue_job(env.pool_id, duration=0.3) for _ in range(6)]
     config = replace(env.config, agents=replace(env.config.agents, standby=1))
-    sup = Supervisor(config, api=env.api, runtime=runtime, tokens=StaticTokens())
+    sup = Supervisor(config, api=env.api, runtime=runtime, tokens=StaticTokens(), clock=env.clock)
     task = asyncio.create_task(sup.run())
     try:
         await wait_until(
@@ -99,19 +97,23 @@ async def test_an_image_without_the_gate_runs_as_before_and_says_so(env: Env) ->
     assert overlaps(env.org, env.pool_id) == []
 
 
-class NoGoRuntime(SimulatedRuntime):
+class NoGoRuntime(VirtualRuntime):
     """An engine that refuses to write into containers (the go file never arrives)."""
 
     def put_file(self, container_id: str, path: str, content: str) -> None:
         raise ContainerOperationError(f"Docker could not write {path}: read-only file system")
 
 
+@on_virtual_time
 async def test_a_go_that_cannot_be_written_stops_the_container_and_it_never_takes_a_job(
-    env: Env,
+    env: VirtualEnv,
 ) -> None:
-    runtime = NoGoRuntime(env.org, destroy_delay=0.05)
+    assert env.loop is not None
+    runtime = NoGoRuntime(env.org, env.loop, destroy_delay=0.05)
     job = env.org.queue_job(env.pool_id, duration=0.2)
-    sup = Supervisor(env.config, api=env.api, runtime=runtime, tokens=StaticTokens())
+    sup = Supervisor(
+        env.config, api=env.api, runtime=runtime, tokens=StaticTokens(), clock=env.clock
+    )
     task = asyncio.create_task(sup.run())
     online: set[str] = set()
     try:
@@ -129,5 +131,5 @@ async def test_a_go_that_cannot_be_written_stops_the_container_and_it_never_take
     assert online == set(), "no agent ever had a session"
     assert env.org.job(job).state == "queued"
     exits = {c.exit_code for c in runtime.history()}
-    # SIGTERM (143), or SIGKILL (137) once the stop timeout ran out with both cores busy.
-    assert exits and exits <= {143, 137}, "each was stopped at its gate (registered, offline)"
+    # SIGTERM (143) at the gate; virtual time never lets the stop timeout run out first.
+    assert exits == {143}, "each was stopped at its gate (registered, offline)"

@@ -1,26 +1,29 @@
 """`Supervisor.reconfigure` end to end: the in-process supervisor, the simulated organisation
 and runtime; a new image rolls through the slots without a killed job, a crash-looping
-canary is rolled back."""
+canary is rolled back.
+
+On virtual time (tests/core/virtual_env.py): the agents are tasks on the test's loop.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import functools
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
-
-import pytest
 
 from gpuci_tui.core.config.loader import Config
 from gpuci_tui.core.engine.steps import JobEnded
 from gpuci_tui.core.host.supervision.supervisor import Supervisor
 from gpuci_tui.sim.records import AgentStartup
 from tests.core.supervisor_env import BROKEN, Env, StaticTokens, wait_until
+from tests.core.virtual_env import VirtualEnv, on_virtual_time, running
 
 V2 = "gpuci-sim/agent:2"
 
 
-@pytest.fixture
-def reload_env(env: Env) -> Env:
+def prepared(env: VirtualEnv) -> VirtualEnv:
+    """Three slots with a standby each, a second image, agents up in 0.3 s."""
     env.org.startup = AgentStartup(register=0.2, session=0.1)
     env.runtime.images.add(V2)
     config = replace(env.config, agents=replace(env.config.agents, standby=True, count=3))
@@ -28,22 +31,31 @@ def reload_env(env: Env) -> Env:
     return replace(env, config=config)
 
 
-@pytest.fixture
-async def sup(reload_env: Env) -> AsyncIterator[tuple[Supervisor, list[JobEnded]]]:
-    ended: list[JobEnded] = []
-    supervisor = Supervisor(
-        reload_env.config,
-        api=reload_env.api,
-        runtime=reload_env.runtime,
-        tokens=StaticTokens(),
-        on_job_finished=ended.append,
-    )
-    task = asyncio.create_task(supervisor.run())
-    try:
-        yield supervisor, ended
-    finally:
-        supervisor.request_stop()
-        await asyncio.wait_for(task, 10)
+Supervised = tuple[Supervisor, list[JobEnded]]
+
+
+def reloading(
+    test: Callable[[VirtualEnv, Supervised], Awaitable[None]],
+) -> Callable[..., None]:
+    """Run ``test(env, (supervisor, jobs ended))`` on virtual time, the supervisor running."""
+
+    @on_virtual_time
+    @functools.wraps(test)
+    async def run(env: VirtualEnv) -> None:
+        reload_env = prepared(env)
+        ended: list[JobEnded] = []
+        supervisor = Supervisor(
+            reload_env.config,
+            api=reload_env.api,
+            runtime=reload_env.runtime,
+            tokens=StaticTokens(),
+            on_job_finished=ended.append,
+            clock=env.clock,
+        )
+        async with running(supervisor):
+            await test(reload_env, (supervisor, ended))
+
+    return run
 
 
 def with_image(config: Config, image: str) -> Config:
@@ -58,8 +70,9 @@ def steady(sup: Supervisor) -> bool:
     return all(s.standby == "ready" and s.state.value == "idle" for s in sup.snapshot().slots)
 
 
+@reloading
 async def test_a_new_image_rolls_through_and_the_running_job_finishes_on_the_old_one(
-    reload_env: Env, sup: tuple[Supervisor, list[JobEnded]]
+    reload_env: Env, sup: Supervised
 ) -> None:
     supervisor, ended = sup
     await wait_until(lambda: steady(supervisor), timeout=20, what="steady")
@@ -89,8 +102,9 @@ async def test_a_new_image_rolls_through_and_the_running_job_finishes_on_the_old
     assert not [e for e in supervisor.events if e.kind == "slot_parked"]
 
 
+@reloading
 async def test_a_canary_that_crash_loops_is_rolled_back_and_the_others_never_change(
-    reload_env: Env, sup: tuple[Supervisor, list[JobEnded]]
+    reload_env: Env, sup: Supervised
 ) -> None:
     supervisor, _ = sup
     await wait_until(lambda: steady(supervisor), timeout=20, what="steady")
@@ -114,8 +128,9 @@ async def test_a_canary_that_crash_loops_is_rolled_back_and_the_others_never_cha
     assert "rollout_rolled_back" in [e.kind for e in supervisor.events]
 
 
+@reloading
 async def test_count_changes_and_a_changed_prefix_is_refused(
-    reload_env: Env, sup: tuple[Supervisor, list[JobEnded]]
+    reload_env: Env, sup: Supervised
 ) -> None:
     supervisor, _ = sup
     await wait_until(lambda: steady(supervisor), timeout=20, what="steady")
@@ -131,12 +146,12 @@ async def test_count_changes_and_a_changed_prefix_is_refused(
     assert supervisor.preview_reconfigure(fewer) == ("nothing to change",)
 
 
+@on_virtual_time
 async def test_a_daemon_restarted_on_a_changed_image_replaces_the_adopted_outdated_lanes(
-    reload_env: Env,
+    env: VirtualEnv,
 ) -> None:
-    first = Supervisor(
-        reload_env.config, api=reload_env.api, runtime=reload_env.runtime, tokens=StaticTokens()
-    )
+    reload_env = prepared(env)
+    first = reload_env.supervisor()
     task = asyncio.create_task(first.run())
     await wait_until(lambda: steady(first), timeout=20, what="steady on v1")
     job = reload_env.org.queue_job(reload_env.pool_id, duration=2.0)
@@ -150,6 +165,7 @@ async def test_a_daemon_restarted_on_a_changed_image_replaces_the_adopted_outdat
         api=reload_env.api,
         runtime=reload_env.runtime,
         tokens=StaticTokens(),
+        clock=env.clock,
     )
     task = asyncio.create_task(second.run())
     try:

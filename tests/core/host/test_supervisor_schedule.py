@@ -5,51 +5,33 @@ standbys from ``LEAD`` seconds after the start, none from 12 s later. The
 lanes come up at the scheduled second, not before, and go again after;
 ``status`` names the schedule in force; a reload changes it live.
 
-The supervisor and its container runtime share a `SkippingClock`: the wall clock,
-which the test moves forward to a second before each change instead of waiting
-for it, so the change itself still comes on the ticking clock, while the
-organisation, whose agents heartbeat in real time, keeps the real one. (The
-fake-clock version is `tests.core.engine.test_standby_schedule_world`.)
+On virtual time (tests/core/virtual_env.py): the supervisor, the runtime and the
+organisation share the loop's clock, so the test waits for each change at its own
+second, for free. (The engine-only version is
+`tests.core.engine.test_standby_schedule_world`.)
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
-import time
 from dataclasses import replace
 
 from gpuci_tui.core.engine.standby.schedule import StandbySchedule, time_text
 from gpuci_tui.core.host.supervision.supervisor import Supervisor
 from gpuci_tui.sim.records import AgentStartup
-from gpuci_tui.sim.runtime import SimulatedRuntime
-from tests.core.supervisor_env import Env, StaticTokens, wait_until
+from tests.core.supervisor_env import StaticTokens, wait_until
+from tests.core.virtual_env import VirtualEnv, on_virtual_time
 
 LEAD = 5
 """Seconds before the two standbys are due: the two active agents come up meanwhile."""
 DAY = 86400
-#: How far before a change the clock is moved: the change must not come any earlier.
-BEFORE = 1.0
 
 
-class SkippingClock:
-    """The wall clock plus the seconds a test skipped (only ever forward)."""
-
-    def __init__(self) -> None:
-        self.skipped = 0.0
-
-    def __call__(self) -> float:
-        return time.time() + self.skipped
-
-    def skip_to(self, at: float) -> None:
-        """Move the clock forward to ``at`` (if it is not there yet); it ticks on from there."""
-        self.skipped += max(0.0, at - self())
-
-
-async def test_lanes_come_at_the_scheduled_second_and_go_after(env: Env) -> None:
+@on_virtual_time
+async def test_lanes_come_at_the_scheduled_second_and_go_after(env: VirtualEnv) -> None:
     env.org.startup = AgentStartup(register=0.2, session=0.1)
-    clock = SkippingClock()
-    runtime = SimulatedRuntime(env.org, destroy_delay=0.05, clock=clock)
+    clock, runtime = env.clock, env.runtime
 
     def running() -> list[str]:
         return [c.name for c in runtime.list_containers({}) if c.status == "running"]
@@ -80,8 +62,7 @@ async def test_lanes_come_at_the_scheduled_second_and_go_after(env: Env) -> None
         assert depth.startswith("off; schedule: 0 until ") and depth.endswith(
             f"{time_text(up % DAY)} (UTC)"
         ), depth
-        # A second before the standbys are due: they come at their second, not before.
-        clock.skip_to(up - BEFORE)
+        # The standbys come at their second, not before.
         await wait_until(lambda: len(running()) == 6, timeout=10, what="6 agents")
         assert up <= clock() < down
         # Docker's start times (on the shared clock): no standby lane started early.
@@ -94,7 +75,6 @@ async def test_lanes_come_at_the_scheduled_second_and_go_after(env: Env) -> None
         assert depth.startswith("2; schedule: 2 until ") and depth.endswith(
             f"{time_text(down % DAY)} (UTC)"
         ), depth
-        clock.skip_to(down - BEFORE)
         await wait_until(lambda: len(running()) == 2, timeout=20, what="back to 2 agents")
         assert clock() >= down
         assert sorted(running()) == ["t-0", "t-1"]

@@ -1,45 +1,33 @@
 """Hot standby end to end: the in-process supervisor, the simulated organisation and agents
-that take time to register and to get a session (like the real agent, only shorter)."""
+that take time to register and to get a session (like the real agent, only shorter).
+
+On virtual time (tests/core/virtual_env.py): the seconds below are the loop's, so a
+bound like "within 2.5 s" holds however busy the machine is.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import AsyncIterator
 from dataclasses import replace
-
-import pytest
 
 from gpuci_tui.core.command_types import Drain, Restart, Resume
 from gpuci_tui.core.engine.settings import SupervisorConfig
 from gpuci_tui.core.host.supervision.supervisor import Supervisor
 from gpuci_tui.core.models import SlotState
 from gpuci_tui.sim.records import AgentStartup
-from tests.core.supervisor_env import Env, StaticTokens, wait_until
+from tests.core.supervisor_env import Env, wait_until
+from tests.core.virtual_env import VirtualEnv, on_virtual_time, running
 
 STARTUP = AgentStartup(register=0.3, session=0.2)
 
 
-@pytest.fixture
-def standby_env(env: Env) -> Env:
+def standby(env: VirtualEnv) -> VirtualEnv:
+    """``env`` with a standby per slot and agents that take 0.5 s to come up."""
     env.org.startup = STARTUP
     config = replace(env.config, agents=replace(env.config.agents, standby=True))
     # A slow poll: nothing below may depend on it (handovers are event-driven).
     config = replace(config, supervisor=replace(config.supervisor, poll_interval=10.0))
     return replace(env, config=config)
-
-
-@pytest.fixture
-async def sup(standby_env: Env) -> AsyncIterator[Supervisor]:
-    supervisor = Supervisor(
-        standby_env.config, api=standby_env.api, runtime=standby_env.runtime, tokens=StaticTokens()
-    )
-    task = asyncio.create_task(supervisor.run())
-    try:
-        yield supervisor
-    finally:
-        supervisor.request_stop()
-        await asyncio.wait_for(task, 10)
 
 
 def steady(sup: Supervisor) -> bool:
@@ -58,7 +46,14 @@ def jobs_per_slot_never_overlap(env: Env, jobs: list[int]) -> None:
             assert start >= end, f"two jobs at once on slot {slot}"
 
 
-async def test_each_slot_gets_an_active_agent_and_a_disabled_standby(
+@on_virtual_time
+async def test_each_slot_gets_an_active_agent_and_a_disabled_standby(env: VirtualEnv) -> None:
+    standby_env = standby(env)
+    async with running(standby_env.supervisor()) as sup:
+        await _each_slot_gets_an_active_agent_and_a_disabled_standby(standby_env, sup)
+
+
+async def _each_slot_gets_an_active_agent_and_a_disabled_standby(
     standby_env: Env, sup: Supervisor
 ) -> None:
     await wait_until(lambda: steady(sup), timeout=20, what="active + ready standby per slot")
@@ -74,7 +69,14 @@ async def test_each_slot_gets_an_active_agent_and_a_disabled_standby(
     assert sup.snapshot().pool_summary.standby == 2
 
 
-async def test_the_standby_takes_the_next_job_without_waiting_for_a_start(
+@on_virtual_time
+async def test_the_standby_takes_the_next_job_without_waiting_for_a_start(env: VirtualEnv) -> None:
+    standby_env = standby(env)
+    async with running(standby_env.supervisor()) as sup:
+        await _the_standby_takes_the_next_job_without_waiting_for_a_start(standby_env, sup)
+
+
+async def _the_standby_takes_the_next_job_without_waiting_for_a_start(
     standby_env: Env, sup: Supervisor
 ) -> None:
     await wait_until(lambda: steady(sup), timeout=20, what="steady state")
@@ -104,7 +106,14 @@ async def test_the_standby_takes_the_next_job_without_waiting_for_a_start(
         assert gap < 0.45, f"handover took {gap:.2f} s (start-up alone is 0.5 s)"
 
 
-async def test_drain_stops_the_standby_now_and_lets_the_busy_one_finish(
+@on_virtual_time
+async def test_drain_stops_the_standby_now_and_lets_the_busy_one_finish(env: VirtualEnv) -> None:
+    standby_env = standby(env)
+    async with running(standby_env.supervisor()) as sup:
+        await _drain_stops_the_standby_now_and_lets_the_busy_one_finish(standby_env, sup)
+
+
+async def _drain_stops_the_standby_now_and_lets_the_busy_one_finish(
     standby_env: Env, sup: Supervisor
 ) -> None:
     await wait_until(lambda: steady(sup), timeout=20, what="steady state")
@@ -123,13 +132,23 @@ async def test_drain_stops_the_standby_now_and_lets_the_busy_one_finish(
     assert standby_env.running() == []
 
 
+@on_virtual_time
 async def test_resumed_agents_are_enabled_at_once_not_after_a_poll_interval(
+    env: VirtualEnv,
+) -> None:
+    standby_env = standby(env)
+    async with running(standby_env.supervisor()) as sup:
+        await _resumed_agents_are_enabled_at_once_not_after_a_poll_interval(standby_env, sup)
+
+
+async def _resumed_agents_are_enabled_at_once_not_after_a_poll_interval(
     standby_env: Env, sup: Supervisor
 ) -> None:
     await wait_until(lambda: steady(sup), timeout=20, what="steady state")
     await sup.execute(Drain(None))
     await wait_until(lambda: standby_env.running() == [], timeout=10, what="drained")
-    resumed = time.monotonic()
+    loop = asyncio.get_running_loop()
+    resumed = loop.time()
     await sup.execute(Resume(None))
 
     def serving(slot: int) -> bool:
@@ -139,10 +158,17 @@ async def test_resumed_agents_are_enabled_at_once_not_after_a_poll_interval(
     # The poll interval is 10 s: an agent that waited for a read to be enabled would
     # stay disabled that long. Start-up alone is 0.5 s here.
     await wait_until(lambda: serving(0) and serving(1), timeout=8, what="an enabled agent per slot")
-    assert time.monotonic() - resumed < 2.5
+    assert loop.time() - resumed < 2.5
 
 
-async def test_restart_keeps_each_slot_taking_jobs(standby_env: Env, sup: Supervisor) -> None:
+@on_virtual_time
+async def test_restart_keeps_each_slot_taking_jobs(env: VirtualEnv) -> None:
+    standby_env = standby(env)
+    async with running(standby_env.supervisor()) as sup:
+        await _restart_keeps_each_slot_taking_jobs(standby_env, sup)
+
+
+async def _restart_keeps_each_slot_taking_jobs(standby_env: Env, sup: Supervisor) -> None:
     await wait_until(lambda: steady(sup), timeout=20, what="steady state")
     before = {a.container_id for s in sup.snapshot().slots for a in s.agents}
     await sup.execute(Restart(None))
@@ -159,18 +185,16 @@ async def test_restart_keeps_each_slot_taking_jobs(standby_env: Env, sup: Superv
     )
 
 
-async def test_a_restarted_supervisor_adopts_both_agents_of_every_slot(standby_env: Env) -> None:
-    first = Supervisor(
-        standby_env.config, api=standby_env.api, runtime=standby_env.runtime, tokens=StaticTokens()
-    )
+@on_virtual_time
+async def test_a_restarted_supervisor_adopts_both_agents_of_every_slot(env: VirtualEnv) -> None:
+    standby_env = standby(env)
+    first = standby_env.supervisor()
     task = asyncio.create_task(first.run())
     await wait_until(lambda: steady(first), timeout=20, what="steady state")
     ids = sorted(c.id for c in standby_env.runtime.list_containers({}))
     first.request_stop()
     await asyncio.wait_for(task, 10)
-    second = Supervisor(
-        standby_env.config, api=standby_env.api, runtime=standby_env.runtime, tokens=StaticTokens()
-    )
+    second = standby_env.supervisor()
     task = asyncio.create_task(second.run())
     try:
         await wait_until(lambda: steady(second), timeout=10, what="adopted steady state")
@@ -181,6 +205,7 @@ async def test_a_restarted_supervisor_adopts_both_agents_of_every_slot(standby_e
         await asyncio.wait_for(task, 10)
 
 
-def test_config_keeps_the_poll_slow(standby_env: Env) -> None:
-    assert standby_env.config.supervisor.poll_interval == 10.0
-    assert isinstance(standby_env.config.supervisor, SupervisorConfig)
+def test_config_keeps_the_poll_slow(env: Env) -> None:
+    config = standby(env).config  # type: ignore[arg-type]
+    assert config.supervisor.poll_interval == 10.0
+    assert isinstance(config.supervisor, SupervisorConfig)

@@ -18,7 +18,6 @@ import json
 import logging
 import os
 import socket
-import time
 from pathlib import Path
 from typing import Any
 
@@ -218,10 +217,11 @@ class ControlServer:
     async def _pace(self, op: str, writer: asyncio.StreamWriter) -> None:
         """One answer of ``op`` per `MIN_INTERVAL` on a connection, however fast it asks."""
         key = (op, id(writer))
-        wait = self._paced_at.get(key, 0.0) + MIN_INTERVAL - time.monotonic()
+        loop = asyncio.get_running_loop()  # the timer is the loop: its time, not the OS's
+        wait = self._paced_at.get(key, -MIN_INTERVAL) + MIN_INTERVAL - loop.time()
         if wait > 0:
             await asyncio.sleep(wait)
-        self._paced_at[key] = time.monotonic()
+        self._paced_at[key] = loop.time()
 
     async def _stream(self, writer: asyncio.StreamWriter) -> None:
         sup = self.supervisor

@@ -271,8 +271,9 @@ class ImagePuller:
                 self._progress[image] = last
             if on_progress is not None:
                 on_progress(last)
-            if time.monotonic() - published >= PUBLISH_EVERY:
-                published = time.monotonic()
+            now = self.clock()
+            if now - published >= PUBLISH_EVERY:
+                published = now
                 self._on_loop(self.changed)
 
         try:
