@@ -26,7 +26,7 @@ from gpuci_tui.core.models import SlotState
 from gpuci_tui.sim.records import AgentStartup
 from gpuci_tui.sim.server import SimServer
 from tests.core.host.test_supervisor_standby import jobs_per_slot_never_overlap
-from tests.core.supervisor_env import Env, StaticTokens, wait_until
+from tests.core.supervisor_env import PAT, Env, StaticTokens, wait_until
 
 STARTUP = AgentStartup(register=0.3, session=0.2)
 JOB = 0.3
@@ -49,7 +49,7 @@ async def test_slots_take_jobs_in_place_through_500s_and_calls_are_not_retried_m
     config = replace(config, supervisor=replace(config.supervisor, poll_interval=POLL))
     slots = config.agents.count
     with SimServer(env.org) as server:
-        client = AzureDevOpsClient(server.org_url, StaticTokens().get_token(""), max_retries=RETRIES)
+        client = AzureDevOpsClient(server.org_url, PAT, max_retries=RETRIES)
         sup = Supervisor(config, api=client, runtime=env.runtime, tokens=StaticTokens())
         task = asyncio.create_task(sup.run())
         jobs: list[int] = []
