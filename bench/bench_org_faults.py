@@ -6,8 +6,9 @@ that start like the real one (6 s to register, 3 s to a session), 3-s jobs that
 keep coming, and every public call (the daemon's; the agents go on) answered 429
 (``Retry-After``) for 60 s, or 500 for 30 s. Per run it prints jobs started in the
 window and per minute (against the cold path: one job per lane per start-up +
-job), overlaps, jobs lost, when the daemon's first call was answered after the
-window, and how long each slot's first job after that answer waited.
+job), overlaps, jobs lost, the daemon's requests the organisation refused in the
+window, when the daemon's first call was answered after the window, and how long each
+slot's first job after that answer waited.
 
 ``--start mid-flow`` (the default) begins the window while the slots run jobs;
 ``--start idle`` on idle slots with ready standbys, as the jobs begin to come.
@@ -101,7 +102,7 @@ def row(got: Intake, start: str) -> str:
     return (
         f"| {got.fault} for {got.window:.0f} s | {start} | {got.started} | "
         f"{got.per_minute:.1f} ({got.cold_per_minute:.0f}) | {list(got.per_slot)} | "
-        f"{got.overlaps} | {got.lost} | {back} | {waits} | {after} |"
+        f"{got.overlaps} | {got.lost} | {got.requests} | {back} | {waits} | {after} |"
     )
 
 
@@ -122,8 +123,9 @@ def main() -> None:
     results: list[dict[str, Any]] = []
     lines = [
         "| fault | window begins | jobs started | per min (cold path) | per slot | overlaps "
-        "| lost | answered after (s) | first job per slot waited (s) | from the window's end (s) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| lost | requests refused | answered after (s) | first job per slot waited (s) "
+        "| from the window's end (s) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     began = time.time()
     if args.drills:

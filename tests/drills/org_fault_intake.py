@@ -14,6 +14,8 @@ records:
   per start-up + job: what a slot can do without the standby's hand-over);
 * overlaps (two jobs at once on one slot's agents) and jobs lost (not succeeded,
   or handed out more than once);
+* the requests of the daemon the refusing organisation saw in the window (what
+  its probes and any in-call retries cost it);
 * after the window: when the daemon's first call was answered, and for each slot
   how long its first job after that waited for the slot (from that answer, or
   from the slot's previous job's end if later): a hot standby takes it at once,
@@ -50,6 +52,8 @@ class Intake:
     """Of those, per slot (a slot with none stopped taking jobs for the whole window)."""
     overlaps: int
     lost: int
+    requests: int
+    """The daemon's requests the organisation refused in the window (probes, retries)."""
     back_after: float | None
     """Seconds from the window's end to the first answered call of the daemon (None: not
     waited for)."""
@@ -74,7 +78,8 @@ class Intake:
         head = (
             f"{self.fault} for {self.window:.0f} s on {self.slots} slots: {self.started} jobs "
             f"started ({self.per_minute:.1f}/min; cold path {self.cold_per_minute:.1f}/min; "
-            f"per slot {list(self.per_slot)}), {self.overlaps} overlaps, {self.lost} lost"
+            f"per slot {list(self.per_slot)}), {self.overlaps} overlaps, {self.lost} lost, "
+            f"{self.requests} requests refused"
         )
         if self.back_after is None:
             return head
@@ -165,6 +170,7 @@ def refused_intake(
         wait_for(lambda: time.time() >= t0 + window, window + 5, "the end of the window")
         rig.org.faults.clear(armed)
         t_end = time.time()
+        refused = [e for e in rig.org.request_log(t0) if not e.private and e.at < t_end]
         back = None
         if recover:
             back = wait_for(lambda: _first_answer(rig, t_end), settle, "the daemon's answer")
@@ -187,6 +193,7 @@ def refused_intake(
         ),
         overlaps=overlaps(records),
         lost=sum(1 for r in records if r.result != "succeeded" or r.assign_count != 1),
+        requests=len(refused),
         back_after=None if back is None else back - t_end,
         first_waits=() if back is None else _waits(rig, back),
         after_window=() if back is None else _waits(rig, t_end),

@@ -52,12 +52,14 @@ class AzureDevOpsClient(PoolAgentCalls):
             or a callable returning it (re-read before every request,
             so a PAT replaced in the keyring is used at once).
         timeout: Seconds for connecting and for each read, on every call.
-        max_retries: Extra attempts after a 5xx, a short 429 or a dropped connection.
+        max_retries: Extra attempts after a 5xx, a short 429 or a dropped connection
+            (none after a 5xx or a dropped connection while the organisation is known
+            down: `organisation_down`).
         session: A `requests.Session` to use instead of a new one.
         api_version: Sent in the ``Accept`` header of every request.
         user_agent: ``User-Agent``; defaults to ``gpuci-tui/<version>``.
         clock: Wall-clock time source (epoch seconds), injectable for tests.
-        sleep: Used for backoff waits, injectable for tests.
+        sleep: Used for backoff waits, injectable for tests (None: real time).
         jitter: Returns a float in [0, 1) that spreads retries out.
         max_requests_per_minute: ``[azure] max_requests_per_minute``: this client's cap
             on its attempts (None: none); periodic reads give way first (`budget`).
@@ -77,7 +79,7 @@ class AzureDevOpsClient(PoolAgentCalls):
         api_version: str = "7.1",
         user_agent: str | None = None,
         clock: Callable[[], float] = time.time,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] | None = None,
         jitter: Callable[[], float] = random.random,
         max_requests_per_minute: int | None = None,
     ) -> None:
@@ -134,6 +136,11 @@ class AzureDevOpsClient(PoolAgentCalls):
     def credential(self) -> Credential:
         """What this client signs in with (the header and ``status`` describe it)."""
         return self._http.credential
+
+    @property
+    def organisation_down(self) -> bool:
+        """The organisation is known down: each call makes one attempt meanwhile (`outage`)."""
+        return self._http.outage.down
 
     @property
     def request_count(self) -> int:

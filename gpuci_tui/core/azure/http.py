@@ -9,7 +9,9 @@ should see. It owns the things every endpoint shares:
   so a rotated PAT or a refreshed token takes effect at once; a rejected
   access token is re-acquired once before the rejection is reported;
 * refusing to send the PAT in clear text (``http://``) to anything but loopback;
-* retries with exponential backoff and jitter for 5xx and dropped connections;
+* retries with exponential backoff and jitter for 5xx and dropped connections, while
+  the organisation is not known down (`outage`: once a call failed so, one attempt each
+  until a call is answered);
 * ``Retry-After`` / ``X-RateLimit-*`` handling, without blocking callers for long
   (`rate_limits`);
 * a request counter and the latest rate-limit figures, both thread-safe;
@@ -31,11 +33,12 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 from urllib.parse import quote, urlencode
 
 import requests
 
+from gpuci_tui.core.azure.answer import Answer, Json, answer_size, decode_answer
 from gpuci_tui.core.azure.budget import Priority
 from gpuci_tui.core.azure.errors import (
     HeaderAuth,
@@ -43,6 +46,7 @@ from gpuci_tui.core.azure.errors import (
     describe_transport_error,
     redirect_error,
 )
+from gpuci_tui.core.azure.outage import OutageWatch, may_retry
 from gpuci_tui.core.azure.parse import RateLimitState, parse_retry_after, server_message
 from gpuci_tui.core.azure.rate_limits import MAX_INLINE_WAIT, RateLimits
 from gpuci_tui.core.azure.usage import HttpAttempt, RequestLedger, route_of
@@ -69,21 +73,6 @@ LOG = logging.getLogger("gpuci_tui.azure")
 BACKOFF_BASE = 0.5
 BACKOFF_CAP = 8.0
 
-Json = Any
-"""A decoded JSON value (dict, list, str, number, bool or None)."""
-
-
-@dataclass(frozen=True)
-class Answer:
-    """A successful (2xx) answer."""
-
-    status: int
-    body: Json
-    """Decoded JSON, or None for an empty body."""
-    continuation_token: str | None = None
-    """``X-MS-ContinuationToken`` when the resource has more pages."""
-
-
 __all__ = ["Answer", "AzureTransport", "TokenProvider"]
 
 
@@ -100,7 +89,8 @@ class AzureTransport:
         api_version: Sent as ``Accept: application/json;api-version=...``.
         user_agent: The ``User-Agent`` header.
         clock: Wall-clock time source (epoch seconds), injectable for tests.
-        sleep: Used for backoff waits, injectable for tests.
+        sleep: Used for backoff waits, injectable for tests (None: real time; a 5xx's
+            backoff then ends early when another call finds the organisation down).
         jitter: Returns a float in [0, 1) that spreads retries out.
         max_requests_per_minute: This client's cap on its attempts (None: none).
 
@@ -119,7 +109,7 @@ class AzureTransport:
         api_version: str = "7.1",
         user_agent: str = "gpuci-tui",
         clock: Callable[[], float] = time.time,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] | None = None,
         jitter: Callable[[], float] = random.random,
         max_requests_per_minute: int | None = None,
     ) -> None:
@@ -137,12 +127,14 @@ class AzureTransport:
         self._api_version = api_version
         self._user_agent = user_agent
         self._clock = clock
-        self._sleep = sleep
+        self._sleep = sleep or time.sleep
         self._jitter = jitter
         self._lock = threading.Lock()
         self._count = 0
         self._limits = RateLimits()
         self._ledger = RequestLedger(max_requests_per_minute)
+        self.outage = OutageWatch(sleep)
+        """Whether the organisation is known down (then one attempt per call)."""
         self._identity_fingerprint: str | None = None
         self.observer: Callable[[HttpAttempt], None] | None = None
         """Told each attempt (route, status, bytes), from the calling thread."""
@@ -235,7 +227,13 @@ class AzureTransport:
         route = route_of(path)
         attempt = 0
         reacquired = False
+        called_off: AzureError | None = None
         while True:
+            if called_off is not None and self.outage.down:
+                # Another call found the organisation down while this one waited to retry:
+                # the next probe is the retry (`outage`).
+                raise called_off
+            called_off = None
             self._limits.raise_if_blocked(self._clock())
             self._ledger.clear_to_send(priority, f"{method} {shown}", self._clock, self._sleep)
             # Checked before every send, not just at construction: the URL is
@@ -267,22 +265,24 @@ class AzureTransport:
             if failure is not None:
                 self._attempted(HttpAttempt(method, route, None))
             else:
-                self._attempted(HttpAttempt(method, route, response.status_code, _size(response)))
+                self._attempted(
+                    HttpAttempt(method, route, response.status_code, answer_size(response))
+                )
             if failure is not None:
                 # Raised outside the except block so that no exception chain
                 # (whose request object carries the Authorization header) is kept.
                 LOG.warning("%s %s failed after %.0f ms: %s", method, shown, elapsed_ms, failure)
-                if retryable and attempt < self._max_retries:
-                    self._sleep(self._backoff(attempt))
+                if retryable and may_retry(attempt, self._max_retries, self.outage.down):
+                    self.outage.back_off(self._backoff(attempt))
                     attempt += 1
+                    called_off = failure
                     continue
+                self.outage.failed()
                 raise failure
             LOG.debug("%s %s -> %d in %.0f ms", method, shown, response.status_code, elapsed_ms)
             try:
                 try:
-                    retry_in = self._evaluate(
-                        response, method, shown, token, pool_endpoint, attempt
-                    )
+                    retry = self._evaluate(response, method, shown, token, pool_endpoint, attempt)
                 except AzureAuthError:
                     # An access token can be refused before its stated expiry (revoked,
                     # clock skew): acquire a new one once, then report the refusal.
@@ -293,16 +293,20 @@ class AzureTransport:
                     self.credential.refresh()
                     reacquired = True
                     continue
-                if retry_in is None:
+                if retry is None:
                     self.credential.note_accepted()
-                    answer = self._answer(response, method, shown)
+                    answer = decode_answer(response, method, shown)
                     if confirms_identity:
                         with self._lock:
                             self._identity_fingerprint = _fingerprint(token)
                     return answer
             finally:
                 response.close()
-            self._sleep(retry_in)
+            if retry.unless_down is None:
+                self._sleep(retry.delay)  # a 429's wait: the service's word, kept
+            else:
+                self.outage.back_off(retry.delay)
+                called_off = retry.unless_down
             attempt += 1
 
     def _attempted(self, attempt: HttpAttempt) -> None:
@@ -334,11 +338,13 @@ class AzureTransport:
         token: str,
         pool_endpoint: bool,
         attempt: int,
-    ) -> float | None:
-        """Raise for a failed answer; return a delay to retry after, or None for success."""
+    ) -> _Retry | None:
+        """Raise for a failed answer; return when to retry, or None for success."""
         status = response.status_code
         now = self._clock()
         self._limits.note(response.headers, now)
+        if status < 500:
+            self.outage.answered()  # any answer, a refusal included: the organisation is up
         if status == 203:
             raise AzureAuthError(self.credential.rejected_message())
         if 300 <= status < 400:
@@ -361,13 +367,23 @@ class AzureTransport:
             detail = redact(server_message(response.content), token)
             raise AzureNotFoundError(f"Azure DevOps has no {shown} ({detail or 'HTTP 404'}).")
         if status == 429:
-            may_retry = attempt < self._max_retries
-            return self._limits.too_many(
-                response.headers, now, may_retry=may_retry, what=f"{method} {shown}"
+            more = attempt < self._max_retries
+            pause = self._limits.too_many(
+                response.headers, now, may_retry=more, what=f"{method} {shown}"
             )
+            return _Retry(pause)
         if status >= 500:
             wait = parse_retry_after(response.headers, now)
-            if attempt < self._max_retries and (wait is None or wait <= MAX_INLINE_WAIT):
+            tries = attempt + 1
+            failure = AzureServerError(
+                f"Azure DevOps answered HTTP {status} to {method} {shown} "
+                f"({tries} attempt{'s' if tries > 1 else ''}). The problem is on Microsoft's "
+                "side (see https://status.dev.azure.com); try again in a few minutes.",
+                retry_after=wait,
+            )
+            if may_retry(attempt, self._max_retries, self.outage.down) and (
+                wait is None or wait <= MAX_INLINE_WAIT
+            ):
                 delay = max(self._backoff(attempt), wait or 0.0)
                 LOG.warning(
                     "%s %s -> HTTP %d; retry %d in %.1f s",
@@ -377,14 +393,9 @@ class AzureTransport:
                     attempt + 1,
                     delay,
                 )
-                return delay
-            tries = attempt + 1
-            raise AzureServerError(
-                f"Azure DevOps answered HTTP {status} to {method} {shown} "
-                f"({tries} attempt{'s' if tries > 1 else ''}). The problem is on Microsoft's "
-                "side (see https://status.dev.azure.com); try again in a few minutes.",
-                retry_after=wait,
-            )
+                return _Retry(delay, failure)
+            self.outage.failed()
+            raise failure
         detail = redact(server_message(response.content), token)
         refused = AzureBadRequestError if status == 400 else AzureError
         raise refused(
@@ -392,33 +403,18 @@ class AzureTransport:
             + (f": {detail}" if detail else ".")
         )
 
-    def _answer(self, response: requests.Response, method: str, shown: str) -> Answer:
-        content = response.content
-        body: Json = None
-        if content.strip():
-            try:
-                body = json.loads(content)
-            except ValueError:
-                raise AzureError(
-                    f"Azure DevOps answered {method} {shown} with something that is not JSON. "
-                    "Check that the organisation URL is right (https://dev.azure.com/ORG)."
-                ) from None
-        return Answer(
-            status=response.status_code,
-            body=body,
-            continuation_token=response.headers.get("X-MS-ContinuationToken") or None,
-        )
-
 
 _NO_PROXY = ("http", "https", "all")
 
 
-def _size(response: requests.Response) -> int:
-    """The bytes of an answer's body (as received; a body that cannot be read counts 0)."""
-    try:
-        return len(response.content)
-    except requests.RequestException:
-        return 0
+@dataclass(frozen=True)
+class _Retry:
+    """A failed attempt to send again after ``delay`` seconds."""
+
+    delay: float
+    unless_down: AzureError | None = None
+    """Raised instead, if the organisation is found down meanwhile (a 5xx's retry); None:
+    the retry is kept (a 429's short ``Retry-After``)."""
 
 
 def _fingerprint(token: str) -> str:

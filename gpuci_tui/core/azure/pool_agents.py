@@ -19,8 +19,9 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
+from gpuci_tui.core.azure.answer import Answer
 from gpuci_tui.core.azure.budget import Priority
-from gpuci_tui.core.azure.http import Answer, AzureTransport
+from gpuci_tui.core.azure.http import AzureTransport
 from gpuci_tui.core.azure.parse import (
     MalformedError,
     collection,

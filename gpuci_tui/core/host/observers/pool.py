@@ -197,9 +197,10 @@ class PoolObserver:
         One backoff covers reads, writes and history reads alike: after a failure
         or a rate limit, nothing is sent before ``health.retry_at``. After that the
         observer's next read is the only probe; writes and history reads wait until
-        it succeeds. Each of them would bring its own client retries, all at the
-        same instant: a drill measured four callers sending five attempts each at
-        every retry time of a failing organisation.
+        it succeeds. Each of them would bring its own call, all at the same instant:
+        a drill measured four callers sending five attempts each at every retry time
+        of a failing organisation. The probe itself is one attempt: the client makes
+        no in-call retries while the organisation is known down (`azure.outage`).
         """
         if self.health.state in _CALLABLE or self.health.retry_at is None:
             return 0.0
@@ -380,8 +381,8 @@ class PoolObserver:
 
         What it asks (a 5xx's ``Retry-After``), else one poll interval, however long
         it has failed: a failing organisation is probed once per interval, as a
-        healthy one is read, and the first read after it is back comes within one
-        interval. A backoff that grew past the interval (2, 4, 8 ... 60 s; the
+        healthy one is read, each probe one attempt (`azure.outage`), and the first
+        read after it is back comes within one interval. A backoff that grew past the interval (2, 4, 8 ... 60 s; the
         engine's failed writes lengthen the streak too) left lanes waiting up to
         a minute on an organisation that had answered again for most of it.
         """
