@@ -79,6 +79,9 @@ class Settings:
     """Jobs that finish between two events (a steady phase)."""
     job_seconds: tuple[float, float] = (0.3, 1.2)
     seed: int = 28
+    daemon: str = "tests.drills.history_daemon"
+    """The daemon's entry point (``python -m``): the tests' shortens the history's waits for
+    the organisation's side of a job; the bench's is ``gpuci_tui.cli.main``, as shipped."""
 
 
 @dataclass
@@ -170,7 +173,7 @@ def history_drill(rig: Rig, images: tuple[str, str, str], settings: Settings) ->
     org = rig.org
     slots = rig.config.agents.count
     t0 = time.time()
-    rig.start_daemon()
+    rig.start_daemon(settings.daemon)
     wait_for(rig.all_idle, 60, "every slot idle with a ready standby")
     phases = [("the daemon up", time.time() - t0)]
     """Each phase's end, in seconds from the start (where the time went)."""
@@ -210,7 +213,7 @@ def _event(
         _reload(rig, broken, "--canary", "1", "--canary-jobs", "1")
         wait_for(lambda: _rollout_state(rig) == "rolled_back", 120, "the bad build rolled back")
     elif event == DAEMON_KILL:
-        _sigkill_and_restart(rig, settings.down)
+        _sigkill_and_restart(rig, settings.down, settings.daemon)
     elif event == AGENT_KILL:
         job, sent = _kill_a_busy_agent(rig)
         killed[job] = sent
@@ -264,13 +267,13 @@ def _reload(rig: Rig, image: str, *args: str) -> None:
     assert answer.returncode == 0, (answer.stdout, answer.stderr)
 
 
-def _sigkill_and_restart(rig: Rig, down: float) -> None:
+def _sigkill_and_restart(rig: Rig, down: float, daemon_module: str) -> None:
     daemon = rig.procs[-1]
     daemon.send_signal(signal.SIGKILL)
     daemon.wait(10)
     back_at = time.time() + down
     wait_for(lambda: time.time() >= back_at, down + 5, "the daemon's time away")
-    rig.start_daemon()
+    rig.start_daemon(daemon_module)
 
 
 def _kill_a_busy_agent(rig: Rig) -> tuple[int, float]:
