@@ -182,8 +182,15 @@ def history_drill(rig: Rig, images: tuple[str, str, str], settings: Settings) ->
     with Feeder(rig, 2 * slots, settings.job_seconds, settings.seed) as feeder:
 
         def steady(what: str) -> None:
+            # A job killed under its agent ends when the organisation says (abandoned, once
+            # the agent's heartbeat is missed): waited for here too, so that what follows (a
+            # restart's first read) finds it ended.
             goal = _finished(rig) + settings.steady_jobs
-            wait_for(lambda: _finished(rig) >= goal, 120, f"jobs finishing after {what}")
+            wait_for(
+                lambda: _finished(rig) >= goal and all(_done(org, j) for j in killed),
+                120,
+                f"jobs finishing after {what}",
+            )
             phases.append((what, time.time() - t0))
 
         steady("the start")
@@ -217,9 +224,6 @@ def _event(
     elif event == AGENT_KILL:
         job, sent = _kill_a_busy_agent(rig)
         killed[job] = sent
-        # Its end is the organisation's (abandoned, once the agent's heartbeat is missed):
-        # waited for here, so that what follows (a restart's first read) finds it ended.
-        wait_for(lambda: _done(rig.org, job), 60, "the organisation ending the killed job")
     elif event == REFUSALS:
         _refusals(rig.org, settings)
     elif event == ROLLOUT_BACK:
