@@ -46,7 +46,9 @@ from tests.real.rig import build_broken_image, make_rig  # noqa: E402
 
 V2 = "gpuci-bench/history-agent:v2"
 #: The issue's run: 5-s restarts, 30 s of HTTP 500, 15 s of 429.
-LONG = Settings(down=5.0, server_errors=30.0, rate_limited=15.0, retry_after=10.0)
+LONG = Settings(
+    down=5.0, server_errors=30.0, rate_limited=15.0, retry_after=10.0, daemon="gpuci_tui.cli.main"
+)
 
 
 def one_run(client: Any, images: tuple[str, str, str], slots: int, settings: Settings) -> Figures:
@@ -86,7 +88,7 @@ def main() -> None:
         settings = Settings(
             down=LONG.down, server_errors=LONG.server_errors, rate_limited=LONG.rate_limited,
             retry_after=LONG.retry_after, steady_jobs=args.steady_jobs, job_seconds=(1.0, 5.0),
-            seed=28 + n,
+            seed=28 + n, daemon=LONG.daemon,
         )  # fmt: skip
         got = one_run(client, (image, V2, broken), args.slots, settings)
         print(got.line(), flush=True)

@@ -209,7 +209,8 @@ async def _soak(args: argparse.Namespace) -> dict[str, Any]:
     snapshot = None
     if args.tracemalloc:
         snapshot = tracemalloc.take_snapshot()
-    next_sample = 0
+    # The test's soak takes no sample before its warm-up (each costs a settle and a snapshot).
+    next_sample = getattr(args, "first_sample", 0)
     next_prune = 0
     while next_sample <= args.jobs:
         quiet = done >= next_sample  # a sample is due: let the jobs in flight finish first

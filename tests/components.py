@@ -90,6 +90,10 @@ BY_MARKER = {component.marker: component for component in COMPONENTS}
 SERIAL = "serial"
 """The marker of a test that cannot share the machine: the full run runs it alone, after the rest."""
 
+SLOW = "slow"
+"""The marker of a test that needs no component but takes long (a soak): the full run runs
+it, the quick tier leaves it out (that tier answers in minutes)."""
+
 
 def markers_of(item: pytest.Item) -> set[str]:
     """The component markers ``item`` carries."""
@@ -97,8 +101,8 @@ def markers_of(item: pytest.Item) -> set[str]:
 
 
 def quick(item: pytest.Item) -> bool:
-    """Whether ``item`` is in the quick tier: it needs no component."""
-    return not markers_of(item)
+    """Whether ``item`` is in the quick tier: it needs no component, and is not `SLOW`."""
+    return not markers_of(item) and item.get_closest_marker(SLOW) is None
 
 
 def unmarked_message(marker: str, how: str) -> str:

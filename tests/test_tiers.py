@@ -87,6 +87,11 @@ def test_quick_and_unmarked():
     subprocess.run(["true"], check=True)
 
 
+@pytest.mark.slow
+def test_slow_and_unmarked():
+    pass
+
+
 @pytest.mark.serial(reason="it says why")
 def test_serial_with_a_reason():
     pass
@@ -104,6 +109,7 @@ PASSING = {
     "test_marked_docker_fixture",
     "test_marked_tmux_program",
     "test_quick_and_unmarked",
+    "test_slow_and_unmarked",
     "test_serial_with_a_reason",
 }
 
@@ -148,11 +154,12 @@ def test_a_test_that_uses_a_component_without_its_marker_fails(tmp_path: Path) -
         assert outcomes.get(name) == "passed", (name, outcomes.get(name), output)
 
 
-def test_quick_leaves_out_the_tests_marked_with_a_component(tmp_path: Path) -> None:
+def test_quick_leaves_out_the_tests_marked_with_a_component_or_slow(tmp_path: Path) -> None:
     outcomes, output = run_cases(tmp_path, "--quick")
     assert "test_marked_docker_fixture" not in outcomes, output
     assert "test_marked_tmux_program" not in outcomes, output
     assert outcomes.get("test_quick_and_unmarked") == "passed", output
+    assert "test_slow_and_unmarked" not in outcomes, output  # the full run's (PASSING)
     # An unmarked test that uses a component is in the quick tier, and fails there.
     assert outcomes.get("test_unmarked_docker_fixture", "").startswith("failed"), output
 

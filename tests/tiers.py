@@ -2,7 +2,7 @@
 
 - The component markers of tests/components.py, and ``serial``, are declared here
   (with ``--strict-markers``, a misspelt marker is an error, not a new tier).
-- ``--quick`` keeps the tests that need no component.
+- ``--quick`` keeps the tests that need no component, less those marked ``slow``.
 - A test that uses a component without its marker fails (tests/components.py).
 - ``@pytest.mark.serial(reason=…)``: a test that cannot share the machine. The reason
   is required, and printed by the run that runs it; under pytest-xdist such a test
@@ -19,6 +19,7 @@ import pytest
 from tests.components import (
     COMPONENTS,
     SERIAL,
+    SLOW,
     enter,
     install_guards,
     quick,
@@ -55,6 +56,10 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         f"{SERIAL}(reason): cannot share the machine with other tests; runs alone, "
         "after the parallel part (the reason is required and printed)",
+    )
+    config.addinivalue_line(
+        "markers",
+        f"{SLOW}: needs no component but takes long; the quick tier (--quick) leaves it out",
     )
     _uninstall.append(install_guards())
 

@@ -42,6 +42,7 @@ ARC_PATH = "/arc/metadata/identity/oauth2/token"
 class _Handler(BaseHTTPRequestHandler):
     server: _LoginHTTPServer
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # as the organisation's handler: no 40-ms delayed-ACK wait
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         """Quiet: tests read `SimEntra.sign_ins` instead."""

@@ -1,8 +1,10 @@
 """The history drill (issue 28): every job that ran has exactly one history row, whatever happened.
 
-One scenario, two sizes: the drill (tests/drills/test_history_drill.py) runs it
-short; bench/bench_history_drill.py with the issue's figures (5-s restarts, 30 s
-of HTTP 500, 15 s of 429, longer steady phases).
+One scenario, two sizes: bench/bench_history_drill.py runs it whole with the issue's
+figures (5-s restarts, 30 s of HTTP 500, 15 s of 429, longer steady phases); the
+drill tests (tests/drills/test_history_drill.py) run it short and split by fault
+kind (`Settings.events`: the roll-outs, the kills, the refusals), each under 30 s
+and each with the same proof.
 
 The real daemon with hot standby on the real Docker engine, the emulator image,
 the simulated organisation; a feeder keeps the slots busy with short jobs the
@@ -35,22 +37,51 @@ from gpuci_tui.core.config.loader import save_config
 from tests.drills.org_fault_intake import overlapping
 from tests.real.rig import Rig, wait_for
 
+ROLLOUT, BAD_BUILD, DAEMON_KILL, AGENT_KILL, REFUSALS, ROLLOUT_BACK = (
+    "roll-out",
+    "bad build",
+    "daemon SIGKILL",
+    "agent kill",
+    "refusals",
+    "roll-out back",
+)
+SCENARIO = (
+    ROLLOUT,
+    BAD_BUILD,
+    DAEMON_KILL,
+    AGENT_KILL,
+    REFUSALS,
+    DAEMON_KILL,
+    AGENT_KILL,
+    ROLLOUT_BACK,
+)
+"""The whole scenario (the issue's), each event followed by a steady phase."""
+
 
 @dataclass(frozen=True)
 class Settings:
-    """The drill's lengths (the tests' short ones by default)."""
+    """The drill's lengths (the tests' short ones by default) and its events."""
 
-    down: float = 2.0
-    """Seconds the daemon stays dead after each SIGKILL (the issue's: 5)."""
-    server_errors: float = 6.0
+    events: tuple[str, ...] = SCENARIO
+    """The events run, in order (a part of `SCENARIO` in a test; ROLLOUT_BACK after ROLLOUT)."""
+
+    down: float = 1.5
+    """Seconds the daemon stays dead after each SIGKILL (the issue's: 5); longer than the
+    longest job, so that a job that ran at the kill ends with no daemon to see it."""
+    server_errors: float = 3.0
     """Seconds of HTTP 500 on every public call (the issue's: 30)."""
-    rate_limited: float = 8.0
-    """Seconds of 429 after them (the issue's: 15)."""
+    rate_limited: float = 4.0
+    """Seconds of 429 after them at least (the issue's: 15); on until one reached the daemon."""
     retry_after: float = 6.0
+    """The 429's ``Retry-After``: longer than the client's inline wait (5 s), so that it
+    reaches the daemon's backoff."""
     steady_jobs: int = 4
     """Jobs that finish between two events (a steady phase)."""
     job_seconds: tuple[float, float] = (0.3, 1.2)
     seed: int = 28
+    daemon: str = "tests.drills.history_daemon"
+    """The daemon's entry point (``python -m``): the tests' shortens the history's waits for
+    the organisation's side of a job; the bench's is ``gpuci_tui.cli.main``, as shipped."""
 
 
 @dataclass
@@ -79,6 +110,16 @@ class Figures:
     """Reads of our agents' finished requests (``jobrequests?agentIds=…``)."""
     job_reads: int = 0
     """Reads of one job request (``jobrequests/{id}``): none, the list carries the result."""
+    refused: dict[int, int] = field(default_factory=dict)
+    """Public calls answered 500 and 429 (the refusals reached the daemon), by status."""
+    phases: list[tuple[str, float]] = field(default_factory=list)
+    """Each phase (an event and the steady jobs after it) and when it ended, in seconds."""
+
+    def timeline(self) -> str:
+        """Where the time went: each phase's end, then the whole run."""
+        ends = ", ".join(f"{what} {at:.1f}" for what, at in self.phases)
+        refused = ", ".join(f"{n} answered {status}" for status, n in sorted(self.refused.items()))
+        return f"{ends}; measured {self.seconds:.1f} s; {refused or 'no call refused'}"
 
     def line(self) -> str:
         """The figures in one line."""
@@ -129,48 +170,88 @@ def _done(org: Any, request_id: int) -> bool:
 def history_drill(rig: Rig, images: tuple[str, str, str], settings: Settings) -> Figures:
     """Run the scenario on ``rig`` (no daemon started yet); ``images``: (the emulator image,
     a second tag of it, the crash-looping image)."""
-    first, second, broken = images
     org = rig.org
     slots = rig.config.agents.count
     t0 = time.time()
-    rig.start_daemon()
+    rig.start_daemon(settings.daemon)
     wait_for(rig.all_idle, 60, "every slot idle with a ready standby")
+    phases = [("the daemon up", time.time() - t0)]
+    """Each phase's end, in seconds from the start (where the time went)."""
     killed: dict[int, float] = {}
     """Jobs killed under their agents on purpose, and when."""
     with Feeder(rig, 2 * slots, settings.job_seconds, settings.seed) as feeder:
 
         def steady(what: str) -> None:
+            # A job killed under its agent ends when the organisation says (abandoned, once
+            # the agent's heartbeat is missed): waited for here too, so that what follows (a
+            # restart's first read) finds it ended.
             goal = _finished(rig) + settings.steady_jobs
-            wait_for(lambda: _finished(rig) >= goal, 120, f"jobs finishing after {what}")
+            wait_for(
+                lambda: _finished(rig) >= goal and all(_done(org, j) for j in killed),
+                120,
+                f"jobs finishing after {what}",
+            )
+            phases.append((what, time.time() - t0))
 
         steady("the start")
-        _reload(rig, second)
-        wait_for(lambda: _rollout_state(rig) == "done", 120, "the roll-out to the new image")
-        steady("the roll-out")
-        _reload(rig, broken, "--canary", "1", "--canary-jobs", "1")
-        wait_for(lambda: _rollout_state(rig) == "rolled_back", 120, "the bad build rolled back")
-        steady("the roll-back")
-        _sigkill_and_restart(rig, settings.down)
-        steady("the first restart")
-        killed.update([_kill_a_busy_agent(rig)])
-        steady("the first agent kill")
-        errors = org.faults.server_error(500, duration=settings.server_errors)
-        wait_for(lambda: errors not in org.faults.active(), settings.server_errors + 10, "500s")
-        limit = org.faults.rate_limit(
-            retry_after=settings.retry_after, duration=settings.rate_limited
-        )
-        wait_for(lambda: limit not in org.faults.active(), settings.rate_limited + 10, "429s")
-        steady("the refusals")
-        _sigkill_and_restart(rig, settings.down)
-        steady("the second restart")
-        killed.update([_kill_a_busy_agent(rig)])
-        steady("the second agent kill")
-        _reload(rig, first)
-        wait_for(lambda: _rollout_state(rig) == "done", 120, "the roll-out back")
-        steady("the roll-out back")
+        for event in settings.events:
+            _event(rig, event, images, settings, killed)
+            steady(f"the {event}")
     queued = list(feeder.queued)
     wait_for(lambda: all(_done(org, j) for j in queued), 120, "every queued job ended")
-    return _measure(rig, queued, killed, t0)
+    phases.append(("every job ended", time.time() - t0))
+    return replace(_measure(rig, queued, killed, t0), phases=phases)
+
+
+def _event(
+    rig: Rig,
+    event: str,
+    images: tuple[str, str, str],
+    settings: Settings,
+    killed: dict[int, float],
+) -> None:
+    """Make one event of the scenario happen (``killed``: a job killed under its agent is
+    added, with when)."""
+    first, second, broken = images
+    if event == ROLLOUT:
+        _reload(rig, second)
+        wait_for(lambda: _rollout_state(rig) == "done", 120, "the roll-out")
+    elif event == BAD_BUILD:
+        _reload(rig, broken, "--canary", "1", "--canary-jobs", "1")
+        wait_for(lambda: _rollout_state(rig) == "rolled_back", 120, "the bad build rolled back")
+    elif event == DAEMON_KILL:
+        _sigkill_and_restart(rig, settings.down, settings.daemon)
+    elif event == AGENT_KILL:
+        job, sent = _kill_a_busy_agent(rig)
+        killed[job] = sent
+    elif event == REFUSALS:
+        _refusals(rig.org, settings)
+    elif event == ROLLOUT_BACK:
+        _reload(rig, first)
+        wait_for(lambda: _rollout_state(rig) == "done", 120, "the roll-out back")
+    else:
+        raise ValueError(f"no such event in the history drill: {event!r}")
+
+
+def _refusals(org: Any, settings: Settings) -> None:
+    """HTTP 500 on every public call for ``server_errors`` s, then 429 for ``rate_limited`` s
+    and on until one of the daemon's calls was answered 429.
+
+    Armed together, as in drill 5: the 500 matches first until it expires, then the 429
+    takes over with no gap between them. The 429 lasts until it reached the daemon (its
+    backoff after the 500s may outlast a short window): the fault then surely happened.
+    """
+    began = time.time()
+    org.faults.server_error(500, duration=settings.server_errors)
+    limit = org.faults.rate_limit(retry_after=settings.retry_after)
+    until = began + settings.server_errors + settings.rate_limited
+
+    def refused_429() -> bool:
+        calls = org.request_log(began)
+        return time.time() >= until and any(e.status == 429 and not e.private for e in calls)
+
+    wait_for(refused_429, settings.server_errors + settings.rate_limited + 90, "a 429 answered")
+    org.faults.clear(limit)
 
 
 def _finished(rig: Rig) -> int:
@@ -190,13 +271,13 @@ def _reload(rig: Rig, image: str, *args: str) -> None:
     assert answer.returncode == 0, (answer.stdout, answer.stderr)
 
 
-def _sigkill_and_restart(rig: Rig, down: float) -> None:
+def _sigkill_and_restart(rig: Rig, down: float, daemon_module: str) -> None:
     daemon = rig.procs[-1]
     daemon.send_signal(signal.SIGKILL)
     daemon.wait(10)
     back_at = time.time() + down
     wait_for(lambda: time.time() >= back_at, down + 5, "the daemon's time away")
-    rig.start_daemon()
+    rig.start_daemon(daemon_module)
 
 
 def _kill_a_busy_agent(rig: Rig) -> tuple[int, float]:
@@ -275,6 +356,7 @@ def _measure(rig: Rig, queued: list[int], killed: dict[int, float], t0: float) -
             1 for e in calls if e.route.endswith("/jobrequests") and "agentIds" in e.detail
         ),
         job_reads=sum(1 for e in calls if e.route.endswith("/jobrequests/{requestId}")),
+        refused=dict(Counter(e.status for e in calls if e.status in (429, 500))),
     )
 
 

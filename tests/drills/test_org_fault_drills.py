@@ -25,7 +25,7 @@ import pytest
 
 from gpuci_tui.core.azure import http as azure_http
 from gpuci_tui.core.host.observers.pool import MAX_ERROR_BACKOFF
-from gpuci_tui.sim.private_api import MAX_POLL_SECONDS
+from gpuci_tui.sim import private_api
 from tests.drills.org_fault_intake import Fault, refused_intake
 from tests.real.rig import Rig, SlotSampler, assert_jobs_clean, make_rig, slot_of_agent, wait_for
 
@@ -34,11 +34,15 @@ pytestmark = [pytest.mark.docker, pytest.mark.daemon]
 SERVER_ERROR_PHASE = 15.0
 """Drill 5's 500 phase in the tests: the first failing read alone takes the client's
 retries (4-8 s) before the status can say so; then a job and a kill are refilled."""
-OUTAGE = MAX_POLL_SECONDS + 2.0
+LONG_POLL = 6.0
+"""The simulated organisation's longest long poll in drill 6's test (its default: 20 s,
+`MAX_POLL_SECONDS`): the outage must outlast it, and a 22-s outage made the drill 30 s."""
+OUTAGE = LONG_POLL + 2.0
 """Drill 6's outage in the tests (the issue's: 60 s). Longer than the simulated agents' long
 poll: a poll whose connection the outage cut still waits in the simulated organisation until
 its timeout, and would take the first job queued after the outage and lose it (its answer
-has nowhere to go). Every session expires meanwhile, as in the 60-s drill."""
+has nowhere to go). Longer than the heartbeat timeout (5 s): every session expires
+meanwhile, as in the 60-s drill."""
 RETRY_AFTER = 6.0
 """Longer than the client's inline wait (5 s): the 429 reaches the supervisor's backoff."""
 REFUSAL = 10.0
@@ -214,7 +218,11 @@ def drill5(rig: Rig, *, server_errors: float, window: float, retry_after: float)
     assert {e.status for e in limited} <= {429, 500}
 
 
-def test_drill6_org_unreachable(rig: Rig) -> None:
+def test_drill6_org_unreachable(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The organisation is served in this process: its cap on a poll's timeout is read
+    # at each poll (bench/bench_org_faults.py runs the 60-s outage with the 20-s polls).
+    monkeypatch.setattr(private_api, "MAX_POLL_SECONDS", LONG_POLL)
+    assert rig.org.heartbeat_timeout < OUTAGE
     drill6(rig, outage=OUTAGE)
 
 

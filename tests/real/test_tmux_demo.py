@@ -75,14 +75,21 @@ class Tmux:
             return []
 
 
-def start_demo(tmp_path: Path, width: int = 100, height: int = 30) -> Tmux:
+def start_demo(
+    tmp_path: Path,
+    width: int = 100,
+    height: int = 30,
+    jobs_per_minute: float = 40,
+    agent_startup: str = "6,3",
+) -> Tmux:
+    """The demo with 2 agents (``agent_startup``: its option, the real agent's by default)."""
     if shutil.which("tmux") is None:
         pytest.fail("tmux is required (scripts/test.sh installs it)", pytrace=False)
     assert BINARY.exists(), f"console script missing: {BINARY}"
     marker = tmp_path / "exit-code"
     command = (
-        f"TERM=screen-256color {BINARY} demo --agents 2 --jobs-per-minute 40; "
-        f"echo $? > {marker}; sleep 5"
+        f"TERM=screen-256color {BINARY} demo --agents 2 --jobs-per-minute {jobs_per_minute:g} "
+        f"--agent-startup {agent_startup}; echo $? > {marker}; sleep 5"
     )
     tmux = Tmux(command, width, height)
     tmux.marker = marker  # type: ignore[attr-defined]
@@ -91,7 +98,11 @@ def start_demo(tmp_path: Path, width: int = 100, height: int = 30) -> Tmux:
 
 @pytest.fixture
 def demo(tmp_path: Path) -> Iterator[Tmux]:
-    tmux = start_demo(tmp_path)
+    """The demo with agents that stay idle (a job an hour) and start in 1.5 s: a drain then
+    ends at once, where a demo job (8-40 s) under way made the test wait for its end (33 s
+    in CI), and the restart's agents are back in seconds. The keys and screens are the
+    same; a drain that waits for a job is the engine's (tests/core/engine)."""
+    tmux = start_demo(tmp_path, jobs_per_minute=1 / 60, agent_startup="1,0.5")
     try:
         yield tmux
     finally:

@@ -244,3 +244,28 @@ def test_the_scope_asks_for_one_instance_or_this_hosts_agents() -> None:
     other = Agent(3, "theirs-0")
     assert SCOPE.narrow([marked, foreign, other]) == (marked, foreign)
     assert SCOPE.unmarked([marked, foreign, other]) == (foreign,)
+
+
+async def test_a_lane_registered_between_the_reads_is_not_taken_for_a_hidden_one(
+    org: SimOrg,
+) -> None:
+    """A lane of ours that registers (with its marker) after the filtered read and before
+    the names read is in the names only: a second filtered look finds it, no warning, and
+    the next read is filtered (the demo read the whole pool for ten minutes after one)."""
+
+    class RegisteringMeanwhile(Recording):
+        def list_agents(self, pool_id: int, **asked: Any) -> list[Agent]:
+            if asked == {} and "gpu01-1" not in {a.name for a in org.agents(42)}:
+                org.add_elsewhere(42, "gpu01-1", MARK, online=True)  # just before this read
+            return super().list_agents(pool_id, **asked)
+
+    api = RegisteringMeanwhile(SimPoolApi(org, PAT))
+    now, events = [1000.0], []
+    observer = observer_on(api, now, events)
+    first = await read(observer, now)
+    assert api.reads == [*HOURLY, FILTERED], "the names, then one more filtered look"
+    assert "gpu01-1" in {a.name for a in first.view.agents}
+    assert events == []
+    now[0] += 10.0
+    await read(observer, now)
+    assert api.reads[-1] == FILTERED, "filtered, not the whole pool"
