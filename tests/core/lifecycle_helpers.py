@@ -121,3 +121,13 @@ def starts_per_minute_with(rules: SupervisorConfig, minute: float = 60.0) -> int
         if slot.backoff_until is not None:
             at = slot.backoff_until
     return starts
+
+
+def plan_safely(state: EngineState, now: float) -> tuple[EngineState, list[Action]]:
+    """The planner's answer at ``now`` (log tails left out), with the safety rule checked:
+    never two lanes of a slot that could take a job."""
+    after, decided = decide(state, now)
+    for slot in after.slots:
+        capable = [lane.name for lane in slot.lanes if lane.capable]
+        assert len(capable) <= 1, f"t={now}: two lanes could take a job: {capable}"
+    return after, [a for a in decided.actions if type(a).__name__ != "FetchLogs"]

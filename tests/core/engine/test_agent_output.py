@@ -110,11 +110,11 @@ def test_running_job_makes_the_lane_busy_without_a_read_and_plans_nothing() -> N
     assert [n.kind for n in step.outputs] == ["job_assigned"]
     assert job_label(lane.job) == "job 'train - main'"
     # The busy active stays enabled until its container ends, so that a refusal of our
-    # writes beginning mid-job strands no slot (`planning.refused`); its exit disables it,
-    # in the round that enables the standby.
+    # writes beginning mid-job strands no slot (`planning.refused`); its exit enables the
+    # standby, and it is disabled once that enable is confirmed (make before break).
     assert actions(step.state) == []
     ended = observe(step.state, Died(0, A, "ca", 0, NOW + 1))
-    assert actions(ended, NOW + 1)[1:] == [SetEnabled(0, B, 2, True), SetEnabled(0, A, 1, False)]
+    assert actions(ended, NOW + 1)[1:] == [SetEnabled(0, B, 2, True)]
 
 
 def test_a_container_killed_after_its_running_job_line_lost_that_job() -> None:

@@ -74,10 +74,10 @@ ROWS: list[tuple[str, EngineState, list[Action]]] = [
      " (and remove the dead container at once: no auto-remove)",
      engine(dying("ca", agent_id=1, enabled=False, idle_verified=True, known_at=20.0), STANDBY),
      [RemoveContainer(0, A, "ca"), SetEnabled(0, B, 2, True)]),
-    ("active exited still enabled: enable the standby and disable the exited registration,"
-     " while its dead container is removed",
+    ("active exited still enabled: enable the standby, while its dead container is removed;"
+     " the exited registration stays enabled until that enable is confirmed",
      engine(dying("ca", agent_id=1, enabled=True, known_at=20.0), STANDBY),
-     [RemoveContainer(0, A, "ca"), SetEnabled(0, B, 2, True), SetEnabled(0, A, 1, False)]),
+     [RemoveContainer(0, A, "ca"), SetEnabled(0, B, 2, True)]),
     ("exited lane's name free and disabled: start it as the new standby",
      engine(PARKED_DISABLED, {**ACTIVE, "container_id": "cb", "agent_id": 2}),
      [StartAgent(0, A)]),

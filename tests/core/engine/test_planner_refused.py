@@ -24,7 +24,6 @@ import pytest
 from gpuci_tui.core.engine.agent.output import AwaitingGo
 from gpuci_tui.core.engine.agent.steps import AgentSaid, GiveGo, GoGiven
 from gpuci_tui.core.engine.lifecycle import EngineState, Lane, LanePhase
-from gpuci_tui.core.engine.planning.planner import decide
 from gpuci_tui.core.engine.planning.refused import ALL_DISABLED, IN_PLACE
 from gpuci_tui.core.engine.pool_view import PoolView
 from gpuci_tui.core.engine.server_steps import (
@@ -37,7 +36,6 @@ from gpuci_tui.core.engine.server_steps import (
     SetEnabled,
 )
 from gpuci_tui.core.engine.steps import (
-    Action,
     Died,
     Observation,
     RemoveContainer,
@@ -46,7 +44,7 @@ from gpuci_tui.core.engine.steps import (
     Started,
 )
 from gpuci_tui.core.protocols import Agent, JobRequest
-from tests.core.lifecycle_helpers import ACTIVE, BUSY, STANDBY, engine, observe, slot0
+from tests.core.lifecycle_helpers import ACTIVE, BUSY, STANDBY, engine, observe, plan_safely, slot0
 
 A, B = Lane.A, Lane.B
 RATE_LIMITED = "HTTP 429 (TF400733: rate-limited); retry after 60 s"
@@ -69,13 +67,7 @@ def read(at: float, *agents: Agent, queued: int = 3) -> PoolRead:
     return PoolRead(PoolView(pool_id=42, began_at=at, agents=agents, queued_jobs=queued))
 
 
-def plan(state: EngineState, now: float) -> tuple[EngineState, list[Action]]:
-    """The planner's answer at ``now`` (log tails left out), with the safety rule checked."""
-    after, decided = decide(state, now)
-    for slot in after.slots:
-        capable = [lane.name for lane in slot.lanes if lane.capable]
-        assert len(capable) <= 1, f"t={now}: two lanes could take a job: {capable}"
-    return after, [a for a in decided.actions if type(a).__name__ != "FetchLogs"]
+plan = plan_safely
 
 
 def refused_by(*observations: Observation) -> EngineState:
@@ -141,15 +133,9 @@ def test_429_on_writes_only_each_read_ends_the_refusal_and_the_next_write_probes
     assert state.refusal == "" and state.server_retry_at == 0.0
     state = observe(state, Died(0, A, "ca", 0, 29.0))
     state, actions = plan(state, 30.0)
-    assert actions == [RemoveContainer(0, A, "ca"), SetEnabled(0, B, 2, True),
-                       SetEnabled(0, A, 1, False)]  # fmt: skip
-    # Both answered from the client's memory of the 429: refused again.
-    state = observe(
-        state,
-        ServerFailed(0, B, RATE_LIMITED, 85.0),
-        ServerFailed(0, A, RATE_LIMITED, 85.0),
-        Removed(0, A, "ca"),
-    )
+    assert actions == [RemoveContainer(0, A, "ca"), SetEnabled(0, B, 2, True)], "a stays enabled"
+    # Answered from the client's memory of the 429: refused again.
+    state = observe(state, ServerFailed(0, B, RATE_LIMITED, 85.0), Removed(0, A, "ca"))
     assert plan(state, 30.2)[1] == [StartAgent(0, A)]
 
 
@@ -207,8 +193,7 @@ def test_window_ending_mid_job_the_exit_enables_the_standby_as_usual() -> None:
     assert plan(state, 41.1)[1] == []
     state = observe(state, Died(0, A, "ca2", 0, 42.5))
     state, actions = plan(state, 42.6)
-    assert actions == [RemoveContainer(0, A, "ca2"), SetEnabled(0, B, 2, True),
-                       SetEnabled(0, A, 1, False)]  # fmt: skip
+    assert actions == [RemoveContainer(0, A, "ca2"), SetEnabled(0, B, 2, True)]
 
 
 def test_window_ending_with_the_in_place_lane_ready_changes_nothing() -> None:
@@ -307,4 +292,7 @@ def test_with_the_start_gate_an_answer_before_the_go_hands_over_to_the_ready_sta
     state = observe(state, Started(0, A, "ca2", 30.5, spec=GATED, gated=True))
     state = observe(state, read(30.55, agent_a(online=False), agent_b()))
     state, actions = plan(state, 30.6)
-    assert actions == [SetEnabled(0, B, 2, True), SetEnabled(0, A, 1, False)]
+    assert actions == [SetEnabled(0, B, 2, True)], "a stays enabled until b's enable is answered"
+    state = observe(state, AgentWritten(0, B, agent_b(enabled=True), 30.7))
+    state, actions = plan(state, 30.8)
+    assert actions == [SetEnabled(0, A, 1, False)], "then a is made the next standby"

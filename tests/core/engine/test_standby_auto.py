@@ -264,5 +264,5 @@ def test_a_lane_that_ran_between_two_reads_counts_against_the_cap() -> None:
     state = observe(state, Died(1, A, "ca1", 0, 36.0))
     _, plan = decide(state, 36.0)
     assert [a for a in plan.actions if a.slot == 1] == [
-        RemoveContainer(1, A, "ca1"), SetEnabled(1, B, 4, True), SetEnabled(1, A, 3, False),
+        RemoveContainer(1, A, "ca1"), SetEnabled(1, B, 4, True),
     ]  # fmt: skip

@@ -13,7 +13,7 @@ from functools import partial
 
 import pytest
 
-from gpuci_tui.core.engine.lifecycle import Lane
+from gpuci_tui.core.engine.lifecycle import Lane, Op
 from gpuci_tui.core.engine.standby.schedule import DAYS, StandbySchedule
 from gpuci_tui.core.engine.standby.state import AutoStandby
 from tests.core.lifecycle_world import World
@@ -29,8 +29,10 @@ DEEP = (Lane.C, Lane.D)
 def probe(world: World, times: tuple[float, ...]) -> dict[float, tuple[int, int]]:
     """At each time: (standby depth in force, lanes c and d in use).
 
-    In use: a container runs in the lane, or its next one is being started (a lane
-    that ran a job restarts at once; at any instant one may be between the two).
+    In use: a container runs in the lane, or its next one is on its way (a lane that
+    ran a job restarts at once; at any instant one may be between the two: its dead
+    container being removed, or its registration being disabled for the restart once
+    the next active lane's enable is confirmed, `planning.run`).
     """
     seen: dict[float, tuple[int, int]] = {}
 
@@ -39,7 +41,12 @@ def probe(world: World, times: tuple[float, ...]) -> dict[float, tuple[int, int]
             1
             for _, lane in world.state.lanes()
             if lane.lane in DEEP
-            and (lane.live or any(b.alive and b.name == lane.name for b in world.boxes.values()))
+            and (
+                lane.live
+                or lane.dying_id is not None
+                or lane.op is Op.DISABLE
+                or any(b.alive and b.name == lane.name for b in world.boxes.values())
+            )
         )
         seen[t] = (int(world.state.standby), deep)
 

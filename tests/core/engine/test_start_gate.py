@@ -102,8 +102,11 @@ ROWS: list[tuple[str, EngineState, list[Action]]] = [
      gated(ACTIVE, HELD_ENABLED), [SetEnabled(0, B, 2, False)]),
     ("a held standby-to-be, disabled: its go",
      gated(ACTIVE, HELD_DISABLED), [GiveGo(0, B, "cb")]),
-    ("a held standby-to-be next to a busy lane: the same (disabled first, never a job)",
-     gated({**BUSY, "enabled": False}, HELD_ENABLED), [SetEnabled(0, B, 2, False)]),
+    ("a held standby-to-be, enabled, next to a busy lane: the same (disabled first, never a job)",
+     gated(BUSY, HELD_ENABLED), [SetEnabled(0, B, 2, False)]),
+    ("a held lane, enabled, next to a busy lane being taken out (disabled): it stays enabled"
+     " (make before break) and gets its go as the active one once that lane has exited",
+     gated({**BUSY, "enabled": False}, HELD_ENABLED), []),
     ("re-registration of a disabled name: its go at once (--replace keeps the flag)",
      gated(ACTIVE, {**HELD_NEW, **PARKED_DISABLED}), [GiveGo(0, B, "cb")]),
     ("nothing capable; a held, enabled and known: a gets its go, b (new) waits",

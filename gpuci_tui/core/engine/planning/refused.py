@@ -15,9 +15,10 @@ hot standby's hand-over needs both, so intake falls back to the cold path, by ru
   registration's id and flag are known, so it gets the go at once.
 * **No disable while busy.** A busy active lane is never disabled for the
   hand-over (`planning.run`): its registration is disabled after its exit,
-  together with the enabling of the standby. Disabled while busy, it would
-  come back disabled if the refusal began meanwhile, and nothing could be
-  enabled in its place until writes work.
+  once the standby's enable is confirmed (make before break). Disabled while
+  busy, or before that enable is answered, it would come back disabled if the
+  refusal began meanwhile, and nothing could be enabled in its place until
+  writes work.
 * **Standbys stay standbys.** They are not enabled (that is a write) and keep
   their containers: a slot never has two lanes that could take a job
   (`lifecycle`'s rule), whatever the organisation answers.

@@ -4,14 +4,16 @@ A running slot wants exactly one *active* lane (enabled, taking jobs) and,
 with standby on, its other used lanes *ready* (one per standby, see
 `standby_auto`): containers up, agents online but disabled. When the active
 agent's container exits after its job, a standby is enabled at once (one
-PATCH) and a fresh container is started for the exited lane, which comes
-back disabled because a re-registration keeps the ``enabled`` flag (so that
-flag is set to False before the new start, in the same round as the standby
-is enabled). Not earlier, while it runs its job: the active lane stays
-enabled until its container ends, so that if the organisation then refuses
-our writes it can restart in place and keep taking jobs (`planning.refused`);
-disabled while busy, it would come back disabled with nothing able to enable
-a lane until writes work.
+PATCH, the first write) and a fresh container is started for the exited lane,
+which comes back disabled because a re-registration keeps the ``enabled`` flag
+(so that flag is set to False before the new start). Make before break: the
+exited lane is disabled only once the standby's enable is confirmed, never
+while it runs its job nor in the same round as that enable. Until then it is
+the slot's enabled registration, so that if the organisation refuses the
+enable (or any write) it restarts in place and keeps taking jobs
+(`planning.refused`); disabled first, the slot would be left with no enabled
+lane and nothing able to enable one until writes work. Offline, it takes no
+job meanwhile, and it is not started again before its disable is answered.
 
 A lane name that was never registered comes back *enabled* when first
 registered. With an image that has the start gate (`planning.gate`) that is
@@ -33,6 +35,7 @@ from gpuci_tui.core.engine.lifecycle import (
     Lane,
     LanePhase,
     LaneRecord,
+    Op,
     SlotRecord,
 )
 from gpuci_tui.core.engine.planning.draft import Draft
@@ -191,13 +194,20 @@ def _choose_active(
         if (absent(lane) or (lane.agent_id is not None and lane.enabled is True))
         and draft.can_start(lane)
     ]
-    if enabled:
-        draft.start(enabled[0])
-        return enabled[0]
+    # A standby comes before a registration known enabled whose container exited: that
+    # one is the exited active lane, kept enabled until a standby's enable is confirmed
+    # (`_standby`); restarted before, it would take the standby's place with a start-up.
+    fresh = [lane for lane in enabled if absent(lane)]
+    if fresh:
+        draft.start(fresh[0])
+        return fresh[0]
     if standbys:
         best = min(standbys, key=_rank)
         draft.set_enabled(best, True)
         return best
+    if enabled:
+        draft.start(enabled[0])
+        return enabled[0]
     startable = [lane for lane in lanes if not lane.live and draft.can_start(lane)]
     if not startable:
         return None
@@ -228,6 +238,8 @@ def _standby(draft: Draft, lane: LaneRecord, active: LaneRecord | None) -> None:
     if draft.claimed(lane):
         return
     if lane.held:
+        if lane.enabled is True and not _enable_confirmed(active):
+            return  # make before break, as below: no session, so no job meanwhile
         prepare_held(draft, lane)  # at the start gate: disabled, then the go
         return
     if lane.live:
@@ -237,8 +249,13 @@ def _standby(draft: Draft, lane: LaneRecord, active: LaneRecord | None) -> None:
             draft.check(lane)
         return
     if lane.agent_id is not None and lane.enabled is not False:
-        # Its next container must come back disabled: set the flag while none runs.
-        draft.set_enabled(lane, False)
+        # Its next container must come back disabled: set the flag while none runs. Make
+        # before break: only once the active lane's enable is confirmed. Until then this
+        # registration stays the slot's enabled one, so if the organisation refuses that
+        # enable, this lane restarts in place (`planning.refused`) instead of the slot
+        # being left with no enabled lane. Offline, it takes no job meanwhile.
+        if _enable_confirmed(active):
+            draft.set_enabled(lane, False)
         return
     if not draft.can_start(lane):
         return
@@ -253,6 +270,11 @@ def _standby(draft: Draft, lane: LaneRecord, active: LaneRecord | None) -> None:
             identify(draft, lane, since=lane.ended_at or 0.0)
         return
     _bootstrap(draft, lane, active)
+
+
+def _enable_confirmed(lane: LaneRecord | None) -> bool:
+    """The server said the lane is enabled and no write of its flag is in flight."""
+    return lane is not None and lane.enabled is True and lane.op not in (Op.ENABLE, Op.DISABLE)
 
 
 def _bootstrap(draft: Draft, lane: LaneRecord, active: LaneRecord | None) -> None:
