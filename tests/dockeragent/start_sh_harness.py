@@ -13,12 +13,23 @@ import os
 import secrets
 import signal
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from tests.waiting import wait_until  # noqa: F401 - the start.sh tests import it from here
 
 START_SH = Path(__file__).resolve().parents[2] / "dockeragent" / "start.sh"
+#: Runs start.sh with SIGINT and SIGQUIT at their defaults, as a container's entrypoint gets
+#: them. A test run started in the background of a non-interactive shell (a CI step, `cmd &`)
+#: has both ignored, every child inherits that, and bash cannot trap a signal ignored when it
+#: started: the SIGINT test then waited for a signal start.sh never saw.
+SIGNALS_AT_DEFAULT = (
+    "import os, signal, sys\n"
+    "signal.signal(signal.SIGINT, signal.SIG_DFL)\n"
+    "signal.signal(signal.SIGQUIT, signal.SIG_DFL)\n"
+    "os.execv(sys.argv[1], sys.argv[1:])\n"
+)
 BAKED_VERSION = "4.275.0"
 
 WRAPPER = """#!/bin/bash
@@ -132,7 +143,7 @@ class Agent:
 
     def start(self, **overrides: str | None) -> subprocess.Popen[str]:
         self.proc = subprocess.Popen(
-            [str(START_SH)],
+            [sys.executable, "-c", SIGNALS_AT_DEFAULT, str(START_SH)],
             env=self.env(**overrides),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,

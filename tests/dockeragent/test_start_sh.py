@@ -204,10 +204,22 @@ def test_sigterm_during_registration_stops_before_any_job(agent: Agent) -> None:
 def test_sigint_while_idle_exits_130(agent: Agent) -> None:
     proc = agent.start(STUB_RUN="idle")
     wait_until(lambda: agent.has("run.ready"), what="the listener to wait for a job")
+    masks = signal_masks(proc.pid)
+    assert int(masks["SigCgt"], 16) & 1 << (signal.SIGINT - 1), f"start.sh traps no SIGINT: {masks}"
     proc.send_signal(signal.SIGINT)
-    result = agent.finish(timeout=5)
+    # Well below the stub listener's 30-s sleep, which a signal not passed on would wait out.
+    try:
+        result = agent.finish(timeout=20)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"start.sh did not end on SIGINT (its signals before it: {masks})")
     assert result.code == agent_exit.INTERRUPTED == 130, result.out
     assert agent.read("run.signals").split() == ["TERM"]
+
+
+def signal_masks(pid: int) -> dict[str, str]:
+    """The process's ignored and caught signals (hex masks, from /proc)."""
+    lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    return dict(line.split(":\t", 1) for line in lines if line.startswith(("SigIgn", "SigCgt")))
 
 
 # --------------------------------------------------------------------------- service principal
